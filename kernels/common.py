@@ -1,0 +1,85 @@
+"""Helpers shared by kernel modules: fused activations, broadcasting, axis handling."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite_numba.ops import PrepareContext, Tensor
+
+# ActivationFunctionType: NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT
+ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH, ACT_SIGN_BIT = range(6)
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def float_activation_range(ctx: PrepareContext, act: int) -> tuple[float, float]:
+    """(min, max) clamp of a fused activation on float outputs."""
+    if act == ACT_NONE:
+        return -np.inf, np.inf
+    if act == ACT_RELU:
+        return 0.0, np.inf
+    if act == ACT_RELU_N1_TO_1:
+        return -1.0, 1.0
+    if act == ACT_RELU6:
+        return 0.0, 6.0
+    ctx.fail(f"fused activation {act} is not supported")
+
+
+def int_activation_range(ctx: PrepareContext, act: int, dtype) -> tuple[int, int]:
+    """(min, max) clamp of a fused activation on integer (non-quantized) outputs."""
+    info = np.iinfo(dtype)
+    lo, hi = float_activation_range(ctx, act)
+    return int(max(lo, info.min)), int(min(hi, info.max))
+
+
+def quantized_activation_range(ctx: PrepareContext, act: int, out: Tensor) -> tuple[int, int]:
+    """(min, max) clamp of a fused activation on a quantized output, as TFLite computes it."""
+    info = np.iinfo(out.dtype)
+    qmin, qmax = int(info.min), int(info.max)
+    scale, zp = out.scale, out.zero_point
+
+    def q(x: float) -> int:
+        return zp + int(round(x / scale))
+
+    if act == ACT_NONE:
+        return qmin, qmax
+    if act == ACT_RELU:
+        return max(qmin, q(0.0)), qmax
+    if act == ACT_RELU6:
+        return max(qmin, q(0.0)), min(qmax, q(6.0))
+    if act == ACT_RELU_N1_TO_1:
+        return max(qmin, q(-1.0)), min(qmax, q(1.0))
+    ctx.fail(f"fused activation {act} is not supported on quantized outputs")
+
+
+def broadcast_shape(ctx: PrepareContext, *shapes) -> tuple[int, ...]:
+    """NumPy broadcasting of input shapes; a clear error when they do not broadcast."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes]))
+    except ValueError:
+        ctx.fail("shapes " + " and ".join(str(list(s)) for s in shapes) + " cannot be broadcast")
+
+
+MAX_BROADCAST_RANK = 6
+
+
+def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> np.ndarray:
+    """Element strides of `shape` broadcast to `out_shape`, both left-padded to rank 6 (0 where broadcast)."""
+    rank = MAX_BROADCAST_RANK
+    padded = (1,) * (rank - len(shape)) + tuple(shape)
+    strides = np.zeros(rank, np.int64)
+    acc = 1
+    for d in range(rank - 1, -1, -1):
+        strides[d] = 0 if padded[d] == 1 else acc
+        acc *= padded[d]
+    return strides
+
+
+def padded_shape(shape: tuple[int, ...], rank: int = MAX_BROADCAST_RANK) -> np.ndarray:
+    return np.array((1,) * (rank - len(shape)) + tuple(shape), np.int64)
+
+
+def normalize_axis(ctx: PrepareContext, axis: int, rank: int) -> int:
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < max(rank, 1):
+        ctx.fail(f"axis {axis} is out of range for rank {rank}")
+    return a

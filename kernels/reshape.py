@@ -1,0 +1,83 @@
+"""RESHAPE, SQUEEZE, EXPAND_DIMS: the data is copied as is; only the shape changes."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from lite_numba.ops import PrepareContext, kernel
+
+
+@njit(cache=True, nogil=True)
+def copy_bytes(x, out):
+    for i in range(out.size):
+        out[i] = x[i]
+
+
+def schedule_copy(ctx: PrepareContext, x, out) -> None:
+    """Copy x into out (same number of elements) as raw bytes: one compiled loop serves every dtype."""
+    if x.size == 0:
+        return
+    dt = np.int64 if x.nbytes % 8 == 0 else np.uint8
+    n = x.nbytes // np.dtype(dt).itemsize
+    ctx.call(copy_bytes, ctx.view(x, (n,), dt), ctx.view(out, (n,), dt))
+
+
+def infer_shape(ctx: PrepareContext, size: int, new_shape) -> tuple[int, ...]:
+    new_shape = [int(d) for d in new_shape]
+    unknown = [i for i, d in enumerate(new_shape) if d == -1]
+    ctx.check(len(unknown) <= 1, f"new shape {new_shape} has more than one -1")
+    ctx.check(all(d >= -1 for d in new_shape), f"new shape {new_shape} has a negative dimension")
+    known = int(np.prod([d for d in new_shape if d != -1], dtype=np.int64))
+    if unknown:
+        ctx.check(known > 0 and size % known == 0, f"cannot reshape {size} elements to {new_shape}")
+        new_shape[unknown[0]] = size // known
+    ctx.check(int(np.prod(new_shape, dtype=np.int64)) == size, f"cannot reshape {size} elements to {new_shape}")
+    return tuple(new_shape)
+
+
+@kernel("RESHAPE")
+def RESHAPE(ctx: PrepareContext) -> None:
+    ctx.check_num(inputs=(1, 2), outputs=1)
+    x = ctx.input(0)
+    shape_t = ctx.input(1)
+    if shape_t is not None and shape_t.ndim == 1 and not (shape_t.size == 0 and ctx.options.get("new_shape")):
+        new_shape = ctx.value(1).reshape(-1)
+    elif ctx.options.get("new_shape") is not None and (shape_t is None or ctx.options.get("new_shape")):
+        new_shape = ctx.options["new_shape"]
+    elif shape_t is not None:
+        new_shape = ctx.value(1).reshape(-1)
+    else:
+        new_shape = ctx.output(0).shape
+    out = ctx.set_output(0, infer_shape(ctx, x.size, new_shape))
+    ctx.check(out.dtype == x.dtype, f"output type {out.dtype.name} differs from input type {x.dtype.name}")
+    schedule_copy(ctx, x, out)
+
+
+@kernel("SQUEEZE")
+def SQUEEZE(ctx: PrepareContext) -> None:
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    dims = ctx.options.get("squeeze_dims") or []
+    if dims:
+        axes = set()
+        for d in dims:
+            a = d + x.ndim if d < 0 else d
+            ctx.check(0 <= a < x.ndim, f"squeeze dim {d} out of range for rank {x.ndim}")
+            ctx.check(x.shape[a] == 1, f"cannot squeeze dimension {d} of size {x.shape[a]}")
+            axes.add(a)
+        shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+    else:
+        shape = tuple(s for s in x.shape if s != 1)
+    schedule_copy(ctx, x, ctx.set_output(0, shape, x.dtype))
+
+
+@kernel("EXPAND_DIMS")
+def EXPAND_DIMS(ctx: PrepareContext) -> None:
+    ctx.check_num(inputs=2, outputs=1)
+    x = ctx.input(0)
+    axis = int(np.asarray(ctx.value(1)).reshape(-1)[0])
+    a = axis + x.ndim + 1 if axis < 0 else axis
+    ctx.check(0 <= a <= x.ndim, f"axis {axis} out of range for rank {x.ndim}")
+    shape = x.shape[:a] + (1,) + x.shape[a:]
+    schedule_copy(ctx, x, ctx.set_output(0, shape, x.dtype))

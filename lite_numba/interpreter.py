@@ -1,0 +1,283 @@
+"""Interpreter and SignatureRunner with the official Python API (ai_edge_litert.interpreter)."""
+
+from __future__ import annotations
+
+import enum
+import os
+from typing import Any
+
+import numpy as np
+
+from .executor import GraphRuntime
+from .model import ModelError, load_model, read_model_bytes
+from .plan import ModelPlan, TensorSpec
+from .resolver import OpResolver, default_op_resolver
+
+_TYPE_NAMES = {
+    np.dtype(np.float32): "FLOAT32", np.dtype(np.float16): "FLOAT16", np.dtype(np.float64): "FLOAT64",
+    np.dtype(np.int8): "INT8", np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16", np.dtype(np.uint16): "UINT16",
+    np.dtype(np.int32): "INT32", np.dtype(np.uint32): "UINT32", np.dtype(np.int64): "INT64",
+    np.dtype(np.uint64): "UINT64", np.dtype(np.bool_): "BOOL", np.dtype(np.complex64): "COMPLEX64",
+    np.dtype(np.complex128): "COMPLEX128", np.dtype(np.object_): "STRING",
+}
+
+
+class OpResolverType(enum.Enum):
+    """Accepted for compatibility with the official constructor; lite-numba has one set of kernels."""
+
+    AUTO = 0
+    BUILTIN = 1
+    BUILTIN_REF = 2
+    BUILTIN_WITHOUT_DEFAULT_DELEGATES = 3
+
+
+def _type_name(dt: np.dtype) -> str:
+    return _TYPE_NAMES.get(np.dtype(dt), np.dtype(dt).name.upper())
+
+
+def _detail(spec: TensorSpec, shape: tuple[int, ...]) -> dict:
+    q = spec.quantization
+    dtype = np.object_ if spec.type_name in ("RESOURCE", "VARIANT", "STRING") else spec.dtype.type
+    per_tensor = (float(q.scales[0]), int(q.zero_points[0])) if q.scales.size == 1 else (0.0, 0)
+    return {
+        "name": spec.name,
+        "index": spec.index,
+        "shape": np.array(shape, np.int32),
+        "shape_signature": np.array(spec.shape_signature, np.int32),
+        "dtype": dtype,
+        "quantization": per_tensor,
+        "quantization_parameters": {
+            "scales": q.scales.astype(np.float32),
+            "zero_points": q.zero_points.astype(np.int32),
+            "quantized_dimension": int(q.quantized_dimension),
+            "block_size": 0,
+        },
+        "sparsity_parameters": {},
+    }
+
+
+class Interpreter:
+    """Runs a .tflite model; the API of `ai_edge_litert.interpreter.Interpreter`.
+
+    `Interpreter(model)` accepts a path or the model's bytes. `op_resolver` selects the kernels (default: every
+    builtin, the shipped plugins and every @custom_op). A builtin op version we lack fails here with the official
+    ValueError; an unresolved custom op fails at `allocate_tensors()` with the official RuntimeError.
+    """
+
+    def __init__(self, model_path: str | os.PathLike | bytes | None = None, model_content: bytes | None = None,
+                 experimental_delegates=None, num_threads: int | None = None,
+                 experimental_op_resolver_type: Any = None, experimental_preserve_all_tensors: bool = False,
+                 op_resolver: OpResolver | None = None, **_ignored):
+        if isinstance(model_path, (bytes, bytearray, memoryview)):
+            model_path, model_content = None, model_path
+        if model_path is not None and model_content is not None:
+            raise ValueError("Can't both provide `model_path` and `model_content`")
+        if model_path is not None:
+            self._data = read_model_bytes(model_path)
+        elif model_content is not None:
+            self._data = bytes(model_content) if not isinstance(model_content, bytes) else model_content
+        else:
+            raise ValueError("Can't create interpreter: provide a model path or content")
+        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < -1):
+            raise ValueError("num_threads should be an integer >= -1")
+        self._num_threads = 1 if num_threads in (None, -1, 0) else num_threads
+        self._preserve_all = bool(experimental_preserve_all_tensors)
+        self.model: ModelPlan = load_model(self._data)
+        self._resolver = op_resolver if op_resolver is not None else default_op_resolver()
+        self._kernels = [self._resolve_subgraph(sg) for sg in self.model.subgraphs]
+        self._runtimes: dict[int, GraphRuntime] = {}
+        self._runtime(0)
+
+    def _resolve_subgraph(self, sg) -> list:
+        kernels = []
+        for node in sg.nodes:
+            if node.is_custom:
+                kernels.append(self._resolver.find_custom(node.op_name, node.version))
+                continue
+            k = self._resolver.find_builtin(node.op_name, node.version)
+            if k is None:
+                raise ValueError(
+                    f"Didn't find op for builtin opcode '{node.op_name}' version '{node.version}'. An older version "
+                    f"of this builtin might be supported. Are you using an old TFLite binary with a newer model?\n"
+                    f"Registration failed.\n")
+            kernels.append(k)
+        return kernels
+
+    def _runtime(self, subgraph_index: int) -> GraphRuntime:
+        rt = self._runtimes.get(subgraph_index)
+        if rt is None:
+            if not 0 <= subgraph_index < len(self.model.subgraphs):
+                raise ValueError(f"Invalid subgraph index {subgraph_index}; the model has "
+                                 f"{len(self.model.subgraphs)} subgraphs")
+            rt = GraphRuntime(self.model.subgraphs[subgraph_index], self._kernels[subgraph_index],
+                              num_threads=self._num_threads, preserve_all_tensors=self._preserve_all,
+                              subgraph_index=subgraph_index, host_env=self)
+            self._runtimes[subgraph_index] = rt
+        return rt
+
+    # --- the official API -------------------------------------------------------------------------------------
+    def allocate_tensors(self) -> None:
+        """Prepare every node, plan memory and compile the executor (cached on disk)."""
+        self._runtime(0).allocate()
+
+    def invoke(self) -> None:
+        """Run the model once on the inputs set."""
+        self._runtime(0).invoke()
+
+    def num_subgraphs(self) -> int:
+        return len(self.model.subgraphs)
+
+    def _check_index(self, rt: GraphRuntime, i: int) -> None:
+        n = len(rt.tensors)
+        if not isinstance(i, (int, np.integer)) or i < 0 or i >= n:
+            raise ValueError(f"Invalid tensor index {i} exceeds max tensor index {n - 1}")
+
+    def _details(self, rt: GraphRuntime, indices) -> list[dict]:
+        return [_detail(rt.plan.tensors[i], rt.tensors[i].shape) for i in indices]
+
+    def get_input_details(self) -> list[dict]:
+        rt = self._runtime(0)
+        return self._details(rt, rt.plan.inputs)
+
+    def get_output_details(self) -> list[dict]:
+        rt = self._runtime(0)
+        return self._details(rt, rt.plan.outputs)
+
+    def get_tensor_details(self) -> list[dict]:
+        rt = self._runtime(0)
+        return self._details(rt, range(len(rt.plan.tensors)))
+
+    def set_tensor(self, tensor_index: int, value) -> None:
+        """Copy `value` into a tensor (an input), checking dtype and shape with the official messages."""
+        set_tensor(self._runtime(0), tensor_index, value)
+
+    def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
+        """A copy of a tensor's current value."""
+        rt = self._runtime(subgraph_index)
+        self._check_index(rt, tensor_index)
+        return np.array(rt.array(tensor_index), copy=True)
+
+    def tensor(self, tensor_index: int):
+        """A function returning a live numpy view of the tensor (valid until the next allocate_tensors)."""
+        rt = self._runtime(0)
+        self._check_index(rt, tensor_index)
+        return lambda: rt.array(tensor_index)
+
+    def resize_tensor_input(self, input_index: int, tensor_size, strict: bool = False) -> None:
+        """Change an input's shape; takes effect at the next allocate_tensors()."""
+        resize_input(self._runtime(0), input_index, tensor_size, strict)
+
+    def reset_all_variables(self) -> None:
+        for rt in self._runtimes.values():
+            rt.init_variables()
+        reset = getattr(self, "_reset_hooks", [])
+        for hook in reset:
+            hook()
+
+    def get_signature_list(self) -> dict:
+        return {s.key: {"inputs": list(s.inputs), "outputs": list(s.outputs)} for s in self.model.signatures}
+
+    def get_signature_runner(self, signature_key: str | None = None) -> "SignatureRunner":
+        sigs = self.model.signatures
+        if signature_key is None:
+            if len(sigs) != 1:
+                raise ValueError("SignatureDef signature_key is None and model has {0} Signatures. "
+                                 "None is only allowed when the model has 1 SignatureDef".format(len(sigs)))
+            signature_key = sigs[0].key
+        for s in sigs:
+            if s.key == signature_key:
+                return SignatureRunner(self, s)
+        raise ValueError(f'Invalid signature_key provided: "{signature_key}".')
+
+
+def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:
+    n = len(rt.tensors)
+    if not isinstance(tensor_index, (int, np.integer)) or not 0 <= tensor_index < n:
+        raise ValueError(f"Invalid tensor index {tensor_index} exceeds max tensor index {n - 1}")
+    t = rt.tensors[tensor_index]
+    value = np.asarray(value)
+    pos = rt.plan.inputs.index(tensor_index) if tensor_index in rt.plan.inputs else tensor_index
+    if value.dtype != t.dtype:
+        raise ValueError(f"Cannot set tensor: Got value of type {_type_name(value.dtype)} but expected type "
+                         f"{_type_name(t.dtype)} for input {pos}, name: {t.name} ")
+    if value.ndim != len(t.shape):
+        raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {value.ndim} but expected {len(t.shape)} "
+                         f"for input {pos}.")
+    for d, (got, want) in enumerate(zip(value.shape, t.shape)):
+        if got != want:
+            raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {got} but expected {want} for dimension "
+                             f"{d} of input {pos}.")
+    if t.is_const:
+        raise ValueError(f"Cannot set tensor: tensor {tensor_index} ({t.name}) is a constant")
+    if not rt.ready:
+        raise ValueError("Tensor data is null. Run allocate_tensors() first")
+    np.copyto(rt.array(tensor_index), value)
+
+
+def resize_input(rt: GraphRuntime, input_index: int, tensor_size, strict: bool) -> None:
+    n = len(rt.tensors)
+    if not isinstance(input_index, (int, np.integer)) or not 0 <= input_index < n:
+        raise ValueError(f"Invalid tensor index {input_index} exceeds max tensor index {n - 1}")
+    if input_index not in rt.plan.inputs:
+        raise ValueError(f"Tensor {input_index} is not an input of the graph")
+    shape = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
+    if any(d < 0 for d in shape):
+        raise ValueError(f"Cannot resize input {input_index} to {list(shape)}: negative dimension")
+    t = rt.tensors[input_index]
+    if strict:
+        sig = t.spec.shape_signature
+        if len(sig) != len(shape):
+            raise RuntimeError(f"ResizeInputTensorStrict: rank of tensor {input_index} is {len(sig)}, "
+                               f"got shape {list(shape)}")
+        for d, (s, new) in enumerate(zip(sig, shape)):
+            if s != -1 and s != new:
+                raise RuntimeError(
+                    f"Attempting to resize dimension {d} of tensor {input_index} with value {t.shape[d]} to {new}. "
+                    f"ResizeInputTensorStrict only allows mutating unknown dimensions identified by -1.")
+    if int(np.prod(shape, dtype=np.float64)) * t.dtype.itemsize > (1 << 34):
+        raise ValueError(f"Cannot resize input {input_index} to {list(shape)}: too large")
+    if shape != t.shape:
+        t.shape = shape
+        rt.ready = False
+
+
+class SignatureRunner:
+    """Runs one SignatureDef: `runner(**inputs) -> {output name: array}`."""
+
+    def __init__(self, interpreter: Interpreter, signature):
+        self._interp = interpreter
+        self._sig = signature
+        self._rt = interpreter._runtime(signature.subgraph_index)
+
+    def get_input_details(self) -> dict[str, dict]:
+        return {name: _detail(self._rt.plan.tensors[i], self._rt.tensors[i].shape)
+                for name, i in self._sig.inputs.items()}
+
+    def get_output_details(self) -> dict[str, dict]:
+        return {name: _detail(self._rt.plan.tensors[i], self._rt.tensors[i].shape)
+                for name, i in self._sig.outputs.items()}
+
+    def allocate_tensors(self) -> None:
+        self._rt.allocate()
+
+    def __call__(self, **kwargs) -> dict[str, np.ndarray]:
+        if len(kwargs) != len(self._sig.inputs):
+            raise ValueError(f"Invalid number of inputs provided for running a SignatureDef, expected "
+                             f"{len(self._sig.inputs)} vs provided {len(kwargs)}")
+        rt = self._rt
+        for name, value in kwargs.items():
+            if name not in self._sig.inputs:
+                raise ValueError(f"Invalid Input name ({name}) for SignatureDef")
+            i = self._sig.inputs[name]
+            value = np.asarray(value)
+            if value.shape != rt.tensors[i].shape:
+                resize_input(rt, i, value.shape, False)
+        if not rt.ready:
+            rt.allocate()
+        for name, value in kwargs.items():
+            set_tensor(rt, self._sig.inputs[name], value)
+        rt.invoke()
+        return {name: np.array(rt.array(i), copy=True) for name, i in self._sig.outputs.items()}
+
+
+__all__ = ["Interpreter", "SignatureRunner", "OpResolverType", "ModelError"]

@@ -1,0 +1,294 @@
+"""Loader: .tflite bytes or a memory-mapped file -> validated ModelPlan.
+
+Everything read from the file is checked before use: the identifier, the schema version, every vector length against
+the file size, every tensor/buffer/opcode/subgraph index, buffer ranges (also buffers stored by offset/size after
+the flatbuffer), shapes and dtypes. Anything wrong raises ValueError naming it; the flatbuffer accessors are pure
+Python, so a hostile file cannot crash the process, and lengths are checked before any loop or allocation.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+import tflite
+from flatbuffers import flexbuffers
+
+from .options import BUILTIN_NAMES, parse_options
+from .plan import NO_QUANTIZATION, ModelPlan, Node, Quantization, Signature, SubgraphPlan, TensorSpec
+
+# TensorType -> (numpy dtype, name). Types we cannot hold in numpy map to None.
+TENSOR_TYPES: dict[int, tuple[np.dtype | None, str]] = {
+    0: (np.dtype(np.float32), "FLOAT32"), 1: (np.dtype(np.float16), "FLOAT16"), 2: (np.dtype(np.int32), "INT32"),
+    3: (np.dtype(np.uint8), "UINT8"), 4: (np.dtype(np.int64), "INT64"), 5: (np.dtype(np.object_), "STRING"),
+    6: (np.dtype(np.bool_), "BOOL"), 7: (np.dtype(np.int16), "INT16"), 8: (np.dtype(np.complex64), "COMPLEX64"),
+    9: (np.dtype(np.int8), "INT8"), 10: (np.dtype(np.float64), "FLOAT64"), 11: (np.dtype(np.complex128), "COMPLEX128"),
+    12: (np.dtype(np.uint64), "UINT64"), 13: (np.dtype(np.int32), "RESOURCE"), 14: (np.dtype(np.int32), "VARIANT"),
+    15: (np.dtype(np.uint32), "UINT32"), 16: (np.dtype(np.uint16), "UINT16"), 17: (np.dtype(np.int8), "INT4"),
+}
+DTYPE_TO_TYPE_NAME = {
+    np.dtype(np.float32): "FLOAT32", np.dtype(np.float16): "FLOAT16", np.dtype(np.int32): "INT32",
+    np.dtype(np.uint8): "UINT8", np.dtype(np.int64): "INT64", np.dtype(np.bool_): "BOOL", np.dtype(np.int16): "INT16",
+    np.dtype(np.complex64): "COMPLEX64", np.dtype(np.int8): "INT8", np.dtype(np.float64): "FLOAT64",
+    np.dtype(np.uint32): "UINT32", np.dtype(np.uint16): "UINT16", np.dtype(np.uint64): "UINT64",
+}
+MAX_TENSOR_BYTES = 1 << 34  # 16 GiB: larger declared shapes are treated as corruption
+CUSTOM_CODE = 32
+
+
+class ModelError(ValueError):
+    """The model file is malformed or unsupported."""
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ModelError(f"Invalid model: {msg}")
+
+
+def read_model_bytes(path: str | os.PathLike):
+    """Memory-map a model file (read-only); returns a buffer usable as zero-copy bytes."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise ModelError(f"Invalid model: file {os.fspath(path)!r} is empty")
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def load_model(data) -> ModelPlan:
+    """Parse and validate a .tflite flatbuffer (bytes, bytearray, memoryview or mmap)."""
+    buf = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
+    try:
+        return _Loader(buf).load()
+    except ModelError:
+        raise
+    except (ValueError, IndexError, TypeError, OverflowError, UnicodeDecodeError, AttributeError, KeyError) as e:
+        raise ModelError(f"Invalid model: malformed flatbuffer ({type(e).__name__}: {e})") from None
+    except Exception as e:  # struct.error and other accessor failures on corrupted offsets
+        raise ModelError(f"Invalid model: malformed flatbuffer ({type(e).__name__}: {e})") from None
+
+
+class _Loader:
+    def __init__(self, buf):
+        self.buf = buf
+        self.np_buf = np.frombuffer(buf, dtype=np.uint8)
+        self.n = len(self.np_buf)
+
+    def vec_len(self, obj, field: str, elem_size: int = 4) -> int:
+        if getattr(obj, field + "IsNone")():
+            return 0
+        n = getattr(obj, field + "Length")()
+        _check(0 <= n * elem_size <= self.n, f"{field} vector length {n} exceeds the file size")
+        return n
+
+    def int_vec(self, obj, field: str) -> np.ndarray:
+        n = self.vec_len(obj, field)
+        if n == 0:
+            return np.zeros(0, np.int64)
+        return np.asarray(getattr(obj, field + "AsNumpy")(), dtype=np.int64)
+
+    def load(self) -> ModelPlan:
+        _check(self.n >= 8, f"file is {self.n} bytes, too short for a flatbuffer")
+        _check(bytes(self.buf[4:8]) == b"TFL3", f"file identifier is {bytes(self.buf[4:8])!r}, expected b'TFL3'")
+        root = int.from_bytes(bytes(self.buf[0:4]), "little")
+        _check(root + 4 <= self.n, "root table offset is outside the file")
+        m = tflite.Model.GetRootAs(self.buf, 0)
+        version = m.Version()
+        _check(version == 3, f"schema version {version}, expected 3")
+
+        self.buffers = self.read_buffers(m)
+        codes = []
+        for i in range(self.vec_len(m, "OperatorCodes")):
+            oc = m.OperatorCodes(i)
+            code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+            _check(code in BUILTIN_NAMES, f"operator code {i} has unknown builtin code {code}")
+            if code == CUSTOM_CODE:
+                cc = oc.CustomCode()
+                _check(cc is not None, f"operator code {i} is CUSTOM without a custom code name")
+                name = cc.decode("utf-8", "replace")
+            else:
+                name = BUILTIN_NAMES[code]
+            ver = oc.Version()
+            _check(ver >= 1, f"operator code {i} ({name}) has version {ver}")
+            codes.append((name, code, ver))
+        self.codes = codes
+
+        nsub = self.vec_len(m, "Subgraphs")
+        _check(nsub >= 1, "model has no subgraphs")
+        subgraphs = tuple(self.read_subgraph(m.Subgraphs(i), i, nsub) for i in range(nsub))
+
+        sigs = []
+        for i in range(self.vec_len(m, "SignatureDefs")):
+            sd = m.SignatureDefs(i)
+            sub = sd.SubgraphIndex()
+            _check(0 <= sub < nsub, f"signature {i} names subgraph {sub}, model has {nsub}")
+            ntensors = len(subgraphs[sub].tensors)
+
+            def tmap(field: str, sd=sd, ntensors=ntensors) -> dict[str, int]:
+                out = {}
+                for j in range(self.vec_len(sd, field)):
+                    tm = getattr(sd, field)(j)
+                    idx = tm.TensorIndex()
+                    _check(0 <= idx < ntensors, f"signature {i} {field.lower()} tensor index {idx} out of range")
+                    out[(tm.Name() or b"").decode("utf-8", "replace")] = idx
+                return out
+
+            key = (sd.SignatureKey() or b"").decode("utf-8", "replace")
+            sigs.append(Signature(key, sub, tmap("Inputs"), tmap("Outputs")))
+        desc = m.Description()
+        return ModelPlan(
+            version=version,
+            description=desc.decode("utf-8", "replace") if desc else "",
+            subgraphs=subgraphs,
+            signatures=tuple(sigs),
+            operator_codes=tuple(codes),
+        )
+
+    def read_buffers(self, m) -> list[np.ndarray | None]:
+        out = []
+        for i in range(self.vec_len(m, "Buffers")):
+            b = m.Buffers(i)
+            offset, size = b.Offset(), b.Size()
+            if offset > 1:
+                _check(offset + size <= self.n, f"buffer {i} range [{offset}, {offset + size}) is outside the file")
+                out.append(self.np_buf[offset:offset + size])
+            else:
+                n = self.vec_len(b, "Data", 1)
+                out.append(b.DataAsNumpy() if n else None)
+        return out
+
+    def read_quantization(self, t, name: str) -> Quantization:
+        q = t.Quantization()
+        if q is None:
+            return NO_QUANTIZATION
+        ns = self.vec_len(q, "Scale")
+        nz = self.vec_len(q, "ZeroPoint", 8)
+        if ns == 0:
+            return NO_QUANTIZATION
+        scales = np.asarray(q.ScaleAsNumpy(), dtype=np.float32).copy()
+        zps = np.asarray(q.ZeroPointAsNumpy(), dtype=np.int64).copy() if nz else np.zeros(ns, np.int64)
+        _check(zps.size == scales.size, f"tensor {name!r} has {scales.size} scales but {zps.size} zero points")
+        return Quantization(scales, zps, q.QuantizedDimension())
+
+    def read_sparsity(self, t):
+        s = t.Sparsity()
+        if s is None:
+            return None
+        dims = []
+        for j in range(self.vec_len(s, "DimMetadata")):
+            dm = s.DimMetadata(j)
+            entry = {"format": dm.Format(), "dense_size": dm.DenseSize()}
+            for key, getter, type_getter in (("segments", dm.ArraySegments, dm.ArraySegmentsType),
+                                             ("indices", dm.ArrayIndices, dm.ArrayIndicesType)):
+                kind = type_getter()
+                tab = getter()
+                if kind and tab is not None:
+                    cls = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}.get(kind)
+                    _check(cls is not None, f"unknown sparse index vector type {kind}")
+                    vec = cls()
+                    vec.Init(tab.Bytes, tab.Pos)
+                    n = self.vec_len(vec, "Values", 1)
+                    entry[key] = np.asarray(vec.ValuesAsNumpy(), np.int64) if n else np.zeros(0, np.int64)
+            dims.append(entry)
+        return {
+            "traversal_order": self.int_vec(s, "TraversalOrder").tolist(),
+            "block_map": self.int_vec(s, "BlockMap").tolist(),
+            "dim_metadata": dims,
+        }
+
+    def read_subgraph(self, sg, si: int, nsub: int) -> SubgraphPlan:
+        ntensors = self.vec_len(sg, "Tensors")
+        tensors = []
+        for ti in range(ntensors):
+            t = sg.Tensors(ti)
+            name = (t.Name() or b"").decode("utf-8", "replace")
+            ttype = t.Type()
+            _check(ttype in TENSOR_TYPES, f"tensor {ti} ({name!r}) has unknown type {ttype}")
+            dtype, type_name = TENSOR_TYPES[ttype]
+            shape = tuple(int(d) for d in self.int_vec(t, "Shape"))
+            _check(all(d >= 0 for d in shape), f"tensor {ti} ({name!r}) has negative dimension in shape {shape}")
+            sig = tuple(int(d) for d in self.int_vec(t, "ShapeSignature")) or shape
+            _check(len(sig) == len(shape), f"tensor {ti} ({name!r}) shape_signature rank differs from shape")
+            nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+            _check(nbytes <= MAX_TENSOR_BYTES, f"tensor {ti} ({name!r}) declares {nbytes} bytes")
+            bi = t.Buffer()
+            _check(0 <= bi < max(len(self.buffers), 1), f"tensor {ti} ({name!r}) buffer index {bi} out of range")
+            raw = self.buffers[bi] if bi < len(self.buffers) else None
+            data = None
+            if raw is not None and raw.size and type_name not in ("STRING", "RESOURCE", "VARIANT"):
+                if type_name == "INT4":
+                    expect = (int(np.prod(shape)) + 1) // 2
+                    _check(raw.size == expect, f"tensor {ti} ({name!r}) INT4 buffer size {raw.size} != {expect}")
+                    data = _unpack_int4(raw, shape)
+                else:
+                    _check(raw.size == nbytes, f"tensor {ti} ({name!r}) buffer has {raw.size} bytes, "
+                                               f"shape {list(shape)} of {type_name} needs {nbytes}")
+                    if raw.ctypes.data % dtype.alignment:
+                        raw = raw.copy()
+                    data = raw.view(dtype).reshape(shape)
+            tensors.append(TensorSpec(
+                index=ti, name=name, dtype=dtype, type_name=type_name, shape=shape, shape_signature=sig,
+                quantization=self.read_quantization(t, name), data=data, is_variable=bool(t.IsVariable()),
+                sparsity=self.read_sparsity(t),
+            ))
+
+        def indices(obj, field: str, what: str, allow_optional: bool) -> tuple[int, ...]:
+            vals = tuple(int(v) for v in self.int_vec(obj, field))
+            for v in vals:
+                ok = (0 <= v < ntensors) or (allow_optional and v == -1)
+                _check(ok, f"subgraph {si} {what} tensor index {v} out of range (subgraph has {ntensors} tensors)")
+            return vals
+
+        inputs = indices(sg, "Inputs", "input", False)
+        outputs = indices(sg, "Outputs", "output", False)
+        nodes = []
+        for ni in range(self.vec_len(sg, "Operators")):
+            op = sg.Operators(ni)
+            oci = op.OpcodeIndex()
+            _check(0 <= oci < len(self.codes), f"operator {ni} in subgraph {si} has opcode index {oci} out of range")
+            name, code, ver = self.codes[oci]
+            where = f"operator {ni} ({name}) in subgraph {si}"
+            ins = indices(op, "Inputs", f"{where} input", True)
+            outs = indices(op, "Outputs", f"{where} output", True)
+            inter = indices(op, "Intermediates", f"{where} intermediate", True)
+            custom = None
+            options = {}
+            if code == CUSTOM_CODE:
+                lo, ls = op.LargeCustomOptionsOffset(), op.LargeCustomOptionsSize()
+                if lo > 1:
+                    _check(lo + ls <= self.n, f"{where} custom options range is outside the file")
+                    custom = bytes(self.np_buf[lo:lo + ls])
+                elif self.vec_len(op, "CustomOptions", 1):
+                    custom = op.CustomOptionsAsNumpy().tobytes()
+            else:
+                options = parse_options(op, name, self.n)
+                for key in ("subgraph_index", "cond_subgraph_index", "body_subgraph_index", "then_subgraph_index",
+                            "else_subgraph_index", "init_subgraph_index"):
+                    if key in options:
+                        _check(0 <= options[key] < nsub, f"{where} {key} {options[key]} out of range")
+                        _check(options[key] != si, f"{where} calls its own subgraph {si}")
+            nodes.append(Node(ni, name, code, ver, ins, outs, inter, options, custom))
+        sname = sg.Name()
+        return SubgraphPlan(
+            name=sname.decode("utf-8", "replace") if sname else "",
+            tensors=tuple(tensors), inputs=inputs, outputs=outputs, nodes=tuple(nodes),
+        )
+
+
+def _unpack_int4(raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """INT4 constants are packed two per byte, low nibble first; widen to int8."""
+    lo = (raw.astype(np.int8) << 4) >> 4
+    hi = raw.astype(np.int8) >> 4
+    out = np.empty(raw.size * 2, np.int8)
+    out[0::2], out[1::2] = lo, hi
+    return out[: int(np.prod(shape))].reshape(shape)
+
+
+def decode_custom_options(data: bytes | None):
+    """Custom options as the converter writes them: a flexbuffer map -> dict; other bytes returned as-is."""
+    if not data:
+        return {}
+    try:
+        return flexbuffers.Loads(data)
+    except Exception:
+        return data

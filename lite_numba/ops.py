@@ -1,0 +1,352 @@
+"""The kernel contract shared by builtin and custom ops, and the @custom_op decorator.
+
+A kernel is an `OpKernel`: `init(options) -> state` and `free(state)` run in Python once per node; `prepare(ctx)`
+runs in Python whenever input shapes change. Prepare validates inputs (raise with `ctx.fail`), sets every output's
+shape, and schedules the maths with `ctx.call(fn, *args)`: `fn` is an `@njit(cache=True, nogil=True)` function over
+numpy arrays and scalars only. Arguments of a call may be:
+
+- a `Tensor` (from `ctx.input(i)`, `ctx.output(i)`, `ctx.temp(...)`): passed as a C-contiguous array of the tensor's
+  current shape (a 0-d tensor is passed with shape (1,)); `ctx.view(t, shape)` passes it with another shape of the
+  same size;
+- a numpy array (or `ctx.const(array)`): precomputed data (packed weights, LUTs, multipliers), copied once;
+- a Python int/bool (passed as int64) or float (passed as float64).
+
+The executor fuses the calls of consecutive nodes into one compiled function, so `fn` runs with no Python in between.
+Kernels never allocate in `fn` and do no bounds checks on shapes: prepare validates. Values that only exist at run
+time (e.g. gather indices) are checked inside `fn`, which raises an exception with a constant message.
+
+Output shapes that depend on input *values* (RESHAPE by a computed shape, RANGE, ...) use `ctx.value(i)`: for a
+constant input it returns the data; otherwise the node becomes dynamic and its prepare is re-run at invoke time,
+when the values exist, as the official runtime does with dynamic tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
+
+
+class NeedsValue(Exception):
+    """Raised by ctx.value() during static prepare when an input's values are only known at run time."""
+
+
+class Tensor:
+    """A tensor as a kernel sees it during prepare: current shape, dtype, quantization, constant data."""
+
+    __slots__ = ("index", "name", "dtype", "shape", "spec", "data", "is_temp")
+
+    def __init__(self, index: int, name: str, dtype: np.dtype, shape: tuple[int, ...],
+                 spec: TensorSpec | None = None, data: np.ndarray | None = None, is_temp: bool = False):
+        self.index = index
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(d) for d in shape)
+        self.spec = spec
+        self.data = data
+        self.is_temp = is_temp
+
+    @property
+    def quantization(self) -> Quantization:
+        return self.spec.quantization if self.spec is not None else NO_QUANTIZATION
+
+    @property
+    def scale(self) -> float:
+        return self.quantization.scale
+
+    @property
+    def zero_point(self) -> int:
+        return self.quantization.zero_point
+
+    @property
+    def is_const(self) -> bool:
+        return self.data is not None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.index}, {self.name!r}, {self.dtype}, {list(self.shape)})"
+
+
+@dataclass(frozen=True)
+class TensorView:
+    """A tensor passed to a kernel with another shape of the same byte size (and possibly another dtype)."""
+
+    tensor: Tensor
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def index(self) -> int:
+        return self.tensor.index
+
+
+@dataclass(frozen=True)
+class ConstArg:
+    """Precomputed data for a kernel call (held by the executor, passed as an array)."""
+
+    array: np.ndarray
+
+
+@dataclass
+class Call:
+    """One scheduled call of a compiled function."""
+
+    fn: Any
+    args: tuple
+
+
+@dataclass
+class OpKernel:
+    """A kernel: Python init/prepare/free hooks; prepare schedules njit functions with ctx.call."""
+
+    name: str
+    prepare: Callable[["PrepareContext"], None]
+    init: Callable[[Any], Any] | None = None
+    free: Callable[[Any], None] | None = None
+    # Optional Python implementation for ops that must run on the host (control flow, variables):
+    # host(rt) is called at invoke time with the runtime (see executor.HostContext).
+    host: Callable[..., None] | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"OpKernel({self.name})"
+
+
+def kernel(name: str | None = None, *, init=None, free=None, host=None) -> Callable[[Callable], OpKernel]:
+    """Decorator turning a prepare function into an OpKernel (for builtin kernel modules)."""
+
+    def wrap(prepare: Callable) -> OpKernel:
+        return OpKernel(name or prepare.__name__, prepare, init=init, free=free, host=host)
+
+    return wrap
+
+
+class PrepareContext:
+    """What a kernel's prepare sees of one node. Created by the executor."""
+
+    def __init__(self, runtime, node: Node, kernel: OpKernel, state: Any):
+        self._rt = runtime
+        self.node = node
+        self.kernel = kernel
+        self.state = state
+        self.calls: list[Call] = []
+        self.temps: list[Tensor] = []
+        self.host_data: Any = None
+
+    # --- what the node is -------------------------------------------------------------------------------------
+    @property
+    def op_name(self) -> str:
+        return self.node.op_name
+
+    @property
+    def version(self) -> int:
+        return self.node.version
+
+    @property
+    def options(self) -> dict:
+        return self.node.options
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.node.inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.outputs)
+
+    @property
+    def num_threads(self) -> int:
+        return self._rt.num_threads
+
+    def input(self, i: int) -> Tensor | None:
+        """Input i, or None when it is absent (index -1 or past the end)."""
+        if i >= len(self.node.inputs) or self.node.inputs[i] < 0:
+            return None
+        return self._rt.tensor(self.node.inputs[i])
+
+    def output(self, i: int) -> Tensor:
+        if i >= len(self.node.outputs) or self.node.outputs[i] < 0:
+            self.fail(f"output {i} is missing")
+        return self._rt.tensor(self.node.outputs[i])
+
+    @property
+    def inputs(self) -> list[Tensor | None]:
+        return [self.input(i) for i in range(self.num_inputs)]
+
+    @property
+    def outputs(self) -> list[Tensor]:
+        return [self.output(i) for i in range(self.num_outputs)]
+
+    # --- validation -------------------------------------------------------------------------------------------
+    def fail(self, msg: str):
+        """Raise the error a kernel reports: names the op, its version and the node."""
+        raise ValueError(f"{self.op_name} (version {self.version}, node {self.node.index}): {msg}")
+
+    def check(self, cond: bool, msg: str) -> None:
+        if not cond:
+            self.fail(msg)
+
+    def check_dtype(self, t: Tensor, *dtypes) -> None:
+        if t.dtype not in [np.dtype(d) for d in dtypes]:
+            names = ", ".join(np.dtype(d).name for d in dtypes)
+            self.fail(f"tensor {t.name!r} has type {t.dtype.name}, expected one of: {names}")
+
+    def check_num(self, inputs: int | tuple[int, int] | None = None, outputs: int | None = None) -> None:
+        if inputs is not None:
+            lo, hi = (inputs, inputs) if isinstance(inputs, int) else inputs
+            self.check(lo <= self.num_inputs <= hi, f"expected {inputs} inputs, got {self.num_inputs}")
+        if outputs is not None:
+            self.check(self.num_outputs == outputs, f"expected {outputs} outputs, got {self.num_outputs}")
+
+    # --- shapes and values ------------------------------------------------------------------------------------
+    def set_output(self, i: int, shape, dtype=None) -> Tensor:
+        """Set output i's shape (and check its declared dtype when dtype is given)."""
+        t = self.output(i)
+        shape = tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            self.fail(f"output {i} would have negative dimension in shape {list(shape)}")
+        if dtype is not None and np.dtype(dtype) != t.dtype:
+            self.fail(f"output {t.name!r} has type {t.dtype.name}, expected {np.dtype(dtype).name}")
+        self._rt.set_shape(t.index, shape)
+        return t
+
+    def value(self, i: int) -> np.ndarray:
+        """The values of input i: constant data, or (when run dynamically) the computed values.
+
+        During static prepare a non-constant input raises NeedsValue, which makes this node dynamic."""
+        t = self.input(i)
+        if t is None:
+            self.fail(f"input {i} is missing")
+        if t.data is not None:
+            return t.data
+        return self._rt.runtime_value(t.index)
+
+    # --- scheduling -------------------------------------------------------------------------------------------
+    def temp(self, shape, dtype) -> Tensor:
+        """A scratch tensor that lives during this node only (placed in the arena)."""
+        t = self._rt.new_temp(tuple(int(d) for d in shape), np.dtype(dtype))
+        self.temps.append(t)
+        return t
+
+    def view(self, t: Tensor, shape, dtype=None) -> TensorView:
+        """Pass `t` with another shape (same element count), or reinterpret its bytes as `dtype`."""
+        shape = tuple(int(d) for d in shape)
+        dt = t.dtype if dtype is None else np.dtype(dtype)
+        if int(np.prod(shape, dtype=np.int64)) * dt.itemsize != t.nbytes:
+            self.fail(f"cannot view {t.name!r} of shape {list(t.shape)} ({t.dtype.name}) as {list(shape)} ({dt.name})")
+        return TensorView(t, shape, dt)
+
+    def const(self, array) -> ConstArg:
+        return ConstArg(np.ascontiguousarray(array))
+
+    def call(self, fn, *args) -> None:
+        """Schedule fn(*args) for this node; several calls run in order."""
+        checked = []
+        for a in args:
+            if isinstance(a, (Tensor, TensorView, ConstArg)):
+                checked.append(a)
+            elif isinstance(a, np.ndarray):
+                checked.append(ConstArg(np.ascontiguousarray(a)))
+            elif isinstance(a, (bool, np.bool_)):
+                checked.append(int(a))
+            elif isinstance(a, (int, np.integer)):
+                checked.append(int(a))
+            elif isinstance(a, (float, np.floating)):
+                checked.append(float(a))
+            else:
+                raise TypeError(f"{self.op_name}: unsupported kernel argument {type(a).__name__}")
+        self.calls.append(Call(fn, tuple(checked)))
+
+
+# --- custom ops -----------------------------------------------------------------------------------------------
+
+_DEFAULT_CUSTOM_OPS: list[tuple[str, int, int, OpKernel]] = []
+
+
+def _jit(fn):
+    from numba import njit
+    from numba.core.registry import CPUDispatcher
+
+    if isinstance(fn, CPUDispatcher):
+        return fn
+    try:
+        import inspect
+
+        inspect.getsourcefile(fn)
+        cacheable = True
+    except (TypeError, OSError):
+        cacheable = False
+    return njit(cache=cacheable, nogil=True)(fn)
+
+
+class CustomOp(OpKernel):
+    """A custom op made from a plain Python function by @custom_op; calling it calls the compiled function."""
+
+    def __init__(self, name: str, fn, prepare=None, init=None, free=None):
+        self.jitted = _jit(fn)
+        self.user_prepare = prepare
+        super().__init__(name, self._prepare, init=init, free=free)
+        functools.update_wrapper(self, fn, updated=())
+
+    def __call__(self, *args):
+        return self.jitted(*args)
+
+    def _prepare(self, ctx: PrepareContext) -> None:
+        extra = ()
+        if self.user_prepare is not None:
+            extra = self.user_prepare(ctx) or ()
+            if not isinstance(extra, (tuple, list)):
+                extra = (extra,)
+        else:
+            first = ctx.input(0)
+            for i in range(ctx.num_outputs):
+                ctx.set_output(i, first.shape if first is not None else ctx.output(i).shape)
+        args = [t for t in ctx.inputs if t is not None] + ctx.outputs + list(extra)
+        ctx.call(self.jitted, *args)
+
+
+def custom_op(name: str, version: int = 1, versions: tuple[int, int] | None = None, *, prepare=None, init=None,
+              free=None, register: bool = True) -> Callable[[Callable], CustomOp]:
+    """Make a plain Python function a custom op, compiled with Numba.
+
+    The function receives the node's present inputs, then its outputs, then whatever `prepare` returns::
+
+        @custom_op("Atan")
+        def atan(x, out):
+            for i in range(x.size):
+                out.flat[i] = np.arctan(x.flat[i])
+
+    Without `prepare`, every output takes input 0's shape. `prepare(ctx)` may set output shapes, validate, request
+    temporaries and return extra arguments. `init(options)` receives the decoded custom options (a flexbuffer map
+    becomes a dict) and returns a state available as `ctx.state`. The op joins the default op set for
+    versions `version` (or the inclusive range `versions`).
+    """
+    lo, hi = versions if versions is not None else (version, version)
+
+    def wrap(fn) -> CustomOp:
+        op = CustomOp(name, fn, prepare=prepare, init=init, free=free)
+        op.meta["versions"] = (lo, hi)
+        if register:
+            _DEFAULT_CUSTOM_OPS.append((name, lo, hi, op))
+        return op
+
+    return wrap
+
+
+def default_custom_ops() -> list[tuple[str, int, int, OpKernel]]:
+    return list(_DEFAULT_CUSTOM_OPS)

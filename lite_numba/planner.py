@@ -1,0 +1,43 @@
+"""Arena memory plan from tensor lifetimes: greedy by size, like TFLite's arena planner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALIGNMENT = 64
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A buffer needing arena space from node `first` to node `last` inclusive."""
+
+    key: int
+    nbytes: int
+    first: int
+    last: int
+
+
+def _align(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def plan_arena(allocs: list[Allocation]) -> tuple[dict[int, int], int]:
+    """Offsets for every allocation so that buffers alive at the same time never overlap.
+
+    Largest first; each goes to the lowest aligned offset that fits between the buffers already placed whose
+    lifetimes intersect its own. Returns (offset by key, arena size in bytes)."""
+    placed: list[tuple[int, int, Allocation]] = []  # (offset, end, alloc)
+    offsets: dict[int, int] = {}
+    total = 0
+    for a in sorted(allocs, key=lambda a: (-a.nbytes, a.first, a.key)):
+        size = _align(max(a.nbytes, 1))
+        live = sorted((off, end) for off, end, b in placed if b.first <= a.last and a.first <= b.last)
+        offset = 0
+        for off, end in live:
+            if offset + size <= off:
+                break
+            offset = max(offset, _align(end))
+        offsets[a.key] = offset
+        placed.append((offset, offset + size, a))
+        total = max(total, offset + size)
+    return offsets, total

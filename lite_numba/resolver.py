@@ -1,0 +1,111 @@
+"""Op resolvers: (op, version) -> OpKernel, as in TFLite's MutableOpResolver."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from .ops import CustomOp, OpKernel, default_custom_ops
+from .options import BUILTIN_CODES, BUILTIN_NAMES
+
+
+def _op_name(op: str | int) -> str:
+    if isinstance(op, str):
+        if op.upper() not in BUILTIN_CODES:
+            raise ValueError(f"unknown builtin operator {op!r}")
+        return op.upper()
+    if int(op) not in BUILTIN_NAMES:
+        raise ValueError(f"unknown builtin operator code {op}")
+    return BUILTIN_NAMES[int(op)]
+
+
+class OpResolver:
+    """Finds the kernel for a builtin or custom op at a given version."""
+
+    def find_builtin(self, op_name: str, version: int) -> OpKernel | None:
+        raise NotImplementedError
+
+    def find_custom(self, name: str, version: int) -> OpKernel | None:
+        raise NotImplementedError
+
+
+class MutableOpResolver(OpResolver):
+    """A resolver filled explicitly; later registrations of the same op and version win."""
+
+    def __init__(self):
+        self._builtins: dict[str, list[tuple[int, int, OpKernel]]] = {}
+        self._customs: dict[str, list[tuple[int, int, OpKernel]]] = {}
+
+    def add_builtin(self, op: str | int, kernel: OpKernel, min_version: int = 1, max_version: int = 1) -> None:
+        """Register `kernel` for builtin `op` (name or BuiltinOperator code), versions min..max inclusive."""
+        if not isinstance(kernel, OpKernel):
+            raise TypeError(f"add_builtin expects an OpKernel, got {type(kernel).__name__}")
+        self._builtins.setdefault(_op_name(op), []).append((min_version, max_version, kernel))
+
+    def add_custom(self, name: str, kernel: OpKernel | Callable, min_version: int = 1, max_version: int = 1) -> None:
+        """Register a custom op; `kernel` is an OpKernel, a @custom_op function or a plain Python function."""
+        if not isinstance(kernel, OpKernel):
+            kernel = CustomOp(name, kernel)
+        self._customs.setdefault(name, []).append((min_version, max_version, kernel))
+
+    def add_all(self, other: "MutableOpResolver") -> None:
+        """Add every registration of `other` (its entries win over ours)."""
+        for name, entries in other._builtins.items():
+            self._builtins.setdefault(name, []).extend(entries)
+        for name, entries in other._customs.items():
+            self._customs.setdefault(name, []).extend(entries)
+
+    @staticmethod
+    def _find(table, name: str, version: int) -> OpKernel | None:
+        for lo, hi, k in reversed(table.get(name, ())):
+            if lo <= version <= hi:
+                return k
+        return None
+
+    def find_builtin(self, op_name: str, version: int) -> OpKernel | None:
+        return self._find(self._builtins, op_name, version)
+
+    def find_custom(self, name: str, version: int) -> OpKernel | None:
+        return self._find(self._customs, name, version)
+
+    def builtin_versions(self, op_name: str) -> list[tuple[int, int]]:
+        return [(lo, hi) for lo, hi, _ in self._builtins.get(op_name, ())]
+
+    def custom_versions(self, name: str) -> list[tuple[int, int]]:
+        return [(lo, hi) for lo, hi, _ in self._customs.get(name, ())]
+
+
+class BuiltinOpResolver(MutableOpResolver):
+    """Every builtin kernel of lite-numba (the table in lite_numba.kernels.registry); no custom ops."""
+
+    def __init__(self):
+        super().__init__()
+        from lite_numba.kernels.registry import BUILTINS
+
+        for op, lo, hi, k in BUILTINS:
+            self.add_builtin(op, k, lo, hi)
+
+
+_PLUGINS_LOADED = False
+
+
+def load_plugins() -> None:
+    """Import the shipped plugins and third-party packs (entry-point group "lite_numba.ops") once."""
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    importlib.import_module("lite_numba.plugins")
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="lite_numba.ops"):
+        ep.load()
+
+
+def default_op_resolver() -> MutableOpResolver:
+    """Builtins, the shipped plugins, plugin packs and every @custom_op-decorated op."""
+    load_plugins()
+    r = BuiltinOpResolver()
+    for name, lo, hi, k in default_custom_ops():
+        r.add_custom(name, k, lo, hi)
+    return r
