@@ -115,9 +115,9 @@ def arithmetic(op: str, dtypes):
         x, y = ctx.input(0), ctx.input(1)
         ctx.check(x.dtype == y.dtype, f"input types differ: {x.dtype.name} and {y.dtype.name}")
         if x.quantization.scales.size and x.dtype in (np.int8, np.uint8, np.int16):
-            from .quantized_elementwise import prepare_quantized_binary
+            from .quantized_elementwise import prepare_quantized
 
-            return prepare_quantized_binary(ctx, op)
+            return prepare_quantized(ctx)
         ctx.check_dtype(x, *dtypes)
         shape = broadcast_shape(ctx, x.shape, y.shape)
         out = ctx.set_output(0, shape, x.dtype)
@@ -159,9 +159,9 @@ def unary_op(name: str, f, dtypes=(np.float32,)):
         ctx.check_num(inputs=1, outputs=1)
         x = ctx.input(0)
         if x.quantization.scales.size and x.dtype in (np.int8, np.uint8, np.int16):
-            from .quantized_elementwise import prepare_quantized_unary
+            from .quantized_elementwise import prepare_quantized
 
-            return prepare_quantized_unary(ctx, name)
+            return prepare_quantized(ctx)
         ctx.check_dtype(x, *dtypes)
         out = ctx.set_output(0, x.shape, x.dtype)
         if x.size:

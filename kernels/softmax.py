@@ -54,9 +54,9 @@ def _rows(ctx: PrepareContext):
 def SOFTMAX(ctx: PrepareContext) -> None:
     x, rows, n = _rows(ctx)
     if x.dtype != np.float32:
-        from .quantized_activations import prepare_quantized_softmax
+        from .quantized_elementwise import prepare_quantized
 
-        return prepare_quantized_softmax(ctx)
+        return prepare_quantized(ctx)
     out = ctx.set_output(0, x.shape, np.float32)
     if x.size:
         ctx.call(softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)), float(ctx.options.get("beta", 1.0)))
@@ -66,9 +66,9 @@ def SOFTMAX(ctx: PrepareContext) -> None:
 def LOG_SOFTMAX(ctx: PrepareContext) -> None:
     x, rows, n = _rows(ctx)
     if x.dtype != np.float32:
-        from .quantized_activations import prepare_quantized_log_softmax
+        from .quantized_elementwise import prepare_quantized
 
-        return prepare_quantized_log_softmax(ctx)
+        return prepare_quantized(ctx)
     out = ctx.set_output(0, x.shape, np.float32)
     if x.size:
         ctx.call(log_softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)))
