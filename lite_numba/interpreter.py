@@ -86,6 +86,7 @@ class Interpreter:
         self._resolver = op_resolver if op_resolver is not None else default_op_resolver()
         self._kernels = [self._resolve_subgraph(sg) for sg in self.model.subgraphs]
         self._runtimes: dict[int, GraphRuntime] = {}
+        self._trace = bool(os.environ.get("LITE_NUMBA_TRACE"))
         self._runtime(0)
 
     def _resolve_subgraph(self, sg) -> list:
@@ -121,8 +122,24 @@ class Interpreter:
         self._runtime(0).allocate()
 
     def invoke(self) -> None:
-        """Run the model once on the inputs set."""
+        """Run the model once on the inputs set. With $LITE_NUMBA_TRACE set, prints every node as it runs."""
+        if self._trace:
+            from .profiling import trace_invoke
+
+            trace_invoke(self)
+            return
         self._runtime(0).invoke()
+
+    def profile(self, num_runs: int = 10, warmup_runs: int = 1):
+        """Run the model `num_runs` times timing every node; returns a `lite_numba.profiling.Profile`."""
+        from .profiling import profile_interpreter
+
+        return profile_interpreter(self, num_runs=num_runs, warmup_runs=warmup_runs)
+
+    @property
+    def arena_size(self) -> int:
+        """Bytes of the activation arena of subgraph 0 (after allocate_tensors)."""
+        return self._runtime(0).arena_size
 
     def num_subgraphs(self) -> int:
         return len(self.model.subgraphs)

@@ -1,0 +1,220 @@
+"""The Interpreter API against the official runtime: detail dicts, error texts, resolvers, signatures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import MODELS
+
+from lite_numba import BuiltinOpResolver, Interpreter, MutableOpResolver, custom_op
+from lite_numba.builder import ModelBuilder
+from lite_numba.executor import PrepareError
+
+ALL_MODELS = sorted(p.stem for p in MODELS.glob("*.tflite"))
+
+
+def _official(official, path_or_bytes):
+    kw = {"model_path": str(path_or_bytes)} if not isinstance(path_or_bytes, bytes) else {
+        "model_content": path_or_bytes}
+    return official.Interpreter(
+        **kw, experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+
+
+def assert_details_equal(ours: list[dict], theirs: list[dict]) -> None:
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert set(a) == set(b), (set(a) ^ set(b))
+        for key in a:
+            if key == "quantization_parameters":
+                for k in b[key]:
+                    np.testing.assert_array_equal(a[key][k], b[key][k], err_msg=f"{a['name']} {k}")
+                    assert np.asarray(a[key][k]).dtype == np.asarray(b[key][k]).dtype, (a["name"], k)
+            elif isinstance(b[key], np.ndarray):
+                np.testing.assert_array_equal(a[key], b[key], err_msg=f"{a['name']} {key}")
+                assert a[key].dtype == b[key].dtype
+            else:
+                assert a[key] == b[key], (a["name"], key, a[key], b[key])
+
+
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_details_match_official(official, name):
+    path = MODELS / f"{name}.tflite"
+    try:
+        ours = Interpreter(model_path=str(path))
+    except ValueError as e:  # a builtin version we lack: the official text, tested below
+        pytest.xfail(f"not runnable yet: {str(e).splitlines()[0]}")
+    theirs = _official(official, path)
+    assert_details_equal(ours.get_input_details(), theirs.get_input_details())
+    assert_details_equal(ours.get_output_details(), theirs.get_output_details())
+    assert ours.get_signature_list() == theirs.get_signature_list()
+    try:
+        theirs.allocate_tensors()
+    except RuntimeError:  # seed_atan: the official runtime lacks the custom op (ours has the plugin)
+        return
+    try:
+        ours.allocate_tensors()
+    except (RuntimeError, ValueError) as e:
+        pytest.xfail(f"not runnable yet: {str(e).splitlines()[0]}")
+    assert_details_equal(ours.get_input_details(), theirs.get_input_details())
+    assert_details_equal(ours.get_output_details(), theirs.get_output_details())
+    ours_t = {d["index"]: d for d in ours.get_tensor_details()}
+    theirs_t = theirs.get_tensor_details()
+    assert_details_equal([ours_t[d["index"]] for d in theirs_t], theirs_t)
+
+
+def _add_model(version: int = 1) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [2, 3])
+    y = b.add_input("y", np.float32, [2, 3])
+    z = b.add_tensor("z", np.float32, [2, 3])
+    b.add_op("ADD", [x, y], [z], version=version)
+    b.mark_output(z)
+    return b.build()
+
+
+def test_unknown_builtin_version_fails_at_construction_with_official_text(official):
+    data = _add_model(version=99)
+    with pytest.raises(ValueError) as theirs:
+        _official(official, data)
+    with pytest.raises(ValueError) as ours:
+        Interpreter(model_content=data)
+    assert str(ours.value).strip() == str(theirs.value).strip()
+    assert "Didn't find op for builtin opcode 'ADD' version '99'" in str(ours.value)
+
+
+def test_unresolved_custom_op_fails_at_allocate_with_official_text(official):
+    path = str(MODELS / "seed_atan.tflite")
+    theirs = _official(official, path)
+    with pytest.raises(RuntimeError) as e_theirs:
+        theirs.allocate_tensors()
+    ours = Interpreter(model_path=path, op_resolver=BuiltinOpResolver())
+    with pytest.raises(RuntimeError) as e_ours:
+        ours.allocate_tensors()
+    assert str(e_ours.value) == str(e_theirs.value)
+
+
+def test_custom_op_version_ranges():
+    @custom_op("MyOp", versions=(1, 2), register=False)
+    def my_op(x, out):
+        for i in range(x.size):
+            out.flat[i] = x.flat[i] * np.float32(2.0)
+
+    r = MutableOpResolver()
+    r.add_custom("MyOp", my_op, min_version=1, max_version=2)
+    assert r.find_custom("MyOp", 1) is my_op and r.find_custom("MyOp", 2) is my_op
+    assert r.find_custom("MyOp", 3) is None
+    for version, ok in ((1, True), (2, True), (3, False)):
+        b = ModelBuilder()
+        x = b.add_input("x", np.float32, [4])
+        y = b.add_tensor("y", np.float32, [4])
+        b.add_custom_op("MyOp", [x], [y], version=version)
+        b.mark_output(y)
+        it = Interpreter(model_content=b.build(), op_resolver=r)
+        if ok:
+            it.allocate_tensors()
+            it.set_tensor(0, np.arange(4, dtype=np.float32))
+            it.invoke()
+            np.testing.assert_array_equal(it.get_tensor(y), np.arange(4, dtype=np.float32) * 2)
+        else:
+            with pytest.raises(RuntimeError, match="Encountered unresolved custom op: MyOp"):
+                it.allocate_tensors()
+
+
+def test_add_builtin_overrides_and_versions():
+    from lite_numba.kernels.registry import BUILTINS
+
+    add = next(k for op, lo, hi, k in BUILTINS if op == "ADD")
+    r = MutableOpResolver()
+    r.add_builtin("ADD", add, min_version=1, max_version=1)
+    Interpreter(model_content=_add_model(1), op_resolver=r)
+    with pytest.raises(ValueError, match="version '2'"):
+        Interpreter(model_content=_add_model(2), op_resolver=r)
+    r2 = MutableOpResolver()
+    r2.add_all(r)
+    assert r2.find_builtin("ADD", 1) is add
+
+
+def test_set_tensor_errors_match_official(official):
+    path = str(MODELS / "op_add_int8.tflite")
+    theirs = _official(official, path)
+    ours = Interpreter(model_path=path)
+    for it in (theirs, ours):
+        it.allocate_tensors()
+    for bad in (np.zeros((1, 4, 6, 3), np.float32), np.zeros((1, 4, 6, 2), np.int8), np.zeros((4, 6, 3), np.int8)):
+        with pytest.raises(ValueError) as a:
+            theirs.set_tensor(0, bad)
+        with pytest.raises(ValueError) as b:
+            ours.set_tensor(0, bad)
+        assert str(a.value) == str(b.value)
+    for call in (lambda it: it.set_tensor(99, np.zeros(1)), lambda it: it.get_tensor(999)):
+        with pytest.raises(ValueError) as a:
+            call(theirs)
+        with pytest.raises(ValueError) as b:
+            call(ours)
+        assert str(a.value) == str(b.value)
+
+
+def test_not_ready_errors(official):
+    path = str(MODELS / "op_add.tflite")
+    theirs, ours = _official(official, path), Interpreter(path)
+    for call, exc in ((lambda it: it.invoke(), RuntimeError), (lambda it: it.get_tensor(0), ValueError)):
+        with pytest.raises(exc) as a:
+            call(theirs)
+        with pytest.raises(exc) as b:
+            call(ours)
+        assert str(a.value) == str(b.value)
+
+
+def test_short_form_bytes_tensor_view_and_subgraphs():
+    data = (MODELS / "op_add.tflite").read_bytes()
+    it = Interpreter(data)
+    it.allocate_tensors()
+    x = np.random.default_rng(0).standard_normal((1, 4, 6, 3)).astype(np.float32)
+    it.set_tensor(0, x)
+    it.set_tensor(1, x)
+    it.invoke()
+    out = it.get_output_details()[0]["index"]
+    view = it.tensor(out)
+    np.testing.assert_array_equal(view(), x + x)
+    assert it.num_subgraphs() == 1
+    with pytest.raises(ValueError, match="Can't both provide"):
+        Interpreter(model_path="x", model_content=data)
+
+
+def test_resize_tensor_input_strict_and_dynamic_batch(official):
+    path = str(MODELS / "dynamic_batch_mlp.tflite")
+    it = Interpreter(path)
+    with pytest.raises(RuntimeError, match="ResizeInputTensorStrict only allows mutating unknown dimensions"):
+        it.resize_tensor_input(0, [3, 9], strict=True)
+    it.resize_tensor_input(0, [3, 8], strict=True)
+    it.allocate_tensors()
+    assert list(it.get_input_details()[0]["shape"]) == [3, 8]
+
+
+def test_signature_runner_errors(official):
+    path = str(MODELS / "multi_signature_add_mul.tflite")
+    theirs, ours = _official(official, path), Interpreter(path)
+    for call in (lambda it: it.get_signature_runner("nope"),
+                 lambda it: it.get_signature_runner("add")(a=np.zeros(4, np.float32))):
+        with pytest.raises(ValueError) as a:
+            call(theirs)
+        with pytest.raises(ValueError) as b:
+            call(ours)
+        assert str(a.value) == str(b.value)
+    r_ours, r_theirs = ours.get_signature_runner("mul"), theirs.get_signature_runner("mul")
+    for get in (lambda r: r.get_input_details(), lambda r: r.get_output_details()):
+        a, b = get(r_ours), get(r_theirs)
+        assert list(a) == list(b)
+        assert_details_equal([a[k] for k in a], [b[k] for k in b])
+
+
+def test_prepare_error_names_op_and_node():
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [2, 3])
+    y = b.add_input("y", np.float32, [4, 5])
+    z = b.add_tensor("z", np.float32, [2, 3])
+    b.add_op("ADD", [x, y], [z])
+    b.mark_output(z)
+    it = Interpreter(model_content=b.build())
+    with pytest.raises(PrepareError, match=r"ADD \(version 1, node 0\).*cannot be broadcast"):
+        it.allocate_tensors()
