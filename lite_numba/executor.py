@@ -352,15 +352,14 @@ class GraphRuntime:
         for i, v in old.items():
             if v.shape == self.views[i].shape:
                 self.views[i][...] = v
-        self.init_variables(only_new=not old)
+        if not old:  # first allocation; a re-allocation keeps the state carried so far
+            self.init_variables()
 
-    def init_variables(self, only_new: bool = False) -> None:
-        """Variable tensors start as their constant buffer (if any) or zeros."""
-        if only_new:
-            return
+    def init_variables(self) -> None:
+        """Variable tensors (re)start as zeros, or their zero point when quantized (as TFLite resets them)."""
         for t in self.tensors:
             if t.spec.is_variable and t.index in self.views:
-                self.views[t.index][...] = 0
+                self.views[t.index][...] = t.zero_point if t.dtype.kind in "iu" else 0
 
     # --- build segments ---------------------------------------------------------------------------------------
     def _build_steps(self) -> None:

@@ -87,6 +87,9 @@ class Interpreter:
         self._kernels = [self._resolve_subgraph(sg) for sg in self.model.subgraphs]
         self._runtimes: dict[int, GraphRuntime] = {}
         self._trace = bool(os.environ.get("LITE_NUMBA_TRACE"))
+        self.resources: dict = {}
+        self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
+        self._call_depth = 0
         self._runtime(0)
 
     def _resolve_subgraph(self, sg) -> list:
@@ -185,11 +188,44 @@ class Interpreter:
         resize_input(self._runtime(0), input_index, tensor_size, strict)
 
     def reset_all_variables(self) -> None:
+        """Reset variable tensors (is_variable: zeros, or the zero point when quantized) in every subgraph.
+
+        As in the official runtime, resource variables (VAR_HANDLE/ASSIGN_VARIABLE) keep their values and CALL_ONCE
+        does not run again (measured with ai-edge-litert 2.3)."""
         for rt in self._runtimes.values():
             rt.init_variables()
-        reset = getattr(self, "_reset_hooks", [])
-        for hook in reset:
-            hook()
+
+    # --- services for host ops (control flow) -----------------------------------------------------------------
+    def subgraph_io(self, index: int) -> tuple[list, list]:
+        sg = self.model.subgraphs[index]
+        io = lambda idx: [(sg.tensors[i].dtype, sg.tensors[i].shape) for i in idx]  # noqa: E731
+        return io(sg.inputs), io(sg.outputs)
+
+    def call_subgraph(self, index: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Run subgraph `index` on `inputs` (resizing and re-preparing it when shapes change); copies of outputs."""
+        rt = self._runtime(index)
+        sg = rt.plan
+        if len(inputs) != len(sg.inputs):
+            raise RuntimeError(f"subgraph {index} takes {len(sg.inputs)} inputs, got {len(inputs)}")
+        if self._call_depth > 64:
+            raise RuntimeError("subgraph calls nested more than 64 deep")
+        for t_index, value in zip(sg.inputs, inputs):
+            t = rt.tensors[t_index]
+            if value.dtype != t.dtype:
+                raise RuntimeError(f"subgraph {index} input {t.name!r} has type {t.dtype.name}, got {value.dtype.name}")
+            if tuple(value.shape) != t.shape:
+                t.shape = tuple(value.shape)
+                rt.ready = False
+        if not rt.ready:
+            rt.allocate()
+        for t_index, value in zip(sg.inputs, inputs):
+            np.copyto(rt.array(t_index), value)
+        self._call_depth += 1
+        try:
+            rt.invoke()
+        finally:
+            self._call_depth -= 1
+        return [np.array(rt.array(o), copy=True) for o in sg.outputs]
 
     def get_signature_list(self) -> dict:
         return {s.key: {"inputs": list(s.inputs), "outputs": list(s.outputs)} for s in self.model.signatures}

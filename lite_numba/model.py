@@ -116,6 +116,7 @@ class _Loader:
         nsub = self.vec_len(m, "Subgraphs")
         _check(nsub >= 1, "model has no subgraphs")
         subgraphs = tuple(self.read_subgraph(m.Subgraphs(i), i, nsub) for i in range(nsub))
+        _check_no_recursion(subgraphs)
 
         sigs = []
         for i in range(self.vec_len(m, "SignatureDefs")):
@@ -262,8 +263,7 @@ class _Loader:
                     custom = op.CustomOptionsAsNumpy().tobytes()
             else:
                 options = parse_options(op, name, self.n)
-                for key in ("subgraph_index", "cond_subgraph_index", "body_subgraph_index", "then_subgraph_index",
-                            "else_subgraph_index", "init_subgraph_index"):
+                for key in SUBGRAPH_KEYS:
                     if key in options:
                         _check(0 <= options[key] < nsub, f"{where} {key} {options[key]} out of range")
                         _check(options[key] != si, f"{where} calls its own subgraph {si}")
@@ -273,6 +273,28 @@ class _Loader:
             name=sname.decode("utf-8", "replace") if sname else "",
             tensors=tuple(tensors), inputs=inputs, outputs=outputs, nodes=tuple(nodes),
         )
+
+
+SUBGRAPH_KEYS = ("subgraph_index", "cond_subgraph_index", "body_subgraph_index", "then_subgraph_index",
+                 "else_subgraph_index", "init_subgraph_index", "decomposition_subgraph_index")
+
+
+def _check_no_recursion(subgraphs) -> None:
+    """Reject a subgraph that calls itself, directly or through others (it would never finish)."""
+    calls = [sorted({n.options[k] for n in sg.nodes for k in SUBGRAPH_KEYS if k in n.options}) for sg in subgraphs]
+    state = [0] * len(subgraphs)  # 0 new, 1 on the current path, 2 done
+
+    def visit(i: int, path: list[int]) -> None:
+        state[i] = 1
+        for j in calls[i]:
+            _check(state[j] != 1, "subgraph calls itself: " + " -> ".join(map(str, path + [i, j])))
+            if state[j] == 0:
+                visit(j, path + [i])
+        state[i] = 2
+
+    for i in range(len(subgraphs)):
+        if state[i] == 0:
+            visit(i, [])
 
 
 def _unpack_int4(raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -236,6 +236,44 @@ class PrepareContext:
             return t.data
         return self._rt.runtime_value(t.index)
 
+    # --- host ops (control flow, resource variables): run from Python at invoke time ----------------------------
+    def input_array(self, i: int) -> np.ndarray:
+        """The current values of input i (host ops only)."""
+        return self._rt.array(self.node.inputs[i])
+
+    def set_output_array(self, i: int, value: np.ndarray) -> None:
+        """Give output i these values (and their shape) (host ops only)."""
+        t = self.output(i)
+        value = np.asarray(value)
+        if value.dtype != t.dtype:
+            self.fail(f"output {t.name!r} has type {t.dtype.name}, got {value.dtype.name}")
+        self.set_output(i, value.shape)
+        np.copyto(self._rt.array(t.index), value)
+
+    def defer(self) -> None:
+        """Declare that this node's output shapes are known only at run time (its outputs become dynamic)."""
+        if not self._rt._dynamic_phase:
+            raise NeedsValue(-1)
+
+    @property
+    def max_while_iterations(self) -> int | None:
+        """The caller's limit on WHILE iterations (Interpreter.max_while_iterations), or None."""
+        return getattr(self._rt.host_env, "max_while_iterations", None)
+
+    def call_subgraph(self, index: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Run subgraph `index` on these inputs; returns copies of its outputs (host ops only)."""
+        return self._rt.host_env.call_subgraph(index, inputs)
+
+    def subgraph_signature(self, index: int) -> tuple[list, list]:
+        """([(dtype, shape)] of inputs, [(dtype, shape)] of outputs) as subgraph `index` declares them."""
+        return self._rt.host_env.subgraph_io(index)
+
+    @property
+    def resources(self) -> dict:
+        """Interpreter-wide state shared by host ops (resource variables, CALL_ONCE flags); cleared by
+        reset_all_variables()."""
+        return self._rt.host_env.resources
+
     # --- scheduling -------------------------------------------------------------------------------------------
     def temp(self, shape, dtype) -> Tensor:
         """A scratch tensor that lives during this node only (placed in the arena)."""
