@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 
 from . import __version__
@@ -142,6 +143,50 @@ def _compile_runner(body: str, kernels: list) -> Any:
         return mod.run
 
 
+class _Progress:
+    """A one-line progress report on stderr, shown only once a compile has taken over a second.
+
+    Disabled with LITE_NUMBA_PROGRESS=0."""
+
+    def __init__(self, total: int, what: str):
+        self.total, self.what = total, what
+        self.start = time.perf_counter()
+        self.shown = False
+        self.enabled = os.environ.get("LITE_NUMBA_PROGRESS", "1") != "0"
+
+    def update(self, done: int) -> None:
+        elapsed = time.perf_counter() - self.start
+        if self.enabled and elapsed > 1.0:
+            width = 24
+            bar = "#" * (width * done // max(self.total, 1))
+            sys.stderr.write(f"\rlite-numba: compiling {self.what} [{bar:<{width}}] {done}/{self.total} "
+                             f"{elapsed:5.1f}s")
+            sys.stderr.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _precompile(py_calls) -> None:
+    """Compile (or load from cache) every kernel a segment calls for its argument types, with progress."""
+    todo = {}
+    for fn, args, _ in py_calls:
+        if hasattr(fn, "compile"):
+            sig = tuple(numba.typeof(a) for a in args)
+            if sig not in fn.overloads:
+                todo[(id(fn), sig)] = (fn, sig)
+    if not todo:
+        return
+    progress = _Progress(len(todo), "kernels")
+    for done, (fn, sig) in enumerate(todo.values()):
+        fn.compile(sig)
+        progress.update(done + 1)
+    progress.close()
+
+
 _NP_NAMES = {np.dtype(np.bool_): "bool_"}
 
 
@@ -185,6 +230,7 @@ class GraphRuntime:
         self.arena = np.zeros(0, np.uint8)
         self.arena_size = 0
         self.views: dict[int, np.ndarray] = {}
+        self.fast_views: dict[int, np.ndarray] = {}  # arena views of static, non-const tensors (set/get fast path)
         self.dynamic_arrays: dict[int, np.ndarray] = {}
         self._dynamic_phase = False
         self._temps: list[Tensor] = []
@@ -268,6 +314,7 @@ class GraphRuntime:
     def allocate(self) -> None:
         """Prepare every node in order, plan the arena and build the executable segments."""
         self.ready = False
+        self.fast_views = {}
         self._temps = []
         self.dynamic_arrays = {}
         self.dynamic_nodes = set()
@@ -309,6 +356,8 @@ class GraphRuntime:
                 node_temps[node.index] = ctx.temps
         self._plan_memory(node_temps)
         self._build_steps()
+        self._make_program()
+        self.fast_views = {i: v for i, v in self.views.items() if i < len(self.tensors)}
         self.ready = True
 
     def _plan_memory(self, node_temps: dict[int, list[Tensor]]) -> None:
@@ -465,23 +514,33 @@ class GraphRuntime:
                     args.append(a)
             seg.py_calls.append((call.fn, tuple(args), ni))
         if calls and executor_mode() != "python":
-            seg.run = _compile_runner(seg.source, kernels)
+            _precompile(seg.py_calls)
+            run = _compile_runner(seg.source, kernels)
+            args = (self.arena, seg.aux, seg.it, seg.ft)
+            sig = tuple(numba.typeof(a) for a in args)
+            run.compile(sig)  # compile (or load from the disk cache) now, without running anything
+            seg.run = run.overloads[sig].entry_point  # the compiled wrapper: skips the dispatcher's type checks
         return seg
 
     # --- invoke -----------------------------------------------------------------------------------------------
-    def invoke(self) -> None:
-        if not self.ready:
-            raise RuntimeError("Invoke called on model that is not ready.")
-        arena = self.arena
+    def _make_program(self) -> None:
+        """The invoke sequence as (callable, args) pairs: compiled segments, Python-mode segments, host nodes."""
+        program = []
         for kind, step in self.steps:
             if kind == "segment":
                 if step.run is not None:
-                    step.run(arena, step.aux, step.it, step.ft)
+                    program.append((step.run, (self.arena, step.aux, step.it, step.ft)))
                 else:
-                    for fn, args, _ in step.py_calls:
-                        fn(*args)
+                    program.extend((fn, args) for fn, args, _ in step.py_calls)
             else:
-                self._run_dynamic(step)
+                program.append((self._run_dynamic, (step,)))
+        self.program = program
+
+    def invoke(self) -> None:
+        if not self.ready:
+            raise RuntimeError("Invoke called on model that is not ready.")
+        for fn, args in self.program:
+            fn(*args)
 
     def _run_dynamic(self, ni: int) -> None:
         node = self.plan.nodes[ni]

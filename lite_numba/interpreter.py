@@ -90,7 +90,7 @@ class Interpreter:
         self.resources: dict = {}
         self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
         self._call_depth = 0
-        self._runtime(0)
+        self._main = self._runtime(0)
 
     def _resolve_subgraph(self, sg) -> list:
         kernels = []
@@ -131,7 +131,7 @@ class Interpreter:
 
             trace_invoke(self)
             return
-        self._runtime(0).invoke()
+        self._main.invoke()
 
     def profile(self, num_runs: int = 10, warmup_runs: int = 1):
         """Run the model `num_runs` times timing every node; returns a `lite_numba.profiling.Profile`."""
@@ -169,11 +169,19 @@ class Interpreter:
 
     def set_tensor(self, tensor_index: int, value) -> None:
         """Copy `value` into a tensor (an input), checking dtype and shape with the official messages."""
-        set_tensor(self._runtime(0), tensor_index, value)
+        rt = self._main
+        view = rt.fast_views.get(tensor_index) if type(value) is np.ndarray else None
+        if view is not None and value.dtype == view.dtype and value.shape == view.shape:
+            view[...] = value  # the common case, checked: same dtype and shape as the planned tensor
+            return
+        set_tensor(rt, tensor_index, value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current value."""
-        rt = self._runtime(subgraph_index)
+        rt = self._main if subgraph_index == 0 else self._runtime(subgraph_index)
+        view = rt.fast_views.get(tensor_index)
+        if view is not None:
+            return view.copy()
         self._check_index(rt, tensor_index)
         return np.array(rt.array(tensor_index), copy=True)
 
@@ -216,6 +224,7 @@ class Interpreter:
             if tuple(value.shape) != t.shape:
                 t.shape = tuple(value.shape)
                 rt.ready = False
+                rt.fast_views = {}
         if not rt.ready:
             rt.allocate()
         for t_index, value in zip(sg.inputs, inputs):
@@ -292,6 +301,7 @@ def resize_input(rt: GraphRuntime, input_index: int, tensor_size, strict: bool) 
     if shape != t.shape:
         t.shape = shape
         rt.ready = False
+        rt.fast_views = {}
 
 
 class SignatureRunner:

@@ -1,0 +1,94 @@
+"""Whole-model latency and per-invoke overhead, ours vs the official runtime (XNNPACK and builtin kernels)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from conftest import ROWS, find_model
+
+from lite_numba import Interpreter
+
+MODELS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8", "small_cnn_f32",
+          "small_cnn_int8", "transformer_block_f32", "op_add", "op_conv2d_same_relu", "op_softmax_1000_flat"]
+
+
+def _official(path, builtin: bool):
+    from ai_edge_litert.interpreter import Interpreter as Official
+    from ai_edge_litert.interpreter import OpResolverType
+
+    kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if builtin else {}
+    it = Official(model_path=str(path), num_threads=1, **kw)
+    it.allocate_tensors()
+    return it
+
+
+def _inputs(it, rng):
+    out = []
+    for d in it.get_input_details():
+        dt = np.dtype(d["dtype"])
+        x = rng.integers(-100, 100, size=d["shape"]).astype(dt) if dt.kind in "iu" else \
+            rng.standard_normal(d["shape"]).astype(dt)
+        out.append((d["index"], x))
+    return out
+
+
+def _median_us(fn, rounds: int, inner: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - t0) / inner * 1e6)
+    return float(np.median(samples))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_latency(benchmark, name):
+    path = find_model(name)
+    if path is None:
+        pytest.skip(f"{name} not available")
+    ours = Interpreter(model_path=str(path), num_threads=1)
+    ours.allocate_tensors()
+    runtimes = {"ours": ours, "xnnpack": _official(path, False), "builtin": _official(path, True)}
+    inputs = _inputs(ours, np.random.default_rng(0))
+    for it in runtimes.values():
+        for i, x in inputs:
+            it.set_tensor(i, x)
+        it.invoke()
+    # calibrate the inner count to ~2 ms per sample, then interleave the three runtimes round by round
+    t0 = time.perf_counter()
+    ours.invoke()
+    inner = max(1, int(2e-3 / max(time.perf_counter() - t0, 1e-7)))
+    meds = {k: [] for k in runtimes}
+    for _ in range(15):
+        for k, it in runtimes.items():
+            meds[k].append(_median_us(it.invoke, 1, inner))
+    row = {"case": name, **{k: float(np.median(v)) for k, v in meds.items()}}
+    row["note"] = f"arena {ours.arena_size / 1024:.0f} KiB"
+    ROWS.append(row)
+    benchmark.extra_info.update(row)
+    benchmark(ours.invoke)
+
+
+def test_set_invoke_get_overhead(benchmark):
+    path = find_model("op_add")
+    ours = Interpreter(model_path=str(path))
+    ours.allocate_tensors()
+    theirs = _official(path, True)
+    x = np.ones((1, 4, 6, 3), np.float32)
+
+    def cycle(it):
+        it.set_tensor(0, x)
+        it.set_tensor(1, x)
+        it.invoke()
+        it.get_tensor(2)
+
+    a = [_median_us(lambda: cycle(ours), 1, 2000) for _ in range(10)]
+    b = [_median_us(lambda: cycle(theirs), 1, 2000) for _ in range(10)]
+    row = {"case": "2x set_tensor + invoke + get_tensor (op_add)", "ours": float(np.median(a)),
+           "builtin": float(np.median(b))}
+    ROWS.append(row)
+    benchmark.extra_info.update(row)
+    benchmark(cycle, ours)
