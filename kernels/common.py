@@ -32,23 +32,14 @@ def int_activation_range(ctx: PrepareContext, act: int, dtype) -> tuple[int, int
 
 
 def quantized_activation_range(ctx: PrepareContext, act: int, out: Tensor) -> tuple[int, int]:
-    """(min, max) clamp of a fused activation on a quantized output, as TFLite computes it."""
-    info = np.iinfo(out.dtype)
-    qmin, qmax = int(info.min), int(info.max)
-    scale, zp = out.scale, out.zero_point
+    """(min, max) clamp of a fused activation on a quantized output, as TFLite computes it (float32 division,
+    rounding half away from zero: fixedpoint.activation_range_quantized)."""
+    from .fixedpoint import activation_range_quantized
 
-    def q(x: float) -> int:
-        return zp + int(round(x / scale))
-
-    if act == ACT_NONE:
-        return qmin, qmax
-    if act == ACT_RELU:
-        return max(qmin, q(0.0)), qmax
-    if act == ACT_RELU6:
-        return max(qmin, q(0.0)), min(qmax, q(6.0))
-    if act == ACT_RELU_N1_TO_1:
-        return max(qmin, q(-1.0)), min(qmax, q(1.0))
-    ctx.fail(f"fused activation {act} is not supported on quantized outputs")
+    try:
+        return activation_range_quantized(act, out.dtype, out.scale, out.zero_point)
+    except ValueError as e:
+        ctx.fail(str(e))
 
 
 def broadcast_shape(ctx: PrepareContext, *shapes) -> tuple[int, ...]:

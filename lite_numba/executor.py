@@ -37,6 +37,11 @@ class PrepareError(RuntimeError, ValueError):
     """A node failed to prepare (bad shapes, dtypes or parameters). A RuntimeError like the official runtime's."""
 
 
+class InvokeError(RuntimeError, ValueError):
+    """A kernel found bad run-time values (e.g. an index out of range). A RuntimeError like the official runtime's;
+    also a ValueError, which is what the kernels raise."""
+
+
 def cache_dir() -> Path:
     """Where generated runners are written: $LITE_NUMBA_CACHE_DIR or ~/.cache/lite_numba."""
     d = os.environ.get("LITE_NUMBA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lite_numba")
@@ -539,8 +544,13 @@ class GraphRuntime:
     def invoke(self) -> None:
         if not self.ready:
             raise RuntimeError("Invoke called on model that is not ready.")
-        for fn, args in self.program:
-            fn(*args)
+        try:
+            for fn, args in self.program:
+                fn(*args)
+        except (ValueError, IndexError, ZeroDivisionError) as e:
+            if isinstance(e, (InvokeError, PrepareError)):
+                raise
+            raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.subgraph_index}).") from None
 
     def _run_dynamic(self, ni: int) -> None:
         node = self.plan.nodes[ni]
