@@ -237,6 +237,7 @@ class GraphRuntime:
         self.views: dict[int, np.ndarray] = {}
         self.fast_views: dict[int, np.ndarray] = {}  # arena views of static, non-const tensors (set/get fast path)
         self.dynamic_arrays: dict[int, np.ndarray] = {}
+        self.known_values: dict[int, np.ndarray] = {}  # values fixed at prepare time (ctx.set_known_value)
         self._dynamic_phase = False
         self._temps: list[Tensor] = []
         self.steps: list[tuple[str, Any]] = []
@@ -271,6 +272,9 @@ class GraphRuntime:
 
     def runtime_value(self, i: int) -> np.ndarray:
         if not self._dynamic_phase:
+            known = self.known_values.get(i)
+            if known is not None:
+                return known
             raise NeedsValue(i)
         return self.array(i)
 
@@ -320,6 +324,7 @@ class GraphRuntime:
         """Prepare every node in order, plan the arena and build the executable segments."""
         self.ready = False
         self.fast_views = {}
+        self.known_values = {}
         self._temps = []
         self.dynamic_arrays = {}
         self.dynamic_nodes = set()

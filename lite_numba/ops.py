@@ -274,6 +274,12 @@ class PrepareContext:
         reset_all_variables()."""
         return self._rt.host_env.resources
 
+    def set_known_value(self, i: int, value) -> None:
+        """Declare output i's values as known at prepare time (SHAPE, RANK): later nodes that read it with
+        ctx.value() stay static instead of becoming dynamic. The kernel must still write the values at invoke."""
+        t = self.output(i)
+        self._rt.known_values[t.index] = np.asarray(value, t.dtype).reshape(t.shape)
+
     # --- scheduling -------------------------------------------------------------------------------------------
     def temp(self, shape, dtype) -> Tensor:
         """A scratch tensor that lives during this node only (placed in the arena)."""
