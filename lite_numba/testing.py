@@ -85,7 +85,8 @@ def run_official(model: bytes | str | os.PathLike, inputs: Sequence[np.ndarray])
 
 
 def _abs_diff(ours: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """Element-wise |ours - ref| as float64, exact for 64-bit integers."""
+    """Element-wise |ours - ref| as float64, exact for 64-bit integers (0-d inputs give 1-element results)."""
+    ours, ref = np.atleast_1d(ours), np.atleast_1d(ref)
     kind = ref.dtype.kind
     if kind == "b":
         return (ours != ref).astype(np.float64)

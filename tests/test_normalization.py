@@ -1,0 +1,102 @@
+"""L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION against the official runtime's builtin kernels.
+
+Float results must agree within 1e-5 (relative to max(1, |ref|)); quantized results must be bit-exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lite_numba import Interpreter
+from lite_numba.builder import ModelBuilder
+from lite_numba.testing import assert_close, require_official, run_official
+
+require_official()
+
+# derandomized: the same examples every run, so the compiled runners are all cached after the first run
+SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run_ours(data: bytes, inputs) -> list[np.ndarray]:
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+def one_op(op, dtype, shape, options, version=1, qin=None, qout=None):
+    b = ModelBuilder()
+    x = b.add_input("x", dtype, shape, quant=qin)
+    y = b.add_tensor("y", dtype, shape, quant=qout)
+    b.add_op(op, [x], [y], options=options, version=version)
+    b.mark_output(y)
+    return b.build()
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), scale=st.sampled_from([1e-4, 1.0, 100.0]),
+       seed=st.integers(0, 2**31))
+def test_l2_normalization_float(shape, scale, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * scale).astype(np.float32)
+    if rng.random() < 0.3:
+        x[..., :] = 0  # all-zero rows: the norm is clamped at 1e-6
+    data = one_op("L2_NORMALIZATION", np.float32, shape, {})
+    (ours,), (ref,) = run_ours(data, [x]), run_official(data, [x])
+    assert ours.shape == ref.shape
+    assert_close(ours.reshape(-1), ref.reshape(-1), 1e-5)
+
+
+@SETTINGS
+@given(dtype=st.sampled_from([np.int8, np.uint8]), shape=st.lists(st.integers(1, 40), min_size=1, max_size=3),
+       scale=st.floats(0.001, 1.0), zp=st.integers(-60, 60), spread=st.sampled_from([1, 3, 20, 128]),
+       seed=st.integers(0, 2**31))
+def test_l2_normalization_quantized(dtype, shape, scale, zp, spread, seed):
+    """The fixed-point inverse square root must match for sums of squares from 0 to large."""
+    dt = np.dtype(dtype)
+    base = 128 if dt == np.uint8 else 0
+    info = np.iinfo(dt)
+    rng = np.random.default_rng(seed)
+    zp_in = base + zp
+    x = np.clip(rng.integers(zp_in - spread, zp_in + spread, shape, endpoint=True), info.min, info.max).astype(dt)
+    data = one_op("L2_NORMALIZATION", dtype, shape, {}, 2 if dt == np.int8 else 1, (scale, zp_in),
+                  (1.0 / 128.0, base))
+    (ours,), (ref,) = run_ours(data, [x]), run_official(data, [x])
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape
+    assert np.array_equal(ours, ref), f"max step {np.max(np.abs(ours.astype(np.int64) - ref.astype(np.int64)))}"
+
+
+@SETTINGS
+@given(shape=st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(1, 3), st.integers(1, 12)),
+       radius=st.integers(0, 6), bias=st.sampled_from([0.5, 1.0, 2.0]), alpha=st.floats(0.01, 1.0),
+       beta=st.sampled_from([0.5, 0.75, 1.0, 0.3]), seed=st.integers(0, 2**31))
+def test_local_response_norm(shape, radius, bias, alpha, beta, seed):
+    x = np.random.default_rng(seed).uniform(-3, 3, shape).astype(np.float32)
+    data = one_op("LOCAL_RESPONSE_NORMALIZATION", np.float32, list(shape),
+                  {"radius": radius, "bias": bias, "alpha": alpha, "beta": beta})
+    (ours,), (ref,) = run_ours(data, [x]), run_official(data, [x])
+    assert_close(ours, ref, 1e-5)
+
+
+def _fails(data: bytes, match: str) -> None:
+    with pytest.raises((ValueError, RuntimeError), match=match):
+        it = Interpreter(model_content=data)
+        it.allocate_tensors()
+        it.invoke()
+
+
+def test_errors():
+    _fails(one_op("L2_NORMALIZATION", np.int8, [2, 3], {}, 2, (0.1, 0), (0.01, 0)), r"L2_NORMALIZATION .*1/128")
+    _fails(one_op("L2_NORMALIZATION", np.uint8, [2, 3], {}, 1, (0.1, 128), (1 / 128, 0)),
+           r"L2_NORMALIZATION .*zero point must be 128")
+    _fails(one_op("L2_NORMALIZATION", np.float32, [2, 3], {"fused_activation_function": "RELU"}),
+           r"L2_NORMALIZATION .*activation")
+    _fails(one_op("L2_NORMALIZATION", np.int16, [2, 3], {}, 1, (0.1, 0), (1 / 128, 0)), r"L2_NORMALIZATION .*int16")
+    _fails(one_op("LOCAL_RESPONSE_NORMALIZATION", np.float32, [2, 3, 4], {"radius": 1}),
+           r"LOCAL_RESPONSE_NORMALIZATION .*4-D")
+    _fails(one_op("LOCAL_RESPONSE_NORMALIZATION", np.int8, [1, 2, 3, 4], {"radius": 1}, 1, (0.1, 0), (0.1, 0)),
+           r"LOCAL_RESPONSE_NORMALIZATION .*int8")
