@@ -22,7 +22,8 @@ if which == "ours":
     it = Interpreter(model_path=path)
 else:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if which == "builtin" else {}
+    builtin = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    kw = {"experimental_op_resolver_type": builtin} if which == "builtin" else {}
     it = Interpreter(model_path=path, **kw)
 t_import = time.perf_counter() - t0
 it.allocate_tensors()
@@ -49,8 +50,8 @@ def test_cold_and_warm_start(benchmark, name):
     if path is None:
         pytest.skip(f"{name} not available")
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, LITE_NUMBA_CACHE_DIR=os.path.join(cache, "ln"), NUMBA_CACHE_DIR=os.path.join(cache, "nb"),
-                   LITE_NUMBA_PROGRESS="0")
+        env = dict(os.environ, LITE_NUMBA_CACHE_DIR=os.path.join(cache, "ln"),
+                   NUMBA_CACHE_DIR=os.path.join(cache, "nb"), LITE_NUMBA_PROGRESS="0")
         cold = _run("ours", path, env)
         warm = _run("ours", path, env)
     official = _run("builtin", path, dict(os.environ))

@@ -125,7 +125,7 @@ class _Loader:
             _check(0 <= sub < nsub, f"signature {i} names subgraph {sub}, model has {nsub}")
             ntensors = len(subgraphs[sub].tensors)
 
-            def tmap(field: str, sd=sd, ntensors=ntensors) -> dict[str, int]:
+            def tmap(field: str, sd=sd, ntensors=ntensors, i=i) -> dict[str, int]:
                 out = {}
                 for j in range(self.vec_len(sd, field)):
                     tm = getattr(sd, field)(j)

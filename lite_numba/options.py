@@ -25,10 +25,12 @@ _UNION2: dict[int, str] = {v: k for k, v in vars(BuiltinOptions2).items() if not
 # Ops whose options table is not simply "<CamelName>Options".
 _EXCEPTIONS = {
     "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions", "CONV_3D": "Conv3DOptions",
-    "CONV_3D_TRANSPOSE": "Conv3DOptions", "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions",
+    "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
     "L2_POOL_2D": "Pool2DOptions", "L2_NORMALIZATION": "L2NormOptions", "LSH_PROJECTION": "LSHProjectionOptions",
     "LSTM": "LSTMOptions", "RNN": "RNNOptions", "SVDF": "SVDFOptions",
-    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions", "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "BATCH_TO_SPACE_ND": "BatchToSpaceNDOptions",
     "SPACE_TO_BATCH_ND": "SpaceToBatchNDOptions", "TOPK_V2": "TopKV2Options", "MAXIMUM": "MaximumMinimumOptions",
@@ -125,9 +127,9 @@ def default_options(op_name: str) -> dict:
 
 def parse_options(op, op_name: str, data_len: int) -> dict:
     """Read the options of a tflite.Operator into a dict (defaults for absent fields and absent tables)."""
-    for union, type_getter, getter, members in (
-        (1, op.BuiltinOptionsType, op.BuiltinOptions, _UNION1),
-        (2, op.BuiltinOptions2Type, op.BuiltinOptions2, _UNION2),
+    for type_getter, getter, members in (
+        (op.BuiltinOptionsType, op.BuiltinOptions, _UNION1),
+        (op.BuiltinOptions2Type, op.BuiltinOptions2, _UNION2),
     ):
         kind = type_getter()
         if kind:

@@ -20,7 +20,8 @@ def test_corrupted_models_raise_or_run_correctly(tmp_path, official):
     models = [str(MODELS / f"{m}.tflite") for m in FUZZ_MODELS]
     proc = subprocess.run([sys.executable, str(HERE / "fuzz_models.py"), str(tmp_path), "1000", *models],
                           capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, f"fuzz process died (rc {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, \
+        f"fuzz process died (rc {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
     print(proc.stdout)
     replay = subprocess.run([sys.executable, str(HERE / "official_replay.py"), str(tmp_path)],
                             capture_output=True, text=True, timeout=1200)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import MODELS, SHARED_MODELS
 
 from lite_numba import Interpreter
 
-from conftest import MODELS, SHARED_MODELS
-
 LARGE = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8"]
-WHOLE_MODELS = {"small_cnn_f32", "small_cnn_fp16", "small_cnn_int8", "small_cnn_int8_uint8io", "small_cnn_dynamic_range",
+WHOLE_MODELS = {"small_cnn_f32", "small_cnn_fp16", "small_cnn_int8", "small_cnn_int8_uint8io",
+                "small_cnn_dynamic_range",
                 "transformer_block_f32", "lstm_text_tfkeras", "dynamic_batch_mlp", "control_flow_while_cond",
                 "stateful_resource_variable", *LARGE}
 # Models that need ops not implemented yet: name -> reason. Keep this list honest and short.
