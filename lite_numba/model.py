@@ -216,8 +216,12 @@ class _Loader:
             _check(0 <= bi < max(len(self.buffers), 1), f"tensor {ti} ({name!r}) buffer index {bi} out of range")
             raw = self.buffers[bi] if bi < len(self.buffers) else None
             data = None
+            sparsity = self.read_sparsity(t)
             if raw is not None and raw.size and type_name not in ("STRING", "RESOURCE", "VARIANT"):
-                if type_name == "INT4":
+                if sparsity is not None:  # sparse constant: the buffer holds only the stored values (DENSIFY)
+                    _check(raw.size % dtype.itemsize == 0, f"tensor {ti} ({name!r}) sparse buffer size {raw.size}")
+                    data = (raw.copy() if raw.ctypes.data % dtype.alignment else raw).view(dtype)
+                elif type_name == "INT4":
                     expect = (int(np.prod(shape)) + 1) // 2
                     _check(raw.size == expect, f"tensor {ti} ({name!r}) INT4 buffer size {raw.size} != {expect}")
                     data = _unpack_int4(raw, shape)
@@ -230,7 +234,7 @@ class _Loader:
             tensors.append(TensorSpec(
                 index=ti, name=name, dtype=dtype, type_name=type_name, shape=shape, shape_signature=sig,
                 quantization=self.read_quantization(t, name), data=data, is_variable=bool(t.IsVariable()),
-                sparsity=self.read_sparsity(t),
+                sparsity=sparsity,
             ))
 
         def indices(obj, field: str, what: str, allow_optional: bool) -> tuple[int, ...]:

@@ -1,0 +1,233 @@
+"""FULLY_CONNECTED against the official runtime: float32, int8 (per-tensor/per-channel), uint8, int16x8 (int32 and
+int64 bias), int16x16, hybrid (int8 weights, symmetric/asymmetric input quantization), keep_num_dims, optional bias,
+fused activations, non-constant weights, and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lite_numba
+from lite_numba.builder import ModelBuilder
+from lite_numba.testing import assert_close, require_official, run_official
+
+require_official()
+
+ACTS = ["NONE", "RELU", "RELU_N1_TO_1", "RELU6"]
+
+
+def run_ours(data: bytes, inputs) -> list[np.ndarray]:
+    it = lite_numba.Interpreter(model_content=data)
+    it.allocate_tensors()
+    for d, a in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], a)
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+def fc_model(x_shape, w, *, x_dtype=np.float32, x_quant=None, w_quant=None, bias=None, bias_quant=None,
+             out_dtype=np.float32, out_quant=None, act="NONE", keep=False, const_weights=True, version=1,
+             extra_options=None):
+    """A one-op FULLY_CONNECTED model; returns its bytes."""
+    b = ModelBuilder()
+    x = b.add_input("x", x_dtype, x_shape, quant=x_quant)
+    units, k = w.shape
+    if const_weights:
+        wt = b.add_const("w", w, quant=w_quant)
+    else:
+        wt = b.add_input("w", w.dtype, list(w.shape), quant=w_quant)
+    ins = [x, wt] + ([b.add_const("b", bias, quant=bias_quant)] if bias is not None else [])
+    batch = int(np.prod(x_shape)) // k if k else int(np.prod(x_shape[:-1]))
+    out_shape = list(x_shape[:-1]) + [units] if keep else [batch, units]
+    y = b.add_tensor("y", out_dtype, out_shape, quant=out_quant)
+    opts = {"fused_activation_function": act, "keep_num_dims": keep, **(extra_options or {})}
+    b.add_op("FULLY_CONNECTED", ins, [y], options=opts, version=version)
+    b.mark_output(y)
+    return b.build()
+
+
+def both(data, inputs):
+    return run_ours(data, inputs)[0], run_official(data, inputs)[0]
+
+
+def assert_exact(ours, ref):
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape
+    diff = np.abs(ours.astype(np.int64) - ref.astype(np.int64))
+    assert diff.max(initial=0) == 0, f"{int((diff > 0).sum())} of {diff.size} differ, max step {diff.max()}"
+
+
+# --- float32 ------------------------------------------------------------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.lists(st.integers(1, 5), min_size=0, max_size=2), k=st.integers(1, 70), units=st.integers(1, 40),
+       act=st.sampled_from(ACTS), keep=st.booleans(), with_bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_float(batch, k, units, act, keep, with_bias, seed):
+    rng = np.random.default_rng(seed)
+    x_shape = batch + [k]
+    w = rng.standard_normal((units, k)).astype(np.float32)
+    bias = rng.standard_normal(units).astype(np.float32) if with_bias else None
+    data = fc_model(x_shape, w, bias=bias, act=act, keep=keep, version=5 if keep else (1 if with_bias else 6))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    ours, ref = both(data, [x])
+    assert_close(ours, ref, 1e-5)
+
+
+def test_float_flattens_input_and_large_depth():
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((130, 12)).astype(np.float32)
+    data = fc_model([3, 2, 6], w, bias=rng.standard_normal(130).astype(np.float32))  # 36 values -> 3 rows of 12
+    x = rng.standard_normal((3, 2, 6)).astype(np.float32)
+    ours, ref = both(data, [x])
+    assert ours.shape == (3, 130)
+    assert_close(ours, ref, 1e-5)
+    w = rng.standard_normal((9, 1000)).astype(np.float32)
+    data = fc_model([5, 1000], w)
+    x = rng.standard_normal((5, 1000)).astype(np.float32)
+    ours, ref = both(data, [x])
+    assert_close(ours, ref, 1e-5)
+
+
+def test_float_non_constant_weights():
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((7, 10)).astype(np.float32)
+    data = fc_model([6, 10], w, bias=rng.standard_normal(7).astype(np.float32), const_weights=False, act="RELU")
+    inputs = [rng.standard_normal((6, 10)).astype(np.float32), w]
+    ours, ref = both(data, inputs)
+    assert_close(ours, ref, 1e-5)
+
+
+def test_float_zero_depth_gives_zeros():
+    w = np.zeros((4, 0), np.float32)
+    data = fc_model([3, 0], w, bias=np.ones(4, np.float32))
+    x = np.zeros((3, 0), np.float32)
+    ours, ref = both(data, [x])
+    assert_close(ours, ref, 0)
+
+
+# --- quantized ------------------------------------------------------------------------------------------------------
+
+def _quantized_case(rng, x_dtype, w_dtype, batch, k, units, per_channel, bias_dtype, act, bias_type=None):
+    xi, wi = np.iinfo(x_dtype), np.iinfo(w_dtype)
+    x_zp = 0 if x_dtype == np.int16 else int(rng.integers(xi.min // 4, xi.max // 4 + 1))
+    x_scale = 0.02 if x_dtype != np.int16 else 2e-4
+    w_zp = int(rng.integers(100, 156)) if w_dtype == np.uint8 else 0
+    w = rng.integers(wi.min + (w_dtype != np.uint8), wi.max + 1, (units, k)).astype(w_dtype)
+    if per_channel:
+        w_scales = rng.uniform(0.002, 0.02, units).astype(np.float32)
+        w_quant = {"scales": w_scales, "zero_points": [0] * units, "quantized_dimension": 0}
+    else:
+        w_scales = np.array([rng.uniform(0.002, 0.02)], np.float32)
+        w_quant = (float(w_scales[0]), w_zp)
+    bias = bias_quant = None
+    if bias_dtype is not None:
+        bias = rng.integers(-2000, 2000, units).astype(bias_dtype)
+        bias_quant = {"scales": (x_scale * w_scales).astype(np.float32), "zero_points": [0] * w_scales.size,
+                      "quantized_dimension": 0}
+    x = rng.integers(xi.min, xi.max + 1, (batch, k)).astype(x_dtype)
+    # an output scale that spreads the real results over the output range (few saturate)
+    real = ((x.astype(np.float64) - x_zp) * x_scale) @ ((w.astype(np.float64) - w_zp) * w_scales[:, None]).T
+    oi = np.iinfo(x_dtype)
+    out_scale = max(float(np.abs(real).max()) / (oi.max * 0.8), 1e-6)
+    out_zp = 0 if x_dtype == np.int16 else int(rng.integers(-20, 21)) + (128 if x_dtype == np.uint8 else 0)
+    opts = {"quantized_bias_type": bias_type} if bias_type else None
+    data = fc_model([batch, k], w, x_dtype=x_dtype, x_quant=(x_scale, x_zp), w_quant=w_quant, bias=bias,
+                    bias_quant=bias_quant, out_dtype=x_dtype, out_quant=(out_scale, out_zp), act=act, version=4,
+                    extra_options=opts)
+    return data, x
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.integers(1, 9), k=st.integers(1, 80), units=st.integers(1, 33), per_channel=st.booleans(),
+       with_bias=st.booleans(), act=st.sampled_from(ACTS), seed=st.integers(0, 2**16))
+def test_int8(batch, k, units, per_channel, with_bias, act, seed):
+    rng = np.random.default_rng(seed)
+    data, x = _quantized_case(rng, np.int8, np.int8, batch, k, units, per_channel,
+                              np.int32 if with_bias else None, act)
+    assert_exact(*both(data, [x]))
+
+
+@pytest.mark.parametrize("x_dtype, w_dtype, per_channel, bias_dtype, bias_type", [
+    (np.uint8, np.uint8, False, np.int32, None),
+    (np.int16, np.int8, False, np.int32, None),
+    (np.int16, np.int8, True, np.int32, None),
+    (np.int16, np.int8, True, None, None),
+    (np.int16, np.int8, False, np.int64, "INT64"),
+    (np.int16, np.int8, True, np.int64, "INT64"),
+    (np.int16, np.int16, False, np.int32, None),
+    (np.int16, np.int16, True, np.int64, "INT64"),
+])
+def test_other_quantized(x_dtype, w_dtype, per_channel, bias_dtype, bias_type):
+    rng = np.random.default_rng(7)
+    # (200, 3, 16): many small results, so requantization ties (where the rounding rules differ) occur
+    for batch, k, units in ((3, 37, 11), (5, 600, 9), (200, 3, 16)):
+        data, x = _quantized_case(rng, x_dtype, w_dtype, batch, k, units, per_channel, bias_dtype, "RELU",
+                                  bias_type)
+        assert_exact(*both(data, [x]))
+
+
+def test_int8_rounds_ties_like_ruy():
+    """The optimized int8 kernel requantizes through ruy, whose roundings go half up (not away from zero)."""
+    rng = np.random.default_rng(11)
+    data, x = _quantized_case(rng, np.int8, np.int8, 300, 3, 16, False, np.int32, "NONE")
+    assert_exact(*both(data, [x]))
+
+
+def test_int8_keep_num_dims_and_non_constant_weights():
+    rng = np.random.default_rng(3)
+    w = rng.integers(-127, 128, (6, 8)).astype(np.int8)
+    data = fc_model([2, 3, 8], w, x_dtype=np.int8, x_quant=(0.05, 3), w_quant=(0.01, 0), out_dtype=np.int8,
+                    out_quant=(0.1, -2), keep=True, const_weights=False, version=5)
+    inputs = [rng.integers(-128, 128, (2, 3, 8)).astype(np.int8), w]
+    ours, ref = both(data, inputs)
+    assert ours.shape == (2, 3, 6)
+    assert_exact(ours, ref)
+
+
+# --- hybrid ---------------------------------------------------------------------------------------------------------
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.integers(1, 6), k=st.integers(1, 90), units=st.integers(1, 30), per_channel=st.booleans(),
+       asymmetric=st.booleans(), with_bias=st.booleans(),
+       act=st.sampled_from(ACTS + ["TANH", "SIGN_BIT"]), seed=st.integers(0, 2**16))
+def test_hybrid(batch, k, units, per_channel, asymmetric, with_bias, act, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-127, 128, (units, k)).astype(np.int8)
+    if per_channel:
+        w_quant = {"scales": rng.uniform(0.002, 0.02, units).astype(np.float32), "zero_points": [0] * units,
+                   "quantized_dimension": 0}
+    else:
+        w_quant = (0.01, 0)
+    bias = rng.standard_normal(units).astype(np.float32) if with_bias else None
+    version = 12 if per_channel else (9 if asymmetric else 3)
+    data = fc_model([batch, k], w, w_quant=w_quant, bias=bias, act=act, version=version,
+                    extra_options={"asymmetric_quantize_inputs": asymmetric})
+    x = (rng.standard_normal((batch, k)) + rng.uniform(-1, 1)).astype(np.float32)
+    x[0] *= 0 if batch > 1 and seed % 3 == 0 else 1  # an all-zero row takes the bias-only path
+    ours, ref = both(data, [x])
+    assert_close(ours, ref, 1e-5)
+
+
+# --- errors ---------------------------------------------------------------------------------------------------------
+
+def _prepare_error(data):
+    with pytest.raises((ValueError, RuntimeError), match="FULLY_CONNECTED") as e:
+        it = lite_numba.Interpreter(model_content=data)
+        it.allocate_tensors()
+    return str(e.value)
+
+
+def test_errors():
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((4, 6)).astype(np.float32)
+    assert "bias" in _prepare_error(fc_model([2, 6], w, bias=np.zeros(5, np.float32)))
+    assert "multiple" in _prepare_error(fc_model([2, 5], w))
+    assert "keep_num_dims" in _prepare_error(fc_model([3, 4], w, keep=True))
+    w8 = rng.integers(-127, 128, (4, 6)).astype(np.int8)
+    msg = _prepare_error(fc_model([2, 6], w8, x_dtype=np.int8, x_quant=(0.1, 0), w_quant=(0.1, 0),
+                                  out_dtype=np.int8, out_quant=(0.1, 0), act="TANH"))
+    assert "activation" in msg
+    msg = _prepare_error(fc_model([2, 6], w8, x_dtype=np.int8, x_quant=(0.1, 0), w_quant=(0.1, 0),
+                                  out_dtype=np.int16, out_quant=(0.1, 0)))
+    assert "type" in msg
