@@ -1,0 +1,292 @@
+"""Sequence ops against the official runtime: UNIDIRECTIONAL_SEQUENCE_LSTM (CIFG, peephole, projection, layer norm,
+clipping, diagonal recurrent weights, both time layouts), BIDIRECTIONAL_SEQUENCE_LSTM, UNIDIRECTIONAL_SEQUENCE_RNN,
+RNN and SVDF; state carried over several invokes and reset_all_variables; errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lite_numba
+from lite_numba.builder import ModelBuilder
+from lite_numba.testing import assert_close, official_interpreter, require_official
+
+require_official()
+
+GATES = ("input", "forget", "cell", "output")
+
+
+def run_sequence(data: bytes, steps, reset_before=()) -> list[list[np.ndarray]]:
+    """Invoke ours and the official runtime on the same list of input lists (state carried between invokes;
+    reset_all_variables() before the steps listed in reset_before); returns [(ours, ref) outputs per step]."""
+    ours = lite_numba.Interpreter(model_content=data)
+    ours.allocate_tensors()
+    ref = official_interpreter(data)
+    results = []
+    for k, inputs in enumerate(steps):
+        if k in reset_before:
+            ours.reset_all_variables()
+            ref.reset_all_variables()
+        for it in (ours, ref):
+            for d, a in zip(it.get_input_details(), inputs):
+                it.set_tensor(d["index"], a)
+            it.invoke()
+        results.append([(ours.get_tensor(d["index"]).copy(), ref.get_tensor(r["index"]).copy())
+                        for d, r in zip(ours.get_output_details(), ref.get_output_details())])
+    return results
+
+
+def check_sequence(data, steps, reset_before=(), tol=1e-5):
+    for step in run_sequence(data, steps, reset_before):
+        for o, r in step:
+            assert_close(o, r, tol)
+
+
+def rnd(rng, shape, scale=0.5):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def lstm_weights(rng, n_input, n_cell, n_output, *, cifg=False, peephole=False, proj=False, proj_bias=False,
+                 layer_norm=False, diag=False, n_aux=0, prefix=""):
+    """A dict name -> array (None when absent) of one LSTM direction's constant tensors."""
+    w = {}
+    for g in GATES:
+        absent = cifg and g == "input"
+        w[f"input_to_{g}_weights"] = None if absent else rnd(rng, (n_cell, n_input))
+        w[f"recurrent_to_{g}_weights"] = None if absent else (
+            rnd(rng, (n_cell,)) if diag else rnd(rng, (n_cell, n_output)))
+        w[f"{g}_gate_bias"] = None if absent else rnd(rng, (n_cell,), 0.3)
+        w[f"{g}_layer_norm_coefficients"] = None if absent or not layer_norm else 1 + rnd(rng, (n_cell,), 0.2)
+        w[f"aux_input_to_{g}_weights"] = None if absent or not n_aux else rnd(rng, (n_cell, n_aux))
+    for g in ("input", "forget", "output"):
+        w[f"cell_to_{g}_weights"] = None if not peephole or (cifg and g == "input") else rnd(rng, (n_cell,))
+    w["projection_weights"] = rnd(rng, (n_output, n_cell)) if proj else None
+    w["projection_bias"] = rnd(rng, (n_output,), 0.3) if proj and proj_bias else None
+    return w
+
+
+WEIGHT_ORDER = (
+    [f"input_to_{g}_weights" for g in GATES] + [f"recurrent_to_{g}_weights" for g in GATES]
+    + [f"cell_to_{g}_weights" for g in ("input", "forget", "output")] + [f"{g}_gate_bias" for g in GATES]
+    + ["projection_weights", "projection_bias"])
+
+
+def add_consts(b, w, names, prefix):
+    return [-1 if w[n] is None else b.add_const(prefix + n, w[n]) for n in names]
+
+
+def uni_lstm_model(x_shape, w, n_output, n_cell, *, time_major=False, act="TANH", cell_clip=0.0, proj_clip=0.0,
+                   layer_norm=False, n_inputs=24, version=1, diag=False, const_state_shape=None):
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, list(x_shape))
+    batch = x_shape[1] if time_major else x_shape[0]
+    ins = [x] + add_consts(b, w, WEIGHT_ORDER, "")
+    h = b.add_tensor("h", np.float32, const_state_shape or [batch, n_output], is_variable=True)
+    c = b.add_tensor("c", np.float32, [batch, n_cell], is_variable=True)
+    ins += [h, c]
+    if n_inputs == 24:
+        ins += add_consts(b, w, [f"{g}_layer_norm_coefficients" for g in GATES], "") if layer_norm else [-1] * 4
+    y = b.add_tensor("y", np.float32, list(x_shape[:2]) + [n_output])
+    b.add_op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], version=version,
+             options={"fused_activation_function": act, "cell_clip": cell_clip, "proj_clip": proj_clip,
+                      "time_major": time_major, "diagonal_recurrent_tensors": diag})
+    b.mark_output(y)
+    return b.build()
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 3), time=st.integers(1, 5), n_input=st.integers(1, 7), n_cell=st.integers(1, 9),
+       cifg=st.booleans(), peephole=st.booleans(), proj=st.sampled_from([None, False, True]), layer_norm=st.booleans(),
+       time_major=st.booleans(), act=st.sampled_from(["TANH", "TANH", "RELU", "NONE", "RELU6"]),
+       cell_clip=st.sampled_from([0.0, 0.0, 0.7]), proj_clip=st.sampled_from([0.0, 0.4]), seed=st.integers(0, 99))
+def test_uni_lstm(batch, time, n_input, n_cell, cifg, peephole, proj, layer_norm, time_major, act, cell_clip,
+                  proj_clip, seed):
+    rng = np.random.default_rng(seed)
+    n_output = n_cell if proj is None else n_cell + 2 - seed % 4
+    n_output = max(n_output, 1)
+    w = lstm_weights(rng, n_input, n_cell, n_output, cifg=cifg, peephole=peephole, proj=proj is not None,
+                     proj_bias=bool(proj), layer_norm=layer_norm)
+    shape = (time, batch, n_input) if time_major else (batch, time, n_input)
+    data = uni_lstm_model(shape, w, n_output, n_cell, time_major=time_major, act=act, cell_clip=cell_clip,
+                          proj_clip=proj_clip, layer_norm=layer_norm)
+    # two invokes carry the state; a reset before the third restarts from zeros
+    check_sequence(data, [[rnd(rng, shape, 1.0)] for _ in range(3)], reset_before=(2,))
+
+
+def test_uni_lstm_20_inputs_and_zero_input():
+    rng = np.random.default_rng(1)
+    w = lstm_weights(rng, 4, 5, 5, peephole=True)
+    data = uni_lstm_model((2, 3, 4), w, 5, 5, n_inputs=20)
+    check_sequence(data, [[rnd(rng, (2, 3, 4))], [np.zeros((2, 3, 4), np.float32)]])
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+def test_uni_lstm_diagonal_recurrent(time_major):
+    rng = np.random.default_rng(2)
+    w = lstm_weights(rng, 3, 6, 6, diag=True, peephole=True)
+    shape = (4, 2, 3) if time_major else (2, 4, 3)
+    data = uni_lstm_model(shape, w, 6, 6, time_major=time_major, version=4, diag=True)
+    check_sequence(data, [[rnd(rng, shape)], [rnd(rng, shape)]])
+
+
+def test_uni_lstm_1d_state():
+    # TFLite accepts state tensors of any shape with the right element count
+    rng = np.random.default_rng(3)
+    w = lstm_weights(rng, 3, 4, 4)
+    data = uni_lstm_model((2, 3, 3), w, 4, 4, const_state_shape=[8])
+    check_sequence(data, [[rnd(rng, (2, 3, 3))]])
+
+
+def _expect_error(data, match):
+    it = lite_numba.Interpreter(model_content=data)
+    with pytest.raises((ValueError, RuntimeError), match=match):
+        it.allocate_tensors()
+        it.invoke()
+
+
+def test_uni_lstm_errors():
+    rng = np.random.default_rng(4)
+    w = lstm_weights(rng, 3, 4, 4)
+    bad = dict(w, forget_gate_bias=rnd(rng, (5,)))
+    _expect_error(uni_lstm_model((1, 2, 3), bad, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*forget_gate_bias")
+    half_cifg = dict(w, recurrent_to_input_weights=None)
+    _expect_error(uni_lstm_model((1, 2, 3), half_cifg, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*both present")
+    _expect_error(uni_lstm_model((1, 2, 3), w, 4, 4, const_state_shape=[1, 5]),
+                  "UNIDIRECTIONAL_SEQUENCE_LSTM.*output_state")
+    _expect_error(uni_lstm_model((1, 2, 3), w, 4, 4, cell_clip=-1.0), "UNIDIRECTIONAL_SEQUENCE_LSTM.*cell_clip")
+    wq = dict(w, input_to_forget_weights=(w["input_to_forget_weights"] * 100).astype(np.int8))
+    _expect_error(uni_lstm_model((1, 2, 3), wq, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*float32")
+
+
+BIDIR_AUX = [f"aux_input_to_{g}_weights" for g in GATES]
+
+
+def bidir_model(x_shape, wf, wb, n_fw, n_bw, n_cell_fw, n_cell_bw, *, merge=False, time_major=False, act="TANH",
+                cell_clip=0.0, proj_clip=0.0, aux_shape=None, aux_weights=False):
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, list(x_shape))
+    batch = x_shape[1] if time_major else x_shape[0]
+    ins = [x] + add_consts(b, wf, WEIGHT_ORDER, "fw_") + add_consts(b, wb, WEIGHT_ORDER, "bw_")
+    for name, n_out, n_cell in (("fw", n_fw, n_cell_fw), ("bw", n_bw, n_cell_bw)):
+        ins += [b.add_tensor(f"{name}_h", np.float32, [batch, n_out], is_variable=True),
+                b.add_tensor(f"{name}_c", np.float32, [batch, n_cell], is_variable=True)]
+    ins += [b.add_input("aux", np.float32, list(aux_shape)) if aux_shape else -1]
+    if aux_weights:
+        ins += add_consts(b, wf, BIDIR_AUX, "fw_") + add_consts(b, wb, BIDIR_AUX, "bw_")
+    else:
+        ins += [-1] * 8
+    ys = [b.add_tensor("fw_y", np.float32, list(x_shape[:2]) + [n_fw + n_bw if merge else n_fw])]
+    if not merge:
+        ys.append(b.add_tensor("bw_y", np.float32, list(x_shape[:2]) + [n_bw]))
+    b.add_op("BIDIRECTIONAL_SEQUENCE_LSTM", ins, ys,
+             options={"fused_activation_function": act, "cell_clip": cell_clip, "proj_clip": proj_clip,
+                      "merge_outputs": merge, "time_major": time_major})
+    for y in ys:
+        b.mark_output(y)
+    return b.build()
+
+
+@settings(max_examples=6, deadline=None)
+@given(batch=st.integers(1, 3), time=st.integers(1, 4), n_input=st.integers(1, 5), n_cell=st.integers(1, 6),
+       cifg=st.booleans(), peephole=st.booleans(), proj=st.booleans(), merge=st.booleans(), time_major=st.booleans(),
+       aux=st.sampled_from([None, "cross", "bw_input"]), seed=st.integers(0, 99))
+def test_bidir_lstm(batch, time, n_input, n_cell, cifg, peephole, proj, merge, time_major, aux, seed):
+    if merge and not time_major:
+        batch = 1  # TFLite indexes batch-major merged states out of bounds for batch > 1
+    rng = np.random.default_rng(seed)
+    n_aux = 3 if aux == "cross" else 0
+    n_fw = n_cell  # TFLite checks both directions against the forward sizes (a projection keeps n_output here)
+    wf = lstm_weights(rng, n_input, n_cell, n_fw, cifg=cifg, peephole=peephole, proj=proj, proj_bias=proj,
+                      n_aux=n_aux)
+    # TFLite requires the same n_cell in both directions
+    wb = lstm_weights(rng, n_input, n_cell, n_cell, cifg=not cifg, peephole=peephole, n_aux=n_aux)
+    shape = (time, batch, n_input) if time_major else (batch, time, n_input)
+    aux_shape = None if aux is None else shape[:2] + ((n_aux,) if aux == "cross" else (n_input,))
+    data = bidir_model(shape, wf, wb, n_fw, n_cell, n_cell, n_cell, merge=merge, time_major=time_major,
+                       cell_clip=0.8 if seed % 2 else 0.0, proj_clip=0.5 if seed % 3 == 0 else 0.0,
+                       aux_shape=aux_shape, aux_weights=aux == "cross")
+    inputs = [rnd(rng, shape, 1.0)] + ([rnd(rng, aux_shape, 1.0)] if aux_shape else [])
+    check_sequence(data, [inputs, [rnd(rng, a.shape, 1.0) for a in inputs]])
+
+
+def test_bidir_lstm_errors():
+    rng = np.random.default_rng(5)
+    w = lstm_weights(rng, 3, 4, 4)
+    _expect_error(bidir_model((2, 3, 3), w, w, 4, 4, 4, 4, merge=True), "BIDIRECTIONAL_SEQUENCE_LSTM.*batch 1")
+    bad = dict(w, input_to_cell_weights=rnd(rng, (4, 2)))
+    _expect_error(bidir_model((1, 3, 3), w, bad, 4, 4, 4, 4), "BIDIRECTIONAL_SEQUENCE_LSTM.*bw input_to_cell")
+
+
+def rnn_model(op, x_shape, w, r, bias, *, time_major=False, act="TANH", state_shape=None):
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, list(x_shape))
+    units = w.shape[0]
+    batch = x_shape[0] if op == "RNN" or not time_major else x_shape[1]
+    h = b.add_tensor("h", np.float32, state_shape or [batch, units], is_variable=True)
+    ins = [x, b.add_const("w", w), b.add_const("r", r), b.add_const("b", bias), h]
+    out_shape = [batch, units] if op == "RNN" else list(x_shape[:2]) + [units]
+    y = b.add_tensor("y", np.float32, out_shape)
+    opts = {"fused_activation_function": act}
+    if op != "RNN":
+        opts["time_major"] = time_major
+    b.add_op(op, ins, [y], options=opts)
+    b.mark_output(y)
+    return b.build()
+
+
+@settings(max_examples=15, deadline=None)
+@given(op=st.sampled_from(["RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"]), batch=st.integers(1, 3), time=st.integers(1, 4),
+       n_input=st.integers(1, 6), units=st.integers(1, 7), time_major=st.booleans(),
+       act=st.sampled_from(["TANH", "RELU", "NONE", "RELU_N1_TO_1", "RELU6"]), seed=st.integers(0, 99))
+def test_rnn(op, batch, time, n_input, units, time_major, act, seed):
+    rng = np.random.default_rng(seed)
+    w, r, bias = rnd(rng, (units, n_input)), rnd(rng, (units, units)), rnd(rng, (units,), 0.3)
+    if op == "RNN":
+        shape = (batch, n_input)
+    else:
+        shape = (time, batch, n_input) if time_major else (batch, time, n_input)
+    data = rnn_model(op, shape, w, r, bias, time_major=time_major, act=act)
+    check_sequence(data, [[rnd(rng, shape, 1.0)] for _ in range(3)], reset_before=(2,))
+
+
+def test_rnn_errors():
+    rng = np.random.default_rng(6)
+    w, r, bias = rnd(rng, (4, 3)), rnd(rng, (4, 4)), rnd(rng, (4,))
+    _expect_error(rnn_model("RNN", (2, 3), w, r, bias, state_shape=[2, 5]), "RNN.*hidden_state")
+    _expect_error(rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", (2, 3, 3), w, rnd(rng, (4, 3)), bias),
+                  "UNIDIRECTIONAL_SEQUENCE_RNN.*recurrent_weights")
+    _expect_error(rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", (2, 3, 2), w, r, bias), "UNIDIRECTIONAL_SEQUENCE_RNN.*depth")
+
+
+def svdf_model(batch, n_input, w_f, w_t, bias, rank, act="NONE", state_shape=None):
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [batch, n_input])
+    n_f, mem = w_t.shape
+    state = b.add_tensor("state", np.float32, state_shape or [batch, n_f * mem], is_variable=True)
+    ins = [x, b.add_const("wf", w_f), b.add_const("wt", w_t), b.add_const("b", bias) if bias is not None else -1,
+           state]
+    y = b.add_tensor("y", np.float32, [batch, n_f // rank])
+    b.add_op("SVDF", ins, [y], options={"rank": rank, "fused_activation_function": act})
+    b.mark_output(y)
+    return b.build()
+
+
+@settings(max_examples=12, deadline=None)
+@given(batch=st.integers(1, 3), n_input=st.integers(1, 6), units=st.integers(1, 4), rank=st.integers(1, 3),
+       mem=st.integers(1, 5), has_bias=st.booleans(), act=st.sampled_from(["NONE", "RELU", "TANH"]),
+       seed=st.integers(0, 99))
+def test_svdf(batch, n_input, units, rank, mem, has_bias, act, seed):
+    rng = np.random.default_rng(seed)
+    n_f = units * rank
+    data = svdf_model(batch, n_input, rnd(rng, (n_f, n_input)), rnd(rng, (n_f, mem)),
+                      rnd(rng, (units,), 0.3) if has_bias else None, rank, act)
+    # more invokes than the memory, so the state shifts all the way through
+    check_sequence(data, [[rnd(rng, (batch, n_input), 1.0)] for _ in range(mem + 2)], reset_before=(mem + 1,))
+
+
+def test_svdf_errors():
+    rng = np.random.default_rng(7)
+    _expect_error(svdf_model(1, 3, rnd(rng, (4, 3)), rnd(rng, (4, 2)), None, 3), "SVDF.*rank 3")
+    _expect_error(svdf_model(1, 3, rnd(rng, (4, 3)), rnd(rng, (4, 2)), None, 2, state_shape=[1, 7]), "SVDF.*state")
