@@ -175,6 +175,14 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _in_disk_cache(run, sig) -> bool:
+    """Whether Numba's disk cache already holds the runner for `sig` (then no kernel needs compiling)."""
+    try:
+        return run._cache.load_overload(sig, run.targetctx) is not None
+    except Exception:  # noqa: BLE001 - a private API: on any doubt, compile normally
+        return False
+
+
 def _precompile(py_calls) -> None:
     """Compile (or load from cache) every kernel a segment calls for its argument types, with progress."""
     todo = {}
@@ -524,10 +532,11 @@ class GraphRuntime:
                     args.append(a)
             seg.py_calls.append((call.fn, tuple(args), ni))
         if calls and executor_mode() != "python":
-            _precompile(seg.py_calls)
             run = _compile_runner(seg.source, kernels)
             args = (self.arena, seg.aux, seg.it, seg.ft)
             sig = tuple(numba.typeof(a) for a in args)
+            if sig not in run.overloads and not _in_disk_cache(run, sig):
+                _precompile(seg.py_calls)  # kernel by kernel, with progress; the runner then links them
             run.compile(sig)  # compile (or load from the disk cache) now, without running anything
             seg.run = run.overloads[sig].entry_point  # the compiled wrapper: skips the dispatcher's type checks
         return seg
