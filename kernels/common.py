@@ -13,10 +13,11 @@ F32_MAX = float(np.finfo(np.float32).max)
 
 def float_activation_range(ctx: PrepareContext, act: int) -> tuple[float, float]:
     """(min, max) clamp of a fused activation on float outputs."""
+    # TFLite clamps to the finite float range even without an activation (inf becomes FLT_MAX)
     if act == ACT_NONE:
-        return -np.inf, np.inf
+        return -F32_MAX, F32_MAX
     if act == ACT_RELU:
-        return 0.0, np.inf
+        return 0.0, F32_MAX
     if act == ACT_RELU_N1_TO_1:
         return -1.0, 1.0
     if act == ACT_RELU6:
@@ -56,6 +57,8 @@ MAX_BROADCAST_RANK = 6
 def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> np.ndarray:
     """Element strides of `shape` broadcast to `out_shape`, both left-padded to rank 6 (0 where broadcast)."""
     rank = MAX_BROADCAST_RANK
+    if len(out_shape) > rank or len(shape) > rank:
+        raise ValueError(f"broadcasting supports rank <= {rank}, got shapes {list(shape)} and {list(out_shape)}")
     padded = (1,) * (rank - len(shape)) + tuple(shape)
     strides = np.zeros(rank, np.int64)
     acc = 1

@@ -5,29 +5,207 @@ A reader answers "which versions of CONV_2D do we run?" here. Each family keeps 
 
 from __future__ import annotations
 
+from . import activations as act
+from . import control_flow as cf
 from . import elementwise as ew
 from . import fully_connected as fc
-from . import reshape, softmax
+from . import logic, reshape, softmax
 
 BUILTINS = [
-    # --- elementwise arithmetic (float32/int32; int8 from v2, int16 from v3) ---
-    ("ADD", 1, 5, ew.ADD),
-    ("SUB", 1, 5, ew.SUB),
-    ("MUL", 1, 7, ew.MUL),
-    ("DIV", 1, 2, ew.DIV),
-    # --- activations ---
-    ("RELU", 1, 3, ew.RELU),
-    ("RELU6", 1, 3, ew.RELU6),
-    ("RELU_N1_TO_1", 1, 2, ew.RELU_N1_TO_1),
-    ("LOGISTIC", 1, 3, ew.LOGISTIC),
-    ("TANH", 1, 3, ew.TANH),
-    ("HARD_SWISH", 1, 1, ew.HARD_SWISH),
+    # --- elementwise maths, comparison, logic (elementwise.py, logic.py); quantized inputs -> quantized_elementwise ---
+    ("ADD", 1, 5, ew.ADD),  # f32/i32; v2 int8, v3 int16 quantized, v4 int64, v5 int16 (v6 float16: no)
+    ("SUB", 1, 5, ew.SUB),  # f32/i32; v2 int8, v3 rank>4 broadcast, v4 int64, v5 int16 quantized
+    ("MUL", 1, 7, ew.MUL),  # v2/v3 int8, v4 int16 quantized, v5 int64, v6 complex64, v7 int16/uint32 (v8 f16: no)
+    ("DIV", 1, 2, ew.DIV),  # f32/i32; v2 rank>4 broadcast
+    ("SQUARED_DIFFERENCE", 1, 2, ew.SQUARED_DIFFERENCE),  # f32/i32; v2 int8
+    ("POW", 1, 1, ew.POW),  # f32/i32
+    ("FLOOR_DIV", 1, 3, ew.FLOOR_DIV),  # v1 i32, v2 f32, v3 int8/int16 (raw values)
+    ("FLOOR_MOD", 1, 2, ew.FLOOR_MOD),  # f32/i32/i64; v2 int8/int16 (raw values)
+    ("MAXIMUM", 1, 4, ew.MAXIMUM),  # v2 int8, v3 rank>4 broadcast, v4 int16
+    ("MINIMUM", 1, 4, ew.MINIMUM),
+    ("EXP", 1, 2, ew.EXP),  # f32; v2 int8/int16
+    ("LOG", 1, 2, ew.LOG),
+    ("SQRT", 1, 2, ew.SQRT),
+    ("RSQRT", 1, 3, ew.RSQRT),  # v2 int8, v3 int16
+    ("SQUARE", 1, 1, ew.SQUARE),
+    ("ABS", 1, 5, ew.ABS),  # f32; v2 int8, v3 int16 quantized, v4 int16, v5 int32
+    ("NEG", 1, 1, ew.NEG),  # f32/i32/i64/int8/int16 (raw values)
+    ("SIGN", 1, 2, ew.SIGN),  # f32/f64; v2 int32
+    ("SIN", 1, 1, ew.SIN),  # (v2 float16: no)
+    ("COS", 1, 1, ew.COS),
+    ("FLOOR", 1, 1, ew.FLOOR),
+    ("CEIL", 1, 1, ew.CEIL),
+    ("ROUND", 1, 1, ew.ROUND),
+    ("EQUAL", 1, 2, logic.EQUAL),  # f32/i32/i64/bool; v2 int8 (v3 string: no)
+    ("EQUAL", 4, 5, logic.EQUAL),  # v5 int16
+    ("NOT_EQUAL", 1, 2, logic.NOT_EQUAL),
+    ("NOT_EQUAL", 4, 4, logic.NOT_EQUAL),  # int16
+    ("LESS", 1, 3, logic.LESS),  # v2 int8, v3 int16
+    ("LESS_EQUAL", 1, 2, logic.LESS_EQUAL),
+    ("GREATER", 1, 2, logic.GREATER),
+    ("GREATER_EQUAL", 1, 3, logic.GREATER_EQUAL),
+    ("LOGICAL_AND", 1, 1, logic.LOGICAL_AND),
+    ("LOGICAL_OR", 1, 1, logic.LOGICAL_OR),
+    ("LOGICAL_NOT", 1, 1, logic.LOGICAL_NOT),
+    ("SELECT", 1, 4, logic.SELECT),  # any 1/2/4/8-byte type; v3 5-D, v4 uint32
+    ("SELECT_V2", 1, 2, logic.SELECT_V2),
+    # --- activations (activations.py; float32, quantized inputs -> quantized_elementwise) ---
+    ("RELU", 1, 3, act.RELU),  # v2 int8/uint8, v3 int16
+    ("RELU6", 1, 3, act.RELU6),
+    ("RELU_N1_TO_1", 1, 1, act.RELU_N1_TO_1),
+    ("RELU_0_TO_1", 1, 1, act.RELU_0_TO_1),
+    ("LOGISTIC", 1, 3, act.LOGISTIC),  # v2 int8, v3 int16
+    ("TANH", 1, 3, act.TANH),
+    ("HARD_SWISH", 1, 1, act.HARD_SWISH),
+    ("ELU", 1, 1, act.ELU),
+    ("GELU", 1, 2, act.GELU),  # v2 int8/uint8 (v3 float16: no)
+    ("LEAKY_RELU", 1, 2, act.LEAKY_RELU),  # v2 int16
+    ("PRELU", 1, 1, act.PRELU),
     ("SOFTMAX", 1, 3, softmax.SOFTMAX),
     ("LOG_SOFTMAX", 1, 2, softmax.LOG_SOFTMAX),
-    # --- fully connected ---
-    ("FULLY_CONNECTED", 1, 12, fc.FULLY_CONNECTED),
     # --- shape ---
     ("RESHAPE", 1, 1, reshape.RESHAPE),
     ("SQUEEZE", 1, 2, reshape.SQUEEZE),
     ("EXPAND_DIMS", 1, 1, reshape.EXPAND_DIMS),
+    # --- control flow and resource variables (run on the host, call subgraphs) ---
+    ("WHILE", 1, 1, cf.WHILE),
+    ("IF", 1, 1, cf.IF),
+    ("CALL_ONCE", 1, 1, cf.CALL_ONCE),
+    ("VAR_HANDLE", 1, 1, cf.VAR_HANDLE),
+    ("READ_VARIABLE", 1, 1, cf.READ_VARIABLE),
+    ("ASSIGN_VARIABLE", 1, 1, cf.ASSIGN_VARIABLE),
+]
+
+# --- space/depth, resize, cast, value-generating and dynamic-shape ops (part B) ---
+from . import cast, generate, resize, space, topk  # noqa: E402
+
+BUILTINS += [
+    ("DEPTH_TO_SPACE", 1, 2, space.DEPTH_TO_SPACE),
+    ("SPACE_TO_DEPTH", 1, 2, space.SPACE_TO_DEPTH),
+    ("SPACE_TO_BATCH_ND", 1, 4, space.SPACE_TO_BATCH_ND),
+    ("BATCH_TO_SPACE_ND", 1, 4, space.BATCH_TO_SPACE_ND),
+    ("RESIZE_BILINEAR", 1, 4, resize.RESIZE_BILINEAR),
+    ("RESIZE_NEAREST_NEIGHBOR", 1, 4, resize.RESIZE_NEAREST_NEIGHBOR),
+    ("CAST", 1, 5, cast.CAST),  # v5 float16/float64; v6+ (int4, bfloat16, int2/uint4, float8) not supported
+    ("SHAPE", 1, 1, generate.SHAPE),
+    ("RANK", 1, 1, generate.RANK),
+    ("FILL", 1, 4, generate.FILL),  # v2 bool, v3 int8/int16, v4 float16 (v5 float8 not supported)
+    ("ZEROS_LIKE", 1, 1, generate.ZEROS_LIKE),
+    ("RANGE", 1, 2, generate.RANGE),  # v2 int64
+    ("ONE_HOT", 1, 1, generate.ONE_HOT),
+    ("WHERE", 1, 2, generate.WHERE),
+    ("TOPK_V2", 1, 3, topk.TOPK_V2),  # v2 int8, v3 int16 values/k/indices
+]
+
+# --- data movement, indexing and shape ops (part A): raw-word copies, any dtype of 1/2/4/8/16 bytes ---
+# Gaps in version ranges are the types we cannot hold (STRING, INT4 packed, FLOAT8, BFLOAT16).
+from . import concat_split, gather, pad, tile, transpose  # noqa: E402
+from . import slice as slice_ops  # noqa: E402
+
+BUILTINS += [
+    ("CONCATENATION", 1, 4, concat_split.CONCATENATION),  # v2 int8, v3 int16, v4 uint32
+    ("CONCATENATION", 6, 6, concat_split.CONCATENATION),  # float16
+    ("PACK", 1, 4, concat_split.PACK),
+    ("UNPACK", 1, 5, concat_split.UNPACK),  # v5: float16
+    ("SPLIT", 1, 4, concat_split.SPLIT),
+    ("SPLIT_V", 1, 2, concat_split.SPLIT_V),
+    ("PAD", 1, 5, pad.PAD),  # v4: rank > 4, v5: bool
+    ("PADV2", 1, 5, pad.PADV2),
+    ("MIRROR_PAD", 1, 3, pad.MIRROR_PAD),
+    ("TRANSPOSE", 1, 6, transpose.TRANSPOSE),  # v6: 6-D
+    ("TRANSPOSE", 8, 9, transpose.TRANSPOSE),  # v8: 7-D/8-D, v9: float16
+    ("REVERSE_V2", 1, 3, transpose.REVERSE_V2),
+    ("SLICE", 1, 2, slice_ops.SLICE),
+    ("SLICE", 4, 6, slice_ops.SLICE),  # v4 int16, v5 rank > 4, v6 uint32
+    ("SLICE", 8, 8, slice_ops.SLICE),  # float16
+    ("STRIDED_SLICE", 1, 4, slice_ops.STRIDED_SLICE),
+    ("STRIDED_SLICE", 6, 8, slice_ops.STRIDED_SLICE),  # v6 ellipsis/new axis, v7 uint32, v8 offset
+    ("TILE", 1, 1, tile.TILE),
+    ("TILE", 3, 3, tile.TILE),  # int8
+    ("BROADCAST_TO", 2, 3, tile.BROADCAST_TO),
+    ("GATHER", 1, 6, gather.GATHER),  # v5 batch_dims, v6 int16 indices
+    ("GATHER_ND", 1, 1, gather.GATHER_ND),
+    ("GATHER_ND", 3, 5, gather.GATHER_ND),  # v3 int16 params, v4 int16 indices, v5 bool
+    ("SCATTER_ND", 1, 1, gather.SCATTER_ND),
+    # v2/v3 (TFLite 1.14): hybrid uint8/int8 tables; v4: per-row scales or int4 values (unpacked on load); v5 int2
+    ("EMBEDDING_LOOKUP", 1, 4, gather.EMBEDDING_LOOKUP),
+]
+
+# --- pooling, reductions, normalization ---
+from . import normalization as norm  # noqa: E402
+from . import pooling, reduce  # noqa: E402
+
+BUILTINS += [
+    ("AVERAGE_POOL_2D", 1, 3, pooling.AVERAGE_POOL_2D),  # float32; int8/uint8 (v2); int16 (v3)
+    ("MAX_POOL_2D", 1, 3, pooling.MAX_POOL_2D),
+    ("L2_POOL_2D", 1, 1, pooling.L2_POOL_2D),  # float32 only, as the official kernel
+    ("MEAN", 1, 3, reduce.MEAN),  # float32/int32/int64; int8/uint8 (v2); int16 (v3)
+    ("SUM", 1, 2, reduce.SUM),  # float32/int32/int64; quantized int8/uint8/int16
+    ("REDUCE_PROD", 1, 2, reduce.REDUCE_PROD),  # quantized int8/int16 from v2
+    ("REDUCE_MAX", 1, 3, reduce.REDUCE_MAX),
+    ("REDUCE_MIN", 1, 3, reduce.REDUCE_MIN),
+    ("REDUCE_ANY", 1, 1, reduce.REDUCE_ANY),
+    ("REDUCE_ALL", 1, 1, reduce.REDUCE_ALL),
+    ("ARG_MAX", 1, 3, reduce.ARG_MAX),  # float32/uint8/int32; int8 (v2); bool (v3)
+    ("ARG_MIN", 1, 3, reduce.ARG_MIN),
+    ("CUMSUM", 1, 1, reduce.CUMSUM),
+    ("L2_NORMALIZATION", 1, 2, norm.L2_NORMALIZATION),  # float32/uint8; int8 (v2)
+    ("LOCAL_RESPONSE_NORMALIZATION", 1, 1, norm.LOCAL_RESPONSE_NORMALIZATION),
+]
+
+# --- convolution family ---
+from . import conv  # noqa: E402
+
+BUILTINS += [
+    # v1 float32/uint8, v2 hybrid per-tensor, v3 int8, v4 int16, v5 hybrid per-channel, v6 groups,
+    # v7 int4 filter (unpacked to int8 on load), v8 int16 with quantized_bias_type
+    ("CONV_2D", 1, 8, conv.CONV_2D),
+    # v1 float32/uint8, v2 dilation, v3 int8, v4/v6 hybrid, v5 int16, v7 int4 filter
+    ("DEPTHWISE_CONV_2D", 1, 7, conv.DEPTHWISE_CONV_2D),
+    # v1 float32/uint8, v2 int8 (and hybrid), v3 bias, v4 fused activation, v5 int16 with quantized_bias_type
+    ("TRANSPOSE_CONV", 1, 5, conv.TRANSPOSE_CONV),
+    ("CONV_3D", 1, 1, conv.CONV_3D),  # float32
+]
+
+# --- matrix multiply family, signal and sparse weights ---
+from . import batch_matmul, densify, signal  # noqa: E402
+
+BUILTINS += [
+    # v1 float32/uint8, v3 hybrid, v4 int8, v5 keep_num_dims, v6 no bias, v7 int16 weights, v8 sparse weights,
+    # v9 asymmetric hybrid, v10 int4 weights (unpacked to int8 on load), v11 int16x8 quantized_bias_type,
+    # v12 per-channel hybrid, v13 int16 input with int4 weights (v2 shuffled weights and v14 int2 are not supported)
+    ("FULLY_CONNECTED", 1, 1, fc.FULLY_CONNECTED),
+    ("FULLY_CONNECTED", 3, 13, fc.FULLY_CONNECTED),
+    # v1 float32 and hybrid, v2 int8, v3 int16, v4 asymmetric hybrid
+    ("BATCH_MATMUL", 1, 4, batch_matmul.BATCH_MATMUL),
+    ("DENSIFY", 1, 1, densify.DENSIFY),  # float32, float16, int8
+    ("RFFT2D", 1, 1, signal.RFFT2D),
+    ("COMPLEX_ABS", 1, 1, signal.COMPLEX_ABS),
+    ("REAL", 1, 1, signal.REAL),
+    ("IMAG", 1, 1, signal.IMAG),
+]
+
+# --- quantization (quantize.py): QUANTIZE / DEQUANTIZE; quantized elementwise and activations are reached through
+# the float kernels' dispatch to quantized_elementwise.prepare_quantized ---
+from . import quantize  # noqa: E402
+
+BUILTINS += [
+    # v1 float32 -> int8/uint8 and int8/uint8/int16/int32 requantization, v2 int16 output, v3 per-channel output
+    # (v4/v5 int4/uint4: not supported)
+    ("QUANTIZE", 1, 3, quantize.QUANTIZE),
+    # v1 uint8, v2 int8, v3 int16 and float16, v4 (same kernel), v5 per-channel int8
+    # (v6+ int4/int2/uint4/float8: not supported)
+    ("DEQUANTIZE", 1, 5, quantize.DEQUANTIZE),
+]
+
+# --- sequence ops: LSTM / RNN / SVDF (rnn.py; float32 only: hybrid and quantized variants are rejected) ---
+from . import rnn  # noqa: E402
+
+BUILTINS += [
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # float32 (v2/v3 hybrid: no)
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", 4, 4, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # diagonal recurrent weights
+    ("BIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.BIDIRECTIONAL_SEQUENCE_LSTM),  # float32 (v2/v3 hybrid: no)
+    ("UNIDIRECTIONAL_SEQUENCE_RNN", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_RNN),  # float32 (v2/v3 hybrid: no)
+    ("RNN", 1, 1, rnn.RNN),  # float32 (v2/v3 hybrid: no)
+    ("SVDF", 1, 1, rnn.SVDF),  # float32 (v2/v4 hybrid, v3 int8: no)
 ]

@@ -1,0 +1,136 @@
+"""Float activations against the official runtime: RELU family, LOGISTIC, TANH, HARD_SWISH, ELU, GELU (exact and
+tanh forms), LEAKY_RELU (alpha) and PRELU (alpha broadcast). Outputs must agree within 1e-5 of max|ref|.
+Hypothesis runs derandomized so that a second run finds every compiled kernel in the caches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lite_numba import Interpreter
+from lite_numba.builder import ModelBuilder
+from lite_numba.testing import assert_close, run_official
+
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 6.0, -3.0, 3.0, np.nan, np.inf, -np.inf], np.float32)
+SEEDS = st.integers(0, 2**31 - 1)
+SHAPES = st.lists(st.integers(1, 5), min_size=0, max_size=4).map(tuple)
+
+
+def one_op(op, inputs, out_shape, options=None, version=1) -> bytes:
+    """A float32 model of one op; `inputs` are shapes of graph inputs or arrays (constants)."""
+    b = ModelBuilder()
+    ids = [b.add_const(f"c{i}", s) if isinstance(s, np.ndarray) else b.add_input(f"x{i}", np.float32, list(s))
+           for i, s in enumerate(inputs)]
+    y = b.add_tensor("y", np.float32, list(out_shape))
+    b.add_op(op, ids, [y], options=options or {}, version=version)
+    b.mark_output(y)
+    return b.build()
+
+
+def run_ours(data: bytes, arrays) -> np.ndarray:
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    for d, a in zip(it.get_input_details(), arrays):
+        it.set_tensor(d["index"], a)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def check(data: bytes, arrays, tol=1e-5) -> np.ndarray:
+    ours = run_ours(data, arrays)
+    (ref,) = run_official(data, arrays)
+    assert ours.shape == ref.shape and ours.dtype == ref.dtype, (ours.shape, ours.dtype, ref.shape, ref.dtype)
+    assert_close(ours.reshape(-1), ref.reshape(-1), tol)  # reshaped: assert_close fails on 0-d arrays
+    return ours
+
+
+def floats(rng, shape, scale=4.0) -> np.ndarray:
+    a = np.asarray(rng.normal(0, scale, size=shape), np.float32)
+    if a.size:
+        idx = rng.choice(a.size, size=min(a.size, 3), replace=False)
+        a.flat[idx] = rng.choice(SPECIAL, size=len(idx))
+    return a
+
+
+@pytest.mark.parametrize("op", ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH",
+                                "ELU"])
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(shape=SHAPES, seed=SEEDS)
+def test_unary_activation(op, shape, seed):
+    x = floats(np.random.default_rng(seed), shape)
+    check(one_op(op, [shape], shape), [x])
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(shape=SHAPES, seed=SEEDS, scale=st.sampled_from([1.0, 4.0, 30.0]))
+def test_gelu(approximate, shape, seed, scale):
+    x = floats(np.random.default_rng(seed), shape, scale)
+    check(one_op("GELU", [shape], shape, {"approximate": approximate}), [x])
+
+
+def test_gelu_tails():
+    # the exact form uses erfc, so large negative inputs give tiny (not cancelled-to-zero) values
+    x = np.array([-12, -9, -6, -3, -1e-3, 0, 1e-3, 3, 6, 9, 12], np.float32)
+    for approximate in (False, True):
+        out = check(one_op("GELU", [x.shape], x.shape, {"approximate": approximate}), [x], tol=1e-6)
+        assert out[-1] == 12
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(shape=SHAPES, seed=SEEDS, alpha=st.one_of(st.sampled_from([0.0, 0.2, 1.0, -0.5, 3.0]),
+                                                 st.floats(-4, 4, width=32)))
+def test_leaky_relu(shape, seed, alpha):
+    x = floats(np.random.default_rng(seed), shape)
+    check(one_op("LEAKY_RELU", [shape], shape, {"alpha": alpha}), [x])
+
+
+@st.composite
+def prelu_shapes(draw):
+    """An input shape and an alpha shape that broadcasts to it (alpha is usually per channel)."""
+    x = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)))
+    drop = draw(st.integers(0, len(x)))
+    alpha = tuple(d if draw(st.booleans()) else 1 for d in x[drop:])
+    return x, alpha
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(shapes=prelu_shapes(), const_alpha=st.booleans(), seed=SEEDS)
+def test_prelu_alpha_broadcast(shapes, const_alpha, seed):
+    rng = np.random.default_rng(seed)
+    x_shape, a_shape = shapes
+    x = floats(rng, x_shape)
+    alpha = np.asarray(rng.uniform(-1, 1, a_shape), np.float32)
+    if const_alpha:
+        check(one_op("PRELU", [x_shape, alpha], x_shape), [x])
+    else:
+        check(one_op("PRELU", [x_shape, a_shape], x_shape), [x, alpha])
+
+
+def test_activation_errors_name_the_op():
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3])
+    a = b.add_input("a", np.float32, [2, 3])
+    y = b.add_tensor("y", np.float32, [2, 3])
+    b.add_op("PRELU", [x, a], [y])
+    b.mark_output(y)
+    with pytest.raises((ValueError, RuntimeError), match="PRELU.*keep the input's shape"):
+        Interpreter(model_content=b.build()).allocate_tensors()
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.int32, [3])
+    y = b.add_tensor("y", np.int32, [3])
+    b.add_op("ELU", [x], [y])
+    b.mark_output(y)
+    with pytest.raises((ValueError, RuntimeError), match="ELU.*int32"):
+        Interpreter(model_content=b.build()).allocate_tensors()
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3])
+    y = b.add_tensor("y", np.int32, [3])
+    b.add_op("RELU", [x], [y])
+    b.mark_output(y)
+    with pytest.raises((ValueError, RuntimeError), match="RELU.*float32"):
+        Interpreter(model_content=b.build()).allocate_tensors()
