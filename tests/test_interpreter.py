@@ -58,7 +58,8 @@ def test_details_match_official(official, name):
     assert_details_equal(ours.get_input_details(), theirs.get_input_details())
     assert_details_equal(ours.get_output_details(), theirs.get_output_details())
     ours_t = {d["index"]: d for d in ours.get_tensor_details()}
-    theirs_t = theirs.get_tensor_details()
+    # the official kernels add their own temporaries (indices past the model's tensors) to the list
+    theirs_t = [d for d in theirs.get_tensor_details() if d["index"] < len(ours_t)]
     assert_details_equal([ours_t[d["index"]] for d in theirs_t], theirs_t)
 
 
