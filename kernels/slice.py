@@ -1,0 +1,177 @@
+"""SLICE and STRIDED_SLICE: index arithmetic in Python (TFLite's rules), then one strided copy of raw words."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite_numba.ops import PrepareContext, kernel
+
+from .transpose import contiguous_strides, schedule_strided_copy
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+
+def index_vector(ctx: PrepareContext, i: int, what: str) -> list[int]:
+    """A 1-D int32/int64 index input as a list of Python ints."""
+    t = ctx.input(i)
+    ctx.check(t is not None, f"{what} input is missing")
+    ctx.check(t.dtype in (np.int32, np.int64), f"{what} has type {t.dtype.name}, expected int32 or int64")
+    ctx.check(t.ndim == 1, f"{what} must be 1-D, got shape {list(t.shape)}")
+    return [int(v) for v in np.asarray(ctx.value(i)).reshape(-1)]
+
+
+@kernel("SLICE")
+def SLICE(ctx: PrepareContext) -> None:
+    """out = x[begin : begin + size] per dimension; size -1 means "to the end"."""
+    ctx.check_num(inputs=3, outputs=1)
+    x = ctx.input(0)
+    begin = index_vector(ctx, 1, "begin")
+    size = index_vector(ctx, 2, "size")
+    ctx.check(len(begin) == len(size) == x.ndim,
+              f"begin {begin} and size {size} must have one entry per input dimension ({x.ndim})")
+    shape = []
+    for d, (b, s) in enumerate(zip(begin, size)):
+        n = x.shape[d]
+        ctx.check(0 <= b <= n, f"begin {b} is out of range for dimension {d} of size {n}")
+        if s == -1:
+            s = n - b
+        ctx.check(0 <= s and b + s <= n, f"begin {b} + size {s} exceeds dimension {d} of size {n}")
+        shape.append(s)
+    out = ctx.set_output(0, shape, x.dtype)
+    xs = contiguous_strides(x.shape)
+    schedule_strided_copy(ctx, x, out, shape, xs, contiguous_strides(shape), xb=sum(b * s for b, s in zip(begin, xs)))
+
+
+# --- STRIDED_SLICE ------------------------------------------------------------------------------------------------
+
+def _bit(mask: int, i: int) -> bool:
+    return bool((mask >> i) & 1)
+
+
+def _clamp(v: int, lo: int, hi: int) -> int:
+    return lo if v < lo else hi if v > hi else v
+
+
+def expand_masks(ctx: PrepareContext, rank: int, begin, end, strides, opts):
+    """Resolve ellipsis and new axes into per-dimension (start index, stop index, stride, begin/end/shrink flags,
+    dimension size) over the "effective" input (the input with the new unit axes inserted), as TFLite does."""
+    n = len(begin)
+    ell = int(opts.get("ellipsis_mask", 0) or 0)
+    new = int(opts.get("new_axis_mask", 0) or 0)
+    bmask = int(opts.get("begin_mask", 0) or 0)
+    emask = int(opts.get("end_mask", 0) or 0)
+    smask = int(opts.get("shrink_axis_mask", 0) or 0)
+    num_add = sum(1 for i in range(n) if not _bit(ell, i) and _bit(new, i))
+    eff = rank + num_add
+    # which effective dimensions the ellipsis covers and which are new axes
+    eff_ell = set()
+    eff_new = set()
+    ell_start, expanded = eff, 0
+    i = 0
+    while i < eff:
+        if _bit(ell, i):
+            ell_start = i
+            ell_end = max(i + 1, min(i + 1 + num_add + rank - n, eff))
+            expanded = ell_end - ell_start - 1
+            while i < ell_end:
+                eff_ell.add(i)
+                i += 1
+            continue
+        if i - expanded >= 0 and _bit(new, i - expanded):
+            eff_new.add(i)
+        i += 1
+    dims = []
+    added_ell = added_axes = 0
+    for i in range(eff):
+        if i in eff_ell:
+            added_ell = max(0, i - ell_start)
+            src = i - added_axes
+            ctx.check(0 <= src < rank, "ellipsis does not match the input rank")
+            dims.append(dict(start=0, stop=0, stride=1, b=True, e=True, s=False, size=x_dim(ctx, src)))
+        elif i in eff_new:
+            dims.append(dict(start=0, stop=1, stride=1, b=False, e=False, s=False, size=1))
+            added_axes += 1
+        elif i >= n + expanded:
+            src = i - added_axes
+            ctx.check(0 <= src < rank, "slice specification does not match the input rank")
+            dims.append(dict(start=0, stop=0, stride=1, b=True, e=True, s=False, size=x_dim(ctx, src)))
+        else:
+            o = i - added_ell
+            src = i - added_axes
+            ctx.check(0 <= o < n and 0 <= src < rank, "slice specification does not match the input rank")
+            dims.append(dict(start=begin[o], stop=end[o], stride=strides[o], b=_bit(bmask, o), e=_bit(emask, o),
+                             s=_bit(smask, o), size=x_dim(ctx, src)))
+    return dims
+
+
+def x_dim(ctx: PrepareContext, d: int) -> int:
+    return ctx.input(0).shape[d]
+
+
+@kernel("STRIDED_SLICE")
+def STRIDED_SLICE(ctx: PrepareContext) -> None:
+    """x[begin:end:strides] with begin/end/ellipsis/new-axis/shrink-axis masks and the `offset` option (end is a
+    size relative to begin). Output element order is row-major over the slice, like TFLite's writer."""
+    ctx.check_num(inputs=4, outputs=1)
+    x = ctx.input(0)
+    begin = index_vector(ctx, 1, "begin")
+    end = index_vector(ctx, 2, "end")
+    strides = index_vector(ctx, 3, "strides")
+    ctx.check(len(begin) == len(end) == len(strides),
+              f"begin, end and strides differ in length ({len(begin)}, {len(end)}, {len(strides)})")
+    ctx.check(len(begin) <= 31, "at most 31 slice indices are supported")
+    opts = ctx.options
+    offset = bool(opts.get("offset", False))
+    if offset:
+        # TFLite reads the output size from `end` per effective dimension: only a full specification is defined
+        ctx.check(not opts.get("ellipsis_mask") and not opts.get("new_axis_mask") and len(begin) == x.ndim,
+                  "offset=True needs one begin/end/stride per input dimension and no ellipsis or new axis")
+    dims = expand_masks(ctx, x.ndim, begin, end, strides, opts)
+    eff_shape = [d["size"] for d in dims]
+    eff_strides = contiguous_strides(eff_shape)
+    out_shape, box, xs = [], [], []
+    base = 0
+    for k, d in enumerate(dims):
+        stride, size = d["stride"], d["size"]
+        ctx.check(stride != 0, f"stride of dimension {k} is zero")
+        ctx.check(stride != INT32_MIN, "stride INT32_MIN is not supported")
+        start = d["start"]
+        if start < 0:
+            start += size
+        start = _clamp(start, 0, size) if stride > 0 else _clamp(start, -1, size - 1)
+        if d["b"]:
+            start = 0 if stride > 0 else size - 1
+        if d["s"]:
+            # one element at `start`; TFLite writes nothing (leaves the output unset) when it is out of range
+            ctx.check(0 <= start < size, f"shrink index {d['start']} is out of range for dimension {k} of size {size}")
+            box.append(1)
+            xs.append(eff_strides[k])
+            base += start * eff_strides[k]
+            continue
+        stop = d["stop"] + (start if offset else 0)
+        if stop < 0:
+            stop += size
+        stop = _clamp(stop, 0, size) if stride > 0 else _clamp(stop, -1, size - 1)
+        if d["e"]:
+            stop = size if stride > 0 else -1
+        span = stop - start
+        count = 0 if (span < 0) != (stride < 0) or span == 0 else (abs(span) + abs(stride) - 1) // abs(stride)
+        if offset:
+            declared = d["stop"]
+            declared = 0 if (declared < 0) != (stride < 0) or declared == 0 else \
+                (abs(declared) + abs(stride) - 1) // abs(stride)
+            ctx.check(declared == count, f"begin {d['start']} + size {d['stop']} exceeds dimension {k} of size {size}")
+        ctx.check(count <= INT32_MAX, f"output dimension {k} overflows")
+        out_shape.append(count)
+        box.append(count)
+        xs.append(eff_strides[k] * stride)
+        if count:
+            base += start * eff_strides[k]
+    out = ctx.set_output(0, out_shape, x.dtype)
+    if not box:  # 0-d input, no new axis: copy the element
+        box, xs = [1], [1]
+    schedule_strided_copy(ctx, x, out, box, xs, contiguous_strides(box), xb=base)
+
+
+__all__ = ["SLICE", "STRIDED_SLICE"]
