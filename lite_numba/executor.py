@@ -78,17 +78,18 @@ def _package_hash() -> str:
         import lite_numba
 
         h = hashlib.sha256(__version__.encode())
-        roots = {Path(lite_numba.__file__).parent}
+        # only what compiled runners can depend on: the kernels, the plugins, the contract and this file
+        core = Path(lite_numba.__file__).parent
+        files = [core / "ops.py", core / "executor.py"]
         for sub in ("kernels", "plugins"):
             try:
                 mod = importlib.import_module(f"lite_numba.{sub}")
-                roots.add(Path(mod.__file__).parent)
+                files += sorted(Path(mod.__file__).parent.rglob("*.py"))
             except ImportError:
                 pass
-        for root in sorted(roots):
-            for p in sorted(root.rglob("*.py")):
-                h.update(p.name.encode())
-                h.update(p.read_bytes())
+        for p in files:
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
         import numba
 
         h.update(numba.__version__.encode())
@@ -597,18 +598,16 @@ class GraphRuntime:
         times: dict[int, int] = {}
         for kind, step in self.steps:
             if kind == "segment":
-                prev = None
+                by_node: dict[int, list] = {}
                 for fn, args, ni in step.py_calls:
+                    by_node.setdefault(ni, []).append((fn, args))
+                for ni in step.nodes:  # node by node, so on_node sees each node's outputs before the next runs
                     t0 = clock()
-                    fn(*args)
+                    for fn, args in by_node.get(ni, ()):
+                        fn(*args)
                     times[ni] = times.get(ni, 0) + clock() - t0
-                    if on_node is not None and prev is not None and prev != ni:
-                        on_node(prev)
-                    prev = ni
-                if on_node is not None and prev is not None:
-                    on_node(prev)
-                for ni in step.nodes:  # nodes that scheduled no call (e.g. empty tensors)
-                    times.setdefault(ni, 0)
+                    if on_node is not None:
+                        on_node(ni)
             else:
                 t0 = clock()
                 self._run_dynamic(step)

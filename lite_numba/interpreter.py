@@ -86,7 +86,7 @@ class Interpreter:
         self._resolver = op_resolver if op_resolver is not None else default_op_resolver()
         self._kernels = [self._resolve_subgraph(sg) for sg in self.model.subgraphs]
         self._runtimes: dict[int, GraphRuntime] = {}
-        self._trace = bool(os.environ.get("LITE_NUMBA_TRACE"))
+        self._trace = os.environ.get("LITE_NUMBA_TRACE", "") not in ("", "0")
         self.resources: dict = {}
         self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
         self._call_depth = 0

@@ -40,40 +40,41 @@ def _g(x: float) -> str:
 
 
 class RunStats:
-    """Durations of repeated runs in integer microseconds, printed as the official benchmark tool prints them.
+    """Durations of repeated runs in microseconds, printed as the official benchmark tool prints them.
 
-    `format()` gives `count=50 first=.. curr=.. min=.. max=.. avg=.. std=.. p5=.. median=.. p95=..` (population
-    standard deviation truncated to an integer, percentiles as the value at index n*p/100 of the sorted values).
+    Values keep their fraction (tiny models run in a few microseconds); `format()` prints them as the official tool
+    does, in whole microseconds: `count=50 first=.. curr=.. min=.. max=.. avg=.. std=.. p5=.. median=.. p95=..`
+    (population standard deviation, percentiles as the value at index n*p/100 of the sorted values).
     """
 
-    def __init__(self, values: Iterable[int] = ()):
-        self.values: list[int] = [int(v) for v in values]
+    def __init__(self, values: Iterable[float] = ()):
+        self.values: list[float] = [float(v) for v in values]
 
-    def add(self, us: int) -> None:
-        self.values.append(int(us))
+    def add(self, us: float) -> None:
+        self.values.append(float(us))
 
     @property
     def count(self) -> int:
         return len(self.values)
 
     @property
-    def first(self) -> int:
-        return self.values[0] if self.values else 0
+    def first(self) -> float:
+        return self.values[0] if self.values else 0.0
 
     @property
-    def newest(self) -> int:
-        return self.values[-1] if self.values else 0
+    def newest(self) -> float:
+        return self.values[-1] if self.values else 0.0
 
     @property
-    def min(self) -> int:
-        return min(self.values) if self.values else 0
+    def min(self) -> float:
+        return min(self.values) if self.values else 0.0
 
     @property
-    def max(self) -> int:
-        return max(self.values) if self.values else 0
+    def max(self) -> float:
+        return max(self.values) if self.values else 0.0
 
     @property
-    def sum(self) -> int:
+    def sum(self) -> float:
         return sum(self.values)
 
     @property
@@ -81,34 +82,36 @@ class RunStats:
         return self.sum / len(self.values) if self.values else math.nan
 
     @property
-    def std(self) -> int:
-        if not self.values or self.min == self.max:
-            return 0
-        n = len(self.values)
-        var = sum(float(v) * v for v in self.values) / n - self.avg * self.avg
-        return int(math.sqrt(max(var, 0.0)))
+    def std(self) -> float:
+        if len(self.values) < 2:
+            return 0.0
+        return float(np.std(np.asarray(self.values)))
 
-    def percentile(self, p: int) -> int:
+    def percentile(self, p: int) -> float:
         if not self.values:
-            return 0
+            return 0.0
         s = sorted(self.values)
         return s[-1] if p >= 100 else s[len(s) * p // 100]
 
     @property
-    def median(self) -> int:
+    def median(self) -> float:
         return self.percentile(50)
 
     def format(self, percentiles: bool = True) -> str:
-        """The official `OutputToStream` text."""
-        if not self.values:
+        """The official `OutputToStream` text, computed like the official tool from whole microseconds (values
+        rounded), so it is self-consistent; use the properties for the fractions."""
+        whole = RunStats(round(v) for v in self.values)
+        ints = [int(v) for v in whole.values]
+        if not ints:
             text = "count=0"
-        elif self.min == self.max:
-            text = f"count={self.count} curr={self.newest}" + ("(all same)" if self.count > 1 else "")
+        elif min(ints) == max(ints):
+            text = f"count={len(ints)} curr={ints[-1]}" + ("(all same)" if len(ints) > 1 else "")
         else:
-            text = (f"count={self.count} first={self.first} curr={self.newest} min={self.min} max={self.max} "
-                    f"avg={_g(self.avg)} std={self.std}")
-        if percentiles and self.values:
-            text += f" p5={self.percentile(5)} median={self.percentile(50)} p95={self.percentile(95)}"
+            text = (f"count={len(ints)} first={ints[0]} curr={ints[-1]} min={min(ints)} max={max(ints)} "
+                    f"avg={_g(whole.avg)} std={int(whole.std)}")
+        if percentiles and ints:
+            text += (f" p5={int(whole.percentile(5))} median={int(whole.percentile(50))} "
+                     f"p95={int(whole.percentile(95))}")
         return text
 
     def to_dict(self) -> dict:
@@ -336,8 +339,8 @@ class Profile:
     """Per-node timings of `num_runs` profiled runs of one subgraph.
 
     `records` are in execution order. `run_totals` are the per-run sums of node times; `invoke` (when measured) the
-    durations of ordinary compiled `invoke()` calls interleaved with the profiled runs, so `coverage` =
-    sum of node averages / average invoke time shows the profiling overhead (1.0 = none).
+    durations of ordinary compiled `invoke()` calls interleaved with the profiled runs, so `coverage` (median run
+    total / median invoke time) shows the profiling overhead (1.0 = none).
     """
 
     records: list[NodeRecord]
@@ -358,9 +361,20 @@ class Profile:
 
     @property
     def coverage(self) -> float | None:
-        """Sum of per-node averages over the average unprofiled invoke time (1.0 = the op times add up exactly)."""
-        inv = self.invoke_avg_us
-        return self.total_avg_us / inv if inv else None
+        """Median profiled-run total (sum of the node times of one run) over the median unprofiled invoke time:
+        1.0 means the op times add up exactly; above 1 is the profiling overhead. Medians, because a busy machine
+        adds outliers to both."""
+        if self.invoke is None or not self.invoke.count or self.invoke.median <= 0:
+            return None
+        return self.run_totals.median / self.invoke.median
+
+    @property
+    def coverage_min(self) -> float | None:
+        """Fastest profiled-run total over the fastest unprofiled invoke: the steadiest overhead estimate on a
+        machine shared with other work."""
+        if self.invoke is None or not self.invoke.count or self.invoke.min <= 0:
+            return None
+        return self.run_totals.min / self.invoke.min
 
     def by_type(self) -> list[dict]:
         """Summary by node type: node_type, count, avg_ms, avg_us, percent, cdf, mem_bytes, times_called."""
@@ -380,7 +394,7 @@ class Profile:
                     "percent"])
 
         def shapes(ss) -> str:
-            return ";".join("x".join(map(str, s)) if s is not None else "-" for s in ss)
+            return ";".join(_shape_str(s) for s in ss)
 
         for d, r in zip(self.to_dicts(), self.records):
             w.writerow([r.index, r.op_name, r.version, r.name, ";".join(map(str, r.inputs)),
@@ -398,17 +412,17 @@ class Profile:
     def summary(self) -> str:
         """One line: runs, sum of node averages, unprofiled invoke average and their ratio."""
         text = (f"{self.num_runs} profiled runs of {len(self.records)} nodes: sum of node averages "
-                f"{self.total_avg_us:.1f} us")
-        if self.invoke_avg_us is not None:
-            text += (f"; unprofiled invoke() average {self.invoke_avg_us:.1f} us; op times / invoke time = "
-                     f"{self.coverage:.3f}")
+                f"{self.total_avg_us:.1f} us, median run total {self.run_totals.median:.1f} us")
+        if self.coverage is not None:
+            text += (f"; unprofiled invoke() median {self.invoke.median:.1f} us (average {self.invoke.avg:.1f} us); "
+                     f"op times / invoke time = {self.coverage:.3f} (medians), {self.coverage_min:.3f} (minimums)")
         return text
 
     def to_json_dict(self) -> dict:
         return {
             "title": self.title, "num_runs": self.num_runs, "total_avg_us": self.total_avg_us,
             "invoke": self.invoke.to_dict() if self.invoke is not None else None,
-            "coverage": self.coverage, "run_totals": self.run_totals.to_dict(),
+            "coverage": self.coverage, "coverage_min": self.coverage_min, "run_totals": self.run_totals.to_dict(),
             "nodes": self.to_dicts(), "by_type": self.by_type(),
         }
 
@@ -422,6 +436,13 @@ class Profile:
 
     def __str__(self) -> str:
         return self.to_table()
+
+
+def _shape_str(shape) -> str:
+    """1x2x3 for a shape, "scalar" for (), "-" for an absent optional tensor."""
+    if shape is None:
+        return "-"
+    return "x".join(map(str, shape)) if len(shape) else "scalar"
 
 
 def _shape_of(rt, i: int) -> tuple[int, ...] | None:
@@ -452,7 +473,8 @@ def profile_runtime(rt, num_runs: int = 10, warmup_runs: int = 1, *, min_secs: f
                     max_secs: float = math.inf, measure_invoke: bool = True, title: str = "") -> Profile:
     """Profile a prepared `GraphRuntime`: warm up, then run at least `num_runs` times (and at least `min_secs`
     seconds, stopping after `max_secs`), timing every node; with `measure_invoke` an ordinary compiled invoke()
-    is timed before each profiled run. Inputs must already be set; they are not changed."""
+    is timed before each profiled run. Inputs must already be set; they are not changed. Every run is a real
+    invoke, so a model with variables advances its state (as with the official benchmark tool)."""
     if not rt.ready:
         raise RuntimeError("Invoke called on model that is not ready.")
     if int(num_runs) < 1:
@@ -476,13 +498,13 @@ def profile_runtime(rt, num_runs: int = 10, warmup_runs: int = 1, *, min_secs: f
             if invokes is not None:
                 t0 = clock()
                 rt.invoke()
-                invokes.add((clock() - t0) // 1000)
+                invokes.add((clock() - t0) / 1e3)
             times = rt.invoke_profiled()
             total = 0
             for ni, ns in times.items():
                 by_index[ni].stats.add(ns / 1e3)
                 total += ns
-            totals.add(total // 1000)
+            totals.add(total / 1e3)
             run += 1
             now = clock()
     finally:
@@ -564,11 +586,13 @@ def _tensor_line(rt, role: str, k: int, i: int) -> str:
     t = rt.tensors[i]
     tname = t.spec.type_name if t.spec is not None else t.dtype.name
     const = " const" if t.is_const else ""
-    try:
-        arr = rt.array(i)
-        values = describe_values(np.asarray(arr), t.spec)
-    except (ValueError, KeyError):
-        values = "(no data)"
+    if tname in ("RESOURCE", "VARIANT", "STRING"):
+        values = ""  # handles and strings have no numeric range
+    else:
+        try:
+            values = describe_values(np.asarray(rt.array(i)), t.spec)
+        except (ValueError, KeyError):
+            values = "(no data)"
     return f"    {role}[{k}] #{i} {t.name!r} {tname}{list(t.shape)}{const} {values}".rstrip()
 
 
@@ -638,14 +662,16 @@ def _render_html(p: Profile, title: str, extra: dict[str, str]) -> str:
                  for t in p.by_type()]
     facts = {"profiled runs": str(p.num_runs), "nodes": str(len(p.records)),
              "sum of node averages": f"{p.total_avg_us:.1f} us"}
-    if p.invoke_avg_us is not None:
-        facts["unprofiled invoke() average"] = f"{p.invoke_avg_us:.1f} us"
-        facts["op times / invoke time"] = f"{p.coverage:.3f}"
+    if p.coverage is not None:
+        facts["median profiled run total"] = f"{p.run_totals.median:.1f} us"
+        facts["unprofiled invoke() median"] = f"{p.invoke.median:.1f} us"
+        facts["op times / invoke time (medians)"] = f"{p.coverage:.3f}"
+        facts["op times / invoke time (minimums)"] = f"{p.coverage_min:.3f}"
     facts.update(extra)
     rows = []
     for d in p.to_dicts():
-        shapes_in = " ".join("x".join(map(str, s)) if s is not None else "-" for s in d["input_shapes"])
-        shapes_out = " ".join("x".join(map(str, s)) if s is not None else "-" for s in d["output_shapes"])
+        shapes_in = " ".join(_shape_str(s) for s in d["input_shapes"])
+        shapes_out = " ".join(_shape_str(s) for s in d["output_shapes"])
         rows.append(
             f"<tr><td>{d['index']}</td><td>{html.escape(d['op_name'])}</td><td>{d['version']}</td>"
             f"<td>{html.escape(shapes_in)}</td><td>{html.escape(shapes_out)}</td>"
@@ -676,8 +702,8 @@ td.n {{ text-align: right; font-family: monospace; }}
 """
 
 
-def init_rows(events: list[tuple[str, float]]) -> list[_Row]:
-    """Table rows for one-off initialization events (name, microseconds), as the official tool's
+def init_rows(events: list[tuple[str, str, float]]) -> list[_Row]:
+    """Table rows for one-off initialization events (type, name, microseconds), as the official tool's
     "Profiling Info for Benchmark Initialization"."""
-    return [_Row(node_type=name, name=name, run_order=k, first_us=us, avg_us=us, total_us=us, count=1)
-            for k, (name, us) in enumerate(events)]
+    return [_Row(node_type=kind, name=name, run_order=k, first_us=us, avg_us=us, total_us=us, count=1)
+            for k, (kind, name, us) in enumerate(events)]
