@@ -150,7 +150,7 @@ class Interpreter:
     def _check_index(self, rt: GraphRuntime, i: int) -> None:
         n = len(rt.tensors)
         if not isinstance(i, (int, np.integer)) or i < 0 or i >= n:
-            raise ValueError(f"Invalid tensor index {i} exceeds max tensor index {n - 1}")
+            raise ValueError(f"Invalid tensor index {i} exceeds max tensor index {n}")
 
     def _details(self, rt: GraphRuntime, indices) -> list[dict]:
         return [_detail(rt.plan.tensors[i], rt.tensors[i].shape) for i in indices]
@@ -255,7 +255,7 @@ class Interpreter:
 def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:
     n = len(rt.tensors)
     if not isinstance(tensor_index, (int, np.integer)) or not 0 <= tensor_index < n:
-        raise ValueError(f"Invalid tensor index {tensor_index} exceeds max tensor index {n - 1}")
+        raise ValueError(f"Invalid tensor index {tensor_index} exceeds max tensor index {n}")
     t = rt.tensors[tensor_index]
     value = np.asarray(value)
     pos = rt.plan.inputs.index(tensor_index) if tensor_index in rt.plan.inputs else tensor_index
@@ -279,7 +279,7 @@ def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:
 def resize_input(rt: GraphRuntime, input_index: int, tensor_size, strict: bool) -> None:
     n = len(rt.tensors)
     if not isinstance(input_index, (int, np.integer)) or not 0 <= input_index < n:
-        raise ValueError(f"Invalid tensor index {input_index} exceeds max tensor index {n - 1}")
+        raise ValueError(f"Invalid tensor index {input_index} exceeds max tensor index {n}")
     if input_index not in rt.plan.inputs:
         raise ValueError(f"Tensor {input_index} is not an input of the graph")
     shape = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
