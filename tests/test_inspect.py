@@ -4,6 +4,7 @@ them, and whether (and why not) this installation can run each op."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +14,7 @@ from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
 from lite_numba.inspect_model import format_inspection, inspect_model
 
-MODELS = ["seed_atan", "multi_signature_add_mul", "small_cnn_int8", "small_cnn_int8_uint8io", "op_softmax_beta",
-          "dynamic_batch_mlp", "control_flow_while_cond", "op_fully_connected_3d_int8", "lstm_text_tfkeras"]
+MODELS = sorted(p.stem for p in (Path(__file__).parent / "data" / "models").glob("*.tflite"))  # every bundled model
 
 
 def _same_tensor(ours: dict, ref: dict) -> None:
