@@ -13,12 +13,10 @@ requantize per output channel.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
-from .fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_int64
+from .fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_int64, round_half_away
 
 # --- helpers ------------------------------------------------------------------------------------------------------
 
@@ -92,14 +90,6 @@ def _store_requantized(acc, bias, mult, shift, orow, c0, count, ibase, nvec, rq_
         orow[c] = min(max(r, qmin), qmax)
 
 
-@njit(cache=True, inline="always")
-def _round_away(v):
-    """std::round: half away from zero (v is a float32 or float64 value; computed exactly in float64)."""
-    d = np.float64(v)
-    r = math.floor(abs(d) + 0.5)
-    return -r if d < 0 else r
-
-
 @njit(cache=True, nogil=True)
 def repack_to_channels_last(w, out, zp):
     """out[k, o] = w[o, k] - zp: OHWI filters (viewed [O, K]) to [K, O] (and uint8 filters offset by their zero
@@ -171,12 +161,12 @@ def quantize_batches(x, q, sf, zp, asymmetric):
             elif zpd >= 127.0:
                 z = 127
             else:
-                z = int(_round_away(zpd))
+                z = int(round_half_away(zpd))
             s = np.float32(scale)
             inv = np.float32(1.0 / np.float64(s))  # the vector code divides in double
             for i in range(S):
                 v = np.float32(row[i] * inv)
-                r = z + (_round_neon(v) if i < nvec else _round_away(v))
+                r = z + (_round_neon(v) if i < nvec else round_half_away(v))
                 qr[i] = min(127.0, max(-128.0, r))
             sf[b] = s
             zp[b] = z
@@ -192,7 +182,7 @@ def quantize_batches(x, q, sf, zp, asymmetric):
             inv = np.float32(np.float32(127.0) / rng)
             for i in range(S):
                 v = np.float32(row[i] * inv)
-                r = _round_neon(v) if i < nvec else _round_away(v)
+                r = _round_neon(v) if i < nvec else round_half_away(v)
                 qr[i] = min(127.0, max(-127.0, r))
             sf[b] = s
             zp[b] = 0
