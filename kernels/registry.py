@@ -209,3 +209,39 @@ BUILTINS += [
     ("RNN", 1, 1, rnn.RNN),  # float32 (v2/v3 hybrid: no)
     ("SVDF", 1, 1, rnn.SVDF),  # float32 (v2/v4 hybrid, v3 int8: no)
 ]
+
+
+def _unique_kernel_names() -> None:
+    """Give every factory-made kernel (a closure: `make_binary.<locals>.same` exists once per op) a distinct, stable
+    qualified name before anything compiles. Numba names compiled symbols by qualified name plus a per-process
+    counter, so two closures of one factory compiled in different processes can carry the same symbol name; a runner
+    loaded from the disk cache could then link to the other closure's code already loaded in this process."""
+    import hashlib
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    from lite_numba.executor import _kernel_fingerprint
+
+    def visit(obj, depth: int) -> None:
+        if isinstance(obj, CPUDispatcher):
+            py = obj.py_func
+            if "<locals>" in py.__qualname__ and not obj.overloads:
+                tag = hashlib.sha256(_kernel_fingerprint(obj).encode()).hexdigest()[:10]
+                py.__qualname__ = py.__qualname__.replace("<locals>", f"<locals>.k{tag}", 1)
+        elif isinstance(obj, (list, tuple)) and depth < 3:
+            for o in obj:
+                visit(o, depth + 1)
+        elif isinstance(obj, dict) and depth < 3:
+            for o in obj.values():
+                visit(o, depth + 1)
+
+    package = importlib.import_module("lite_numba.kernels")
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"lite_numba.kernels.{info.name}")
+        for value in list(vars(module).values()):
+            visit(value, 0)
+
+
+_unique_kernel_names()
