@@ -19,7 +19,6 @@ from lite_numba.testing import official_interpreter, require_official
 
 require_official()
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
 
 
 class Both:
@@ -241,10 +240,10 @@ def test_runtime_value_errors_at_invoke():
 
 
 def _shared_model(name: str) -> bytes:
-    p = SHARED / f"{name}.tflite"
-    if not p.exists():
-        pytest.skip(f"{p} is absent")
-    return p.read_bytes()
+    """A converter-made model: the bundled copy (tests/data), else ../shared/models."""
+    from conftest import model_path
+
+    return model_path(name).read_bytes()
 
 
 @pytest.mark.parametrize("name,shape", [("op_shape_fill_range_dynamic", [3, 4]), ("op_expand_dims_dynamic", [5, 4]),
@@ -262,7 +261,7 @@ def test_shared_dynamic_models_resized(name, shape):
 def test_dynamic_batch_mlp_stored_reference():
     """dynamic_batch_mlp resized to batch 3 matches the stored official output (b3_* keys)."""
     data = _shared_model("dynamic_batch_mlp")
-    ref = np.load(SHARED / "ref" / "dynamic_batch_mlp.npz")
+    ref = np.load(Path(__file__).parent / "data" / "models" / "ref" / "dynamic_batch_mlp.npz")
     it = Interpreter(model_content=data)
     it.allocate_tensors()
     it.resize_tensor_input(0, [3, 8])
