@@ -207,6 +207,7 @@ BUILTINS += [
     ("BIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.BIDIRECTIONAL_SEQUENCE_LSTM),  # float32 (v2/v3 hybrid: no)
     ("UNIDIRECTIONAL_SEQUENCE_RNN", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_RNN),  # float32 (v2/v3 hybrid: no)
     ("RNN", 1, 1, rnn.RNN),  # float32 (v2/v3 hybrid: no)
+    ("BIDIRECTIONAL_SEQUENCE_RNN", 1, 1, rnn.BIDIRECTIONAL_SEQUENCE_RNN),  # float32 (v2/v3 hybrid: no)
     ("SVDF", 1, 1, rnn.SVDF),  # float32 (v2/v4 hybrid, v3 int8: no)
 ]
 

@@ -1,4 +1,4 @@
-"""Sequence ops: UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM, UNIDIRECTIONAL_SEQUENCE_RNN, RNN, SVDF.
+"""Sequence ops: UNIDIRECTIONAL/BIDIRECTIONAL_SEQUENCE_LSTM, UNIDIRECTIONAL/BIDIRECTIONAL_SEQUENCE_RNN, RNN, SVDF.
 
 Float32 only (hybrid int8-weight and fully quantized variants are rejected in prepare). The maths follows TFLite's
 float paths (lstm_eval.cc EvalFloat / LstmStepFloat, kernel_utils RnnBatchStep, svdf EvalFloat) in float32:
@@ -453,45 +453,76 @@ def BIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
 
 # --- RNN ----------------------------------------------------------------------------------------------------------
 
+# RNN parameter vector layout (int64)
+(_R_BATCH, _R_TIME, _R_INPUT, _R_AUX, _R_UNITS, _R_TIME_MAJOR, _R_ACT, _R_FORWARD, _R_OUT_OFFSET, _R_OUT_LEAD,
+ _R_AUX_STEP) = range(11)
+_R_SIZE = 11
+
+
 @njit(cache=True, nogil=True)
-def rnn_float(x, w, r, bias, h, out, p):
-    """h = act(bias + W x + R h) per step and batch row; out gets every step's h.
-    p = [batch, time, input, units, time_major, act]; x/out flat [T, B, .] (time major) or [B, T, .]."""
-    n_batch, max_time, n_in, units, time_major, act = p[0], p[1], p[2], p[3], p[4] != 0, p[5]
-    for t in range(max_time):
+def rnn_float(x, aux, w, w_aux, r, bias, h, out, p):
+    """h = act(bias + W x (+ W_aux aux) + R h) per step and batch row (TFLite's RnnBatchStep order); out gets every
+    step's h. p is the int64 parameter vector (_R_*); x/aux/out flat [T, B, .] (time major) or [B, T, .]; out rows
+    are out_lead apart and start at out_offset (merged bidirectional outputs). A backward direction walks time from
+    the end. Time-major aux rows of step t start at t * aux_step (TFLite uses input_size * batch there)."""
+    n_batch, max_time, n_in, n_aux, units = p[_R_BATCH], p[_R_TIME], p[_R_INPUT], p[_R_AUX], p[_R_UNITS]
+    time_major, act, forward = p[_R_TIME_MAJOR] != 0, p[_R_ACT], p[_R_FORWARD] != 0
+    out_off, out_lead, aux_step = p[_R_OUT_OFFSET], p[_R_OUT_LEAD], p[_R_AUX_STEP]
+    for tt in range(max_time):
+        t = tt if forward else max_time - 1 - tt
         for b in range(n_batch):
             row = t * n_batch + b if time_major else b * max_time + t
-            xo, oo, ho = row * n_in, row * units, b * units
+            xo, oo, ho = row * n_in, row * out_lead + out_off, b * units
+            ao = t * aux_step + b * n_aux if time_major else row * n_aux
             for j in range(units):
                 acc = bias[j]
                 acc += _dot(w, j * n_in, x, xo, n_in)
+                if n_aux > 0:
+                    acc += _dot(w_aux, j * n_aux, aux, ao, n_aux)
                 acc += _dot(r, j * units, h, ho, units)
                 out[oo + j] = _activate(acc, act)
             for j in range(units):
                 h[ho + j] = out[oo + j]
 
 
+def _rnn_params(n_batch, max_time, n_in, n_aux, units, time_major, act, forward=True, out_offset=0, out_lead=None,
+                aux_step=0) -> np.ndarray:
+    p = np.zeros(_R_SIZE, np.int64)
+    p[_R_BATCH], p[_R_TIME], p[_R_INPUT], p[_R_AUX], p[_R_UNITS] = n_batch, max_time, n_in, n_aux, units
+    p[_R_TIME_MAJOR], p[_R_ACT], p[_R_FORWARD] = time_major, act, forward
+    p[_R_OUT_OFFSET], p[_R_OUT_LEAD] = out_offset, units if out_lead is None else out_lead
+    p[_R_AUX_STEP] = aux_step
+    return p
+
+
+def _check_rnn_cell(ctx: PrepareContext, pre: str, w, r, bias, h, n_batch: int, n_input: int) -> int:
+    """Validate one RNN cell's weights, bias and hidden state; returns its number of units."""
+    ctx.check(w is not None and r is not None and bias is not None and h is not None,
+              f"{pre}input weights, recurrent weights, bias and hidden state are required")
+    for name, t in (("weights", w), ("recurrent_weights", r), ("bias", bias), ("hidden_state", h)):
+        if t.dtype != np.float32:
+            ctx.fail(f"{pre}{name} has type {t.dtype.name}: only float32 is supported (no hybrid RNN)")
+    ctx.check(w.ndim == 2, f"{pre}weights must be 2-D, got shape {list(w.shape)}")
+    units = w.shape[0]
+    ctx.check(w.shape[1] == n_input, f"{pre}weights have depth {w.shape[1]}, input has {n_input}")
+    ctx.check(bias.shape == (units,), f"{pre}bias has shape {list(bias.shape)}, expected [{units}]")
+    ctx.check(r.shape == (units, units),
+              f"{pre}recurrent_weights have shape {list(r.shape)}, expected {[units, units]}")
+    ctx.check(h.shape == (n_batch, units), f"{pre}hidden_state has shape {list(h.shape)}, expected {[n_batch, units]}")
+    return units
+
+
 def _prepare_rnn(ctx: PrepareContext, x, n_batch: int, max_time: int, n_input: int, time_major: bool,
                  out_shape_prefix: tuple) -> None:
     w, r, bias, h = ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)
-    ctx.check(w is not None and r is not None and bias is not None and h is not None,
-              "input weights, recurrent weights, bias and hidden state are required")
-    for name, t in (("weights", w), ("recurrent_weights", r), ("bias", bias), ("hidden_state", h)):
-        if t.dtype != np.float32:
-            ctx.fail(f"{name} has type {t.dtype.name}: only float32 is supported (no hybrid RNN)")
-    ctx.check(w.ndim == 2, f"weights must be 2-D, got shape {list(w.shape)}")
-    units = w.shape[0]
-    ctx.check(w.shape[1] == n_input, f"weights have depth {w.shape[1]}, input has {n_input}")
-    ctx.check(bias.shape == (units,), f"bias has shape {list(bias.shape)}, expected [{units}]")
-    ctx.check(r.shape == (units, units), f"recurrent_weights have shape {list(r.shape)}, expected {[units, units]}")
-    ctx.check(h.shape == (n_batch, units), f"hidden_state has shape {list(h.shape)}, expected {[n_batch, units]}")
+    units = _check_rnn_cell(ctx, "", w, r, bias, h, n_batch, n_input)
     act = _cell_activation(ctx)
     out = ctx.set_output(0, out_shape_prefix + (units,), np.float32)
     if out.size == 0:
         return
-    p = np.array([n_batch, max_time, n_input, units, time_major, act], np.int64)
-    ctx.call(rnn_float, _flat(ctx, x), _flat(ctx, w), _flat(ctx, r), _flat(ctx, bias), _flat(ctx, h),
-             _flat(ctx, out), p)
+    p = _rnn_params(n_batch, max_time, n_input, 0, units, time_major, act)
+    ctx.call(rnn_float, _flat(ctx, x), _flat(ctx, None), _flat(ctx, w), _flat(ctx, None), _flat(ctx, r),
+             _flat(ctx, bias), _flat(ctx, h), _flat(ctx, out), p)
 
 
 @kernel("UNIDIRECTIONAL_SEQUENCE_RNN")
@@ -512,6 +543,66 @@ def RNN(ctx: PrepareContext) -> None:
     ctx.check(x is not None and x.dtype == np.float32, "input must be float32")
     ctx.check(x.ndim == 2, f"input must be 2-D, got shape {list(x.shape)}")
     _prepare_rnn(ctx, x, x.shape[0], 1, x.shape[1], True, (x.shape[0],))
+
+
+@kernel("BIDIRECTIONAL_SEQUENCE_RNN")
+def BIDIRECTIONAL_SEQUENCE_RNN(ctx: PrepareContext) -> None:
+    """Float forward + backward RNNs over a sequence (12 inputs: x, fw W/R/bias/state, bw W/R/bias/state, aux input,
+    fw/bw aux weights); merge_outputs concatenates the directions on the last axis.
+
+    As TFLite: an aux input with aux weights feeds both directions (time-major aux rows of step t start at
+    t * input_size * batch, its stride even when the aux depth differs); an aux input without aux weights is the
+    backward direction's input in time-major mode only (batch-major TFLite reads `input` there)."""
+    ctx.check_num(inputs=12)
+    merge = bool(ctx.options.get("merge_outputs", False))
+    ctx.check_num(outputs=1 if merge else 2)
+    time_major = bool(ctx.options.get("time_major", False))
+    x = ctx.input(0)
+    n_batch, max_time, n_input = _sequence_dims(ctx, x, time_major)
+    act = _cell_activation(ctx)
+    aux, fw_aux_w, bw_aux_w = ctx.input(9), ctx.input(10), ctx.input(11)
+    ctx.check((fw_aux_w is None) == (bw_aux_w is None), "fw and bw aux weights must be both present or absent")
+    use_aux = fw_aux_w is not None
+    ctx.check(not use_aux or aux is not None, "aux weights are given but the aux input is absent")
+    cells = {}
+    for name, base in (("fw", 1), ("bw", 5)):
+        w, r, bias, h = (ctx.input(base + i) for i in range(4))
+        cells[name] = (_check_rnn_cell(ctx, f"{name} ", w, r, bias, h, n_batch, n_input), w, r, bias, h)
+    n_aux = 0
+    if use_aux:
+        ctx.check(aux.dtype == np.float32, f"aux input has type {aux.dtype.name}, expected float32")
+        ctx.check(aux.ndim == 3 and aux.shape[:2] == x.shape[:2],
+                  f"aux input has shape {list(aux.shape)}, expected {list(x.shape[:2])} + [depth]")
+        n_aux = aux.shape[2]
+        for name, aw in (("fw", fw_aux_w), ("bw", bw_aux_w)):
+            ctx.check(aw.dtype == np.float32, f"{name} aux weights have type {aw.dtype.name}, expected float32")
+            ctx.check(aw.shape == (cells[name][0], n_aux),
+                      f"{name} aux weights have shape {list(aw.shape)}, expected {[cells[name][0], n_aux]}")
+        ctx.check(not time_major or max_time <= 1 or n_aux >= n_input,
+                  f"time-major aux input of depth {n_aux} < input depth {n_input}: TFLite steps aux rows by the "
+                  f"input depth and reads past its end")
+    bw_x = x
+    if aux is not None and not use_aux and time_major:
+        ctx.check(aux.dtype == np.float32 and aux.shape == x.shape,
+                  f"aux input without aux weights is the backward input and must have the input's shape "
+                  f"{list(x.shape)}, got {list(aux.shape)}")
+        bw_x = aux
+    n_fw, n_bw = cells["fw"][0], cells["bw"][0]
+    fw_out = ctx.set_output(0, x.shape[:2] + ((n_fw + n_bw) if merge else n_fw,), np.float32)
+    bw_out = fw_out if merge else ctx.set_output(1, x.shape[:2] + (n_bw,), np.float32)
+    if n_batch == 0 or max_time == 0:
+        return
+    lead = n_fw + n_bw if merge else None
+    for name, d_in, out, aux_w in (("fw", x, fw_out, fw_aux_w), ("bw", bw_x, bw_out, bw_aux_w)):
+        units, w, r, bias, h = cells[name]
+        if units == 0:
+            continue
+        p = _rnn_params(n_batch, max_time, n_input, n_aux, units, time_major, act, forward=name == "fw",
+                        out_offset=n_fw if (merge and name == "bw") else 0, out_lead=lead,
+                        aux_step=n_input * n_batch)
+        ctx.call(rnn_float, _flat(ctx, d_in), _flat(ctx, aux if use_aux else None), _flat(ctx, w),
+                 _flat(ctx, aux_w if use_aux else None), _flat(ctx, r), _flat(ctx, bias), _flat(ctx, h),
+                 _flat(ctx, out), p)
 
 
 # --- SVDF ---------------------------------------------------------------------------------------------------------

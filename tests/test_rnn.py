@@ -290,3 +290,64 @@ def test_svdf_errors():
     rng = np.random.default_rng(7)
     _expect_error(svdf_model(1, 3, rnd(rng, (4, 3)), rnd(rng, (4, 2)), None, 3), "SVDF.*rank 3")
     _expect_error(svdf_model(1, 3, rnd(rng, (4, 3)), rnd(rng, (4, 2)), None, 2, state_shape=[1, 7]), "SVDF.*state")
+
+
+def bidir_rnn_model(x_shape, fw, bw, *, merge=False, time_major=False, act="TANH", aux_shape=None,
+                    aux_weights=None):
+    """fw, bw = (W, R, bias); aux_weights = (fw_aux_W, bw_aux_W) or None."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, list(x_shape))
+    batch = x_shape[1] if time_major else x_shape[0]
+    ins = [x]
+    for name, (w, r, bias) in (("fw", fw), ("bw", bw)):
+        ins += [b.add_const(f"{name}_w", w), b.add_const(f"{name}_r", r), b.add_const(f"{name}_b", bias),
+                b.add_tensor(f"{name}_h", np.float32, [batch, w.shape[0]], is_variable=True)]
+    ins += [b.add_input("aux", np.float32, list(aux_shape)) if aux_shape else -1]
+    ins += [b.add_const("fw_aux_w", aux_weights[0]), b.add_const("bw_aux_w", aux_weights[1])] if aux_weights \
+        else [-1, -1]
+    n_fw, n_bw = fw[0].shape[0], bw[0].shape[0]
+    ys = [b.add_tensor("fw_y", np.float32, list(x_shape[:2]) + [n_fw + n_bw if merge else n_fw])]
+    if not merge:
+        ys.append(b.add_tensor("bw_y", np.float32, list(x_shape[:2]) + [n_bw]))
+    b.add_op("BIDIRECTIONAL_SEQUENCE_RNN", ins, ys,
+             options={"fused_activation_function": act, "merge_outputs": merge, "time_major": time_major})
+    for y in ys:
+        b.mark_output(y)
+    return b.build()
+
+
+def rnn_cell(rng, n_input, units):
+    return rnd(rng, (units, n_input)), rnd(rng, (units, units)), rnd(rng, (units,), 0.3)
+
+
+@settings(max_examples=14, deadline=None)
+@given(batch=st.integers(1, 3), time=st.integers(1, 4), n_input=st.integers(1, 5), fw_units=st.integers(1, 6),
+       bw_units=st.integers(1, 6), merge=st.booleans(), time_major=st.booleans(),
+       aux=st.sampled_from([None, "cross", "bw_input"]), act=st.sampled_from(["TANH", "RELU", "NONE"]),
+       seed=st.integers(0, 99))
+def test_bidir_rnn(batch, time, n_input, fw_units, bw_units, merge, time_major, aux, act, seed):
+    rng = np.random.default_rng(seed)
+    shape = (time, batch, n_input) if time_major else (batch, time, n_input)
+    # time-major aux rows are stepped by the input depth in TFLite: keep the aux depth >= the input depth there
+    n_aux = n_input + seed % 3 if aux == "cross" else n_input
+    aux_shape = None if aux is None else shape[:2] + (n_aux,)
+    aux_w = (rnd(rng, (fw_units, n_aux)), rnd(rng, (bw_units, n_aux))) if aux == "cross" else None
+    data = bidir_rnn_model(shape, rnn_cell(rng, n_input, fw_units), rnn_cell(rng, n_input, bw_units), merge=merge,
+                           time_major=time_major, act=act, aux_shape=aux_shape, aux_weights=aux_w)
+    steps = []
+    for _ in range(3):
+        steps.append([rnd(rng, shape, 1.0)] + ([rnd(rng, aux_shape, 1.0)] if aux_shape else []))
+    check_sequence(data, steps, reset_before=(2,))
+
+
+def test_bidir_rnn_errors():
+    rng = np.random.default_rng(8)
+    fw, bw = rnn_cell(rng, 3, 4), rnn_cell(rng, 3, 5)
+    _expect_error(bidir_rnn_model((2, 3, 3), fw, rnn_cell(rng, 2, 5)), "BIDIRECTIONAL_SEQUENCE_RNN.*bw weights")
+    _expect_error(bidir_rnn_model((2, 3, 3), fw, (bw[0], bw[1], rnd(rng, (4,)))),
+                  "BIDIRECTIONAL_SEQUENCE_RNN.*bw bias")
+    _expect_error(bidir_rnn_model((3, 2, 3), fw, bw, time_major=True, aux_shape=(3, 2, 2),
+                                  aux_weights=(rnd(rng, (4, 2)), rnd(rng, (5, 2)))),
+                  "BIDIRECTIONAL_SEQUENCE_RNN.*reads past")
+    _expect_error(bidir_rnn_model((3, 2, 3), fw, bw, time_major=True, aux_shape=(3, 2, 4)),
+                  "BIDIRECTIONAL_SEQUENCE_RNN.*backward input")
