@@ -28,6 +28,7 @@ import numpy as np
 from lite_numba.ops import ConstArg, PrepareContext, Tensor, TensorView, kernel
 
 from . import conv_loops as L
+from . import simd_int8
 from .common import float_activation_range
 from .fixedpoint import activation_range_quantized, quantize_multipliers
 
@@ -261,6 +262,11 @@ def CONV_2D(ctx: PrepareContext) -> None:
     qmin, qmax = _quant_limits(ctx, out)
     if out.size == 0:
         return
+    if x.dtype == np.int8 and groups == 1 and f.is_const:
+        # packed once for the int8 GEMM kernels (VNNI or portable), same ruy output stage
+        KH, KW = f.shape[1], f.shape[2]
+        return simd_int8.schedule_qgemm(ctx, x, f.data.reshape(CO, -1), x.zero_point, bias, out,
+                                        [int(v) for v in geo] + [KH, KW], mult, shift, out.zero_point, qmin, qmax)
     w = _filter(ctx, f)
     acc = ctx.temp((CO // groups,), np.int64 if wide else np.int32)
     quant = (x.zero_point, mult, shift, out.zero_point, qmin, qmax, nvec, rq_mode)

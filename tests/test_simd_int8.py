@@ -1,0 +1,127 @@
+"""The int8 GEMM kernels of kernels/simd_int8.py (CONV_2D with one group, FULLY_CONNECTED) against the official runtime.
+
+Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and, when the CPU has it, avx512vnni), each in
+a new Interpreter, and both outputs must equal the official builtin kernels' output exactly. The shapes cover the
+kernels' remainders: depth below and not a multiple of the 4-byte groups, output channels not a multiple of the
+16/32-channel panels, pixel counts not a multiple of the 8-row tiles, several activation blocks, strides, dilations,
+SAME/VALID padding (padded taps take the input zero point), batches, per-tensor and per-channel filters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lite_numba.kernels import isa, simd_int8
+from test_conv import conv2d_model, conv_shapes, quant_case
+from test_fully_connected import _quantized_case
+
+from lite_numba import Interpreter
+from lite_numba.testing import require_official, run_official
+
+require_official()
+
+PATHS = ["portable"] + (["avx512vnni"] if isa.best_level() == "avx512vnni" else [])
+
+
+def run_ours(data: bytes, inputs, path: str, monkeypatch) -> np.ndarray:
+    monkeypatch.setenv("LITE_NUMBA_ISA", path)
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    for d, v in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], v)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def check_both_paths(data: bytes, inputs, monkeypatch) -> None:
+    (ref,) = run_official(data, inputs)
+    for path in PATHS:
+        ours = run_ours(data, inputs, path, monkeypatch)
+        assert ours.dtype == ref.dtype and ours.shape == ref.shape
+        diff = np.abs(ours.astype(np.int64) - ref.astype(np.int64))
+        assert diff.max(initial=0) == 0, f"{path}: {np.count_nonzero(diff)}/{diff.size} differ, max {diff.max()}"
+
+
+def conv_case(g, per_channel: bool):
+    ci, co, oh, ow = conv_shapes(g)
+    rng = np.random.default_rng(g["seed"])
+    c = quant_case(rng, np.int8, (g["n"], g["h"], g["w"], ci), (co, g["kh"], g["kw"], g["cig"]), co, 0,
+                   per_channel=per_channel)
+    data = conv2d_model(g, np.int8, c["w"], c["bias"], np.int8, x_quant=c["x_quant"], w_quant=c["w_quant"],
+                        b_quant=c["b_quant"], out_quant=c["out_quant"], version=3)
+    return data, [c["x"]]
+
+
+def geometry(n=1, h=5, w=5, ci=3, co=8, k=(3, 3), s=(1, 1), d=(1, 1), padding="SAME", act="NONE", seed=0):
+    return {"n": n, "h": h, "w": w, "cig": ci, "groups": 1, "cog": co, "kh": k[0], "kw": k[1], "sh": s[0],
+            "sw": s[1], "dh": d[0], "dw": d[1], "padding": padding, "act": act, "seed": seed}
+
+
+CONV_CASES = {
+    "3x3_k27_co32": geometry(h=9, w=11, ci=3, co=32, act="RELU6"),
+    "3x3_stride2_first_layer": geometry(h=12, w=13, ci=3, co=16, s=(2, 2), seed=1),
+    "3x3_valid_co17": geometry(n=2, h=7, w=6, ci=5, co=17, padding="VALID", seed=2),
+    "3x3_dilated_co48": geometry(h=9, w=8, ci=4, co=48, d=(2, 1), act="RELU", seed=3),
+    "2x3_mixed": geometry(h=6, w=9, ci=7, co=33, k=(2, 3), s=(1, 2), d=(1, 2), seed=4),
+    "5x5_same_stride3": geometry(h=10, w=7, ci=2, co=5, k=(5, 5), s=(3, 2), act="RELU_N1_TO_1", seed=5),
+    "1x1_pointwise_k64": geometry(n=2, h=5, w=3, ci=64, co=40, k=(1, 1), seed=6),
+    "1x1_pointwise_k70": geometry(h=4, w=5, ci=70, co=24, k=(1, 1), seed=7),
+    "1x1_pointwise_k1": geometry(h=3, w=3, ci=1, co=3, k=(1, 1), seed=8),
+    "1x1_stride2": geometry(h=7, w=6, ci=12, co=20, k=(1, 1), s=(2, 2), seed=9),
+    "one_pixel": geometry(h=1, w=1, ci=9, co=7, seed=10),
+    "several_blocks_kxk": geometry(h=48, w=40, ci=3, co=16, seed=11),
+    "several_blocks_1x1": geometry(h=20, w=12, ci=300, co=20, k=(1, 1), seed=12),
+    "filter_larger_than_image_same": geometry(h=2, w=3, ci=4, co=6, k=(5, 5), seed=13),
+}
+
+
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+@pytest.mark.parametrize("name", list(CONV_CASES))
+def test_conv2d_int8(name, per_channel, monkeypatch):
+    check_both_paths(*conv_case(CONV_CASES[name], per_channel), monkeypatch)
+
+
+@settings(max_examples=8, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                                HealthCheck.function_scoped_fixture])
+@given(st.fixed_dictionaries({
+    "n": st.integers(1, 2), "h": st.integers(1, 10), "w": st.integers(1, 10), "cig": st.integers(1, 20),
+    "groups": st.just(1), "cog": st.integers(1, 40), "kh": st.integers(1, 3), "kw": st.integers(1, 3),
+    "sh": st.integers(1, 2), "sw": st.integers(1, 2), "dh": st.integers(1, 2), "dw": st.integers(1, 2),
+    "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(["NONE", "RELU", "RELU6"]),
+    "seed": st.integers(0, 2**31 - 1)}), st.booleans())
+def test_conv2d_int8_random(monkeypatch, g, per_channel):
+    _, _, oh, ow = conv_shapes(g)
+    if oh <= 0 or ow <= 0:
+        return
+    check_both_paths(*conv_case(g, per_channel), monkeypatch)
+
+
+@pytest.mark.parametrize("batch, k, units", [(1, 1, 1), (1, 100, 33), (3, 5, 17), (9, 64, 48), (20, 37, 16),
+                                             (2, 300, 70), (1, 1280, 40)])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
+def test_fully_connected_int8(batch, k, units, per_channel, with_bias, monkeypatch):
+    rng = np.random.default_rng(batch * 1000 + k + units)
+    data, x = _quantized_case(rng, np.int8, np.int8, batch, k, units, per_channel,
+                              np.int32 if with_bias else None, "RELU" if per_channel else "NONE")
+    check_both_paths(data, [x], monkeypatch)
+
+
+def test_weight_packing_layouts():
+    """Packed weights hold every filter value once, zero elsewhere, where the kernels read them."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-128, 128, (37, 11)).astype(np.int8)
+    Kp, Np = simd_int8.padded_sizes(11, 37)
+    assert (Kp, Np) == (12, 48)
+    wp = simd_int8.pack_weights_vnni(w)
+    for n, k in [(0, 0), (5, 10), (31, 3), (32, 0), (36, 10)]:
+        j0 = n // simd_int8.NR * simd_int8.NR
+        width = min(simd_int8.NR, Np - j0)
+        assert wp[j0 * Kp + ((k // 4) * width + (n - j0)) * 4 + k % 4] == w[n, k]
+    assert np.count_nonzero(wp) == np.count_nonzero(w)
+    wq = simd_int8.pack_weights_portable(w).reshape(Np, Kp)
+    assert np.array_equal(wq[:37, :11], w) and np.count_nonzero(wq) == np.count_nonzero(w)
+    offs = simd_int8.channel_offsets(w, 128, -5, Np)
+    assert np.array_equal(offs[:37], -(123 * w.astype(np.int64).sum(axis=1))) and not offs[37:].any()
