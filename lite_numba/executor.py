@@ -28,6 +28,7 @@ import numba
 import numpy as np
 
 from . import __version__
+from .guards import guard_equal, is_guard_failure
 from .ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
 from .plan import Node, SubgraphPlan
 from .planner import Allocation, plan_arena
@@ -257,6 +258,17 @@ class GraphRuntime:
         self.prepared: list[PrepareContext | None] = [None] * len(plan.nodes)
         self.dynamic_nodes: set[int] = set()
         self.dynamic_tensors: set[int] = set()
+        # speculation (see _specialise): values the current plan assumes, and what general invokes observed
+        self.assumed: dict[int, np.ndarray] = {}
+        self._guarded: set[int] = set()
+        self._guard_reads: list[int] = []
+        self._observed: dict[int, np.ndarray] = {}
+        self._last_observed: dict[int, np.ndarray] | None = None
+        self._spec_values: dict[int, np.ndarray] = {}
+        self._spec_pending = False
+        self._spec_allowed = False
+        self._spec_failures = 0
+        self._deferred = False  # a node's output shape depended on data (ctx.defer): never speculate
 
     # --- services for PrepareContext --------------------------------------------------------------------------
     def tensor(self, i: int) -> Tensor:
@@ -288,8 +300,15 @@ class GraphRuntime:
             known = self.known_values.get(i)
             if known is not None:
                 return known
+            assumed = self.assumed.get(i)
+            if assumed is not None:
+                self._guard_reads.append(i)
+                return assumed
             raise NeedsValue(i)
-        return self.array(i)
+        value = self.array(i)
+        if not self.assumed:
+            self._observed[i] = np.array(value, copy=True)
+        return value
 
     def array(self, i: int) -> np.ndarray:
         """Current storage of tensor i (a view; 0-d tensors keep shape ())."""
@@ -333,9 +352,17 @@ class GraphRuntime:
             raise self._node_error(node, e) from None
         return ctx
 
-    def allocate(self) -> None:
-        """Prepare every node in order, plan the arena and build the executable segments."""
+    def allocate(self, assumed: dict[int, np.ndarray] | None = None) -> None:
+        """Prepare every node in order, plan the arena and build the executable segments.
+
+        `assumed`: values of computed tensors to take as known (a specialised plan, see _specialise); each is
+        checked at run time by a guard in front of the first node that read it."""
         self.ready = False
+        self.assumed = dict(assumed) if assumed else {}
+        self._guarded = set()
+        self._observed = {}
+        self._last_observed = None
+        self._spec_pending = False
         self.fast_views = {}
         self.known_values = {}
         self._temps = []
@@ -363,11 +390,14 @@ class GraphRuntime:
                 ctx = None
             else:
                 mark = len(self._temps)
+                self._guard_reads = []
                 try:
                     ctx = self._prepare_node(node)
                 except NeedsValue:
                     del self._temps[mark:]
                     ctx = None
+                if ctx is not None and self._guard_reads:
+                    self._add_guards(ctx)
             if ctx is None:
                 if self.kernels[node.index] is None:
                     self._prepare_node(node)  # raises the unresolved-op error
@@ -379,9 +409,67 @@ class GraphRuntime:
                 node_temps[node.index] = ctx.temps
         self._plan_memory(node_temps)
         self._build_steps()
+        self._spec_allowed = (not self.assumed and bool(self.dynamic_nodes)
+                              and all(self.kernels[n].host is None for n in self.dynamic_nodes)
+                              and not any(t.spec.is_variable for t in self.tensors))
         self._make_program()
         self.fast_views = {i: v for i, v in self.views.items() if i < len(self.tensors)}
         self.ready = True
+
+    # --- speculation: a static plan for the values that dynamic nodes saw -----------------------------------
+    # A general plan re-prepares value-dependent nodes from Python at every invoke (~60 us per node). When an
+    # invoke has shown the values those nodes read (usually functions of input shapes only), the next invoke
+    # re-plans with the values assumed: every node is static and the graph runs as one compiled call, with a
+    # guard in front of the first reader of each assumed value. A guard that fails (the values changed) sends
+    # that invoke back to the general plan; speculation resumes once two general invokes agree, and stops after
+    # SPEC_MAX_FAILURES failures. Graphs with host nodes, variable tensors or data-dependent shapes (defer) are
+    # never specialised: a fallback re-runs the invoke from the start, which must have no side effects.
+    SPEC_MAX_FAILURES = 4
+
+    @property
+    def specialised(self) -> bool:
+        """True while the plan in force assumes run-time values (every node static, guarded)."""
+        return bool(self.assumed)
+
+    def _add_guards(self, ctx: PrepareContext) -> None:
+        for i in dict.fromkeys(self._guard_reads):
+            if i in self._guarded:
+                continue
+            self._guarded.add(i)
+            t = self.tensors[i]
+            want = np.ascontiguousarray(self.assumed[i], dtype=t.dtype).reshape(-1).view(np.uint8)
+            if want.size != t.nbytes:
+                raise PrepareError(f"assumed value of tensor {t.name!r} has {want.size} bytes, the tensor "
+                                   f"{t.nbytes}")
+            ctx.calls.insert(0, Call(guard_equal, (ctx.view(t, (t.nbytes,), np.uint8), ctx.const(want))))
+
+    def _after_general_invoke(self) -> None:
+        observed, self._observed = self._observed, {}
+        if not observed or not self._spec_allowed or self._deferred or self._spec_failures >= self.SPEC_MAX_FAILURES:
+            return
+        last, self._last_observed = self._last_observed, observed
+        if self._spec_failures == 0 or _same_values(observed, last):
+            self._spec_values = observed
+            self._spec_pending = True
+
+    def _replan(self, assumed: dict[int, np.ndarray] | None) -> None:
+        """Re-allocate (general or specialised) keeping the graph inputs' current values."""
+        saved = [(i, np.array(self.array(i), copy=True)) for i in self.plan.inputs if i >= 0]
+        self.allocate(assumed)
+        for i, v in saved:
+            np.copyto(self.array(i), v)
+
+    def _specialise(self) -> None:
+        self._spec_pending = False
+        try:
+            self._replan(self._spec_values)
+        except (PrepareError, ValueError):
+            self._spec_failures = self.SPEC_MAX_FAILURES  # the values do not make a consistent plan: stay general
+            self._replan(None)
+
+    def _despecialise(self) -> None:
+        self._spec_failures += 1
+        self._replan(None)
 
     def _plan_memory(self, node_temps: dict[int, list[Tensor]]) -> None:
         n_nodes = len(self.plan.nodes)
@@ -558,17 +646,24 @@ class GraphRuntime:
                     program.extend((fn, args) for fn, args, _ in step.py_calls)
             else:
                 program.append((self._run_dynamic, (step,)))
+        if self._spec_allowed:
+            program.append((self._after_general_invoke, ()))
         self.program = program
 
     def invoke(self) -> None:
         if not self.ready:
             raise RuntimeError("Invoke called on model that is not ready.")
+        if self._spec_pending:
+            self._specialise()
         try:
             for fn, args in self.program:
                 fn(*args)
         except (ValueError, IndexError, ZeroDivisionError) as e:
             if isinstance(e, (InvokeError, PrepareError)):
                 raise
+            if self.assumed and is_guard_failure(e):
+                self._despecialise()
+                return self.invoke()
             raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.subgraph_index}).") from None
 
     def _run_dynamic(self, ni: int) -> None:
@@ -598,6 +693,20 @@ class GraphRuntime:
         compiled kernels run on the same storage; only the dispatch between them differs."""
         if not self.ready:
             raise RuntimeError("Invoke called on model that is not ready.")
+        if self._spec_pending:
+            self._specialise()
+        try:
+            times = self._run_profiled(on_node)
+        except ValueError as e:
+            if not (self.assumed and is_guard_failure(e)):
+                raise
+            self._despecialise()
+            return self.invoke_profiled(on_node)
+        if self._spec_allowed:
+            self._after_general_invoke()
+        return times
+
+    def _run_profiled(self, on_node) -> dict[int, int]:
         clock = time.perf_counter_ns
         times: dict[int, int] = {}
         for kind, step in self.steps:
@@ -619,3 +728,8 @@ class GraphRuntime:
                 if on_node is not None:
                     on_node(step)
         return times
+
+
+def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:
+    return b is not None and a.keys() == b.keys() and all(
+        a[i].shape == b[i].shape and np.array_equal(a[i], b[i]) for i in a)

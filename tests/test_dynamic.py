@@ -271,3 +271,63 @@ def test_dynamic_batch_mlp_stored_reference():
     out = it.get_tensor(it.get_output_details()[0]["index"])
     assert out.shape == ref["nodelegate_b3_output_0"].shape
     assert np.allclose(out, ref["nodelegate_b3_output_0"], rtol=1e-5, atol=1e-6)
+
+
+# --- speculation: a static, guarded plan for the values the dynamic nodes saw -------------------------------------
+
+
+def test_stable_values_run_as_one_compiled_plan():
+    """SHAPE -> ... -> FILL/RANGE/RESHAPE whose values depend only on the input shape: from the second invoke the
+    runtime runs a specialised plan (no node re-prepared in Python) and still matches the official runtime."""
+    both = Both(_shared_model("op_shape_fill_range_dynamic"))
+    rt = both.ours._main
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(1, 4)).astype(np.float32)
+    both.run(x)
+    assert not rt.specialised and rt.dynamic_nodes
+    for _ in range(3):
+        both.run(rng.normal(size=(1, 4)).astype(np.float32))
+        assert rt.specialised and not rt.dynamic_nodes
+    # a resize goes back to the general plan, then specialises again for the new shape
+    both.resize((0, [3, 4]))
+    both.run(rng.normal(size=(3, 4)).astype(np.float32))
+    assert not rt.specialised
+    both.run(rng.normal(size=(3, 4)).astype(np.float32))
+    assert rt.specialised
+
+
+def test_changed_values_fall_back_to_the_general_plan():
+    """RANGE bounds from inputs: a guard notices changed values, that invoke runs the general plan (same results
+    as the official runtime), speculation resumes when two invokes agree and stops after repeated failures."""
+    b = ModelBuilder()
+    start, limit, delta = (b.add_input(n, np.int32, []) for n in ("start", "limit", "delta"))
+    r = b.add_tensor("r", np.int32, [1], shape_signature=[-1])
+    c = b.add_tensor("c", np.float32, [1], shape_signature=[-1])
+    k = b.add_const("k", np.array([0.5], np.float32))
+    m = b.add_tensor("m", np.float32, [1], shape_signature=[-1])
+    b.add_op("RANGE", [start, limit, delta], [r])
+    b.add_op("CAST", [r], [c])
+    b.add_op("ADD", [c, k], [m])
+    b.mark_output(m)
+    both = Both(b.build())
+    rt = both.ours._main
+
+    def run(s, lim, d):
+        out = both.run(np.array(s, np.int32), np.array(lim, np.int32), np.array(d, np.int32))
+        assert out[0].shape == (len(range(s, lim, d)),)
+
+    run(0, 5, 1)
+    run(0, 5, 1)
+    assert rt.specialised
+    run(2, 9, 3)  # guard fails: this invoke runs the general plan
+    assert not rt.specialised and rt._spec_failures == 1
+    run(2, 9, 3)
+    run(2, 9, 3)  # two general invokes agreed: specialised again
+    assert rt.specialised
+    for i in range(4):  # values that never repeat: no new specialisation, hence no new failure
+        run(i, 20 + i, 1 + i % 3)
+    assert not rt.specialised and rt._spec_failures == 2
+    for i in range(2 * rt.SPEC_MAX_FAILURES):  # each value twice: specialise, fail, ... until it gives up
+        run(i, 10 + i, 1)
+        run(i, 10 + i, 1)
+    assert not rt.specialised and rt._spec_failures == rt.SPEC_MAX_FAILURES
