@@ -15,6 +15,7 @@ from numba import njit
 from lite_numba.ops import PrepareContext, kernel
 
 from .fully_connected import gemm_f32, transpose_batches
+from .isa import has
 from .quantized_fully_connected import (
     REQUANT_FIXED,
     REQUANT_FIXED64,
@@ -23,6 +24,7 @@ from .quantized_fully_connected import (
     schedule_hybrid_rows,
     schedule_igemm,
 )
+from .simd_f32 import schedule_batch_matmul
 
 
 @njit(cache=True, nogil=True)
@@ -127,7 +129,9 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
         ctx.call(transpose_batches, ctx.view(rhs, (rhs.size,)), b, N, K)
     of = ctx.view(o, (o.size,))
 
-    if not quantized and rhs.dtype == np.float32:
+    if not quantized and rhs.dtype == np.float32 and has("avx512"):
+        schedule_batch_matmul(ctx, a, a_off, b, b_off, of, M, K, N)
+    elif not quantized and rhs.dtype == np.float32:
         lim = np.array([-np.inf, np.inf], np.float32)
         ctx.call(gemm_f32, a, a_off, b, b_off, np.zeros(N, np.float32), of, M, K, N, lim)
     elif not quantized:

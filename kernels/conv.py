@@ -28,9 +28,11 @@ import numpy as np
 from lite_numba.ops import ConstArg, PrepareContext, Tensor, TensorView, kernel
 
 from . import conv_loops as L
+from . import simd_f32
 from . import simd_int8
 from .common import float_activation_range
 from .fixedpoint import activation_range_quantized, quantize_multipliers
+from .isa import has
 
 PADDING_SAME, PADDING_VALID = 0, 1  # schema Padding enum
 TENSOR_TYPE_FLOAT32, TENSOR_TYPE_INT32, TENSOR_TYPE_INT64 = 0, 2, 4  # schema TensorType values
@@ -226,6 +228,8 @@ def CONV_2D(ctx: PrepareContext) -> None:
         lim = _float_limits(ctx)
         if out.size == 0:
             return
+        if groups == 1 and has("avx512"):
+            return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo)
         w = _filter(ctx, f)
         if pointwise:
             ctx.call(L.gemm_f32, ctx.view(x, (P, CI)), _as_matrix(ctx, w, CI, CO), bias, ctx.view(out, (P, CO)), lim)

@@ -14,6 +14,8 @@ from numba import njit
 from lite_numba.ops import PrepareContext, kernel
 
 from .common import float_activation_range
+from .isa import has
+from .simd_f32 import schedule_fully_connected
 
 # output columns kept in L1 while the k loop runs over them: four rows at a time, or one row (a matrix-vector
 # product, where a long chunk keeps the reads of B sequential)
@@ -180,6 +182,8 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     bias = ctx.view(b, (units,)) if b is not None else np.zeros(units, np.float32)
     lim = np.array([lo, hi], np.float32)
     dense = weights_array(ctx, w)
+    if has("avx512"):
+        return schedule_fully_connected(ctx, x, w, dense, b, out, batch, k, units)
     if dense is not None:
         w_t = ctx.const(np.ascontiguousarray(dense.T).reshape(-1))
     else:
