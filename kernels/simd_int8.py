@@ -72,22 +72,54 @@ def _const(n):
     return ir.Constant(_i64, n)
 
 
-def _make_vnni_tile(mr: int, nv: int):
-    """An intrinsic computing C[mr, 16 * nv] = A[mr, 4 * kg] (uint8) . panel (int8, [kg, 16 * nv, 4]) with vpdpbusd.
+def _requantize_vector(builder, acc, prm_ptr, c, Np, zp_out, qmin, qmax):
+    """ruy's x86 output stage on 16 int32 lanes (channels c..c+15): with the parameter rows of `prm` (int32 [4, Np]:
+    offset + bias, multiplier, left shift, right shift), x = (acc + offset) << left (int32, wrapping), then
+    h = (x * multiplier + 2^30) >> 31 and (h + (1 << right >> 1)) >> right in int64, + zp_out, clamped.
+    The same arithmetic as conv_loops._mbqm_half_up; returns <16 x i32>."""
+    v16i64 = ir.VectorType(_i64, 16)
 
-    tile(a, a_off, lda, kg, b, b_off, c, c_off, ldc): row r of A starts at byte a_off + r * lda of the uint8 array a,
-    the panel at byte b_off of the int8 array b; row r of the int32 result is stored at c[c_off + r * ldc:][:16 * nv].
+    def row(k):
+        p = builder.gep(prm_ptr, [builder.add(builder.mul(Np, _const(k)), c)], inbounds=True)
+        return builder.load(builder.bitcast(p, _v16i.as_pointer()), align=4)
+
+    x = builder.shl(builder.add(acc, row(0)), row(2))
+    h = builder.mul(builder.sext(x, v16i64), builder.sext(row(1), v16i64))
+    h = builder.ashr(builder.add(h, ir.Constant(v16i64, [1 << 30] * 16)), ir.Constant(v16i64, [31] * 16))
+    right = builder.sext(row(3), v16i64)
+    one = ir.Constant(v16i64, [1] * 16)
+    nudge = builder.ashr(builder.shl(one, right), one)
+    y = builder.trunc(builder.ashr(builder.add(h, nudge), right), _v16i)
+    y = builder.add(y, _splat16(builder, zp_out))
+    lo, hi = _splat16(builder, qmin), _splat16(builder, qmax)
+    y = builder.select(builder.icmp_signed("<", y, lo), lo, y)
+    return builder.select(builder.icmp_signed(">", y, hi), hi, y)
+
+
+def _make_vnni_tile(mr: int, nv: int):
+    """An intrinsic computing an [mr, 16 * nv] tile of the quantized output with vpdpbusd:
+    C = A[mr, 4 * kg] (uint8) . panel (int8, [kg, 16 * nv, 4]), requantized by _requantize_vector.
+
+    tile(a, a_off, lda, kg, b, b_off, prm, c0, Np, out, o_off, ldo, nrows, ncols, zp_out, qmin, qmax): row r of A
+    starts at byte a_off + r * lda of the uint8 array a, the panel at byte b_off of the int8 array b; prm holds the
+    output-stage parameters of channels c0.. (int32 [4, Np] flat); rows r < nrows and channels j < ncols of the
+    result are stored as bytes at out[o_off + r * ldo + j].
     """
 
     @intrinsic
-    def tile(typingctx, a, a_off, lda, kg, b, b_off, c, c_off, ldc):
-        sig = types.void(a, types.intp, types.intp, types.intp, b, types.intp, c, types.intp, types.intp)
+    def tile(typingctx, a, a_off, lda, kg, b, b_off, prm, c0, Np, out, o_off, ldo, nrows, ncols, zp_out, qmin,
+             qmax):
+        ip = types.intp
+        sig = types.void(a, ip, ip, ip, b, ip, prm, ip, ip, out, ip, ip, ip, ip, types.int32, types.int32,
+                         types.int32)
 
         def codegen(context, builder, sig, args):
-            a_, a_off_, lda_, kg_, b_, b_off_, c_, c_off_, ldc_ = args
+            (a_, a_off_, lda_, kg_, b_, b_off_, prm_, c0_, np_, out_, o_off_, ldo_, nrows_, ncols_, zp_, qmin_,
+             qmax_) = args
             pa = _data_ptr(context, builder, sig.args[0], a_)
             pb = _data_ptr(context, builder, sig.args[4], b_)
-            pc = _data_ptr(context, builder, sig.args[6], c_)
+            pp = _data_ptr(context, builder, sig.args[6], prm_)
+            po = _data_ptr(context, builder, sig.args[9], out_)
             dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i, [_v16i, _v16i, _v16i]),
                                                 "llvm.x86.avx512.vpdpbusd.512")
             accs = [[cgutils.alloca_once(builder, _v16i) for _ in range(nv)] for _ in range(mr)]
@@ -106,11 +138,24 @@ def _make_vnni_tile(mr: int, nv: int):
                     av = _splat16(builder, _load(builder, _byte_ptr(builder, arow[r], aoff), _i32))
                     for v in range(nv):
                         builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
-            for r in range(mr):
-                rbase = builder.add(c_off_, builder.mul(ldc_, _const(r)))
-                for v in range(nv):
-                    p = builder.gep(pc, [builder.add(rbase, _const(16 * v))], inbounds=True)
-                    builder.store(builder.load(accs[r][v]), builder.bitcast(p, _v16i.as_pointer()), align=4)
+            v16i8 = ir.VectorType(_i8, 16)
+            for v in range(nv):
+                cv = builder.add(c0_, _const(16 * v))
+                count = builder.sub(ncols_, _const(16 * v))  # valid channels of this vector (may be <= 0 or > 16)
+                for r in range(mr):
+                    with builder.if_then(builder.and_(builder.icmp_signed("<", _const(r), nrows_),
+                                                      builder.icmp_signed(">", count, _const(0)))):
+                        y = builder.trunc(_requantize_vector(builder, builder.load(accs[r][v]), pp, cv, np_, zp_,
+                                                             qmin_, qmax_), v16i8)
+                        dst = builder.gep(po, [builder.add(builder.add(o_off_, builder.mul(ldo_, _const(r))),
+                                                           _const(16 * v))], inbounds=True)
+                        with builder.if_else(builder.icmp_signed(">=", count, _const(16))) as (whole, part):
+                            with whole:
+                                builder.store(y, builder.bitcast(dst, v16i8.as_pointer()), align=1)
+                            with part:
+                                with cgutils.for_range(builder, count) as lane:
+                                    e = builder.extract_element(y, builder.trunc(lane.index, _i32))
+                                    builder.store(e, builder.gep(dst, [lane.index], inbounds=True))
             return context.get_dummy_value()
 
         return sig, codegen
@@ -260,41 +305,50 @@ def _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, q
 
 
 @njit(cache=True, nogil=True)
-def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, cbuf):
+def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
     """Quantized CONV_2D (one group) / FULLY_CONNECTED on VNNI: x [N, H, W, CI] (int8 or uint8), wp weights packed
     by pack_weights_vnni, offs [Np] channel_offsets, bias [CO] int32, out [N, OH, OW, CO];
-    geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and cbuf [MB, Np] int32
-    scratch."""
+    geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and prm [4, Np] int32
+    scratch. Shifts must lie in [-62, 31] (prepare checks)."""
     N, OH, OW, CO = out.shape
     P = N * OH * OW
     MB, Kp = abuf.shape
-    Np = cbuf.shape[1]
+    Np = prm.shape[1]
     kg = Kp // 4
-    o = out.reshape(P, CO)
     a = abuf.reshape(MB * Kp)
-    c = cbuf.reshape(MB * Np)
+    o = out.reshape(P * CO)
+    for c in range(Np):
+        inside = c < CO
+        prm[0, c] = np.int32(offs[c] + (bias[c] if inside else 0))
+        prm[1, c] = mult[c] if inside else 0
+        prm[2, c] = max(shift[c], 0) if inside else 0
+        prm[3, c] = max(-shift[c], 0) if inside else 0
+    pf = prm.reshape(4 * Np)
+    zo, lo, hi = np.int32(zp_out), np.int32(qmin), np.int32(qmax)
     for m0 in range(0, P, MB):
         rows = min(MB, P - m0)
         _pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
         full = rows // MR * MR
         rest = rows - full
-        if rest > 3:  # a padded tile is cheaper than several 1-row passes
+        if rest > 3:  # a tile over stale rows is cheaper than several 1-row passes
             full += MR
             rest = 0
         for j0 in range(0, Np, NR):
-            wide = Np - j0 >= NR
             boff = j0 * Kp
+            ncols = CO - j0
             for i in range(0, full, MR):
-                if wide:
-                    _tile_mr_2(a, i * Kp, Kp, kg, wp, boff, c, i * Np + j0, Np)
+                ob = (m0 + i) * CO + j0
+                nrows = rows - i
+                if Np - j0 >= NR:
+                    _tile_mr_2(a, i * Kp, Kp, kg, wp, boff, pf, j0, Np, o, ob, CO, nrows, ncols, zo, lo, hi)
                 else:
-                    _tile_mr_1(a, i * Kp, Kp, kg, wp, boff, c, i * Np + j0, Np)
+                    _tile_mr_1(a, i * Kp, Kp, kg, wp, boff, pf, j0, Np, o, ob, CO, nrows, ncols, zo, lo, hi)
             for i in range(full, full + rest):
-                if wide:
-                    _tile_1_2(a, i * Kp, Kp, kg, wp, boff, c, i * Np + j0, Np)
+                ob = (m0 + i) * CO + j0
+                if Np - j0 >= NR:
+                    _tile_1_2(a, i * Kp, Kp, kg, wp, boff, pf, j0, Np, o, ob, CO, 1, ncols, zo, lo, hi)
                 else:
-                    _tile_1_1(a, i * Kp, Kp, kg, wp, boff, c, i * Np + j0, Np)
-        _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, qmax)
+                    _tile_1_1(a, i * Kp, Kp, kg, wp, boff, pf, j0, Np, o, ob, CO, 1, ncols, zo, lo, hi)
 
 
 @njit(cache=True, inline="always")
@@ -391,15 +445,16 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     P = N * OH * OW
     Kp, Np = padded_sizes(K, CO)
     flip = 128 if x.dtype == np.int8 else 0
-    vnni = has("avx512vnni")
+    # the VNNI output stage shifts int32 lanes left by at most 31 and int64 lanes right by at most 62
+    vnni = has("avx512vnni") and -62 <= int(np.min(shift)) and int(np.max(shift)) <= 31
     wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
     offs = channel_offsets(w, flip, zp_in, Np)
     MB = block_rows(Kp, P, MR if vnni else PR)
     abuf = ctx.temp((MB, Kp), np.uint8)
-    cbuf = ctx.temp((MB, Np), np.int32)
+    scratch = ctx.temp((4, Np), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
     sh, sw, _, _, pt, pl, KH, KW = geo_conv
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
     geo = np.array(list(geo_conv) + [OH, OW, int(pointwise)], np.int64)
     fn = qconv_vnni if vnni else qconv_portable
     ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
-             np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, cbuf)
+             np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
