@@ -269,6 +269,8 @@ class GraphRuntime:
         self._spec_allowed = False
         self._spec_failures = 0
         self._deferred = False  # a node's output shape depended on data (ctx.defer): never speculate
+        self._memo: dict[int, tuple] = {}  # node -> its last dynamic preparation (see _run_dynamic)
+        self._reads: list[int] | None = None
 
     # --- services for PrepareContext --------------------------------------------------------------------------
     def tensor(self, i: int) -> Tensor:
@@ -286,7 +288,9 @@ class GraphRuntime:
             return
         t.shape = tuple(shape)
         if self._dynamic_phase:
-            self.dynamic_arrays[i] = np.zeros(shape, t.dtype)
+            cur = self.dynamic_arrays.get(i)
+            if cur is None or cur.shape != t.shape:  # keep the array while the shape holds (see _run_dynamic)
+                self.dynamic_arrays[i] = np.zeros(shape, t.dtype)
 
     def new_temp(self, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
         t = Tensor(len(self.tensors) + len(self._temps), f"<temp {len(self._temps)}>", dtype, shape, is_temp=True)
@@ -308,6 +312,8 @@ class GraphRuntime:
         value = self.array(i)
         if not self.assumed:
             self._observed[i] = np.array(value, copy=True)
+        if self._reads is not None:
+            self._reads.append(i)
         return value
 
     def array(self, i: int) -> np.ndarray:
@@ -358,6 +364,7 @@ class GraphRuntime:
         `assumed`: values of computed tensors to take as known (a specialised plan, see _specialise); each is
         checked at run time by a guard in front of the first node that read it."""
         self.ready = False
+        self._memo = {}
         self.assumed = dict(assumed) if assumed else {}
         self._guarded = set()
         self._observed = {}
@@ -667,24 +674,64 @@ class GraphRuntime:
             raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.subgraph_index}).") from None
 
     def _run_dynamic(self, ni: int) -> None:
+        """Prepare and run a dynamic or host node. The prepared node is memoised: when its inputs are the same
+        arrays (same shapes; outputs of earlier dynamic nodes keep their array while their shape holds) and the
+        values its prepare read with ctx.value() are unchanged, prepare is skipped and the resolved calls (or the
+        host function) run directly. Prepare may depend only on shapes, dtypes, options, constants and values
+        read with ctx.value() (the kernel contract)."""
         node = self.plan.nodes[ni]
         k = self.kernels[ni]
         self._dynamic_phase = True
         try:
+            memo = self._memo.get(ni)
+            if memo is not None and self._memo_hit(memo):
+                ctx, _, reads, outputs, calls = memo
+                if self._spec_allowed:  # what prepare would have read, for speculation
+                    for i, _, _ in reads:
+                        self._observed[i] = np.array(self.array(i), copy=True)
+                for o, arr in outputs:
+                    self.tensors[o].shape = arr.shape
+                    self.dynamic_arrays[o] = arr
+                if calls is None:
+                    k.host(ctx)
+                else:
+                    for fn, args in calls:
+                        fn(*args)
+                return
+            inputs = tuple((i, self.array(i)) for i in node.inputs if i >= 0)
             mark = len(self._temps)
+            self._reads = []
             ctx = self._prepare_node(node)
+            reads = tuple((i, self.array(i).shape, self.array(i).tobytes()) for i in dict.fromkeys(self._reads))
+            self._reads = None
             for o in node.outputs:
                 if o >= 0 and o in self.dynamic_tensors and o not in self.dynamic_arrays:
                     t = self.tensors[o]
                     self.dynamic_arrays[o] = np.zeros(t.shape, t.dtype)
             if k.host is not None:
+                calls = None
                 k.host(ctx)
             else:
-                for call in ctx.calls:
-                    call.fn(*[self._resolve(a) for a in call.args])
+                calls = [(call.fn, tuple(self._resolve(a) for a in call.args)) for call in ctx.calls]
+                for fn, args in calls:
+                    fn(*args)
             del self._temps[mark:]
+            outputs = tuple((o, self.dynamic_arrays[o]) for o in node.outputs if o in self.dynamic_arrays)
+            self._memo[ni] = (ctx, inputs, reads, outputs, calls)
         finally:
             self._dynamic_phase = False
+            self._reads = None
+
+    def _memo_hit(self, memo) -> bool:
+        _, inputs, reads, _, _ = memo
+        for i, arr in inputs:
+            if self.array(i) is not arr:
+                return False
+        for i, shape, data in reads:
+            cur = self.array(i)
+            if cur.shape != shape or cur.tobytes() != data:
+                return False
+        return True
 
     def invoke_profiled(self, on_node=None) -> dict[int, int]:
         """Run once calling each kernel from Python, timing every node: {node index: nanoseconds}.

@@ -331,3 +331,31 @@ def test_changed_values_fall_back_to_the_general_plan():
         run(i, 10 + i, 1)
         run(i, 10 + i, 1)
     assert not rt.specialised and rt._spec_failures == rt.SPEC_MAX_FAILURES
+
+
+def test_dynamic_nodes_are_not_re_prepared_when_nothing_changed(monkeypatch):
+    """Host and dynamic nodes keep their preparation while their input arrays, shapes and read values hold
+    (stateful_resource_variable: READ_VARIABLE -> MUL/ADD -> ASSIGN_VARIABLE), with the official results."""
+    from lite_numba.executor import GraphRuntime
+
+    data = _shared_model("stateful_resource_variable")
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    theirs = official_interpreter(data)
+    prepared = []
+    real = GraphRuntime._prepare_node
+    monkeypatch.setattr(GraphRuntime, "_prepare_node", lambda self, node: prepared.append(node.index) or
+                        real(self, node))
+    x = np.ones(ours.get_input_details()[0]["shape"], np.float32)
+    for step in range(4):
+        for it in (ours, theirs):
+            it.set_tensor(it.get_input_details()[0]["index"], x * (step + 1))
+            it.invoke()
+        for d_ours, d_theirs in zip(ours.get_output_details(), theirs.get_output_details()):
+            np.testing.assert_allclose(ours.get_tensor(d_ours["index"]), theirs.get_tensor(d_theirs["index"]),
+                                       rtol=1e-6)
+        if step == 0:
+            assert prepared
+        else:
+            assert prepared == [], f"invoke {step} re-prepared nodes {prepared}"
+        prepared.clear()
