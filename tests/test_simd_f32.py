@@ -1,0 +1,183 @@
+"""The float32 kernels of kernels/simd_f32.py (CONV_2D with one group, FULLY_CONNECTED, BATCH_MATMUL) against the
+official runtime.
+
+Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and, when the CPU has it, avx512), each in a
+new Interpreter, and both outputs must match the official builtin kernels within 1e-5 (relative to the largest
+output). The shapes cover the micro-kernel's remainders: rows (output pixels, batches) not a multiple of the 6-row
+tile, columns not a multiple of the 16/32-column panels (masked stores), depths of any length, strides, dilations
+(a segment per tap when the width dilation is > 1), SAME/VALID padding (the padded input copy), batches, fused
+activations, missing bias, weights known only at run time (packed by a scheduled call), FULLY_CONNECTED with
+keep_num_dims and BATCH_MATMUL with adj_x/adj_y and broadcast batches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_batch_matmul import bmm_model
+from test_batch_matmul import shapes as bmm_shapes
+from test_conv import conv2d_model, conv_shapes
+from test_fully_connected import fc_model
+
+from lite_numba import Interpreter
+from lite_numba.kernels import isa, simd_f32
+from lite_numba.testing import assert_close, require_official, run_official
+
+require_official()
+
+PATHS = ["portable"] + (["avx512"] if isa.LEVELS.index(isa.best_level()) >= isa.LEVELS.index("avx512") else [])
+FEW = settings(max_examples=8, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def run_ours(data: bytes, inputs, path: str, monkeypatch) -> np.ndarray:
+    monkeypatch.setenv("LITE_NUMBA_ISA", path)
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    for d, v in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], v)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def check_both_paths(data: bytes, inputs, monkeypatch, tol: float = 1e-5) -> None:
+    (ref,) = run_official(data, inputs)
+    for path in PATHS:
+        try:
+            assert_close(run_ours(data, inputs, path, monkeypatch), ref, tol)
+        except AssertionError as e:
+            raise AssertionError(f"{path}: {e}") from None
+
+
+def geometry(n=1, h=5, w=5, ci=3, co=8, k=(3, 3), s=(1, 1), d=(1, 1), padding="SAME", act="NONE", seed=0):
+    return {"n": n, "h": h, "w": w, "cig": ci, "groups": 1, "cog": co, "kh": k[0], "kw": k[1], "sh": s[0],
+            "sw": s[1], "dh": d[0], "dw": d[1], "padding": padding, "act": act, "seed": seed}
+
+
+def conv_case(g, with_bias=True, const_filter=True):
+    ci, co, _, _ = conv_shapes(g)
+    rng = np.random.default_rng(g["seed"])
+    x = rng.standard_normal((g["n"], g["h"], g["w"], ci)).astype(np.float32)
+    w = rng.standard_normal((co, g["kh"], g["kw"], ci)).astype(np.float32)
+    bias = rng.standard_normal(co).astype(np.float32) if with_bias else None
+    data = conv2d_model(g, np.float32, w, bias, np.float32, const_filter=const_filter)
+    return data, [x] if const_filter else [x, w]
+
+
+CONV_CASES = {
+    "pointwise_rows_and_cols_remainder": geometry(h=7, w=5, ci=13, co=37, k=(1, 1)),
+    "pointwise_16_cols": geometry(h=4, w=4, ci=8, co=16, k=(1, 1), act="RELU6"),
+    "3x3_same": geometry(h=9, w=11, ci=5, co=33, act="RELU"),
+    "3x3_stride2_same_odd": geometry(h=13, w=12, ci=3, co=16, s=(2, 2), act="RELU6"),
+    "3x3_stride2_valid": geometry(h=12, w=13, ci=4, co=9, s=(2, 2), padding="VALID"),
+    "5x3_stride_2x1": geometry(h=10, w=8, ci=6, co=48, k=(5, 3), s=(2, 1), act="RELU_N1_TO_1"),
+    "dilation_w2_per_tap": geometry(h=9, w=10, ci=4, co=20, d=(1, 2)),
+    "dilation_h3_w2_valid": geometry(h=12, w=11, ci=2, co=7, d=(3, 2), padding="VALID"),
+    "1x1_stride2": geometry(h=9, w=7, ci=10, co=65, k=(1, 1), s=(2, 2)),
+    "batch3": geometry(n=3, h=6, w=5, ci=7, co=31, act="RELU"),
+    "window_larger_than_input_same": geometry(h=2, w=3, ci=3, co=5, k=(5, 5)),
+    "deep_input": geometry(h=4, w=4, ci=200, co=70, k=(2, 2), padding="VALID"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONV_CASES))
+def test_conv2d(name, monkeypatch):
+    data, inputs = conv_case(CONV_CASES[name])
+    check_both_paths(data, inputs, monkeypatch)
+
+
+def test_conv2d_dynamic_filter(monkeypatch):
+    data, inputs = conv_case(geometry(n=2, h=7, w=6, ci=5, co=19, s=(2, 1)), const_filter=False)
+    check_both_paths(data, inputs, monkeypatch)
+
+
+def test_conv2d_without_bias_matches_zero_bias(monkeypatch):
+    # the official CONV_2D requires a bias; ours treats a missing one as zeros
+    g = geometry(h=6, w=7, ci=4, co=21, act="RELU")
+    data, inputs = conv_case(g, with_bias=False)
+    ci, co, _, _ = conv_shapes(g)
+    rng = np.random.default_rng(g["seed"])
+    rng.standard_normal(inputs[0].shape)
+    w = rng.standard_normal((co, 3, 3, ci)).astype(np.float32)  # conv_case's filter
+    (ref,) = run_official(conv2d_model(g, np.float32, w, np.zeros(co, np.float32), np.float32), inputs)
+    for path in PATHS:
+        assert_close(run_ours(data, inputs, path, monkeypatch), ref)
+
+
+@FEW
+@given(n=st.integers(1, 2), h=st.integers(1, 12), w=st.integers(1, 12), ci=st.integers(1, 20),
+       co=st.integers(1, 40), kh=st.integers(1, 4), kw=st.integers(1, 4), s=st.integers(1, 3), d=st.integers(1, 2),
+       padding=st.sampled_from(["SAME", "VALID"]), act=st.sampled_from(["NONE", "RELU", "RELU6"]),
+       seed=st.integers(0, 2**16))
+def test_conv2d_random(n, h, w, ci, co, kh, kw, s, d, padding, act, seed, monkeypatch):
+    g = geometry(n, h, w, ci, co, (kh, kw), (s, s), (d, d), padding, act, seed)
+    _, _, oh, ow = conv_shapes(g)
+    if oh <= 0 or ow <= 0:
+        return
+    data, inputs = conv_case(g)
+    check_both_paths(data, inputs, monkeypatch)
+
+
+@pytest.mark.parametrize("x_shape,units,act,keep,bias,const", [
+    ([1, 1280], 1000, "NONE", False, True, True),  # MobileNet's classifier: a matrix-vector product
+    ([1, 70], 17, "RELU", False, False, True),
+    ([7, 33], 40, "RELU6", False, True, True),
+    ([2, 3, 19], 6, "NONE", True, True, True),  # keep_num_dims: [2, 3, 6]
+    ([4, 2, 6], 130, "RELU_N1_TO_1", False, True, True),  # flattened to 4 rows of 12
+    ([5, 24], 33, "NONE", False, True, False),  # weights as an input
+])
+def test_fully_connected(x_shape, units, act, keep, bias, const, monkeypatch):
+    rng = np.random.default_rng(units)
+    k = x_shape[-1] if keep or len(x_shape) == 2 else 12
+    w = rng.standard_normal((units, k)).astype(np.float32)
+    b = rng.standard_normal(units).astype(np.float32) if bias else None
+    data = fc_model(x_shape, w, bias=b, act=act, keep=keep, const_weights=const,
+                    version=5 if keep else (1 if bias else 6))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    check_both_paths(data, [x] if const else [x, w], monkeypatch)
+
+
+@pytest.mark.parametrize("ls,rs,adj_x,adj_y,const", [
+    ([2, 13, 40], [2, 40, 37], False, False, False),
+    ([3, 1, 9, 16], [1, 4, 9, 16], True, False, False),  # adj_x, broadcast both ways
+    ([2, 7, 24], [2, 33, 24], False, True, False),  # adj_y (attention's Q @ K^T)
+    ([8, 5], [20, 8], True, True, True),  # constant rhs
+    ([1, 1, 64], [64, 50], False, False, True),
+])
+def test_batch_matmul(ls, rs, adj_x, adj_y, const, monkeypatch):
+    rng = np.random.default_rng(len(ls) * 7 + rs[-1])
+    lhs = rng.standard_normal(ls).astype(np.float32)
+    rhs = rng.standard_normal(rs).astype(np.float32)
+    data = bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y, rhs_const=rhs if const else None)
+    check_both_paths(data, [lhs] if const else [lhs, rhs], monkeypatch)
+
+
+@FEW
+@given(case=bmm_shapes(), seed=st.integers(0, 2**16))
+def test_batch_matmul_random(case, seed, monkeypatch):
+    ls, rs, adj_x, adj_y = case
+    rng = np.random.default_rng(seed)
+    lhs = rng.standard_normal(ls).astype(np.float32)
+    rhs = rng.standard_normal(rs).astype(np.float32)
+    check_both_paths(bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y), [lhs, rhs], monkeypatch)
+
+
+def test_gemm_packed_remainders_against_numpy():
+    """The driver alone (when the CPU has AVX-512): every tile height 1..6 and panel width, NaN passing the clamp."""
+    if "avx512" not in PATHS:
+        pytest.skip("no AVX-512")
+    rng = np.random.default_rng(3)
+    for M, K, N in [(1, 1, 1), (5, 3, 16), (11, 17, 47), (6, 40, 64), (13, 9, 100)]:
+        a = rng.standard_normal((M, K)).astype(np.float32)
+        a[0, 0] = np.nan
+        w = rng.standard_normal((N, K)).astype(np.float32)
+        bias = rng.standard_normal(N).astype(np.float32)
+        out = np.full(M * N + 40, 7.0, np.float32)  # a guard past the end must stay untouched
+        lim = np.array([-1.0, 1.5], np.float32)
+        simd_f32.gemm_packed(a.reshape(-1), np.arange(M, dtype=np.int64) * K, np.zeros(1, np.int64), K,
+                             simd_f32.pack_weights(w.T), simd_f32.pad_bias(bias, N), out, N, lim)
+        ref = a.astype(np.float64) @ w.T.astype(np.float64) + bias
+        ref = np.where(np.isnan(ref), ref, np.clip(ref, -1.0, 1.5))
+        np.testing.assert_allclose(out[:M * N].reshape(M, N), ref, rtol=1e-5, atol=1e-5)
+        assert np.all(out[M * N:] == 7.0)
