@@ -16,19 +16,21 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lite_numba.kernels import isa, simd_f32
 from test_batch_matmul import bmm_model
 from test_batch_matmul import shapes as bmm_shapes
 from test_conv import conv2d_model, conv_shapes
 from test_fully_connected import fc_model
 
 from lite_numba import Interpreter
-from lite_numba.kernels import isa, simd_f32
 from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()
 
 PATHS = ["portable"] + (["avx512"] if isa.LEVELS.index(isa.best_level()) >= isa.LEVELS.index("avx512") else [])
-FEW = settings(max_examples=8, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+# each example sets LITE_NUMBA_ISA through monkeypatch before building its interpreters
+FEW = settings(max_examples=8, deadline=None, database=None,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
 def run_ours(data: bytes, inputs, path: str, monkeypatch) -> np.ndarray:
