@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lite_numba.plugins.mediapipe import transpose_conv_bias_geometry
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.plugins.mediapipe import transpose_conv_bias_geometry
 from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()
@@ -125,8 +125,9 @@ def _with_builtin_transpose_conv(data: bytes) -> bytes:
     """The same model with every Convolution2DTransposeBias replaced by the official TRANSPOSE_CONV (version 3,
     with bias, constant output shape), rebuilt tensor by tensor with ModelBuilder (indices preserved), so the
     official runtime can run the whole graph."""
-    from lite_numba.model import load_model
     from lite_numba.plugins.mediapipe import parse_options
+
+    from lite_numba.model import load_model
 
     plan = load_model(data)
     assert len(plan.subgraphs) == 1
