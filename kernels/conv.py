@@ -28,6 +28,7 @@ import numpy as np
 from lite_numba.ops import ConstArg, PrepareContext, Tensor, TensorView, kernel
 
 from . import conv_loops as L
+from . import dwconv
 from . import simd_f32
 from . import simd_int8
 from .common import float_activation_range
@@ -334,7 +335,7 @@ def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
         bias = _bias(ctx, b, CO, (np.float32,), np.float32)
         lim = _float_limits(ctx)
         if out.size:
-            ctx.call(L.dwconv_f32, x, ctx.view(f, (KH, KW, CO)), bias, out, geo, lim)
+            dwconv.schedule_f32(ctx, x, ctx.view(f, (KH, KW, CO)), bias, out, geo, lim)
         return
 
     if x.dtype == np.float32:
@@ -380,6 +381,9 @@ def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
     # code differs only on exact ties of the first rounding step, which we do not reproduce).
     nvec = CO // 8 * 8 if x.dtype == np.int8 else 0
     w = _filter(ctx, f, channels_last=False)
+    if not wide:
+        return dwconv.schedule_q(ctx, x, w, bias, _window_sums(ctx, w, KH, KW, CO), out, geo, x.zero_point, mult,
+                                 shift, out.zero_point, qmin, qmax, nvec)
     ctx.call(L.dwconv_q, x, w, bias, out, acc, _window_sums(ctx, w, KH, KW, CO), geo, x.zero_point, mult, shift,
              out.zero_point, qmin, qmax, nvec, L.RQ_INT64 if wide else L.RQ_NEON)
 

@@ -1,0 +1,260 @@
+"""Fast DEPTHWISE_CONV_2D loops (float32, int8, uint8), scheduled by kernels/conv.py.
+
+The input is first copied into a padded (and, for a depth multiplier > 1, channel-expanded) scratch buffer
+(`pad_expand`, one raw-byte loop for every dtype): border taps then read the padding value (0.0 for float, the input
+zero point for integers) and every output pixel uses the full KH x KW window with no per-pixel tap ranges. When the
+geometry needs no padding and the depth multiplier is 1, the input is used as it is.
+
+Numerics are those of kernels/conv_loops.py, exactly:
+
+- float: each output starts from the bias and adds x * w tap by tap in (ky, kx) order (no FMA contraction, no
+  reassociation); a padded tap adds 0 * w = +-0, which leaves every finite sum unchanged;
+- integers: acc = sum x * w - zp_in * (sum of the window's taps) + bias in wrapping int32. A padded tap contributes
+  zp_in * w - zp_in * w = 0, so this equals the per-pixel valid-tap sum of conv_loops._dw_accumulate modulo 2^32,
+  and the requantization takes the int32 value (RQ_NEON: channels below nvec rounded half up, the others half away
+  from zero).
+
+Two paths (kernels/isa.py): the portable one is plain Numba loops vectorized across channels by LLVM (3x3 written
+as one expression per channel, other windows tap by tap over an output row); the "avx512" one computes tiles of
+output pixels x 16 channels in explicit LLVM vector IR (`kernels/dwconv_simd.py`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .conv_loops import _mbqm_away, _mbqm_half_up
+from .isa import has
+
+
+@njit(cache=True, nogil=True)
+def pad_expand(x, xp, pt, pl, dm, B, fill):
+    """xp[n, y, x, c * dm + m] = x[n, y - pt, x - pl, c] inside the image, else the padding value, on raw bytes:
+    x [N, H, W, CI * B] and xp [N, HP, WP, CI * dm * B] uint8, B the element size, fill the padding byte (every
+    byte of the padding value is `fill`: 0.0 for float, the zero point for 8-bit integers)."""
+    N, H, W, CIB = x.shape
+    _, HP, WP, COB = xp.shape
+    CI = CIB // B
+    left = min(pl, WP) * COB  # bytes of left padding in a row
+    inner = max(min(W, WP - pl), 0) * COB  # bytes of the image part of a row
+    for n in range(N):
+        for y in range(HP):
+            iy = y - pt
+            dst = xp[n, y].reshape(WP * COB)
+            if iy < 0 or iy >= H:
+                for k in range(WP * COB):
+                    dst[k] = fill
+                continue
+            for k in range(left):
+                dst[k] = fill
+            src = x[n, iy].reshape(W * CIB)
+            if dm == 1:
+                for k in range(inner):
+                    dst[left + k] = src[k]
+            else:
+                for i in range(inner // COB):
+                    for c in range(CI):
+                        for m in range(dm):
+                            for b in range(B):
+                                dst[left + i * COB + (c * dm + m) * B + b] = src[i * CIB + c * B + b]
+            for k in range(left + inner, WP * COB):
+                dst[k] = fill
+
+
+# --- float32 --------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def dw3x3_f32(xp, w, bias, out, geo, lim):
+    """3x3 depthwise over a padded input: xp [N, HP, WP, C], w [3, 3, C], out [N, OH, OW, C];
+    geo = [sh, sw, dh, dw] (padded coordinates: output (oy, ox) reads xp[oy * sh + ky * dh, ox * sw + kx * dw])."""
+    N, HP, WP, C = xp.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw = geo[0], geo[1], geo[2], geo[3]
+    lo, hi = lim[0], lim[1]
+    for n in range(N):
+        for oy in range(OH):
+            r0 = xp[n, oy * sh]
+            r1 = xp[n, oy * sh + dh]
+            r2 = xp[n, oy * sh + 2 * dh]
+            o = out[n, oy]
+            for ox in range(OW):
+                i0 = ox * sw
+                i1 = i0 + dw
+                i2 = i1 + dw
+                for c in range(C):
+                    v = (bias[c] + r0[i0, c] * w[0, 0, c] + r0[i1, c] * w[0, 1, c] + r0[i2, c] * w[0, 2, c]
+                         + r1[i0, c] * w[1, 0, c] + r1[i1, c] * w[1, 1, c] + r1[i2, c] * w[1, 2, c]
+                         + r2[i0, c] * w[2, 0, c] + r2[i1, c] * w[2, 1, c] + r2[i2, c] * w[2, 2, c])
+                    o[ox, c] = min(max(v, lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_f32_padded(xp, w, bias, out, geo, lim):
+    """Any KH x KW window over a padded input (see dw3x3_f32): per output row, the bias, then one pass over the
+    row per tap (the row stays in L1), then the activation clamp."""
+    N, HP, WP, C = xp.shape
+    KH, KW = w.shape[0], w.shape[1]
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw = geo[0], geo[1], geo[2], geo[3]
+    lo, hi = lim[0], lim[1]
+    for n in range(N):
+        for oy in range(OH):
+            o = out[n, oy]
+            for ox in range(OW):
+                for c in range(C):
+                    o[ox, c] = bias[c]
+            for ky in range(KH):
+                r = xp[n, oy * sh + ky * dh]
+                for kx in range(KW):
+                    wt = w[ky, kx]
+                    for ox in range(OW):
+                        ix = ox * sw + kx * dw
+                        for c in range(C):
+                            o[ox, c] += r[ix, c] * wt[c]
+            for ox in range(OW):
+                for c in range(C):
+                    o[ox, c] = min(max(o[ox, c], lo), hi)
+
+
+# --- integers -------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _requantize_row(acc, out, mult, shift, nvec, zp_out, qmin, qmax):
+    """out[p, c] = clamp(requantize(acc[p, c]) + zp_out) over a row [P, C]; channels below nvec rounded half up
+    (the NEON blocks), the others half away from zero (RQ_NEON)."""
+    P, C = acc.shape
+    for p in range(P):
+        a = acc[p]
+        o = out[p]
+        for c in range(nvec):
+            r = _mbqm_half_up(a[c], mult[c], shift[c]) + zp_out
+            o[c] = min(max(r, qmin), qmax)
+        for c in range(nvec, C):
+            r = _mbqm_away(a[c], mult[c], shift[c]) + zp_out
+            o[c] = min(max(r, qmin), qmax)
+
+
+@njit(cache=True, inline="always")
+def _bias_minus_zp(bias, wsum, zp_in, be):
+    """be[c] = bias[c] - zp_in * wsum[c] in wrapping int32."""
+    for c in range(be.shape[0]):
+        be[c] = np.int32(bias[c] - zp_in * wsum[c])
+
+
+@njit(cache=True, nogil=True)
+def dw3x3_q(xp, w, bias, wsum, out, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec):
+    """Integer 3x3 depthwise over a padded input (padding = zp_in): xp [N, HP, WP, C] int8/uint8, w [3, 3, C]
+    (int8, or int16 = uint8 filter minus its zero point), wsum [C] the window sums of w, acc [OW, C] int32 and
+    be [C] int32 scratch; geo as in dw3x3_f32."""
+    N, HP, WP, C = xp.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw = geo[0], geo[1], geo[2], geo[3]
+    _bias_minus_zp(bias, wsum, zp_in, be)
+    for n in range(N):
+        for oy in range(OH):
+            r0 = xp[n, oy * sh]
+            r1 = xp[n, oy * sh + dh]
+            r2 = xp[n, oy * sh + 2 * dh]
+            for ox in range(OW):
+                i0 = ox * sw
+                i1 = i0 + dw
+                i2 = i1 + dw
+                a = acc[ox]
+                for c in range(C):
+                    a[c] = np.int32(be[c] + np.int32(r0[i0, c]) * w[0, 0, c] + np.int32(r0[i1, c]) * w[0, 1, c]
+                                    + np.int32(r0[i2, c]) * w[0, 2, c] + np.int32(r1[i0, c]) * w[1, 0, c]
+                                    + np.int32(r1[i1, c]) * w[1, 1, c] + np.int32(r1[i2, c]) * w[1, 2, c]
+                                    + np.int32(r2[i0, c]) * w[2, 0, c] + np.int32(r2[i1, c]) * w[2, 1, c]
+                                    + np.int32(r2[i2, c]) * w[2, 2, c])
+            _requantize_row(acc, out[n, oy], mult, shift, nvec, zp_out, qmin, qmax)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_q_padded(xp, w, bias, wsum, out, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec):
+    """Integer depthwise, any KH x KW window over a padded input (see dw3x3_q): per output row, taps accumulated
+    one pass each over the int32 row acc [OW, C], then requantized."""
+    N, HP, WP, C = xp.shape
+    KH, KW = w.shape[0], w.shape[1]
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw = geo[0], geo[1], geo[2], geo[3]
+    _bias_minus_zp(bias, wsum, zp_in, be)
+    for n in range(N):
+        for oy in range(OH):
+            for ox in range(OW):
+                for c in range(C):
+                    acc[ox, c] = be[c]
+            for ky in range(KH):
+                r = xp[n, oy * sh + ky * dh]
+                for kx in range(KW):
+                    wt = w[ky, kx]
+                    for ox in range(OW):
+                        ix = ox * sw + kx * dw
+                        for c in range(C):
+                            acc[ox, c] += np.int32(r[ix, c]) * wt[c]
+            _requantize_row(acc, out[n, oy], mult, shift, nvec, zp_out, qmin, qmax)
+
+
+# --- scheduling (called from conv.DEPTHWISE_CONV_2D's prepare) -----------------------------------------------------
+
+
+def _padded_input(ctx, x, KH: int, KW: int, dm: int, geo, OH: int, OW: int, fill):
+    """The input as the padded kernels read it: `x` itself when the window never leaves the image and dm == 1,
+    else a scratch [N, HP, WP, CI * dm] filled by a scheduled pad_expand (fill: the padding value)."""
+    N, H, W, CI = x.shape
+    sh, sw, dh, dw, pt, pl = (int(v) for v in geo)
+    HP = (OH - 1) * sh + (KH - 1) * dh + 1
+    WP = (OW - 1) * sw + (KW - 1) * dw + 1
+    if dm == 1 and pt == 0 and pl == 0 and HP <= H and WP <= W:
+        return x
+    B = x.dtype.itemsize
+    fill_bytes = np.asarray(fill, x.dtype).reshape(1).view(np.uint8)
+    assert np.all(fill_bytes == fill_bytes[0])  # 0.0 or an 8-bit zero point
+    xp = ctx.temp((N, HP, WP, CI * dm), x.dtype)
+    ctx.call(pad_expand, ctx.view(x, (N, H, W, CI * B), np.uint8), ctx.view(xp, (N, HP, WP, CI * dm * B), np.uint8),
+             pt, pl, dm, B, int(fill_bytes[0]))
+    return xp
+
+
+def _tap_offsets(xp, KH: int, KW: int, dh: int, dw: int) -> np.ndarray:
+    """Element offsets of the window's taps from its corner in the (padded) input xp [N, HP, WP, C]."""
+    WP, C = xp.shape[2], xp.shape[3]
+    return np.array([(ky * dh * WP + kx * dw) * C for ky in range(KH) for kx in range(KW)], np.int64)
+
+
+def schedule_f32(ctx, x, w, bias, out, geo, lim) -> None:
+    """Schedule a float32 depthwise conv: x [N, H, W, CI] tensor, w the [KH, KW, CO] filter argument, geo =
+    [sh, sw, dh, dw, pad_top, pad_left] (original coordinates)."""
+    KH, KW, CO = ctx.input(1).shape[1:]
+    N, OH, OW, _ = out.shape
+    xp = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, 0.0)
+    g = np.ascontiguousarray(np.asarray(geo[:4], np.int64))
+    if has("avx512"):
+        from .dwconv_simd import dwconv_f32_simd
+
+        ctx.call(dwconv_f32_simd, xp, w, bias, out, g, _tap_offsets(xp, KH, KW, int(g[2]), int(g[3])), lim)
+        return
+    fn = dw3x3_f32 if (KH, KW) == (3, 3) else dwconv_f32_padded
+    ctx.call(fn, xp, w, bias, out, g, lim)
+
+
+def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec) -> None:
+    """Schedule an int8/uint8 depthwise conv (RQ_NEON requantization, channels below nvec rounded half up):
+    w the [KH, KW, CO] filter argument minus its zero point, wsum its window sums."""
+    KH, KW, CO = ctx.input(1).shape[1:]
+    N, OH, OW, _ = out.shape
+    xp = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, zp_in)
+    g = np.ascontiguousarray(np.asarray(geo[:4], np.int64))
+    be = ctx.temp((CO,), np.int32)
+    quant = (int(zp_in), mult, shift, int(zp_out), int(qmin), int(qmax), int(nvec))
+    if has("avx512"):
+        from .dwconv_simd import dwconv_q_simd
+
+        ctx.call(dwconv_q_simd, xp, w, bias, wsum, out, be, g, _tap_offsets(xp, KH, KW, int(g[2]), int(g[3])),
+                 *quant)
+        return
+    acc = ctx.temp((OW, CO), np.int32)
+    fn = dw3x3_q if (KH, KW) == (3, 3) else dwconv_q_padded
+    ctx.call(fn, xp, w, bias, wsum, out, acc, be, g, *quant)

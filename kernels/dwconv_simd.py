@@ -1,0 +1,331 @@
+"""Explicit-SIMD DEPTHWISE_CONV_2D tiles (LLVM vector IR through Numba intrinsics), the "avx512" path of
+kernels/dwconv.py.
+
+A tile computes PT output pixels of one output row x one block of 16 channels over a padded NHWC input: the
+accumulators (PT vectors of 16 lanes) stay in registers for the whole window; for each tap t the 16 weights are
+loaded once and multiplied with the PT pixels' inputs at x[xoff + p * xstep + toff[t]]. Loads and stores are masked
+(`llvm.masked.load` / `llvm.masked.store`) to the block's live channels, so a channel count that is not a multiple
+of 16 needs no scalar tail and no byte outside the arrays is touched.
+
+Numerics are those of the portable loops, exactly: float32 starts from the bias and adds fmul(x, w) tap by tap
+(a separate multiply and add, no FMA), then clamps to [lo, hi]; integers accumulate ext(x) * sext(w) in wrapping
+int32 lanes starting from bias - zp_in * window_sum, and are requantized by the portable row loop.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .dwconv import _bias_minus_zp
+
+VL = 16  # lanes per vector (one zmm of float32 / int32)
+
+_f32 = ir.FloatType()
+_i1 = ir.IntType(1)
+_i32 = ir.IntType(32)
+_i64 = ir.IntType(64)
+_v16f = ir.VectorType(_f32, VL)
+_v16i = ir.VectorType(_i32, VL)
+_v16b = ir.VectorType(_i1, VL)
+
+
+def _i(v):
+    return ir.Constant(_i64, v)
+
+
+def _data_ptr(context, builder, ty, val):
+    return context.make_array(ty)(context, builder, val).data
+
+
+def _gep(builder, ptr, idx, etype):
+    return builder.gep(ptr, [idx], inbounds=True, source_etype=etype)
+
+
+def _splat(builder, x, vtype):
+    v = builder.insert_element(ir.Constant(vtype, ir.Undefined), x, ir.Constant(_i32, 0))
+    return builder.shuffle_vector(v, ir.Constant(vtype, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_i32, vtype.count), [0] * vtype.count))
+
+
+def _llvm_int(nbt):
+    return ir.IntType(nbt.bitwidth)
+
+
+def _vec_name(vt):
+    el = vt.element
+    return f"v{vt.count}f32" if isinstance(el, ir.FloatType) else f"v{vt.count}i{el.width}"
+
+
+def _masked_load(builder, ptr, vt, mask):
+    """vt loaded from ptr where mask is set (zero elsewhere); nothing is read outside the mask."""
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vt, [ir.PointerType(vt), _i32, _v16b, vt]),
+        f"llvm.masked.load.{_vec_name(vt)}.p0")
+    align = max(vt.element.width // 8 if not isinstance(vt.element, ir.FloatType) else 4, 1)
+    return builder.call(fn, [builder.bitcast(ptr, ir.PointerType(vt)), ir.Constant(_i32, align), mask,
+                             ir.Constant(vt, None)])
+
+
+def _masked_store(builder, v, ptr, mask):
+    vt = v.type
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [vt, ir.PointerType(vt), _i32, _v16b]),
+        f"llvm.masked.store.{_vec_name(vt)}.p0")
+    builder.call(fn, [v, builder.bitcast(ptr, ir.PointerType(vt)), ir.Constant(_i32, 4), mask])
+
+
+def _lane_mask(builder, nch):
+    iota = ir.Constant(_v16i, list(range(VL)))
+    return builder.icmp_signed("<", iota, _splat(builder, builder.trunc(nch, _i32), _v16i))
+
+
+def _make_f32_tile(pt: int):
+    """tile(x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch):
+
+    out[ooff + p * ostep + j] = clamp(bias[c0 + j] + sum_t x[xoff + p * xstep + toff[t] + j] * w[t * wstride + c0 + j])
+    for p < pt, j < nch (<= 16), float32, taps added in order."""
+
+    @intrinsic
+    def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch):
+        i64, f32 = types.int64, types.float32
+        sig = types.void(x, i64, i64, toff, i64, w, i64, bias, i64, out, i64, i64, f32, f32, i64)
+
+        def codegen(context, builder, sig, args):
+            x_, xoff_, xstep_, toff_, ntap_, w_, wstride_, bias_, c0_, out_, ooff_, ostep_, lo_, hi_, nch_ = args
+            px = _data_ptr(context, builder, sig.args[0], x_)
+            ptoff = _data_ptr(context, builder, sig.args[3], toff_)
+            pw = _gep(builder, _data_ptr(context, builder, sig.args[5], w_), c0_, _f32)
+            pbias = _gep(builder, _data_ptr(context, builder, sig.args[7], bias_), c0_, _f32)
+            po = _data_ptr(context, builder, sig.args[9], out_)
+            mask = _lane_mask(builder, nch_)
+            b = _masked_load(builder, pbias, _v16f, mask)
+            accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
+            xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), _f32) for p in range(pt)]
+            with cgutils.for_range(builder, ntap_) as loop:
+                t = loop.index
+                to = builder.load(_gep(builder, ptoff, t, _i64))
+                wv = _masked_load(builder, _gep(builder, pw, builder.mul(t, wstride_), _f32), _v16f, mask)
+                for p in range(pt):
+                    xv = _masked_load(builder, _gep(builder, xs[p], to, _f32), _v16f, mask)
+                    builder.store(builder.fadd(builder.load(accs[p]), builder.fmul(xv, wv)), accs[p])
+            lov = _splat(builder, lo_, _v16f)
+            hiv = _splat(builder, hi_, _v16f)
+            for p in range(pt):
+                v = builder.load(accs[p])
+                # min(max(v, lo), hi) as the portable loop computes it
+                v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
+                v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
+                ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), _f32)
+                _masked_store(builder, v, ptr, mask)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"dw_f32_tile{pt}"
+    return tile
+
+
+def _requantize(builder, a, q, left, right, kind, upmask):
+    """The RQ_NEON output stage on 16 int32 accumulators `a` (int64 lanes out, before the zero point):
+    kind "up": conv_loops._mbqm_half_up; "away": _mbqm_away (TFLite's MultiplyByQuantizedMultiplier); "mixed":
+    lanes of upmask half up, the others half away. q, left, right: per-lane multiplier and shifts (int64)."""
+    v16l = ir.VectorType(_i64, VL)
+
+    def c(v):
+        return ir.Constant(v16l, [v] * VL)
+
+    x = builder.sext(builder.trunc(builder.shl(builder.sext(a, v16l), left), _v16i), v16l)
+    ab = builder.mul(x, q)
+    res_up = res_away = None
+    if kind in ("up", "mixed"):
+        v = builder.ashr(builder.add(ab, c(1 << 30)), c(31))
+        nudge = builder.ashr(builder.shl(c(1), right), c(1))
+        res_up = builder.ashr(builder.add(v, nudge), right)
+    if kind in ("away", "mixed"):
+        pos = builder.icmp_signed(">=", ab, c(0))
+        hp = builder.ashr(builder.add(ab, c(1 << 30)), c(31))
+        hn = builder.sub(c(0), builder.ashr(builder.add(builder.sub(c(0), ab), c((1 << 30) - 1)), c(31)))
+        h = builder.select(pos, hp, hn)
+        mask = builder.sub(builder.shl(c(1), right), c(1))
+        rem = builder.and_(h, mask)
+        thr = builder.add(builder.ashr(mask, c(1)), builder.zext(builder.icmp_signed("<", h, c(0)), v16l))
+        res_away = builder.add(builder.ashr(h, right), builder.zext(builder.icmp_signed(">", rem, thr), v16l))
+    if kind == "up":
+        return res_up
+    if kind == "away":
+        return res_away
+    return builder.select(upmask, res_up, res_away)
+
+
+def _make_int_tile(pt: int, kind: str):
+    """tile(x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out, ooff, ostep,
+    nch):
+
+    acc = be[c0 + j] + sum_t ext(x[xoff + p * xstep + toff[t] + j]) * sext(w[t * wstride + c0 + j]) in wrapping
+    int32; out[ooff + p * ostep + j] = clamp(requantize(acc, mult[c0 + j], shift[c0 + j]) + zp_out, qmin, qmax)
+    for p < pt, j < nch. x int8 (sign-extended) or uint8 (zero-extended), w int8 or int16; out int8 or uint8.
+    kind: the rounding of the block ("up", "away", or "mixed": channels below nvec half up)."""
+
+    @intrinsic
+    def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out,
+             ooff, ostep, nch):
+        i64 = types.int64
+        sig = types.void(x, i64, i64, toff, i64, w, i64, be, i64, mult, shift, i64, i64, i64, i64, out, i64, i64,
+                         i64)
+        x_signed = x.dtype.signed
+        xt = _llvm_int(x.dtype)
+        wt = _llvm_int(w.dtype)
+        ot = _llvm_int(out.dtype)
+
+        def codegen(context, builder, sig, args):
+            (x_, xoff_, xstep_, toff_, ntap_, w_, wstride_, be_, c0_, mult_, shift_, nvec_, zpo_, qmin_, qmax_,
+             out_, ooff_, ostep_, nch_) = args
+            v16l = ir.VectorType(_i64, VL)
+            px = _data_ptr(context, builder, sig.args[0], x_)
+            ptoff = _data_ptr(context, builder, sig.args[3], toff_)
+            pw = _gep(builder, _data_ptr(context, builder, sig.args[5], w_), c0_, wt)
+            pbe = _gep(builder, _data_ptr(context, builder, sig.args[7], be_), c0_, _i32)
+            pm = _gep(builder, _data_ptr(context, builder, sig.args[9], mult_), c0_, _i32)
+            ps = _gep(builder, _data_ptr(context, builder, sig.args[10], shift_), c0_, _i32)
+            po = _data_ptr(context, builder, sig.args[15], out_)
+            mask = _lane_mask(builder, nch_)
+            vx = ir.VectorType(xt, VL)
+            vw = ir.VectorType(wt, VL)
+            b = _masked_load(builder, pbe, _v16i, mask)
+            accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
+            xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), xt) for p in range(pt)]
+            with cgutils.for_range(builder, ntap_) as loop:
+                t = loop.index
+                to = builder.load(_gep(builder, ptoff, t, _i64))
+                wv = builder.sext(_masked_load(builder, _gep(builder, pw, builder.mul(t, wstride_), wt), vw, mask),
+                                  _v16i)
+                for p in range(pt):
+                    raw = _masked_load(builder, _gep(builder, xs[p], to, xt), vx, mask)
+                    xv = builder.sext(raw, _v16i) if x_signed else builder.zext(raw, _v16i)
+                    builder.store(builder.add(builder.load(accs[p]), builder.mul(xv, wv)), accs[p])
+            # output stage, per channel
+            q = builder.sext(_masked_load(builder, pm, _v16i, mask), v16l)
+            sh = builder.sext(_masked_load(builder, ps, _v16i, mask), v16l)
+            zero = ir.Constant(v16l, None)
+            left = builder.select(builder.icmp_signed(">", sh, zero), sh, zero)
+            nsh = builder.sub(zero, sh)
+            right = builder.select(builder.icmp_signed(">", nsh, zero), nsh, zero)
+            lane = builder.add(ir.Constant(v16l, list(range(VL))), _splat(builder, c0_, v16l))
+            upmask = builder.icmp_signed("<", lane, _splat(builder, nvec_, v16l))
+            zpv = _splat(builder, zpo_, v16l)
+            lov = _splat(builder, qmin_, v16l)
+            hiv = _splat(builder, qmax_, v16l)
+            vo = ir.VectorType(ot, VL)
+            for p in range(pt):
+                r = builder.add(_requantize(builder, builder.load(accs[p]), q, left, right, kind, upmask), zpv)
+                r = builder.select(builder.icmp_signed("<", r, lov), lov, r)
+                r = builder.select(builder.icmp_signed(">", r, hiv), hiv, r)
+                ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
+                fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
+                    f"llvm.masked.store.{_vec_name(vo)}.p0")
+                builder.call(fn, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
+                                  ir.Constant(_i32, 1), mask])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"dw_int_tile{pt}_{kind}"
+    return tile
+
+
+PT = 4  # pixels per tile
+dw_f32_tile4 = _make_f32_tile(PT)
+dw_f32_tile1 = _make_f32_tile(1)
+dw_int_tile4_up, dw_int_tile1_up = _make_int_tile(PT, "up"), _make_int_tile(1, "up")
+dw_int_tile4_away, dw_int_tile1_away = _make_int_tile(PT, "away"), _make_int_tile(1, "away")
+dw_int_tile4_mixed, dw_int_tile1_mixed = _make_int_tile(PT, "mixed"), _make_int_tile(1, "mixed")
+
+
+@njit(cache=True, nogil=True)
+def dwconv_f32_simd(xp, w, bias, out, geo, toff, lim):
+    """Float32 depthwise over a padded input xp [N, HP, WP, C] (see dwconv.dw3x3_f32), any window: w [KH, KW, C],
+    toff [KH * KW] the taps' element offsets from a window's corner, geo = [sh, sw, dh, dw]."""
+    N, HP, WP, C = xp.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw = geo[0], geo[1]
+    lo, hi = lim[0], lim[1]
+    xf = xp.reshape(xp.size)
+    wf = w.reshape(w.size)
+    of = out.reshape(out.size)
+    T = toff.size
+    xstep = sw * C
+    for n in range(N):
+        for oy in range(OH):
+            xrow = ((n * HP + oy * sh) * WP) * C
+            orow = ((n * OH + oy) * OW) * C
+            for c0 in range(0, C, VL):
+                nch = min(VL, C - c0)
+                ox = 0
+                while ox + PT <= OW:
+                    dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of, orow + ox * C + c0,
+                                 C, lo, hi, nch)
+                    ox += PT
+                while ox < OW:
+                    dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of, orow + ox * C + c0,
+                                 C, lo, hi, nch)
+                    ox += 1
+
+
+@njit(cache=True, inline="always")
+def _int_tile(kind, pt4, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
+              nch):
+    if pt4:
+        if kind == 0:
+            dw_int_tile4_up(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C,
+                            nch)
+        elif kind == 1:
+            dw_int_tile4_away(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
+                              C, nch)
+        else:
+            dw_int_tile4_mixed(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
+                               ooff, C, nch)
+    else:
+        if kind == 0:
+            dw_int_tile1_up(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C,
+                            nch)
+        elif kind == 1:
+            dw_int_tile1_away(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
+                              C, nch)
+        else:
+            dw_int_tile1_mixed(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
+                               ooff, C, nch)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec):
+    """Integer depthwise over a padded input (see dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON:
+    channels below nvec rounded half up, the others half away from zero); be [C] int32 scratch."""
+    N, HP, WP, C = xp.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw = geo[0], geo[1]
+    _bias_minus_zp(bias, wsum, zp_in, be)
+    xf = xp.reshape(xp.size)
+    wf = w.reshape(w.size)
+    of = out.reshape(out.size)
+    T = toff.size
+    xstep = sw * C
+    for n in range(N):
+        for oy in range(OH):
+            xrow = ((n * HP + oy * sh) * WP) * C
+            orow = ((n * OH + oy) * OW) * C
+            for c0 in range(0, C, VL):
+                nch = min(VL, C - c0)
+                kind = 0 if c0 + nch <= nvec else (1 if c0 >= nvec else 2)
+                ox = 0
+                while ox + PT <= OW:
+                    _int_tile(kind, True, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift,
+                              nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
+                    ox += PT
+                while ox < OW:
+                    _int_tile(kind, False, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift,
+                              nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
+                    ox += 1
