@@ -231,13 +231,15 @@ def _child(args: argparse.Namespace, path: str) -> dict:
 
 
 def format_table(rows: list[dict], root: str) -> str:
-    head = ["model", "load", "alloc", "run", "match", "ours ms", "official ms", "ratio", "detail", "ops"]
+    head = ["model", "load", "alloc", "run", "match", "alloc s", "ours ms", "official ms", "ratio", "detail", "ops"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         o, f = r.get("ours_ms"), r.get("official_ms")
         ratio = f"{o / f:.2f}" if o and f else ""
+        c = r.get("compile_s")
         cells = [os.path.relpath(r["model"], root), r["load"], r["alloc"], r["run"], r["match"],
-                 f"{o:.2f}" if o else "", f"{f:.2f}" if f else "", ratio, r["detail"].replace("|", "/"), r["ops"]]
+                 f"{c:.1f}" if c is not None else "", f"{o:.3g}" if o else "", f"{f:.3g}" if f else "", ratio,
+                 r["detail"].replace("|", "/"), r["ops"]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
