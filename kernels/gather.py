@@ -17,19 +17,22 @@ from .transpose import WORDS
 INDEX_TYPES = (np.int16, np.int32, np.int64)
 
 
-def make_row_gather(op: str):
-    """The GATHER loop, raising "<op>: index out of range": x is [batch, outer, axis_n, inner] and out is
-    [batch, outer, n_idx, inner] (words); idx is [batch, n_idx]."""
-    if op == "GATHER":
-        @njit(cache=True, nogil=True)
-        def check(c, n):
-            if c < 0 or c >= n:
-                raise ValueError("GATHER: index out of range")
-    else:
-        @njit(cache=True, nogil=True)
-        def check(c, n):
-            if c < 0 or c >= n:
-                raise ValueError("EMBEDDING_LOOKUP: index out of range")
+@njit(cache=True, nogil=True)
+def _check_gather_index(c, n):
+    if c < 0 or c >= n:
+        raise ValueError("GATHER: index out of range")
+
+
+@njit(cache=True, nogil=True)
+def _check_embedding_index(c, n):
+    if c < 0 or c >= n:
+        raise ValueError("EMBEDDING_LOOKUP: index out of range")
+
+
+def make_row_gather(check):
+    """The GATHER loop, raising check's "<op>: index out of range": x is [batch, outer, axis_n, inner] and out is
+    [batch, outer, n_idx, inner] (words); idx is [batch, n_idx]. `check` is a module-level function, so each variant
+    has its own stable name and disk-cache key (see lite_numba/symbols.py)."""
 
     @njit(cache=True, nogil=True)
     def gather_rows(x, idx, out, batch, outer, axis_n, inner, n_idx):
@@ -49,8 +52,8 @@ def make_row_gather(op: str):
     return gather_rows
 
 
-GATHER_ROWS = make_row_gather("GATHER")
-EMBEDDING_ROWS = make_row_gather("EMBEDDING_LOOKUP")
+GATHER_ROWS = make_row_gather(_check_gather_index)
+EMBEDDING_ROWS = make_row_gather(_check_embedding_index)
 
 
 def elem_word(t: Tensor) -> int:

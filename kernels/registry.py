@@ -1,15 +1,70 @@
 """The one table of builtin kernels: (op, min version, max version, kernel), like TFLite's register.cc.
 
-A reader answers "which versions of CONV_2D do we run?" here. Each family keeps its rows in its own block.
+A reader answers "which versions of CONV_2D do we run?" here. Each family keeps its rows in its own block. The
+kernel modules are imported on first use of one of their kernels (`LazyKernel`), not when this table is read.
 """
 
 from __future__ import annotations
 
-from . import activations as act
-from . import control_flow as cf
-from . import elementwise as ew
-from . import fully_connected as fc
-from . import logic, reshape, softmax
+import importlib
+
+from lite_numba.ops import OpKernel
+
+
+class LazyKernel(OpKernel):
+    """A row's kernel, imported from its module on first use: a process imports only the kernel modules its models
+    use (importing every module costs ~0.3-0.6 s of start-up). Behaves as the OpKernel it stands for."""
+
+    def __init__(self, module: str, attr: str):  # noqa: D107 - no dataclass __init__: the fields are properties
+        self._where = (module, attr)
+        self._kernel: OpKernel | None = None
+
+    def resolve(self) -> OpKernel:
+        k = self._kernel
+        if k is None:
+            module, attr = self._where
+            k = getattr(importlib.import_module(f"{__package__}.{module}"), attr)
+            if not isinstance(k, OpKernel):
+                raise TypeError(f"{module}.{attr} is not an OpKernel")
+            self._kernel = k
+        return k
+
+    name = property(lambda self: self.resolve().name)
+    prepare = property(lambda self: self.resolve().prepare)
+    init = property(lambda self: self.resolve().init)
+    free = property(lambda self: self.resolve().free)
+    host = property(lambda self: self.resolve().host)
+    meta = property(lambda self: self.resolve().meta)
+
+    def __eq__(self, other) -> bool:
+        other = other.resolve() if isinstance(other, LazyKernel) else other
+        return self.resolve() == other
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"OpKernel({self._where[1]}, lazy from kernels.{self._where[0]})"
+
+
+class _LazyModule:
+    """`ew.ADD` in the table below -> LazyKernel("elementwise", "ADD"), without importing the module."""
+
+    def __init__(self, module: str):
+        self._module = module
+        self._kernels: dict[str, LazyKernel] = {}
+
+    def __getattr__(self, attr: str) -> LazyKernel:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return self._kernels.setdefault(attr, LazyKernel(self._module, attr))
+
+
+def _lazy(*modules: str):
+    return [_LazyModule(m) for m in modules] if len(modules) > 1 else _LazyModule(modules[0])
+
+
+act, cf, ew, fc = _lazy("activations", "control_flow", "elementwise", "fully_connected")
+logic, reshape, softmax = _lazy("logic", "reshape", "softmax")
 
 BUILTINS = [
     # --- elementwise maths, comparison, logic (elementwise.py, logic.py); quantized inputs -> quantized_elementwise ---
@@ -77,7 +132,7 @@ BUILTINS = [
 ]
 
 # --- space/depth, resize, cast, value-generating and dynamic-shape ops (part B) ---
-from . import cast, generate, resize, space, topk  # noqa: E402
+cast, generate, resize, space, topk = _lazy("cast", "generate", "resize", "space", "topk")
 
 BUILTINS += [
     ("DEPTH_TO_SPACE", 1, 2, space.DEPTH_TO_SPACE),
@@ -99,8 +154,8 @@ BUILTINS += [
 
 # --- data movement, indexing and shape ops (part A): raw-word copies, any dtype of 1/2/4/8/16 bytes ---
 # Gaps in version ranges are the types we cannot hold (STRING, INT4 packed, FLOAT8, BFLOAT16).
-from . import concat_split, gather, pad, tile, transpose  # noqa: E402
-from . import slice as slice_ops  # noqa: E402
+concat_split, gather, pad, tile, transpose = _lazy("concat_split", "gather", "pad", "tile", "transpose")
+slice_ops = _lazy("slice")
 
 BUILTINS += [
     ("CONCATENATION", 1, 4, concat_split.CONCATENATION),  # v2 int8, v3 int16, v4 uint32
@@ -132,8 +187,7 @@ BUILTINS += [
 ]
 
 # --- pooling, reductions, normalization ---
-from . import normalization as norm  # noqa: E402
-from . import pooling, reduce  # noqa: E402
+norm, pooling, reduce = _lazy("normalization", "pooling", "reduce")
 
 BUILTINS += [
     ("AVERAGE_POOL_2D", 1, 3, pooling.AVERAGE_POOL_2D),  # float32; int8/uint8 (v2); int16 (v3)
@@ -154,7 +208,7 @@ BUILTINS += [
 ]
 
 # --- convolution family ---
-from . import conv  # noqa: E402
+conv = _lazy("conv")
 
 BUILTINS += [
     # v1 float32/uint8, v2 hybrid per-tensor, v3 int8, v4 int16, v5 hybrid per-channel, v6 groups,
@@ -168,7 +222,7 @@ BUILTINS += [
 ]
 
 # --- matrix multiply family, signal and sparse weights ---
-from . import batch_matmul, densify, signal  # noqa: E402
+batch_matmul, densify, signal = _lazy("batch_matmul", "densify", "signal")
 
 BUILTINS += [
     # v1 float32/uint8, v3 hybrid, v4 int8, v5 keep_num_dims, v6 no bias, v7 int16 weights, v8 sparse weights,
@@ -187,7 +241,7 @@ BUILTINS += [
 
 # --- quantization (quantize.py): QUANTIZE / DEQUANTIZE; quantized elementwise and activations are reached through
 # the float kernels' dispatch to quantized_elementwise.prepare_quantized ---
-from . import quantize  # noqa: E402
+quantize = _lazy("quantize")
 
 BUILTINS += [
     # v1 float32 -> int8/uint8 and int8/uint8/int16/int32 requantization, v2 int16 output, v3 per-channel output
@@ -199,7 +253,7 @@ BUILTINS += [
 ]
 
 # --- sequence ops: LSTM / RNN / SVDF (rnn.py; float32 only: hybrid and quantized variants are rejected) ---
-from . import rnn  # noqa: E402
+rnn = _lazy("rnn")
 
 BUILTINS += [
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # float32 (v2/v3 hybrid: no)
@@ -211,38 +265,3 @@ BUILTINS += [
     ("SVDF", 1, 1, rnn.SVDF),  # float32 (v2/v4 hybrid, v3 int8: no)
 ]
 
-
-def _unique_kernel_names() -> None:
-    """Give every factory-made kernel (a closure: `make_binary.<locals>.same` exists once per op) a distinct, stable
-    qualified name before anything compiles. Numba names compiled symbols by qualified name plus a per-process
-    counter, so two closures of one factory compiled in different processes can carry the same symbol name; a runner
-    loaded from the disk cache could then link to the other closure's code already loaded in this process."""
-    import hashlib
-    import importlib
-    import pkgutil
-
-    from numba.core.registry import CPUDispatcher
-
-    from lite_numba.executor import _kernel_fingerprint
-
-    def visit(obj, depth: int) -> None:
-        if isinstance(obj, CPUDispatcher):
-            py = obj.py_func
-            if "<locals>" in py.__qualname__ and not obj.overloads:
-                tag = hashlib.sha256(_kernel_fingerprint(obj).encode()).hexdigest()[:10]
-                py.__qualname__ = py.__qualname__.replace("<locals>", f"<locals>.k{tag}", 1)
-        elif isinstance(obj, (list, tuple)) and depth < 3:
-            for o in obj:
-                visit(o, depth + 1)
-        elif isinstance(obj, dict) and depth < 3:
-            for o in obj.values():
-                visit(o, depth + 1)
-
-    package = importlib.import_module("lite_numba.kernels")
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"lite_numba.kernels.{info.name}")
-        for value in list(vars(module).values()):
-            visit(value, 0)
-
-
-_unique_kernel_names()

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
+from .symbols import stable_kernel
 
 
 class NeedsValue(Exception):
@@ -300,7 +301,11 @@ class PrepareContext:
         return ConstArg(np.ascontiguousarray(array))
 
     def call(self, fn, *args) -> None:
-        """Schedule fn(*args) for this node; several calls run in order."""
+        """Schedule fn(*args) for this node; several calls run in order.
+
+        fn is replaced by its stably named equivalent (lite_numba.symbols.stable_kernel): closures and other
+        functions without a unique module-level name get a name derived from what they captured, so that Numba's
+        disk cache never links one kernel's code in place of another's."""
         checked = []
         for a in args:
             if isinstance(a, (Tensor, TensorView, ConstArg)):
@@ -315,7 +320,7 @@ class PrepareContext:
                 checked.append(float(a))
             else:
                 raise TypeError(f"{self.op_name}: unsupported kernel argument {type(a).__name__}")
-        self.calls.append(Call(fn, tuple(checked)))
+        self.calls.append(Call(stable_kernel(fn), tuple(checked)))
 
 
 # --- custom ops -----------------------------------------------------------------------------------------------
