@@ -6,8 +6,16 @@ executor; loop-carried tensors may change shape between iterations (the called s
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
+
+
+def _declared_static(ctx: PrepareContext, t) -> bool:
+    """Whether tensor t's shape is fixed by the model: rank > 0 (a converter writes an unknown shape as []), no -1
+    in its shape_signature, and it is its current shape."""
+    sig = getattr(t.spec, "shape_signature", None) if t.spec is not None else None
+    return sig is not None and len(sig) > 0 and all(d >= 0 for d in sig) and tuple(sig) == tuple(t.shape)
 
 
 def _check_io(ctx: PrepareContext, index: int, n_in: int, n_out: int | None, what: str) -> None:
@@ -30,7 +38,8 @@ def _prepare_while(ctx: PrepareContext) -> None:
 
 def _run_while(ctx: PrepareContext) -> None:
     cond, body = ctx.options["cond_subgraph_index"], ctx.options["body_subgraph_index"]
-    values = [np.array(ctx.input_array(i), copy=True) for i in range(ctx.num_inputs)]
+    # call_subgraph copies its inputs into the called subgraph and returns fresh arrays: no copies needed here
+    values = [ctx.input_array(i) for i in range(ctx.num_inputs)]
     limit = ctx.max_while_iterations
     iterations = 0
     while True:
@@ -65,7 +74,7 @@ def _prepare_if(ctx: PrepareContext) -> None:
 def _run_if(ctx: PrepareContext) -> None:
     cond = bool(ctx.input_array(0).reshape(-1)[0])
     branch = ctx.options["then_subgraph_index" if cond else "else_subgraph_index"]
-    outs = ctx.call_subgraph(branch, [np.array(ctx.input_array(i), copy=True) for i in range(1, ctx.num_inputs)])
+    outs = ctx.call_subgraph(branch, [ctx.input_array(i) for i in range(1, ctx.num_inputs)])
     for i, v in enumerate(outs):
         ctx.set_output_array(i, v)
 
@@ -93,16 +102,21 @@ def _resource_id(ctx: PrepareContext) -> int:
     return ids.setdefault(key, len(ids))
 
 
-def _prepare_var_handle(ctx: PrepareContext) -> None:
-    ctx.set_output(0, ctx.output(0).shape)
+@njit(cache=True, nogil=True)
+def fill_resource_id(out, rid):
+    for k in range(out.size):
+        out[k] = rid
 
 
-def _run_var_handle(ctx: PrepareContext) -> None:
-    out = ctx.output(0)
-    ctx.set_output_array(0, np.full(out.shape, _resource_id(ctx), out.dtype))
+@kernel("VAR_HANDLE")
+def VAR_HANDLE(ctx: PrepareContext) -> None:
+    """The resource id of (container, shared_name), fixed per interpreter: written by a compiled kernel (no host
+    step) and known at prepare time."""
+    out = ctx.set_output(0, ctx.output(0).shape)
+    rid = _resource_id(ctx)
+    ctx.set_known_value(0, np.full(out.shape, rid, out.dtype))
+    ctx.call(fill_resource_id, ctx.view(out, (out.size,)), rid)
 
-
-VAR_HANDLE = kernel("VAR_HANDLE", host=_run_var_handle)(_prepare_var_handle)
 
 
 def _variables(ctx: PrepareContext) -> dict:
@@ -110,6 +124,12 @@ def _variables(ctx: PrepareContext) -> dict:
 
 
 def _prepare_read(ctx: PrepareContext) -> None:
+    out = ctx.output(0)
+    if _declared_static(ctx, out):
+        # the model fixes the variable's shape: the output keeps its planned storage and what follows stays
+        # compiled; a variable of another shape fails at run time with the planned and actual shapes
+        ctx.set_output(0, out.shape)
+        return
     ctx.defer()
 
 
@@ -118,7 +138,7 @@ def _run_read(ctx: PrepareContext) -> None:
     value = _variables(ctx).get(rid)
     if value is None:
         ctx.fail(f"resource variable {rid} is read before it was assigned")
-    ctx.set_output_array(0, value)
+    ctx.set_output_array(0, value)  # a fixed (static) output of another shape fails: planned with shape ...
 
 
 READ_VARIABLE = kernel("READ_VARIABLE", host=_run_read)(_prepare_read)
@@ -134,7 +154,10 @@ def _run_assign(ctx: PrepareContext) -> None:
     old = _variables(ctx).get(rid)
     if old is not None and old.dtype != value.dtype:
         ctx.fail(f"resource variable {rid} holds {old.dtype.name}, cannot assign {value.dtype.name}")
-    _variables(ctx)[rid] = np.array(value, copy=True)
+    if old is not None and old.shape == value.shape:
+        np.copyto(old, value)  # readers copy out of it, so the storage can be reused
+    else:
+        _variables(ctx)[rid] = np.array(value, copy=True)
 
 
 ASSIGN_VARIABLE = kernel("ASSIGN_VARIABLE", host=_run_assign)(_prepare_assign)

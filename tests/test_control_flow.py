@@ -133,7 +133,7 @@ def test_nested_while_in_if(official):
             np.testing.assert_allclose(a, c, rtol=1e-6)
 
 
-def _variables_model(shared_names: tuple[str, str]) -> bytes:
+def _variables_model(shared_names: tuple[str, str], read_shape=(3,), read_signature=None) -> bytes:
     """CALL_ONCE init assigns both variables; each invoke: v1 += x, v2 *= 2 (maybe the same variable); out = v1+v2."""
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [3])
@@ -148,7 +148,9 @@ def _variables_model(shared_names: tuple[str, str]) -> bytes:
     h2 = b.add_tensor("h2", np.int32, [])
     b.add_op("VAR_HANDLE", [], [h1], options={"container": "", "shared_name": shared_names[0]})
     b.add_op("VAR_HANDLE", [], [h2], options={"container": "", "shared_name": shared_names[1]})
-    r1 = b.add_tensor("r1", np.float32, [3])
+    # a READ_VARIABLE output of fixed shape keeps its planned storage (what follows stays compiled); with -1 in its
+    # shape signature it takes the variable's shape at run time
+    r1 = b.add_tensor("r1", np.float32, list(read_shape), shape_signature=read_signature)
     b.add_op("READ_VARIABLE", [h1], [r1])
     n1 = b.add_tensor("n1", np.float32, [3])
     b.add_op("ADD", [r1, x], [n1])
@@ -165,9 +167,10 @@ def _variables_model(shared_names: tuple[str, str]) -> bytes:
     return b.build()
 
 
-@pytest.mark.parametrize("names", [("a", "b"), ("same", "same")])
-def test_resource_variables_persist_and_share_by_name(official, names):
-    data = _variables_model(names)
+@pytest.mark.parametrize("names,dynamic_read", [(("a", "b"), False), (("same", "same"), False),
+                                                (("a", "b"), True)])
+def test_resource_variables_persist_and_share_by_name(official, names, dynamic_read):
+    data = _variables_model(names, read_signature=[-1] if dynamic_read else None)
     ours, theirs = Interpreter(model_content=data), official_interpreter(data)
     ours.allocate_tensors()
     xs = [np.array([1.0, 2.0, 3.0], np.float32) * k for k in (1, 2, 3)]
@@ -214,3 +217,21 @@ def test_while_cond_must_return_bool():
     b.mark_output(o)
     with pytest.raises(RuntimeError, match="cond subgraph 1 must return a bool"):
         Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def test_fixed_read_variable_shape_mismatch_is_a_clear_error():
+    b = ModelBuilder()
+    init = b.add_subgraph("init")
+    h = init.add_tensor("h", np.int32, [])
+    init.add_op("VAR_HANDLE", [], [h], options={"shared_name": "v"})
+    init.add_op("ASSIGN_VARIABLE", [h, init.add_const("c", np.ones(3, np.float32))], [])
+    b.add_op("CALL_ONCE", [], [], options={"init_subgraph_index": init.index})
+    h = b.add_tensor("h", np.int32, [])
+    b.add_op("VAR_HANDLE", [], [h], options={"shared_name": "v"})
+    r = b.add_tensor("r", np.float32, [2])  # the model says 2 elements, the variable holds 3
+    b.add_op("READ_VARIABLE", [h], [r])
+    b.mark_output(r)
+    it = Interpreter(model_content=b.build())
+    it.allocate_tensors()
+    with pytest.raises((RuntimeError, ValueError), match=r"planned with shape \[2\] became \[3\]"):
+        it.invoke()
