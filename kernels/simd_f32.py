@@ -18,7 +18,7 @@ Operands are 1-D arrays plus offsets, so one compiled kernel serves every shape:
   panel p holds B[k, 32p:32p + 32] for k = 0..K-1 contiguously, zero-padded past N; the bias is padded alike.
 
 Rows left over at the end (M not a multiple of 6) get a smaller tile (MR = 1..5): one kernel per (MR, NV) pair is
-generated, NV = 1 when at most 16 columns of the panel are live.
+generated, and narrower ones (16 columns in one zmm, 8 in one ymm) for a panel with at most 16 or 8 live columns.
 
 Numerics: every output is summed over k in order with fused multiply-adds, starting from 0, then the bias is
 added (like the official GEMM-based kernels); the order differs from the official runtime's blocking only within
@@ -61,8 +61,8 @@ def _gep(builder, ptr, idx, etype):
     return builder.gep(ptr, [idx], inbounds=True, source_etype=etype)
 
 
-def _vload(builder, ptr):
-    return builder.load(builder.bitcast(ptr, _v16f.as_pointer()), align=4)
+def _vload(builder, ptr, vtype):
+    return builder.load(builder.bitcast(ptr, vtype.as_pointer()), align=4)
 
 
 def _splat(builder, x, vtype):
@@ -75,13 +75,16 @@ def _i(v):
     return ir.Constant(_i64, v)
 
 
-def _make_tile(mr: int, nv: int):
-    """The (mr x 16*nv) micro-kernel as a Numba intrinsic:
+def _make_tile(mr: int, lanes: int, nv: int):
+    """The (mr x lanes*nv) micro-kernel as a Numba intrinsic (vectors of `lanes` floats, nv of them per row):
 
     tile(a, abase, rows, ri, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
 
     c[c_off + r * ldc + j] = clamp(sum_k A[r, k] * b[b_off + k * 32 + j] + bias[bias_off + j], lo, hi) for r < mr,
-    j < min(ncols, 16 * nv), where A[r, s * seglen + t] = a[abase + rows[ri + r] + segs[s] + t]."""
+    j < min(ncols, lanes * nv), where A[r, s * seglen + t] = a[abase + rows[ri + r] + segs[s] + t]."""
+    vf = ir.VectorType(_f32, lanes)
+    vi = ir.VectorType(_i32, lanes)
+    vb = ir.VectorType(_i1, lanes)
 
     @intrinsic
     def tile(typingctx, a, abase, rows, ri, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
@@ -98,14 +101,12 @@ def _make_tile(mr: int, nv: int):
             pb = _gep(builder, _data_ptr(context, builder, sig.args[7], b_), boff_, _f32)
             pc = _data_ptr(context, builder, sig.args[9], c_)
             pbias = _data_ptr(context, builder, sig.args[12], bias_)
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16f, [_v16f] * 3),
-                                                 "llvm.fma.v16f32")
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vf, [vf] * 3), f"llvm.fma.v{lanes}f32")
             arow = []
             for r in range(mr):
                 off = builder.load(_gep(builder, prows, builder.add(ri_, _i(r)), _i64))
                 arow.append(_gep(builder, pa, builder.add(abase_, off), _f32))
-            accs = [[cgutils.alloca_once_value(builder, ir.Constant(_v16f, None)) for _ in range(nv)]
-                    for _ in range(mr)]
+            accs = [[cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(nv)] for _ in range(mr)]
             with cgutils.for_range(builder, nseg_) as seg:
                 soff = builder.load(_gep(builder, psegs, seg.index, _i64))
                 srow = [_gep(builder, p, soff, _f32) for p in arow]
@@ -113,55 +114,58 @@ def _make_tile(mr: int, nv: int):
                 with cgutils.for_range(builder, seglen_) as kk:
                     k = kk.index
                     pbk = _gep(builder, pbs, builder.mul(k, _i(NR)), _f32)
-                    bv = [_vload(builder, _gep(builder, pbk, _i(16 * h), _f32)) for h in range(nv)]
+                    bv = [_vload(builder, _gep(builder, pbk, _i(lanes * h), _f32), vf) for h in range(nv)]
                     for r in range(mr):
-                        av = _splat(builder, builder.load(_gep(builder, srow[r], k, _f32)), _v16f)
+                        av = _splat(builder, builder.load(_gep(builder, srow[r], k, _f32)), vf)
                         for h in range(nv):
                             builder.store(builder.call(fma, [av, bv[h], builder.load(accs[r][h])]), accs[r][h])
             # epilogue: + bias, clamp to [lo, hi] (a NaN compares false and passes), masked store
             mstore = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [_v16f, _v16f.as_pointer(), _i32, _v16b]),
-                "llvm.masked.store.v16f32.p0")
-            lov = _splat(builder, lo_, _v16f)
-            hiv = _splat(builder, hi_, _v16f)
-            iota = ir.Constant(_v16i, list(range(16)))
+                builder.module, ir.FunctionType(ir.VoidType(), [vf, vf.as_pointer(), _i32, vb]),
+                f"llvm.masked.store.v{lanes}f32.p0")
+            lov = _splat(builder, lo_, vf)
+            hiv = _splat(builder, hi_, vf)
+            iota = ir.Constant(vi, list(range(lanes)))
             ncols32 = builder.trunc(ncols_, _i32)
             masks, biases = [], []
             for h in range(nv):
-                live = builder.sub(ncols32, ir.Constant(_i32, 16 * h))
-                masks.append(builder.icmp_signed("<", iota, _splat(builder, live, _v16i)))
-                biases.append(_vload(builder, _gep(builder, pbias, builder.add(biasoff_, _i(16 * h)), _f32)))
+                live = builder.sub(ncols32, ir.Constant(_i32, lanes * h))
+                masks.append(builder.icmp_signed("<", iota, _splat(builder, live, vi)))
+                biases.append(_vload(builder, _gep(builder, pbias, builder.add(biasoff_, _i(lanes * h)), _f32), vf))
             for r in range(mr):
                 prow = _gep(builder, pc, builder.add(coff_, builder.mul(ldc_, _i(r))), _f32)
                 for h in range(nv):
                     v = builder.fadd(builder.load(accs[r][h]), biases[h])
                     v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
                     v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
-                    ptr = builder.bitcast(_gep(builder, prow, _i(16 * h), _f32), _v16f.as_pointer())
+                    ptr = builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer())
                     builder.call(mstore, [v, ptr, ir.Constant(_i32, 4), masks[h]])
             return context.get_dummy_value()
 
         return sig, codegen
 
-    tile.__name__ = tile.__qualname__ = f"fma_tile_{mr}x{16 * nv}"
+    tile.__name__ = tile.__qualname__ = f"fma_tile_{mr}x{lanes * nv}"
     return tile
 
 
-_T = {(mr, nv): _make_tile(mr, nv) for mr in range(1, MR + 1) for nv in (1, 2)}
-fma_tile_1x16, fma_tile_2x16, fma_tile_3x16 = _T[1, 1], _T[2, 1], _T[3, 1]
-fma_tile_4x16, fma_tile_5x16, fma_tile_6x16 = _T[4, 1], _T[5, 1], _T[6, 1]
-fma_tile_1x32, fma_tile_2x32, fma_tile_3x32 = _T[1, 2], _T[2, 2], _T[3, 2]
-fma_tile_4x32, fma_tile_5x32, fma_tile_6x32 = _T[4, 2], _T[5, 2], _T[6, 2]
+# one kernel per tile height and width: 32 columns (2 x 16 lanes), 16 (zmm) and 8 (ymm: on CPUs that split 512-bit
+# operations in two, such as Zen 4, a narrow last panel then runs at full rate)
+fma_tile_1x8, fma_tile_2x8, fma_tile_3x8, fma_tile_4x8, fma_tile_5x8, fma_tile_6x8 = (
+    _make_tile(m, 8, 1) for m in range(1, MR + 1))
+fma_tile_1x16, fma_tile_2x16, fma_tile_3x16, fma_tile_4x16, fma_tile_5x16, fma_tile_6x16 = (
+    _make_tile(m, 16, 1) for m in range(1, MR + 1))
+fma_tile_1x32, fma_tile_2x32, fma_tile_3x32, fma_tile_4x32, fma_tile_5x32, fma_tile_6x32 = (
+    _make_tile(m, 16, 2) for m in range(1, MR + 1))
 
 
 # --- drivers --------------------------------------------------------------------------------------------------------
 
 
 @njit(cache=True, inline="always")
-def _tile(mr, wide, a, abase, rows, ri, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
-    """One tile of mr rows (1..6) and a panel's 16 (wide=False) or 32 columns."""
+def _tile(mr, width, a, abase, rows, ri, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
+    """One tile of mr rows (1..6) and the first 8, 16 or 32 (width) columns of a panel."""
     ns = segs.size
-    if wide:
+    if width == 32:
         if mr == 6:
             fma_tile_6x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
         elif mr == 5:
@@ -174,7 +178,7 @@ def _tile(mr, wide, a, abase, rows, ri, segs, seglen, b, b_off, c, c_off, ldc, b
             fma_tile_2x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
         else:
             fma_tile_1x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
-    else:
+    elif width == 16:
         if mr == 6:
             fma_tile_6x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
         elif mr == 5:
@@ -187,6 +191,19 @@ def _tile(mr, wide, a, abase, rows, ri, segs, seglen, b, b_off, c, c_off, ldc, b
             fma_tile_2x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
         else:
             fma_tile_1x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+    else:
+        if mr == 6:
+            fma_tile_6x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 5:
+            fma_tile_5x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 4:
+            fma_tile_4x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 3:
+            fma_tile_3x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 2:
+            fma_tile_2x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        else:
+            fma_tile_1x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
 
 
 @njit(cache=True, inline="always")
@@ -197,12 +214,12 @@ def _gemm(a, abase, rows, M, segs, seglen, bp, bp_off, bias, c, c_off, N, lim):
     for p in range((N + NR - 1) // NR):
         n0 = p * NR
         ncols = min(NR, N - n0)
-        wide = ncols > 16
+        width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
         boff = bp_off + p * panel
         i = 0
         while i < M:
             mr = min(MR, M - i)
-            _tile(mr, wide, a, abase, rows, i, segs, seglen, bp, boff, c, c_off + i * N + n0, N, bias, n0, lo, hi,
+            _tile(mr, width, a, abase, rows, i, segs, seglen, bp, boff, c, c_off + i * N + n0, N, bias, n0, lo, hi,
                   ncols)
             i += mr
 
