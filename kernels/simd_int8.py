@@ -15,12 +15,16 @@ itself), followed by ruy's requantization of C + bias per output channel.
 - VNNI path (AVX-512 VNNI, kernels/isa.py level "avx512vnni"): weights as panels of NR = 32 output channels (16 for a
   last odd panel), each [Kp / 4, NR, 4] bytes, so that one `vpdpbusd` multiplies a 4-byte group of one activation
   row (broadcast) with 16 channels x 4 bytes and adds to 16 int32 lanes. The micro-kernel keeps an MR x NR tile of
-  C in 2 * MR zmm registers (MR = 8; a 1-row variant for leftover rows and matrix-vector products) and writes it to
-  the int32 buffer `cbuf [MB, Np]`. Rows past the end of a block are computed on stale buffer rows and ignored.
-- Portable path: the same packing of activations into a [K-contiguous] layout, weights as [Np, Kp] rows, and a plain
-  Numba 4 x 4 tile of int32 dot products (LLVM keeps the lanes 32-bit because every update is wrapped in np.int32).
-- Epilogue: out = clamp(rq(int32(C + offset + bias)) + zp_out) with rq the double rounding half up of ruy's x86
-  kernels (conv_loops._mbqm_half_up, the RQ_NEON mode for every channel), a branch-free loop over channels.
+  C in 2 * MR zmm registers (MR = 8; a 1-row variant for a few leftover rows and for matrix-vector products), then
+  requantizes the lanes itself (ruy's output stage in int64 lanes, see _requantize_vector) and stores bytes. Rows
+  past the end of a block are computed on stale buffer rows and not stored.
+- Portable path: the same packing of activations, weights as [Np, Kp] rows, a plain Numba 4 x 4 tile of int32 dot
+  products (LLVM keeps the lanes 32-bit because every update is wrapped in np.int32) into an int32 buffer
+  `cbuf [MB, Np]`, and a Numba requantization loop (conv_loops._mbqm_half_up, the RQ_NEON mode for every channel).
+
+Both output stages compute out = clamp(rq(int32(C + offset + bias)) + zp_out) with rq the double rounding half up of
+ruy's x86 kernels, which the official runtime applies to every channel of a one-group int8 convolution and of an
+int8 FULLY_CONNECTED.
 
 prepare chooses the path from kernels/isa.py; the choice only changes which function is scheduled.
 """
