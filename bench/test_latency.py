@@ -34,6 +34,27 @@ def _inputs(it, rng):
     return out
 
 
+def official_arena_bytes(official, ours: Interpreter) -> int:
+    """The official interpreter's read-write arena: the address span of its non-constant tensor buffers
+    (activations, inputs, outputs and kernel temporaries all live in one arena; constants stay in the model
+    buffer). Which tensors are constant is taken from our loader (same file, same tensor indices)."""
+    const = {t.index for t in ours._main.tensors if t.is_const}
+    lo, hi = None, None
+    for d in official.get_tensor_details():
+        if d["index"] in const:
+            continue
+        try:
+            a = official.tensor(d["index"])()
+        except ValueError:  # no buffer (e.g. an optional tensor)
+            continue
+        if a.nbytes == 0:
+            continue
+        addr = a.__array_interface__["data"][0]
+        lo = addr if lo is None else min(lo, addr)
+        hi = addr + a.nbytes if hi is None else max(hi, addr + a.nbytes)
+    return 0 if lo is None else hi - lo
+
+
 def _median_us(fn, rounds: int, inner: int) -> float:
     samples = []
     for _ in range(rounds):
@@ -66,7 +87,9 @@ def test_model_latency(benchmark, name):
         for k, it in runtimes.items():
             meds[k].append(_median_us(it.invoke, 1, inner))
     row = {"case": name, **{k: float(np.median(v)) for k, v in meds.items()}}
-    row["note"] = f"arena {ours.arena_size / 1024:.0f} KiB"
+    theirs_arena = official_arena_bytes(runtimes["builtin"], ours)
+    row["note"] = (f"arena {ours.arena_size / 1024:.0f} KiB, official builtin {theirs_arena / 1024:.0f} KiB "
+                   f"({ours.arena_size / max(theirs_arena, 1):.2f}x)")
     ROWS.append(row)
     benchmark.extra_info.update(row)
     benchmark(ours.invoke)
