@@ -41,25 +41,29 @@ def pad_expand(x, xp, pt, pl, dm, B, fill):
     for n in range(N):
         for y in range(HP):
             iy = y - pt
-            dst = xp[n, y].reshape(WP * COB)
+            row = xp[n, y].reshape(WP * COB)
             if iy < 0 or iy >= H:
                 for k in range(WP * COB):
-                    dst[k] = fill
+                    row[k] = fill
                 continue
             for k in range(left):
-                dst[k] = fill
+                row[k] = fill
             src = x[n, iy].reshape(W * CIB)
+            dst = row[left:]  # (indices from 0: the copy loops vectorize)
             if dm == 1:
                 for k in range(inner):
-                    dst[left + k] = src[k]
+                    dst[k] = src[k]
             else:
                 for i in range(inner // COB):
+                    d = dst[i * COB:]
+                    sp = src[i * CIB:]
                     for c in range(CI):
                         for m in range(dm):
                             for b in range(B):
-                                dst[left + i * COB + (c * dm + m) * B + b] = src[i * CIB + c * B + b]
-            for k in range(left + inner, WP * COB):
-                dst[k] = fill
+                                d[(c * dm + m) * B + b] = sp[c * B + b]
+            tail = row[left + inner:]
+            for k in range(WP * COB - left - inner):
+                tail[k] = fill
 
 
 # --- float32 --------------------------------------------------------------------------------------------------------
