@@ -165,6 +165,32 @@ def _in_disk_cache(run, sig) -> bool:
         return False
 
 
+def _load_cached_runner(run, sig, kernels) -> bool:
+    """Load the runner for `sig` from Numba's disk cache without `targetctx.refresh()`.
+
+    Numba refreshes the target context before every cache load: the first time in a process that imports every
+    lowering registry (numba.np.arraymath, which imports scipy.linalg for BLAS, random, typed containers, ...),
+    ~0.5-1.5 s of a warm start, none of which loading object code needs. Only the NRT must be initialised. Used
+    only when every kernel is one of ours (whose code uses none of the symbols those registries add: hashing
+    secrets, BLAS); anything unexpected falls back to the normal path (False)."""
+    if not all(symbol_name(k).startswith("lite_numba.") for k in kernels):
+        return False
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.runtime import rtsys
+
+        with global_compiler_lock:
+            rtsys.initialize(run.targetctx)
+            cres = run._cache._load_overload(sig, run.targetctx)
+            if cres is None or cres.objectmode:
+                return False
+            run.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            run.add_overload(cres)
+        return True
+    except Exception:  # noqa: BLE001 - a private API of numba: on any doubt, use the normal path
+        return False
+
+
 def _precompile(py_calls) -> None:
     """Compile (or load from cache) every kernel a segment calls for its argument types, with progress."""
     todo = {}
@@ -611,9 +637,10 @@ class GraphRuntime:
             run = _compile_runner(seg.source, kernels)
             args = (self.arena, seg.aux, seg.it, seg.ft)
             sig = tuple(numba.typeof(a) for a in args)
-            if sig not in run.overloads and not _in_disk_cache(run, sig):
-                _precompile(seg.py_calls)  # kernel by kernel, with progress; the runner then links them
-            run.compile(sig)  # compile (or load from the disk cache) now, without running anything
+            if sig not in run.overloads and not _load_cached_runner(run, sig, kernels):
+                if not _in_disk_cache(run, sig):
+                    _precompile(seg.py_calls)  # kernel by kernel, with progress; the runner then links them
+                run.compile(sig)  # compile (or load from the disk cache) now, without running anything
             seg.run = run.overloads[sig].entry_point  # the compiled wrapper: skips the dispatcher's type checks
         return seg
 
