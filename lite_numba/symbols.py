@@ -29,6 +29,7 @@ import hashlib
 import sys
 import threading
 import types
+import weakref
 from typing import Any
 
 import numpy as np
@@ -41,8 +42,8 @@ class SymbolNameError(RuntimeError):
 
 
 _LOCK = threading.RLock()
-_DONE: dict[int, Any] = {}  # id(original function) -> its stable replacement (possibly itself)
-_KEEP: list[Any] = []  # originals stay alive so their ids are never reused
+# original function -> its stable replacement (possibly itself); weak, so closures made per prepare do not pile up
+_DONE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _FINGERPRINT: dict[int, str] = {}  # id(stable function) -> fingerprint
 _BY_NAME: dict[str, tuple[str, Any]] = {}  # module.qualname -> (fingerprint, function)
 _ORIGINAL_QUALNAME = "_lite_numba_qualname"
@@ -162,7 +163,7 @@ def stable_kernel(fn):
     compiled yet, or an identical copy under the stable name. Non-functions are returned unchanged."""
     if not (_is_dispatcher(fn) or isinstance(fn, types.FunctionType)):
         return fn
-    done = _DONE.get(id(fn))
+    done = _DONE.get(fn)
     if done is not None:
         return done
     with _LOCK:
@@ -173,7 +174,7 @@ _IN_PROGRESS: set[int] = set()
 
 
 def _stable(fn):
-    done = _DONE.get(id(fn))
+    done = _DONE.get(fn)
     if done is not None:
         return done
     if id(fn) in _IN_PROGRESS:  # a function reaching itself (recursion through a cell or global)
@@ -183,9 +184,8 @@ def _stable(fn):
         result = _make_stable(fn)
     finally:
         _IN_PROGRESS.discard(id(fn))
-    _DONE[id(fn)] = result
-    _DONE[id(result)] = result
-    _KEEP.append(fn)
+    _DONE[fn] = result
+    _DONE[result] = result
     return result
 
 
