@@ -22,9 +22,12 @@ the configuration as an int64 parameter vector, so the whole family costs one si
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
+from lite_numba.kernels.quantized_fully_connected import quantize_rows
 from lite_numba.ops import PrepareContext, kernel
 
 # fused activations as TFLite's ApplyActivationToVector takes them (kTfLiteActSigmoid = 6 is internal)
@@ -200,6 +203,154 @@ def lstm_float(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_h
                        cell_clip, proj_clip)
 
 
+# --- hybrid LSTM (float activations, int8 weights) ----------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _hybrid_product(q, sf, zp, qo, b, n, w, scale, rs, asym, buf, go, n_rows):
+    """buf[go + j] += float(int32 dot(w row j, q[qo:qo + n]) - row_sum[j] * zp[b]) * (sf[b] * scale), as TFLite's
+    hybrid MatrixBatchVectorMultiplyAccumulate."""
+    s = sf[b] * scale
+    for j in range(n_rows):
+        acc = 0
+        for k in range(n):
+            acc += np.int32(w[j * n + k]) * np.int32(q[qo + k])
+        if asym:
+            acc -= rs[j] * zp[b]
+        buf[go + j] += np.float32(acc) * s
+
+
+@njit(cache=True, nogil=True)
+def _hybrid_gate(gate, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp, ho,
+                 n_out, h_zero, b, w_x, w_a, w_h, w_c, scales, rowsums, rs_off, c, co, use_peep, use_ln, ln, bias,
+                 n_cell, act, buf, go, asym):
+    """One gate of one batch row (TFLite's CalculateLstmGateHybrid). gate: 0..3 = input, forget, cell, output;
+    scales[gate], scales[4 + gate], scales[8 + gate] are the input, aux and recurrent weight scales, scales[12 + k]
+    the peephole ones (k = 0, 1, 2 for input, forget, output)."""
+    for j in range(n_cell):
+        buf[go + j] = np.float32(0.0) if use_ln else bias[j]
+    if not x_zero:
+        _hybrid_product(qx, x_sf, x_zp, xo, b, n_in, w_x, scales[gate], rowsums[rs_off[gate]:], asym, buf, go,
+                        n_cell)
+    if n_aux > 0 and not a_zero:
+        _hybrid_product(qa, a_sf, a_zp, ao, b, n_aux, w_a, scales[4 + gate], rowsums[rs_off[4 + gate]:], asym, buf,
+                        go, n_cell)
+    if not h_zero:
+        _hybrid_product(qh, h_sf, h_zp, ho, b, n_out, w_h, scales[8 + gate], rowsums[rs_off[8 + gate]:], asym, buf,
+                        go, n_cell)
+    if use_peep:
+        ps = scales[12 + (gate if gate < 2 else 2)]
+        for j in range(n_cell):
+            buf[go + j] += (np.float32(w_c[j]) * ps) * c[co + j]
+    if use_ln:
+        s = np.float32(0.0)
+        for j in range(n_cell):
+            s += buf[go + j]
+        mean = s / np.float32(n_cell)
+        sq = np.float32(0.0)
+        for j in range(n_cell):
+            d = buf[go + j] - mean
+            sq += d * d
+        var = sq / np.float32(n_cell)
+        inv = np.float32(1.0) / np.sqrt(var + np.float32(1e-8))
+        for j in range(n_cell):
+            buf[go + j] = (buf[go + j] - mean) * inv * ln[j] + bias[j]
+    if act != _ACT_NONE:
+        for j in range(n_cell):
+            buf[go + j] = _activate(buf[go + j], act)
+
+
+@njit(cache=True, nogil=True)
+def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_hf, w_hc, w_ho, w_ci, w_cf, w_co,
+                ln_i, ln_f, ln_c, ln_o, b_i, b_f, b_c, b_o, w_p, b_p, h, c, out, scratch, qx, qa, qh, qp, sf, zp,
+                scales, rowsums, rs_off, p, clips):
+    """A hybrid LSTM over a sequence (TFLite's EvalHybrid / LstmStepHybrid): per step, the input, aux input and
+    output state rows are quantized to int8 (BatchQuantizeFloats, symmetric or asymmetric by p[_P_ASYM]), gates
+    accumulate the int8 products scaled back to float, the rest is float as lstm_float. Time major steps all batch
+    rows together (the all-zero tests span the step), batch major one row at a time.
+    sf/zp hold 4 * n_batch entries: input, aux, output state, projection input."""
+    n_batch, max_time, n_in, n_aux, n_cell = p[_P_BATCH], p[_P_TIME], p[_P_INPUT], p[_P_AUX], p[_P_CELL]
+    n_out = p[_P_OUTPUT]
+    time_major, forward = p[_P_TIME_MAJOR] != 0, p[_P_FORWARD] != 0
+    out_off, out_lead, state_lead = p[_P_OUT_OFFSET], p[_P_OUT_LEAD], p[_P_STATE_LEAD]
+    cifg, peep, use_ln, act = p[_P_CIFG] != 0, p[_P_PEEPHOLE] != 0, p[_P_LAYER_NORM] != 0, p[_P_ACT]
+    asym = p[_P_SIZE] != 0
+    cell_clip, proj_clip = clips[0], clips[1]
+    x_sf, a_sf, h_sf, p_sf = sf[0:n_batch], sf[n_batch:2 * n_batch], sf[2 * n_batch:3 * n_batch], sf[3 * n_batch:]
+    x_zp, a_zp, h_zp, p_zp = zp[0:n_batch], zp[n_batch:2 * n_batch], zp[2 * n_batch:3 * n_batch], zp[3 * n_batch:]
+    gi, gf, gc, go, tmp = 0, n_cell, 2 * n_cell, 3 * n_cell, 4 * n_cell
+    groups = max_time if time_major else n_batch * max_time
+    rows = n_batch if time_major else 1
+    for gidx in range(groups):
+        if time_major:
+            t = gidx if forward else max_time - 1 - gidx
+            first_b = 0
+            row0 = t * n_batch
+        else:
+            first_b = gidx // max_time
+            tt = gidx % max_time
+            t = tt if forward else max_time - 1 - tt
+            row0 = first_b * max_time + t
+        x_zero = _all_zero(x, row0 * n_in, rows * n_in)
+        a_zero = n_aux == 0 or _all_zero(aux, row0 * n_aux, rows * n_aux)
+        h_zero = _all_zero(h, first_b * state_lead, rows * n_out) if state_lead == n_out else False
+        if not x_zero:
+            quantize_rows(x[row0 * n_in:(row0 + rows) * n_in], rows, n_in, asym, qx, x_sf[first_b:], x_zp[first_b:])
+        if not a_zero:
+            quantize_rows(aux[row0 * n_aux:(row0 + rows) * n_aux], rows, n_aux, asym, qa, a_sf[first_b:],
+                          a_zp[first_b:])
+        if not h_zero:
+            quantize_rows(h[first_b * n_out:(first_b + rows) * n_out], rows, n_out, asym, qh, h_sf[first_b:],
+                          h_zp[first_b:])
+        for r in range(rows):
+            b = first_b + r
+            row = row0 + r
+            xo, ao, ho, co = r * n_in, r * n_aux, r * n_out, b * n_cell
+            if not cifg:
+                _hybrid_gate(0, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
+                             ho, n_out, h_zero, b, w_xi, w_ai, w_hi, w_ci, scales, rowsums, rs_off, c, co, peep,
+                             use_ln, ln_i, b_i, n_cell, _ACT_SIGMOID, scratch, gi, asym)
+            _hybrid_gate(1, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
+                         ho, n_out, h_zero, b, w_xf, w_af, w_hf, w_cf, scales, rowsums, rs_off, c, co, peep,
+                         use_ln, ln_f, b_f, n_cell, _ACT_SIGMOID, scratch, gf, asym)
+            _hybrid_gate(2, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
+                         ho, n_out, h_zero, b, w_xc, w_ac, w_hc, w_cf, scales, rowsums, rs_off, c, co, False,
+                         use_ln, ln_c, b_c, n_cell, act, scratch, gc, asym)
+            one = np.float32(1.0)
+            for j in range(n_cell):
+                v = scratch[gf + j] * c[co + j]
+                i_gate = one - scratch[gf + j] if cifg else scratch[gi + j]
+                v += scratch[gc + j] * i_gate
+                if cell_clip > 0:
+                    v = min(max(v, -cell_clip), cell_clip)
+                c[co + j] = v
+            _hybrid_gate(3, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
+                         ho, n_out, h_zero, b, w_xo, w_ao, w_ho, w_co, scales, rowsums, rs_off, c, co, peep,
+                         use_ln, ln_o, b_o, n_cell, _ACT_SIGMOID, scratch, go, asym)
+            all_zero = True
+            for j in range(n_cell):
+                a = scratch[gc + j] if act == _ACT_NONE else _activate(c[co + j], act)
+                v = scratch[go + j] * a
+                scratch[tmp + j] = v
+                if v != 0:
+                    all_zero = False
+            hb = b * state_lead
+            if p[_P_PROJ] != 0:
+                for k in range(n_out):
+                    h[hb + k] = b_p[k] if p[_P_PROJ_BIAS] != 0 else np.float32(0.0)
+                if not all_zero:
+                    quantize_rows(scratch[tmp:tmp + n_cell], 1, n_cell, asym, qp, p_sf[b:], p_zp[b:])
+                    _hybrid_product(qp, p_sf, p_zp, 0, b, n_cell, w_p, scales[15], rowsums[rs_off[12]:], asym, h,
+                                    hb, n_out)
+                if proj_clip > 0:
+                    for k in range(n_out):
+                        h[hb + k] = min(max(h[hb + k], -proj_clip), proj_clip)
+            else:
+                for k in range(n_out):
+                    h[hb + k] = scratch[tmp + k]
+            for k in range(n_out):
+                out[row * out_lead + out_off + k] = h[hb + k]
+
+
 _EMPTY = np.zeros(0, np.float32)
 
 
@@ -218,6 +369,21 @@ def _check_float(ctx: PrepareContext, tensors: dict) -> None:
             ctx.fail(f"{name} has type {t.dtype.name}: only float32 is supported (no hybrid or quantized LSTM)")
 
 
+_HYBRID_INT8 = ("weights",)  # names ending so hold int8 in a hybrid LSTM; biases and layer norms stay float32
+
+
+def _check_hybrid(ctx: PrepareContext, tensors: dict) -> None:
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        want = np.int8 if name.endswith("weights") else np.float32
+        if t.dtype != want:
+            ctx.fail(f"{name} has type {t.dtype.name}: a hybrid LSTM takes {np.dtype(want).name} here")
+        if want == np.int8:
+            ctx.check(t.data is not None, f"{name} must be constant in a hybrid LSTM")
+            ctx.check(t.quantization.scales.size == 1, f"{name} must have one (per-tensor) scale")
+
+
 def _cell_activation(ctx: PrepareContext) -> int:
     act = int(ctx.options.get("fused_activation_function", 0))
     ctx.check(act in _SUPPORTED_ACTS, f"fused activation {act} is not supported")
@@ -226,12 +392,15 @@ def _cell_activation(ctx: PrepareContext) -> int:
 
 def _prepare_lstm_direction(ctx: PrepareContext, *, label: str, x, aux, weights: dict, state_h, state_c,
                             n_batch: int, max_time: int, n_input: int, time_major: bool, forward: bool,
-                            allow_diag: bool, use_ln: bool) -> dict:
+                            allow_diag: bool, use_ln: bool, hybrid: bool = False) -> dict:
     """Validate one LSTM direction's tensors (TFLite's CheckInputTensorDimensions) and return its sizes and the
-    argument list of lstm_float (without out/scratch)."""
+    argument list of lstm_float (without out/scratch). hybrid: the weight matrices (and peepholes) are int8."""
     w = weights
     pre = f"{label}" if label else ""
-    _check_float(ctx, {f"{pre}{k}": v for k, v in w.items()})
+    if hybrid:
+        _check_hybrid(ctx, {f"{pre}{k}": v for k, v in w.items()})
+    else:
+        _check_float(ctx, {f"{pre}{k}": v for k, v in w.items()})
     wxo = w["input_to_output_weights"]
     ctx.check(wxo is not None and wxo.ndim == 2,
               f"{pre}input_to_output_weights must be 2-D, got {None if wxo is None else list(wxo.shape)}")
@@ -346,6 +515,64 @@ def _schedule_lstm(ctx: PrepareContext, d: dict, x, aux, out, *, n_batch, max_ti
     ctx.call(lstm_float, *args)
 
 
+_EMPTY_I8 = np.zeros(0, np.int8)
+
+
+def _flat_i8(ctx: PrepareContext, t):
+    return ctx.const(_EMPTY_I8) if t is None else ctx.view(t, (t.size,))
+
+
+def _schedule_lstm_hybrid(ctx: PrepareContext, d: dict, x, aux, out, *, n_batch, max_time, n_input, time_major,
+                          forward, out_offset, out_lead, state_lead, use_ln, act, cell_clip, proj_clip, state_h,
+                          state_c, asymmetric) -> None:
+    if n_batch == 0 or max_time == 0 or d["n_cell"] == 0:
+        return
+    n_cell, n_output, n_aux = d["n_cell"], d["n_output"], d["n_aux"]
+    p = np.zeros(_P_SIZE + 1, np.int64)
+    p[_P_BATCH], p[_P_TIME], p[_P_INPUT], p[_P_AUX] = n_batch, max_time, n_input, n_aux
+    p[_P_CELL], p[_P_OUTPUT], p[_P_TIME_MAJOR], p[_P_FORWARD] = n_cell, n_output, time_major, forward
+    p[_P_OUT_OFFSET], p[_P_OUT_LEAD], p[_P_STATE_LEAD] = out_offset, out_lead, state_lead
+    p[_P_CIFG], p[_P_PEEPHOLE], p[_P_LAYER_NORM] = d["cifg"], d["peep"], use_ln
+    p[_P_PROJ], p[_P_PROJ_BIAS], p[_P_DIAG], p[_P_ACT] = d["proj"], d["proj_bias"], 0, act
+    p[_P_SIZE] = asymmetric
+    w = d["w"]
+    gates = ("input", "forget", "cell", "output")
+    mats = ([w[f"input_to_{g}_weights"] for g in gates] + list(d["w_aux"])
+            + [w[f"recurrent_to_{g}_weights"] for g in gates] + [w["projection_weights"]])
+    peeps = [w[f"cell_to_{g}_weights"] for g in ("input", "forget", "output")]
+    scales = np.zeros(16, np.float32)
+    rs_off = np.zeros(13, np.int64)
+    sums = []
+    pos = 0
+    for k, m in enumerate(mats):
+        if m is None:
+            continue
+        scales[15 if k == 12 else k] = m.quantization.scales[0]
+        rs = np.asarray(m.data, np.int8).reshape(m.shape[0], -1).astype(np.int32).sum(axis=1, dtype=np.int32)
+        rs_off[k] = pos
+        sums.append(rs)
+        pos += rs.size
+    for k, m in enumerate(peeps):
+        if m is not None:
+            scales[12 + k] = m.quantization.scales[0]
+    rowsums = np.concatenate(sums).astype(np.int32) if sums else np.zeros(1, np.int32)
+    rows = n_batch if time_major else 1
+    args = [_flat(ctx, x), _flat(ctx, aux if n_aux else None)]
+    args += [_flat_i8(ctx, w[f"input_to_{g}_weights"]) for g in gates]
+    args += [_flat_i8(ctx, t) for t in d["w_aux"]]
+    args += [_flat_i8(ctx, w[f"recurrent_to_{g}_weights"]) for g in gates]
+    args += [_flat_i8(ctx, t) for t in peeps]
+    args += [_flat(ctx, t if use_ln else None) for t in d["lns"]]
+    args += [_flat(ctx, w[f"{g}_gate_bias"]) for g in gates]
+    args += [_flat_i8(ctx, w["projection_weights"]), _flat(ctx, w["projection_bias"])]
+    args += [_flat(ctx, state_h), _flat(ctx, state_c), _flat(ctx, out), ctx.temp((5 * n_cell,), np.float32),
+             ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * n_aux, 1),), np.int8),
+             ctx.temp((max(rows * n_output, 1),), np.int8), ctx.temp((max(n_cell, 1),), np.int8),
+             ctx.temp((4 * n_batch,), np.float32), ctx.temp((4 * n_batch,), np.int32), scales, rowsums, rs_off, p,
+             np.array([cell_clip, proj_clip], np.float32)]
+    ctx.call(lstm_hybrid, *args)
+
+
 _LSTM_WEIGHT_NAMES = (
     "input_to_input_weights", "input_to_forget_weights", "input_to_cell_weights", "input_to_output_weights",
     "recurrent_to_input_weights", "recurrent_to_forget_weights", "recurrent_to_cell_weights",
@@ -385,11 +612,17 @@ def UNIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
     act = _cell_activation(ctx)
     cell_clip, proj_clip = _clips(ctx)
     state_h, state_c = ctx.input(18), ctx.input(19)
+    wxo = weights["input_to_output_weights"]
+    hybrid = wxo is not None and wxo.dtype == np.int8
     d = _prepare_lstm_direction(ctx, label="", x=x, aux=None, weights=weights, state_h=state_h, state_c=state_c,
                                 n_batch=n_batch, max_time=max_time, n_input=n_input, time_major=time_major,
-                                forward=True, allow_diag=True, use_ln=use_ln)
+                                forward=True, allow_diag=not hybrid, use_ln=use_ln, hybrid=hybrid)
     out = ctx.set_output(0, x.shape[:2] + (d["n_output"],), np.float32)
-    _schedule_lstm(ctx, d, x, None, out, n_batch=n_batch, max_time=max_time, n_input=n_input,
+    schedule = _schedule_lstm
+    if hybrid:
+        schedule = functools.partial(_schedule_lstm_hybrid,
+                                     asymmetric=bool(ctx.options.get("asymmetric_quantize_inputs", False)))
+    schedule(ctx, d, x, None, out, n_batch=n_batch, max_time=max_time, n_input=n_input,
                    time_major=time_major, forward=True, out_offset=0, out_lead=d["n_output"],
                    state_lead=d["n_output"], use_ln=use_ln, act=act, cell_clip=cell_clip, proj_clip=proj_clip,
                    state_h=state_h, state_c=state_c)

@@ -14,7 +14,7 @@ import lite_numba
 from lite_numba.testing import assert_close, official_interpreter, require_official
 
 KERAS = ["keras_lstm", "keras_gru", "keras_simple_rnn", "keras_bilstm", "keras_stacked_gru_lstm",
-         "tfkeras_lstm_fused", "tfkeras_bilstm_fused"]
+         "tfkeras_lstm_fused", "tfkeras_bilstm_fused", "tfkeras_lstm_dynamic_range"]
 
 
 def _pair(name: str):
@@ -54,7 +54,8 @@ def test_keras_sequence_model(name):
     rng = np.random.default_rng(sum(name.encode()))
     for scale in (1.0, 3.0, 0.0):  # the last one: all-zero input
         inputs = [(rng.standard_normal(d["shape"]) * scale).astype(d["dtype"]) for d in ref.get_input_details()]
-        _check(_invoke_both(ours, ref, inputs))
+        # the hybrid (dynamic-range) LSTM re-quantizes its states every step: 1e-4 (see test_rnn.py)
+        _check(_invoke_both(ours, ref, inputs), 1e-4 if "dynamic_range" in name else 1e-5)
 
 
 def test_growing_loop():
