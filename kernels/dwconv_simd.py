@@ -264,15 +264,17 @@ def dwconv_f32_simd(xp, w, bias, out, geo, toff, lim):
             orow = ((n * OH + oy) * OW) * C
             for c0 in range(0, C, VL):
                 nch = min(VL, C - c0)
-                ox = 0
-                while ox + PT <= OW:
-                    dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of, orow + ox * C + c0,
-                                 C, lo, hi, nch)
-                    ox += PT
-                while ox < OW:
-                    dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of, orow + ox * C + c0,
-                                 C, lo, hi, nch)
-                    ox += 1
+                if OW >= PT:
+                    # tiles of PT pixels; the last one is moved back to end at OW (it recomputes a few pixels, with
+                    # the same values) rather than leaving single-pixel leftovers
+                    for t in range((OW + PT - 1) // PT):
+                        ox = min(t * PT, OW - PT)
+                        dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of,
+                                     orow + ox * C + c0, C, lo, hi, nch)
+                else:
+                    for ox in range(OW):
+                        dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of,
+                                     orow + ox * C + c0, C, lo, hi, nch)
 
 
 @njit(cache=True, inline="always")
@@ -320,12 +322,12 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
             for c0 in range(0, C, VL):
                 nch = min(VL, C - c0)
                 kind = 0 if c0 + nch <= nvec else (1 if c0 >= nvec else 2)
-                ox = 0
-                while ox + PT <= OW:
-                    _int_tile(kind, True, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift,
-                              nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
-                    ox += PT
-                while ox < OW:
-                    _int_tile(kind, False, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift,
-                              nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
-                    ox += 1
+                if OW >= PT:
+                    for t in range((OW + PT - 1) // PT):  # the last tile moved back, as in dwconv_f32_simd
+                        ox = min(t * PT, OW - PT)
+                        _int_tile(kind, True, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult,
+                                  shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
+                else:
+                    for ox in range(OW):
+                        _int_tile(kind, False, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult,
+                                  shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
