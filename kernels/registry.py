@@ -260,8 +260,8 @@ BUILTINS += [
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", 2, 3, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # hybrid: int8 weights (v3 asymmetric)
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", 4, 4, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # diagonal recurrent weights
     ("BIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.BIDIRECTIONAL_SEQUENCE_LSTM),  # float32 (v2/v3 hybrid: no)
-    ("UNIDIRECTIONAL_SEQUENCE_RNN", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_RNN),  # float32 (v2/v3 hybrid: no)
-    ("RNN", 1, 1, rnn.RNN),  # float32 (v2/v3 hybrid: no)
+    ("UNIDIRECTIONAL_SEQUENCE_RNN", 1, 3, rnn.UNIDIRECTIONAL_SEQUENCE_RNN),  # float32; v2/v3 hybrid (int8 weights)
+    ("RNN", 1, 3, rnn.RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("BIDIRECTIONAL_SEQUENCE_RNN", 1, 1, rnn.BIDIRECTIONAL_SEQUENCE_RNN),  # float32 (v2/v3 hybrid: no)
     ("SVDF", 1, 1, rnn.SVDF),  # float32 (v2/v4 hybrid, v3 int8: no)
 ]

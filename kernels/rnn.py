@@ -351,6 +351,52 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
                 out[row * out_lead + out_off + k] = h[hb + k]
 
 
+@njit(cache=True, nogil=True)
+def rnn_hybrid(x, w, r, bias, h, out, qx, qh, sf, zp, scales, rowsums, p):
+    """The hybrid RNN (TFLite's hybrid RnnBatchStep): int8 weights, per step the input and hidden state rows are
+    quantized (symmetric, or asymmetric when p[_R_SIZE]); scales = [input, recurrent weight scale]; rowsums =
+    [input row sums, recurrent row sums]. Time major steps all batch rows together (the all-zero tests span the
+    step), batch major one row at a time."""
+    n_batch, max_time, n_in, units = p[_R_BATCH], p[_R_TIME], p[_R_INPUT], p[_R_UNITS]
+    time_major, act = p[_R_TIME_MAJOR] != 0, p[_R_ACT]
+    asym = p[_R_SIZE] != 0
+    x_sf, h_sf = sf[0:n_batch], sf[n_batch:]
+    x_zp, h_zp = zp[0:n_batch], zp[n_batch:]
+    groups = max_time if time_major else n_batch * max_time
+    rows = n_batch if time_major else 1
+    for gidx in range(groups):
+        if time_major:
+            first_b = 0
+            row0 = gidx * n_batch
+        else:
+            first_b = gidx // max_time
+            row0 = first_b * max_time + gidx % max_time
+        x_zero = _all_zero(x, row0 * n_in, rows * n_in)
+        h_zero = _all_zero(h, first_b * units, rows * units)
+        if not x_zero:
+            quantize_rows(x[row0 * n_in:(row0 + rows) * n_in], rows, n_in, asym, qx, x_sf[first_b:], x_zp[first_b:])
+        if not h_zero:
+            quantize_rows(h[first_b * units:(first_b + rows) * units], rows, units, asym, qh, h_sf[first_b:],
+                          h_zp[first_b:])
+        for rr in range(rows):
+            b = first_b + rr
+            oo = (row0 + rr) * units
+            for j in range(units):
+                out[oo + j] = bias[j]
+            if not x_zero:
+                _hybrid_product(qx, x_sf, x_zp, rr * n_in, b, n_in, w, scales[0], rowsums, asym, out, oo, units)
+            if not h_zero:
+                _hybrid_product(qh, h_sf, h_zp, rr * units, b, units, r, scales[1], rowsums[units:], asym, out, oo,
+                                units)
+        for rr in range(rows):
+            oo = (row0 + rr) * units
+            ho = (first_b + rr) * units
+            for j in range(units):
+                v = _activate(out[oo + j], act)
+                out[oo + j] = v
+                h[ho + j] = v
+
+
 _EMPTY = np.zeros(0, np.float32)
 
 
@@ -745,9 +791,47 @@ def _check_rnn_cell(ctx: PrepareContext, pre: str, w, r, bias, h, n_batch: int, 
     return units
 
 
+def _prepare_rnn_hybrid(ctx: PrepareContext, x, n_batch: int, max_time: int, n_input: int, time_major: bool,
+                        out_shape_prefix: tuple) -> None:
+    """Float input and state, int8 weights (dynamic-range quantization; v2 symmetric, v3 asymmetric inputs)."""
+    w, r, bias, h = ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)
+    ctx.check(r is not None and bias is not None and h is not None,
+              "input weights, recurrent weights, bias and hidden state are required")
+    for name, t, want in (("weights", w, np.int8), ("recurrent_weights", r, np.int8), ("bias", bias, np.float32),
+                          ("hidden_state", h, np.float32)):
+        if t.dtype != want:
+            ctx.fail(f"{name} has type {t.dtype.name}: a hybrid RNN takes {np.dtype(want).name}")
+    for name, t in (("weights", w), ("recurrent_weights", r)):
+        ctx.check(t.data is not None and t.quantization.scales.size == 1,
+                  f"{name} must be constant with one (per-tensor) scale in a hybrid RNN")
+    ctx.check(w.ndim == 2, f"weights must be 2-D, got shape {list(w.shape)}")
+    units = w.shape[0]
+    ctx.check(w.shape[1] == n_input, f"weights have depth {w.shape[1]}, input has {n_input}")
+    ctx.check(bias.shape == (units,), f"bias has shape {list(bias.shape)}, expected [{units}]")
+    ctx.check(r.shape == (units, units), f"recurrent_weights have shape {list(r.shape)}, expected {[units, units]}")
+    ctx.check(h.shape == (n_batch, units), f"hidden_state has shape {list(h.shape)}, expected {[n_batch, units]}")
+    act = _cell_activation(ctx)
+    out = ctx.set_output(0, out_shape_prefix + (units,), np.float32)
+    if out.size == 0:
+        return
+    p = np.zeros(_R_SIZE + 1, np.int64)
+    p[:_R_SIZE] = _rnn_params(n_batch, max_time, n_input, 0, units, time_major, act)
+    p[_R_SIZE] = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+    scales = np.array([w.quantization.scales[0], r.quantization.scales[0]], np.float32)
+    rowsums = np.concatenate([np.asarray(t.data, np.int8).reshape(units, -1).astype(np.int32).sum(axis=1)
+                              for t in (w, r)]).astype(np.int32)
+    rows = n_batch if time_major else 1
+    ctx.call(rnn_hybrid, _flat(ctx, x), _flat_i8(ctx, w), _flat_i8(ctx, r), _flat(ctx, bias), _flat(ctx, h),
+             _flat(ctx, out), ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * units, 1),), np.int8),
+             ctx.temp((2 * n_batch,), np.float32), ctx.temp((2 * n_batch,), np.int32), scales, rowsums, p)
+
+
 def _prepare_rnn(ctx: PrepareContext, x, n_batch: int, max_time: int, n_input: int, time_major: bool,
                  out_shape_prefix: tuple) -> None:
     w, r, bias, h = ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)
+    if w is not None and w.dtype == np.int8:
+        _prepare_rnn_hybrid(ctx, x, n_batch, max_time, n_input, time_major, out_shape_prefix)
+        return
     units = _check_rnn_cell(ctx, "", w, r, bias, h, n_batch, n_input)
     act = _cell_activation(ctx)
     out = ctx.set_output(0, out_shape_prefix + (units,), np.float32)

@@ -399,3 +399,29 @@ def test_uni_lstm_hybrid_errors():
     mixed = dict(wq, recurrent_to_cell_weights=w["recurrent_to_cell_weights"])
     _expect_error(uni_lstm_model((1, 2, 3), mixed, 4, 4, quants=quants, version=2),
                   "UNIDIRECTIONAL_SEQUENCE_LSTM.*recurrent_to_cell_weights has type float32: a hybrid LSTM takes int8")
+
+
+@settings(max_examples=14, deadline=None)
+@given(op=st.sampled_from(["RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"]), batch=st.integers(1, 3), time=st.integers(1, 4),
+       n_input=st.integers(1, 6), units=st.integers(1, 7), time_major=st.booleans(), asymmetric=st.booleans(),
+       act=st.sampled_from(["TANH", "RELU", "NONE"]), seed=st.integers(0, 99))
+def test_rnn_hybrid(op, batch, time, n_input, units, time_major, asymmetric, act, seed):
+    """int8 weights, float input and state (v2 symmetric, v3 asymmetric input quantization)."""
+    rng = np.random.default_rng(seed)
+    q, quants = quantize_weights({"w_weights": rnd(rng, (units, n_input)), "r_weights": rnd(rng, (units, units))})
+    w, r = q["w_weights"], q["r_weights"]
+    bias = rnd(rng, (units,), 0.3)
+    shape = (batch, n_input) if op == "RNN" else ((time, batch, n_input) if time_major else (batch, time, n_input))
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, list(shape))
+    h = b.add_tensor("h", np.float32, [batch, units], is_variable=True)
+    ins = [x, b.add_const("w", w, quant=quants["w_weights"]), b.add_const("r", r, quant=quants["r_weights"]),
+           b.add_const("b", bias), h]
+    y = b.add_tensor("y", np.float32, [batch, units] if op == "RNN" else list(shape[:2]) + [units])
+    opts = {"fused_activation_function": act, "asymmetric_quantize_inputs": asymmetric}
+    if op != "RNN":
+        opts["time_major"] = time_major
+    b.add_op(op, ins, [y], options=opts, version=3 if asymmetric else 2)
+    b.mark_output(y)
+    steps = [[rnd(rng, shape, 1.0)], [np.zeros(shape, np.float32)], [rnd(rng, shape, 2.0)], [rnd(rng, shape, 1.0)]]
+    check_sequence(b.build(), steps, reset_before=(3,), tol=1e-4)
