@@ -1,7 +1,11 @@
 """Sequence ops: UNIDIRECTIONAL/BIDIRECTIONAL_SEQUENCE_LSTM, UNIDIRECTIONAL/BIDIRECTIONAL_SEQUENCE_RNN, RNN, SVDF.
 
-Float32 only (hybrid int8-weight and fully quantized variants are rejected in prepare). The maths follows TFLite's
-float paths (lstm_eval.cc EvalFloat / LstmStepFloat, kernel_utils RnnBatchStep, svdf EvalFloat) in float32:
+Float32, and hybrid (float activations, int8 weights: what dynamic-range quantization emits) for
+UNIDIRECTIONAL_SEQUENCE_LSTM, RNN and UNIDIRECTIONAL_SEQUENCE_RNN; fully integer (int8 activations / int16 cell)
+LSTM, hybrid BIDIRECTIONAL_* and integer/hybrid SVDF are rejected in prepare with a clear error. The maths follows
+TFLite's float paths (lstm_eval.cc EvalFloat / LstmStepFloat, kernel_utils RnnBatchStep, svdf EvalFloat) in float32,
+and its hybrid paths (LstmStepHybrid, hybrid RnnBatchStep: per step and batch row the input and state are quantized
+to int8 by BatchQuantizeFloats, products accumulate in int32 and are scaled back to float):
 
 - LSTM gate: g = act(W_x x + W_aux aux + W_h h (+ w_c .* c) + bias), accumulated in that order (bias first), or
   with layer norm: g = act(ln .* normalize(W_x x + W_aux aux + W_h h (+ w_c .* c)) + bias);
@@ -637,7 +641,8 @@ def _clips(ctx: PrepareContext) -> tuple[float, float]:
 
 def _sequence_dims(ctx: PrepareContext, x, time_major: bool) -> tuple[int, int, int]:
     ctx.check(x is not None, "input is required")
-    ctx.check(x.dtype == np.float32, f"input has type {x.dtype.name}: only float32 is supported")
+    ctx.check(x.dtype == np.float32, f"input has type {x.dtype.name}: only float32 is supported (integer "
+                                      f"activations, e.g. the int8 / int16-cell LSTM, are not implemented)")
     ctx.check(x.ndim == 3, f"input must be 3-D, got shape {list(x.shape)}")
     max_time, n_batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
     return n_batch, max_time, x.shape[2]
