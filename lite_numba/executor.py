@@ -28,7 +28,7 @@ import numpy as np
 
 from . import __version__
 from .guards import guard_equal, is_guard_failure
-from .native_call import native_address, sig_string
+from .native_call import native_address, spec_types
 from .ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
 from .plan import Node, SubgraphPlan
 from .planner import Allocation, plan_arena
@@ -610,7 +610,7 @@ class GraphRuntime:
         findex: dict = {}
         for ni, call in calls:
             src = []
-            argtypes = []
+            spec = []  # the arguments as lite_numba.native_call spells them
             for a in call.args:
                 if isinstance(a, (Tensor, TensorView, ConstArg)):
                     if isinstance(a, ConstArg):
@@ -632,24 +632,25 @@ class GraphRuntime:
                     it += [off, off + nbytes, *shape]
                     dims = ", ".join(f"it[{p + 2 + j}]" for j in range(len(shape)))
                     src.append(f"{base}[it[{p}]:it[{p + 1}]].view(np.{_np_name(dt)}).reshape(({dims},))")
-                    argtypes.append(numba.types.Array(numba.from_dtype(dt), len(shape), "C"))
+                    spec.append(f"A{base[0] if base == 'arena' else 'x'}{p}:{dt.name}:{len(shape)}")
                 elif isinstance(a, float):
                     src.append(f"ft[{len(ft)}]")
+                    spec.append(f"f{len(ft)}")
                     ft.append(a)
-                    argtypes.append(numba.types.float64)
                 else:
                     src.append(f"it[{len(it)}]")
+                    spec.append(f"i{len(it)}")
                     it.append(int(a))
-                    argtypes.append(numba.types.int64)
-            pending.append((ni, call.fn, src, tuple(argtypes)))
+            spec = ";".join(spec)
+            pending.append((ni, call.fn, src, spec_types(f"0;{spec}" if spec else "0"), spec))
         # Kernels are called through their native entry addresses (lite_numba.native_call), passed in `fp` at run
         # time: the runner contains no kernel code, so it compiles in a fraction of the time and is shared by every
         # kernel version with the same signature. A callable that is not a plain Numba kernel returning None is
         # called directly (linked into the runner) instead.
         compiled = calls and executor_mode() != "python"
         if compiled:
-            _precompile([(fn, sig) for _, fn, _, sig in pending])
-        for ni, fn, src, sig in pending:
+            _precompile([(fn, sig) for _, fn, _, sig, _ in pending])
+        for ni, fn, src, sig, spec in pending:
             direct = not _native_callable(fn, sig) if compiled else not hasattr(fn, "overloads")
             if direct:
                 ki = kindex.setdefault(id(fn), len(kernels))
@@ -660,8 +661,8 @@ class GraphRuntime:
                 fi = findex.setdefault((id(fn), sig), len(fptrs))
                 if fi == len(fptrs):
                     fptrs.append((fn, sig))
-                tup = f"({src[0]},)" if len(src) == 1 else f"({', '.join(src)})"
-                lines.append(f"    call_native(fp[{fi}], {tup}, \"{sig_string(sig)}\")  # node {ni} {symbol_name(fn)}")
+                spec = f"{fi};{spec}" if spec else f"{fi}"
+                lines.append(f"    call_native(arena, aux, it, ft, fp, \"{spec}\")  # node {ni} {symbol_name(fn)}")
         aux = np.zeros(max(aux_size, 64), np.uint8)
         for arr in aux_parts:
             off = aux_pos[id(arr)]

@@ -1,48 +1,100 @@
 """Calling a compiled kernel through its native entry address, from generated runners.
 
-`call_native(addr, args, sigstr)` calls the Numba-compiled function at `addr` (an int64: the address of the
-function Numba compiled for a dispatcher overload, in Numba's own calling convention, not the C one) with the
-tuple `args`, and propagates an exception the callee raised (its status and exception info) exactly as a direct
-call would. The runner therefore contains no kernel code: it is compiled once per graph *structure*, and kernels
-are compiled and cached on their own.
+`call_native(arena, aux, it, ft, fp, spec)` calls the Numba-compiled function whose address is `fp[i]` (the
+function Numba compiled for one dispatcher overload, in Numba's own calling convention, not the C one) and
+propagates an exception it raised (status and exception info) exactly as a direct call would. `spec` is a string
+constant: the index i, then each argument:
 
-`sigstr` is a string constant spelling the argument types the overload at `addr` was compiled for (`sig_string`);
-typing fails unless the arguments have exactly those types, so that a runner can never call a function with other
-types than its own (which would read memory wrongly rather than raise). It costs nothing at run time.
+    A<base><p>:<dtype>:<ndim>  a C-contiguous array over `arena` (base a) or `aux` (base x) at byte offset it[p],
+                               with shape it[p+2 : p+2+ndim] (it[p+1] is its end, unused here)
+    i<p>                       the int64 it[p]
+    f<p>                       the float64 ft[p]
 
-`native_address(dispatcher, sig)` returns the address of an overload (compiling or loading it if needed).
+e.g. "3;Aa0:float32:2;Ax5:int64:1;i8;f0". The codegen builds each array's struct directly (data pointer, shape,
+strides; the base's meminfo, borrowed like any argument) instead of slicing, viewing and reshaping (whose checks
+and helpers made up most of a runner's code), and `spec_types(spec)` gives the argument types the kernel must
+have been compiled for: the runner and the address agree by construction. The runner therefore contains no
+kernel code and only a few instructions per argument: it is compiled once per graph *structure*, and kernels are
+compiled and cached on their own.
+
+`native_address(cres)` returns the address of an overload.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import from_dtype, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 
-def sig_string(argtypes) -> str:
-    return "|".join(str(t) for t in argtypes)
+def parse_spec(spec: str):
+    """spec -> (fp index, [(kind, base, p, numba dtype or None, ndim)])."""
+    head, *parts = spec.split(";")
+    args = []
+    for a in parts:
+        if a[0] == "A":
+            loc, dt, nd = a[1:].split(":")
+            args.append(("A", loc[0], int(loc[1:]), from_dtype(np.dtype(dt)), int(nd)))
+        else:
+            args.append((a[0], None, int(a[1:]), None, 0))
+    return int(head), args
+
+
+def spec_types(spec: str) -> tuple:
+    """The argument types a kernel called with `spec` gets."""
+    out = []
+    for kind, _, _, dt, nd in parse_spec(spec)[1]:
+        out.append(types.Array(dt, nd, "C") if kind == "A" else types.int64 if kind == "i" else types.float64)
+    return tuple(out)
 
 
 @intrinsic
-def call_native(typingctx, addr, args, sigstr):
-    if not isinstance(addr, types.Integer) or not isinstance(args, types.BaseTuple):
-        return None
-    if not isinstance(sigstr, types.StringLiteral):
-        raise TypingError("call_native: the signature must be a string constant")
-    got = sig_string(args.types)
-    if got != sigstr.literal_value:
-        raise TypingError(f"call_native: the runner passes ({got}) but the kernel was compiled for "
-                          f"({sigstr.literal_value})")
-    argtys = tuple(args.types)
+def call_native(typingctx, arena, aux, it, ft, fp, spec):
+    if not isinstance(spec, types.StringLiteral):
+        raise TypingError("call_native: the spec must be a string constant")
+    for t in (arena, aux):
+        if not (isinstance(t, types.Array) and t.ndim == 1 and t.dtype == types.uint8 and t.layout == "C"):
+            raise TypingError("call_native: arena and aux must be contiguous uint8 vectors")
+    fi, parsed = parse_spec(spec.literal_value)
+    argtys = spec_types(spec.literal_value)
+    i64 = ir.IntType(64)
 
     def codegen(context, builder, sig, llargs):
-        addr_v, tup, _ = llargs
-        vals = cgutils.unpack_tuple(builder, tup, len(argtys))
+        arena_v, aux_v, it_v, ft_v, fp_v, _ = llargs
+        arrays = {"a": context.make_array(sig.args[0])(context, builder, value=arena_v),
+                  "x": context.make_array(sig.args[1])(context, builder, value=aux_v)}
+        itd = context.make_array(sig.args[2])(context, builder, value=it_v).data
+        ftd = context.make_array(sig.args[3])(context, builder, value=ft_v).data
+        fpd = context.make_array(sig.args[4])(context, builder, value=fp_v).data
+
+        def load(data, p):
+            return builder.load(builder.gep(data, [ir.Constant(i64, p)]))
+
+        vals = []
+        for (kind, base, p, dt, nd), aty in zip(parsed, argtys):
+            if kind == "i":
+                vals.append(load(itd, p))
+            elif kind == "f":
+                vals.append(load(ftd, p))
+            else:
+                b = arrays[base]
+                llty = context.get_data_type(dt)
+                data = builder.bitcast(builder.gep(b.data, [load(itd, p)]), llty.as_pointer())
+                shape = [load(itd, p + 2 + j) for j in range(nd)]
+                itemsize = context.get_abi_sizeof(llty)
+                strides = [ir.Constant(i64, itemsize)]
+                for j in range(nd - 1, 0, -1):
+                    strides.insert(0, builder.mul(strides[0], shape[j]))
+                out = context.make_array(aty)(context, builder)
+                populate_array(out, data=data, shape=shape, strides=strides, itemsize=ir.Constant(i64, itemsize),
+                               meminfo=b.meminfo)
+                vals.append(out._getvalue())
         fnty = context.call_conv.get_function_type(types.none, argtys)
-        fnptr = builder.inttoptr(addr_v, fnty.as_pointer())
+        fnptr = builder.inttoptr(load(fpd, fi), fnty.as_pointer())
         if not hasattr(fnptr, "function_type"):  # what call_function reads from an ir.Function
             fnptr.function_type = fnty
         status, _ = context.call_conv.call_function(builder, fnptr, types.none, argtys, vals)
@@ -50,7 +102,7 @@ def call_native(typingctx, addr, args, sigstr):
             context.call_conv.return_status_propagate(builder, status)
         return context.get_dummy_value()
 
-    return types.none(addr, args, sigstr), codegen
+    return types.none(arena, aux, it, ft, fp, spec), codegen
 
 
 def native_address(cres) -> int:
