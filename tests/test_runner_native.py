@@ -1,0 +1,94 @@
+"""The generated runner calls kernels through their native entry addresses (lite_numba.native_call).
+
+It contains no kernel code: its cached object stays small, it compiles in a fraction of a second, and its cache
+key depends on the kernels' argument types only, so editing a kernel does not recompile runners. Exceptions a
+kernel raises still reach Python with their message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import MODELS
+from numba import njit
+
+import lite_numba.executor as ex
+from lite_numba import Interpreter
+from lite_numba.native_call import call_native, native_address, spec_types
+from lite_numba.testing import assert_close, require_official, run_official
+
+
+def _runner_files(d):
+    return sorted(p.name for p in (d / "runners").glob("lnb_*.py"))
+
+
+def _segments(it):
+    return [s for kind, s in it._runtime(0).steps if kind == "segment"]
+
+
+def test_runner_has_no_kernel_code(tmp_path, monkeypatch):
+    require_official()
+    monkeypatch.setenv("LITE_NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ex, "_RUNNERS", {})
+    path = str(MODELS / "small_cnn_f32.tflite")
+    it = Interpreter(model_path=path)
+    it.allocate_tensors()
+    (seg,) = _segments(it)
+    lines = seg.source.splitlines()
+    assert len(lines) > 5 and all(ln.lstrip().startswith("call_native(") for ln in lines)
+    (run,) = ex._RUNNERS.values()
+    objects = list(Path(run._cache._cache_path).glob("lnb_*.nbc"))  # this runner's directory (a fresh path)
+    assert objects and all(p.stat().st_size < 12_000 * len(lines) for p in objects), \
+        [(p.name, p.stat().st_size) for p in objects]  # ~6 kB a call; linked kernels made it ~70 kB
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, it.get_input_details()[0]["shape"]).astype(np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    out = it.get_tensor(it.get_output_details()[0]["index"])
+    assert_close(out, run_official(path, [x])[0])
+
+
+def test_kernel_edit_keeps_runner(tmp_path, monkeypatch):
+    """The runner cache key ignores kernel sources: a changed kernel fingerprint reuses the same runner file."""
+    monkeypatch.setenv("LITE_NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ex, "_RUNNERS", {})
+    path = str(MODELS / "op_add.tflite")
+    Interpreter(model_path=path).allocate_tensors()
+    before = _runner_files(tmp_path)
+    assert len(before) == 1
+    monkeypatch.setattr(ex, "_RUNNERS", {})
+    monkeypatch.setattr(ex, "_PACKAGE_HASH", "kernels-edited")
+    monkeypatch.setattr(ex, "fingerprint", lambda fn: "edited")
+    Interpreter(model_path=path).allocate_tensors()
+    assert _runner_files(tmp_path) == before
+
+
+@njit(cache=False, nogil=True)
+def _check_kernel(a, n):
+    if n > 10:
+        raise ValueError("n out of range")
+    for i in range(a.shape[0]):
+        a[i] += n
+
+
+def test_call_native_arguments_and_exceptions():
+    spec = "0;Aa2:float32:2;i0"
+    sig = spec_types(spec)
+    _check_kernel.compile(sig)
+    fp = np.array([native_address(_check_kernel.overloads[sig])], np.int64)
+
+    @njit
+    def run(arena, aux, it, ft, fp):
+        call_native(arena, aux, it, ft, fp, "0;Aa2:float32:2;i0")
+
+    arena = np.zeros(64 + 24, np.uint8)
+    it = np.array([3, 0, 64, 64 + 24, 2, 3], np.int64)  # n, unused, offset, end, shape
+    run(arena, np.zeros(8, np.uint8), it, np.zeros(1), fp)
+    view = arena[64:].view(np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(view, np.full((2, 3), 3, np.float32))
+    it[0] = 11
+    with pytest.raises(ValueError, match="n out of range"):
+        run(arena, np.zeros(8, np.uint8), it, np.zeros(1), fp)
+    np.testing.assert_array_equal(view, np.full((2, 3), 3, np.float32))
