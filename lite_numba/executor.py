@@ -4,9 +4,13 @@ Mechanism (numbers in docs/architecture.md): the calls that the kernels' prepare
 nodes are turned into the source of one `@njit` function `run(arena, aux, it, ft)`. Every tensor argument becomes a
 view `arena[it[p]:it[p+1]].view(dtype).reshape((it[p+2], ...))`; offsets, shapes and scalars live in the int64 table
 `it` and the float64 table `ft`, so the source depends on the graph's *structure* only (kernels, dtypes, ranks), not
-on shapes: resizing or another model with the same structure reuses the compiled function. The source is written to
-a cache directory keyed by its hash plus the hashes of the kernel sources and versions, imported as a module, and
-compiled with `cache=True`, so a second process loads it from disk.
+on shapes: resizing or another model with the same structure reuses the compiled function. The runner calls each
+kernel through its native entry address, passed at run time in the int64 table `fp` (lite_numba.native_call), and
+builds the kernels' array arguments directly from `it`: it contains no kernel code, compiles in ~30 ms a call site and
+depends on the kernels' argument types only. The source is written to a cache directory keyed by its hash plus the
+versions of lite_numba, Numba and native_call (not the kernel sources), imported as a module, and compiled with
+`cache=True`, so a second process loads it from disk. Kernels are compiled (or loaded from Numba's disk cache) one by
+one for exactly the argument types the runner passes.
 
 Nodes whose output shapes depend on input values (dynamic) or that run on the host (control flow) split the
 sequence into segments; they are re-prepared and run from Python at invoke time.
@@ -59,8 +63,9 @@ _PACKAGE_HASH: str | None = None
 
 
 def _package_hash() -> str:
-    """Hash of every source file of lite_numba, its kernels and plugins: cached runners inline kernel code, and a
-    kernel may use helpers from other files, so any change invalidates them."""
+    """Hash of every source file of lite_numba, its kernels and plugins: a runner that links a callable directly (not
+    through its address; see _make_segment) inlines its code, and a kernel may use helpers from other files, so any
+    change invalidates such runners."""
     global _PACKAGE_HASH
     if _PACKAGE_HASH is None:
         import lite_numba
@@ -186,7 +191,7 @@ def _in_disk_cache(run, sig) -> bool:
 
 
 def _load_cached_runner(run, sig, kernels) -> bool:
-    """Load the runner for `sig` from Numba's disk cache without `targetctx.refresh()`.
+    """Load the runner (or a kernel) for `sig` from Numba's disk cache without `targetctx.refresh()`.
 
     Numba refreshes the target context before every cache load: the first time in a process that imports every
     lowering registry (numba.np.arraymath, which imports scipy.linalg for BLAS, random, typed containers, ...),
