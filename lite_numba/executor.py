@@ -304,6 +304,7 @@ class GraphRuntime:
         self._spec_failures = 0
         self._deferred = False  # a node's output shape depended on data (ctx.defer): never speculate
         self._memo: dict[int, tuple] = {}  # node -> its last dynamic preparation (see _run_dynamic)
+        self._folded: set[int] = set()  # tensors computed once at allocate (see _fold)
         self._reads: list[int] | None = None
 
     # --- services for PrepareContext --------------------------------------------------------------------------
@@ -414,6 +415,10 @@ class GraphRuntime:
             if s.index not in self.plan.inputs and not s.is_const:
                 self.tensors[s.index].shape = s.shape
         node_temps: dict[int, list[Tensor]] = {}
+        for i in self._folded:  # recomputed below (shapes may have changed)
+            self.tensors[i].data = None
+        self._folded = set()
+        pinned = set(self.plan.inputs) | set(self.plan.outputs)
         for node in self.plan.nodes:
             k = self.kernels[node.index]
             uses_dynamic = any(i >= 0 and i in self.dynamic_tensors for i in node.inputs)
@@ -439,6 +444,8 @@ class GraphRuntime:
                     ctx = None
                 if ctx is not None and self._guard_reads:
                     self._add_guards(ctx)
+                if ctx is not None and self._foldable(node, pinned):
+                    self._fold(node, ctx, mark)
             if ctx is None:
                 if self.kernels[node.index] is None:
                     self._prepare_node(node)  # raises the unresolved-op error
@@ -471,6 +478,39 @@ class GraphRuntime:
     def specialised(self) -> bool:
         """True while the plan in force assumes run-time values (every node static, guarded)."""
         return bool(self.assumed)
+
+    # --- constant folding -------------------------------------------------------------------------------------
+    # A builtin node whose inputs are all constant (DEQUANTIZE of float16 or int8 weights, DENSIFY of sparse
+    # weights, shape arithmetic on constants) runs once at allocate; its outputs become constants, so that later
+    # nodes see constant weights (packed once in their prepare) and the runner has no call for it. The official
+    # runtime does the same for DEQUANTIZE and DENSIFY. Custom ops (they may keep state), host ops, graph inputs,
+    # outputs and variables are never folded.
+
+    def _foldable(self, node: Node, pinned: set[int]) -> bool:
+        k = self.kernels[node.index]
+        ins = [i for i in node.inputs if i >= 0]
+        return (not node.is_custom and k is not None and k.host is None and bool(ins)
+                and all(self.tensors[i].is_const for i in ins)
+                and all(o >= 0 and o not in pinned and not self.tensors[o].spec.is_variable for o in node.outputs))
+
+    def _fold(self, node: Node, ctx: PrepareContext, mark: int) -> None:
+        arrays = {o: np.zeros(self.tensors[o].shape, self.tensors[o].dtype) for o in node.outputs}
+        arrays.update({t.index: np.zeros(t.shape, t.dtype) for t in ctx.temps})
+        self.dynamic_arrays.update(arrays)
+        try:
+            for call in ctx.calls:
+                call.fn(*[self._resolve(a) for a in call.args])
+        except (ValueError, IndexError, ZeroDivisionError) as e:
+            raise self._node_error(node, e) from None
+        finally:
+            for i in arrays:
+                self.dynamic_arrays.pop(i, None)
+        for o in node.outputs:
+            self.tensors[o].data = arrays[o]
+            self._folded.add(o)
+        del self._temps[mark:]
+        ctx.calls.clear()
+        ctx.temps.clear()
 
     def _add_guards(self, ctx: PrepareContext) -> None:
         for i in dict.fromkeys(self._guard_reads):
