@@ -332,6 +332,29 @@ def binary_neon_op(x, y, out, tables, cfg, p, xs, ys, shp):
             ib_reset = ib
 
 
+@njit(cache=True, nogil=True)
+def pair_tables(tables, p, narrow, tneon, tscalar):
+    """Every (x, y) pair of 8-bit raw values through the NEON stage (tneon) and the scalar stage (tscalar) of
+    binary_neon_op, stored like its output (int64 -> 8-bit wrap): the same arithmetic, evaluated once."""
+    for a in range(256):
+        for b in range(256):
+            tneon[a * 256 + b] = _neon_stage(tables[2, a], tables[3, b], p, narrow)
+            tscalar[a * 256 + b] = _scalar_stage(tables[0, a], tables[1, b], p)
+
+
+@njit(cache=True, nogil=True)
+def binary_pair_lookup(x, y, out, tneon, tscalar, split):
+    """Element-wise 8-bit ADD / MUL by table: out[k] = tneon[x[k], y[k]] in the vector blocks (k < split) and
+    tscalar[x[k], y[k]] in the scalar tail, as binary_neon_op computes them (kind 0: same shapes)."""
+    for k in range(split):
+        out[k] = tneon[(np.int64(x[k]) << 8) | np.int64(y[k])]
+    for k in range(split, out.size):
+        out[k] = tscalar[(np.int64(x[k]) << 8) | np.int64(y[k])]
+
+
+PAIR_TABLE_MIN_SIZE = 2048  # below this, building the 2 x 64 KiB tables costs more than it saves
+
+
 def _vshl_array(v: np.ndarray, shift: int) -> np.ndarray:
     """NEON vshl by a signed amount: left shift (wrapping) or truncating arithmetic right shift."""
     return fx.wrap_array(v << shift, 32) if shift >= 0 else v >> -shift
@@ -353,6 +376,15 @@ def schedule_binary_neon_op(ctx: PrepareContext, x: Tensor, y: Tensor, out: Tens
             padded_shape(out.shape)
     else:
         xs = ys = shp = np.zeros(6, np.int64)
+    if kind == 0 and x.dtype.itemsize == 1 and y.dtype.itemsize == 1 and out.size >= PAIR_TABLE_MIN_SIZE:
+        rv = raw_view_dtype(out.dtype)
+        tneon, tscalar = np.zeros(65536, rv), np.zeros(65536, rv)
+        pair_tables(np.ascontiguousarray(tables, np.int64), np.asarray(params, np.int64), int(narrowing[0]),
+                    tneon, tscalar)
+        ctx.call(binary_pair_lookup, ctx.view(x, (x.size,), raw_view_dtype(x.dtype)),
+                 ctx.view(y, (y.size,), raw_view_dtype(y.dtype)), ctx.view(out, (out.size,), rv), tneon, tscalar,
+                 out.size - out.size % int(blocks[0]))
+        return
     ctx.call(binary_neon_op, ctx.view(x, (x.size,), raw_view_dtype(x.dtype)),
              ctx.view(y, (y.size,), raw_view_dtype(y.dtype)), ctx.view(out, (out.size,), raw_view_dtype(out.dtype)),
              np.ascontiguousarray(tables, np.int64), cfg, np.asarray(params, np.int64), xs, ys, shp)

@@ -303,3 +303,21 @@ def test_error_rsqrt_negative_input_at_run_time():
         run_official(model, [x])
     with pytest.raises((ValueError, RuntimeError), match="RSQRT: input is negative"):
         run_ours(model, [x])
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_add_mul_8bit_pair_tables(data):
+    """Same-shape 8-bit ADD / MUL of at least PAIR_TABLE_MIN_SIZE elements run as a 256 x 256 table of the same
+    arithmetic (vector blocks and scalar tail tables); every pair of values occurs, results equal the official."""
+    op = data.draw(st.sampled_from(["ADD", "MUL"]))
+    dtype = data.draw(st.sampled_from([np.int8, np.uint8]))
+    q1, q2 = qparams(data.draw, dtype), qparams(data.draw, dtype)
+    qo = qparams(data.draw, dtype, -5.0, -0.3)
+    act = data.draw(st.sampled_from(["NONE", "RELU", "RELU6"]))
+    shape = [1, 257, 259]  # 66563 elements: every pair once and more, and a scalar tail (not a multiple of 16)
+    raw = np.arange(257 * 259, dtype=np.int64)
+    x = (raw // 256 % 256).astype(np.uint8).view(dtype).reshape(shape)
+    y = (raw % 256).astype(np.uint8).view(dtype).reshape(shape)
+    model = binary_model(op, dtype, shape, shape, q1, q2, qo, {"fused_activation_function": act}, VERSION[dtype])
+    assert_same(model, [x, y])
