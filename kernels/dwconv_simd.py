@@ -19,7 +19,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .dwconv import _bias_minus_zp
+from .dwconv import _bias_minus_zp, pad_band
 
 VL = 16  # lanes per vector (one zmm of float32 / int32)
 
@@ -331,3 +331,30 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
                     for ox in range(OW):
                         _int_tile(kind, False, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult,
                                   shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_f32_simd_banded(xb, sb, s, w, bias, out, geo, toff, lim):
+    """dwconv_f32_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded)."""
+    N, OH, OW, C = out.shape
+    KH = w.shape[0]
+    band = geo[9]
+    for n in range(N):
+        for oy0 in range(0, OH, band):
+            nb = min(band, OH - oy0)
+            pad_band(xb, sb, geo, KH, n, oy0, nb)
+            dwconv_f32_simd(s, w, bias, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), geo, toff, lim)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_q_simd_banded(xb, sb, s, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec):
+    """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded)."""
+    N, OH, OW, C = out.shape
+    KH = w.shape[0]
+    band = geo[9]
+    for n in range(N):
+        for oy0 in range(0, OH, band):
+            nb = min(band, OH - oy0)
+            pad_band(xb, sb, geo, KH, n, oy0, nb)
+            dwconv_q_simd(s, w, bias, wsum, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), be, geo, toff, zp_in, mult,
+                          shift, zp_out, qmin, qmax, nvec)

@@ -124,3 +124,30 @@ def test_padding_is_rebuilt_every_invoke(monkeypatch):
 
 def test_module_is_wired():
     assert conv.dwconv is dwconv
+
+
+# Geometries run with a tiny band budget (BAND_BYTES, MIN_BAND), so that the padded input is built one output row
+# (or a few) at a time:
+# bands that start inside the top padding, end in the bottom padding, strides, dilation, dm 2, batches.
+BANDED = [dict(n=n, h=h, w=w, ci=ci, dm=dm, kh=kh, kw=kw, sh=s, sw=s, dh=d, dw=d, padding="SAME", act="RELU6",
+               seed=seed)
+          for (n, h, w, ci, dm, kh, kw, s, d, seed) in [
+              (1, 12, 9, 16, 1, 3, 3, 1, 1, 1), (2, 13, 11, 19, 1, 3, 3, 2, 1, 2), (1, 10, 7, 8, 2, 5, 3, 1, 1, 3),
+              (2, 9, 9, 13, 1, 3, 5, 2, 2, 4), (1, 11, 6, 33, 2, 2, 4, 1, 2, 5)]]
+
+
+@pytest.mark.parametrize("budget", [(1, 1), (1, 3), (3000, 1)])
+@pytest.mark.parametrize("g", BANDED, ids=lambda g: f"{g['n']}x{g['h']}x{g['w']}x{g['ci']}k{g['kh']}{g['kw']}")
+@pytest.mark.parametrize("kind", ["float32", "int8", "uint8"])
+def test_padded_bands(g, kind, budget, monkeypatch):
+    """The banded drivers (a band scratch of one or a few output rows) match the official runtime on both paths."""
+    monkeypatch.setattr(dwconv, "BAND_BYTES", budget[0])
+    monkeypatch.setattr(dwconv, "MIN_BAND", budget[1])
+    data, inputs = _float_case(g) if kind == "float32" else _quant_case(g, kind)
+    results = []
+    for path in PATHS:
+        monkeypatch.setenv("LITE_NUMBA_ISA", path)
+        check(data, inputs)
+        results.append(run_ours(data, inputs)[0])
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
