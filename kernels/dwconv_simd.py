@@ -20,34 +20,20 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .dwconv import _bias_minus_zp, pad_band
+from .llvm_ir import F32 as _f32
+from .llvm_ir import I32 as _i32
+from .llvm_ir import I64 as _i64
+from .llvm_ir import V16B as _v16b
+from .llvm_ir import V16F as _v16f
+from .llvm_ir import V16I as _v16i
+from .llvm_ir import data_ptr as _data_ptr
+from .llvm_ir import gep as _gep
+from .llvm_ir import i64 as _i
+from .llvm_ir import splat as _splat
 
 VL = 16  # lanes per vector (one zmm of float32 / int32)
 
-_f32 = ir.FloatType()
-_i1 = ir.IntType(1)
-_i32 = ir.IntType(32)
-_i64 = ir.IntType(64)
-_v16f = ir.VectorType(_f32, VL)
-_v16i = ir.VectorType(_i32, VL)
-_v16b = ir.VectorType(_i1, VL)
-
-
-def _i(v):
-    return ir.Constant(_i64, v)
-
-
-def _data_ptr(context, builder, ty, val):
-    return context.make_array(ty)(context, builder, val).data
-
-
-def _gep(builder, ptr, idx, etype):
-    return builder.gep(ptr, [idx], inbounds=True, source_etype=etype)
-
-
-def _splat(builder, x, vtype):
-    v = builder.insert_element(ir.Constant(vtype, ir.Undefined), x, ir.Constant(_i32, 0))
-    return builder.shuffle_vector(v, ir.Constant(vtype, ir.Undefined),
-                                  ir.Constant(ir.VectorType(_i32, vtype.count), [0] * vtype.count))
+assert VL == _v16f.count == _v16i.count == _v16b.count
 
 
 def _llvm_int(nbt):

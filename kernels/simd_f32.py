@@ -40,43 +40,25 @@ from numba.extending import intrinsic
 from lite_numba.ops import PrepareContext, Tensor
 
 from .common import float_activation_range
+from .llvm_ir import F32 as _f32
+from .llvm_ir import I1 as _i1
+from .llvm_ir import I32 as _i32
+from .llvm_ir import I64 as _i64
+from .llvm_ir import data_ptr as _data_ptr
+from .llvm_ir import gep as _gep
+from .llvm_ir import i64 as _i
+from .llvm_ir import splat as _splat
 
 MR = 6  # rows of the largest tile (12 zmm accumulators with two vectors per row)
 NR = 32  # columns of a packed panel (two 16-float vectors)
 
-_f32 = ir.FloatType()
-_i1 = ir.IntType(1)
-_i32 = ir.IntType(32)
-_i64 = ir.IntType(64)
-_v16f = ir.VectorType(_f32, 16)
-_v16i = ir.VectorType(_i32, 16)
-_v16b = ir.VectorType(_i1, 16)
 
 
 # --- IR helpers -----------------------------------------------------------------------------------------------------
 
 
-def _data_ptr(context, builder, ty, val):
-    """Pointer to the first element of a Numba array value."""
-    return context.make_array(ty)(context, builder, val).data
-
-
-def _gep(builder, ptr, idx, etype):
-    return builder.gep(ptr, [idx], inbounds=True, source_etype=etype)
-
-
 def _vload(builder, ptr, vtype):
     return builder.load(builder.bitcast(ptr, vtype.as_pointer()), align=4)
-
-
-def _splat(builder, x, vtype):
-    v = builder.insert_element(ir.Constant(vtype, ir.Undefined), x, ir.Constant(_i32, 0))
-    return builder.shuffle_vector(v, ir.Constant(vtype, ir.Undefined), ir.Constant(ir.VectorType(_i32, vtype.count),
-                                                                                    [0] * vtype.count))
-
-
-def _i(v):
-    return ir.Constant(_i64, v)
 
 
 def _make_tile(mr: int, lanes: int, nv: int):

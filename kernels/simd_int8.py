@@ -38,23 +38,22 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .conv_loops import _mbqm_half_up
+from .llvm_ir import I8 as _i8
+from .llvm_ir import I32 as _i32
+from .llvm_ir import I64 as _i64
+from .llvm_ir import V16I as _v16i
+from .llvm_ir import data_ptr as _data_ptr
+from .llvm_ir import i64 as _const
+from .llvm_ir import splat as _splat
 
 MR = 8  # rows of a VNNI tile
 NR = 32  # output channels of a packed weight panel (two zmm registers of int32)
 PR = 4  # rows and columns of a portable tile
 ABUF_BYTES = 48 * 1024  # activation rows packed per block (kept in L1/L2 while every weight panel passes over them)
 
-_i8 = ir.IntType(8)
-_i32 = ir.IntType(32)
-_i64 = ir.IntType(64)
-_v16i = ir.VectorType(_i32, 16)
 
 
 # --- IR helpers -------------------------------------------------------------------------------------------------------
-
-
-def _data_ptr(context, builder, ty, val):
-    return context.make_array(ty)(context, builder, val).data
 
 
 def _byte_ptr(builder, base, offset):
@@ -68,12 +67,7 @@ def _load(builder, ptr, ty):
 
 
 def _splat16(builder, x):
-    v = builder.insert_element(ir.Constant(_v16i, ir.Undefined), x, ir.Constant(_i32, 0))
-    return builder.shuffle_vector(v, ir.Constant(_v16i, ir.Undefined), ir.Constant(_v16i, [0] * 16))
-
-
-def _const(n):
-    return ir.Constant(_i64, n)
+    return _splat(builder, x, _v16i)
 
 
 def _requantize_vector(builder, acc, prm_ptr, c, Np, zp_out, qmin, qmax):
