@@ -72,6 +72,28 @@ def _dot(w, w_off, x, x_off, n):
     return s
 
 
+@njit(cache=True, inline="always")
+def _norm_activate(buf, src, dst, n_cell, use_ln, ln, bias, act):
+    """The end of a gate: with layer norm, buf[src:] gets MeanStddevNormalization, then the coefficients, then the
+    bias; then buf[dst:] = act(buf[src:]) (activation NONE writes nothing, as TFLite's ApplyActivationToVector)."""
+    if use_ln:
+        s = np.float32(0.0)
+        for j in range(n_cell):
+            s += buf[src + j]
+        mean = s / np.float32(n_cell)
+        sq = np.float32(0.0)
+        for j in range(n_cell):
+            d = buf[src + j] - mean
+            sq += d * d
+        var = sq / np.float32(n_cell)
+        inv = np.float32(1.0) / np.sqrt(var + np.float32(1e-8))
+        for j in range(n_cell):
+            buf[src + j] = (buf[src + j] - mean) * inv * ln[j] + bias[j]
+    if act != _ACT_NONE:
+        for j in range(n_cell):
+            buf[dst + j] = _activate(buf[src + j], act)
+
+
 @njit(cache=True, nogil=True)
 def _lstm_gate(x, xo, n_in, x_zero, w_x, aux, ao, n_aux, aux_zero, w_a, h, ho, n_out, w_h, diag, c, co, use_peep,
                w_c, use_ln, ln, bias, n_cell, act, buf, go, acc_off):
@@ -104,23 +126,7 @@ def _lstm_gate(x, xo, n_in, x_zero, w_x, aux, ao, n_aux, aux_zero, w_a, h, ho, n
     if use_peep:
         for j in range(n_cell):
             buf[out_b + j] += w_c[j] * c[co + j]
-    if use_ln:
-        # MeanStddevNormalization, then the coefficients, then the bias
-        s = np.float32(0.0)
-        for j in range(n_cell):
-            s += buf[out_b + j]
-        mean = s / np.float32(n_cell)
-        sq = np.float32(0.0)
-        for j in range(n_cell):
-            d = buf[out_b + j] - mean
-            sq += d * d
-        var = sq / np.float32(n_cell)
-        inv = np.float32(1.0) / np.sqrt(var + np.float32(1e-8))
-        for j in range(n_cell):
-            buf[out_b + j] = (buf[out_b + j] - mean) * inv * ln[j] + bias[j]
-    if act != _ACT_NONE:
-        for j in range(n_cell):
-            buf[go + j] = _activate(buf[out_b + j], act)
+    _norm_activate(buf, out_b, go, n_cell, use_ln, ln, bias, act)
 
 
 @njit(cache=True, nogil=True)
@@ -245,22 +251,7 @@ def _hybrid_gate(gate, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_a
         ps = scales[12 + (gate if gate < 2 else 2)]
         for j in range(n_cell):
             buf[go + j] += (np.float32(w_c[j]) * ps) * c[co + j]
-    if use_ln:
-        s = np.float32(0.0)
-        for j in range(n_cell):
-            s += buf[go + j]
-        mean = s / np.float32(n_cell)
-        sq = np.float32(0.0)
-        for j in range(n_cell):
-            d = buf[go + j] - mean
-            sq += d * d
-        var = sq / np.float32(n_cell)
-        inv = np.float32(1.0) / np.sqrt(var + np.float32(1e-8))
-        for j in range(n_cell):
-            buf[go + j] = (buf[go + j] - mean) * inv * ln[j] + bias[j]
-    if act != _ACT_NONE:
-        for j in range(n_cell):
-            buf[go + j] = _activate(buf[go + j], act)
+    _norm_activate(buf, go, go, n_cell, use_ln, ln, bias, act)
 
 
 @njit(cache=True, nogil=True)
