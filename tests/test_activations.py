@@ -1,5 +1,6 @@
 """Float activations against the official runtime: RELU family, LOGISTIC, TANH, HARD_SWISH, ELU, GELU (exact and
-tanh forms), LEAKY_RELU (alpha) and PRELU (alpha broadcast). Outputs must agree within 1e-5 of max|ref|.
+tanh forms), LEAKY_RELU (alpha), PRELU (alpha broadcast), SOFTMAX and LOG_SOFTMAX. Outputs must agree within 1e-5
+of max|ref|.
 Hypothesis runs derandomized so that a second run finds every compiled kernel in the caches."""
 
 from __future__ import annotations
@@ -107,6 +108,26 @@ def test_prelu_alpha_broadcast(shapes, const_alpha, seed):
         check(one_op("PRELU", [x_shape, alpha], x_shape), [x])
     else:
         check(one_op("PRELU", [x_shape, a_shape], x_shape), [x, alpha])
+
+
+@pytest.mark.parametrize("op", ["SOFTMAX", "LOG_SOFTMAX"])
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(rows=st.integers(1, 4), n=st.sampled_from([1, 2, 7, 16, 33, 1000]), seed=SEEDS,
+       scale=st.sampled_from([0.1, 4.0, 40.0]), beta=st.sampled_from([1.0, 0.5, 2.0]))
+def test_softmax_float(op, rows, n, seed, scale, beta):
+    # the kernel's own vectorized exp (a polynomial and an exponent-bit power of two) against the official libm exp;
+    # scale 40 puts most of a row far below its maximum, where exp underflows
+    x = np.asarray(np.random.default_rng(seed).normal(0, scale, (rows, n)), np.float32)
+    options = {"beta": beta} if op == "SOFTMAX" else {}
+    check(one_op(op, [x.shape], x.shape, options), [x], tol=2e-6)
+
+
+def test_softmax_float_extremes():
+    x = np.array([[0, -87, -88, -104, -200, -1e30, -3.4e38, 5],
+                  [1e-30, 0, -1e-30, 0, 1e-30, 0, 0, 0],
+                  [88, 87.5, 20, -20, 0, 1, 2, 3]], np.float32)
+    for op in ("SOFTMAX", "LOG_SOFTMAX"):
+        check(one_op(op, [x.shape], x.shape), [x], tol=2e-6)
 
 
 def test_activation_errors_name_the_op():
