@@ -156,6 +156,7 @@ BUILTINS += [
 # Gaps in version ranges are the types we cannot hold (STRING, INT4 packed, FLOAT8, BFLOAT16).
 concat_split, gather, pad, tile, transpose = _lazy("concat_split", "gather", "pad", "tile", "transpose")
 slice_ops = _lazy("slice")
+update_slice = _lazy("update_slice")
 
 BUILTINS += [
     ("CONCATENATION", 1, 4, concat_split.CONCATENATION),  # v2 int8, v3 int16, v4 uint32
@@ -182,6 +183,9 @@ BUILTINS += [
     ("GATHER_ND", 1, 1, gather.GATHER_ND),
     ("GATHER_ND", 3, 5, gather.GATHER_ND),  # v3 int16 params, v4 int16 indices, v5 bool
     ("SCATTER_ND", 1, 1, gather.SCATTER_ND),
+    # raw-word copy, start indices clamped; v1 int32 indices, v2 int64 indices, v3 float16, v4 int16
+    # (v5 packed int4, v6 bfloat16: no)
+    ("DYNAMIC_UPDATE_SLICE", 1, 4, update_slice.DYNAMIC_UPDATE_SLICE),
     # v2/v3 (TFLite 1.14): hybrid uint8/int8 tables; v4: per-row scales or int4 values (unpacked on load); v5 int2
     ("EMBEDDING_LOOKUP", 1, 4, gather.EMBEDDING_LOOKUP),
 ]
