@@ -72,6 +72,29 @@ def padded_shape(shape: tuple[int, ...], rank: int = MAX_BROADCAST_RANK) -> np.n
     return np.array((1,) * (rank - len(shape)) + tuple(shape), np.int64)
 
 
+def collapse_broadcast(out_shape, *shapes) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The fewest loop dimensions for broadcasting `shapes` to `out_shape`: unit output dimensions are dropped and
+    neighbours merged where every input is broadcast in both or in neither. Returns the output shape and each
+    input's strides, padded to rank 6 like padded_shape / broadcast_strides; the innermost loop then usually has
+    unit or zero strides, which the kernels special-case."""
+    rank = len(out_shape)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+    dims: list[int] = []
+    kinds: list[tuple[bool, ...]] = []
+    for d, n in enumerate(out_shape):
+        if n == 1:
+            continue
+        kind = tuple(p[d] == 1 for p in padded)
+        if kinds and kinds[-1] == kind:
+            dims[-1] *= n
+        else:
+            dims.append(n)
+            kinds.append(kind)
+    shape = tuple(dims)
+    ins = [tuple(1 if k[i] else n for n, k in zip(dims, kinds)) for i in range(len(shapes))]
+    return padded_shape(shape), [broadcast_strides(s, shape) for s in ins]
+
+
 def normalize_axis(ctx: PrepareContext, axis: int, rank: int) -> int:
     a = axis + rank if axis < 0 else axis
     if not 0 <= a < max(rank, 1):

@@ -29,6 +29,7 @@ from .common import (
     MAX_BROADCAST_RANK,
     broadcast_shape,
     broadcast_strides,
+    collapse_broadcast,
     float_activation_range,
     int_activation_range,
     padded_shape,
@@ -73,13 +74,13 @@ def source_tag(fn) -> str:
 # --- binary ------------------------------------------------------------------------------------------------------
 
 @scalar
-def _put_clamped(out, o, v, lim):
+def _put_clamped(out, o, v, lo, hi):
     out[o] = v  # wraps integers to the output type first
-    out[o] = min(max(out[o], lim[0]), lim[1])
+    out[o] = min(max(out[o], lo), hi)
 
 
 @scalar
-def _put_plain(out, o, v, lim):
+def _put_plain(out, o, v, lo, hi):
     out[o] = v
 
 
@@ -97,26 +98,33 @@ def make_binary(op, clamp: bool = True):
     @njit(cache=True, nogil=True, error_model="numpy")
     def same(x, y, out, lim):
         tag  # noqa: B018 (a closure cell: see source_tag)
+        lo, hi = lim[0], lim[1]  # locals: LLVM cannot prove out does not alias lim
         for i in range(out.size):
-            put(out, i, op(x[i], y[i]), lim)
+            put(out, i, op(x[i], y[i]), lo, hi)
 
     @njit(cache=True, nogil=True, error_model="numpy")
     def scalar_y(x, y, out, lim):
         tag  # noqa: B018
+        lo, hi = lim[0], lim[1]
         b = y[0]
         for i in range(out.size):
-            put(out, i, op(x[i], b), lim)
+            put(out, i, op(x[i], b), lo, hi)
 
     @njit(cache=True, nogil=True, error_model="numpy")
     def scalar_x(x, y, out, lim):
         tag  # noqa: B018
+        lo, hi = lim[0], lim[1]
         a = x[0]
         for i in range(out.size):
-            put(out, i, op(a, y[i]), lim)
+            put(out, i, op(a, y[i]), lo, hi)
 
     @njit(cache=True, nogil=True, error_model="numpy")
     def bcast(x, y, out, xs, ys, shp, lim):
+        # shp/xs/ys come from collapse_broadcast: the innermost loop is specialised for unit and zero strides so
+        # that it vectorizes (the common [.., n] op [n] and [.., n] op [.., 1] cases)
         tag  # noqa: B018
+        lo, hi = lim[0], lim[1]
+        n5, sx, sy = shp[5], xs[5], ys[5]
         o = 0
         for i0 in range(shp[0]):
             for i1 in range(shp[1]):
@@ -125,9 +133,25 @@ def make_binary(op, clamp: bool = True):
                         for i4 in range(shp[4]):
                             xb = i0 * xs[0] + i1 * xs[1] + i2 * xs[2] + i3 * xs[3] + i4 * xs[4]
                             yb = i0 * ys[0] + i1 * ys[1] + i2 * ys[2] + i3 * ys[3] + i4 * ys[4]
-                            for i5 in range(shp[5]):
-                                put(out, o, op(x[xb + i5 * xs[5]], y[yb + i5 * ys[5]]), lim)
-                                o += 1
+                            # row views: indices from range() are known non-negative, so no wraparound
+                            # select is emitted and the loops vectorize
+                            orow = out[o:o + n5]
+                            if sx == 1 and sy == 1:
+                                xr, yr = x[xb:xb + n5], y[yb:yb + n5]
+                                for k in range(n5):
+                                    put(orow, k, op(xr[k], yr[k]), lo, hi)
+                            elif sx == 1 and sy == 0:
+                                xr, b = x[xb:xb + n5], y[yb]
+                                for k in range(n5):
+                                    put(orow, k, op(xr[k], b), lo, hi)
+                            elif sx == 0 and sy == 1:
+                                a, yr = x[xb], y[yb:yb + n5]
+                                for k in range(n5):
+                                    put(orow, k, op(a, yr[k]), lo, hi)
+                            else:
+                                for k in range(n5):
+                                    put(orow, k, op(x[xb + k * sx], y[yb + k * sy]), lo, hi)
+                            o += n5
 
     return same, scalar_y, scalar_x, bcast
 
@@ -154,8 +178,8 @@ def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.
         ctx.call(scalar_x, xf, yf, of, lim)
     else:
         check_broadcast_rank(ctx, x.shape, y.shape, out_shape)
-        ctx.call(bcast, xf, yf, of, broadcast_strides(x.shape, out_shape), broadcast_strides(y.shape, out_shape),
-                 padded_shape(out_shape), lim)
+        shp, (xs, ys) = collapse_broadcast(out_shape, x.shape, y.shape)
+        ctx.call(bcast, xf, yf, of, xs, ys, shp, lim)
 
 
 def no_limits(dtype) -> np.ndarray:
