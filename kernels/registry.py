@@ -156,7 +156,7 @@ BUILTINS += [
 # Gaps in version ranges are the types we cannot hold (STRING, INT4 packed, FLOAT8, BFLOAT16).
 concat_split, gather, pad, tile, transpose = _lazy("concat_split", "gather", "pad", "tile", "transpose")
 slice_ops = _lazy("slice")
-update_slice = _lazy("update_slice")
+update_slice, misc = _lazy("update_slice", "misc_ops")
 
 BUILTINS += [
     ("CONCATENATION", 1, 4, concat_split.CONCATENATION),  # v2 int8, v3 int16, v4 uint32
@@ -186,6 +186,17 @@ BUILTINS += [
     # raw-word copy, start indices clamped; v1 int32 indices, v2 int64 indices, v3 float16, v4 int16
     # (v5 packed int4, v6 bfloat16: no)
     ("DYNAMIC_UPDATE_SLICE", 1, 4, update_slice.DYNAMIC_UPDATE_SLICE),
+    # misc_ops.py (all version 1, as the official runtime registers them)
+    ("ADD_N", 1, 1, misc.ADD_N),  # float32, int32
+    ("BROADCAST_ARGS", 1, 1, misc.BROADCAST_ARGS),  # int32, int64 shapes
+    ("ATAN2", 1, 1, misc.ATAN2),  # float32, float64 (float16/bfloat16: no)
+    ("BITWISE_XOR", 1, 1, misc.BITWISE_XOR),  # 8/16/32-bit signed and unsigned
+    ("RIGHT_SHIFT", 1, 1, misc.RIGHT_SHIFT),
+    ("REVERSE_SEQUENCE", 1, 1, misc.REVERSE_SEQUENCE),  # any 1/2/4/8/16-byte type; int32/int64 lengths
+    ("BITCAST", 1, 1, misc.BITCAST),
+    ("MATRIX_DIAG", 1, 1, misc.MATRIX_DIAG),
+    ("MATRIX_SET_DIAG", 1, 1, misc.MATRIX_SET_DIAG),
+    ("BUCKETIZE", 1, 1, misc.BUCKETIZE),  # float32/float64/int32/int64 -> int32
     # v2/v3 (TFLite 1.14): hybrid uint8/int8 tables; v4: per-row scales or int4 values (unpacked on load); v5 int2
     ("EMBEDDING_LOOKUP", 1, 4, gather.EMBEDDING_LOOKUP),
 ]
@@ -271,3 +282,17 @@ BUILTINS += [
     ("SVDF", 1, 1, rnn.SVDF),  # float32 (v2/v4 hybrid, v3 int8: no)
 ]
 
+
+# --- object detection (detection.py): float32 NMS (int8/int16 quantized NMS: no) ---
+detection = _lazy("detection")
+
+BUILTINS += [
+    ("NON_MAX_SUPPRESSION_V4", 1, 1, detection.NON_MAX_SUPPRESSION_V4),
+    ("NON_MAX_SUPPRESSION_V5", 1, 1, detection.NON_MAX_SUPPRESSION_V5),
+]
+
+# Custom ops the official builtin op resolver registers too (tensorflow/lite/kernels/register.cc), so a model that
+# uses them runs with the default resolver: (name, min version, max version, kernel).
+CUSTOMS = [
+    ("TFLite_Detection_PostProcess", 1, 1, detection.DETECTION_POSTPROCESS),  # float32 / uint8 inputs
+]
