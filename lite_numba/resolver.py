@@ -76,14 +76,17 @@ class MutableOpResolver(OpResolver):
 
 
 class BuiltinOpResolver(MutableOpResolver):
-    """Every builtin kernel of lite-numba (the table in lite_numba.kernels.registry); no custom ops."""
+    """Every builtin kernel of lite-numba and the custom ops the official builtin resolver also registers
+    (TFLite_Detection_PostProcess, Mfcc, AudioSpectrogram): the tables in lite_numba.kernels.registry."""
 
     def __init__(self):
         super().__init__()
-        from lite_numba.kernels.registry import BUILTINS
+        from lite_numba.kernels.registry import BUILTINS, CUSTOMS
 
         for op, lo, hi, k in BUILTINS:
             self.add_builtin(op, k, lo, hi)
+        for name, lo, hi, k in CUSTOMS:
+            self.add_custom(name, k, lo, hi)
 
 
 _PLUGINS_LOADED = False
