@@ -156,7 +156,7 @@ BUILTINS += [
 # Gaps in version ranges are the types we cannot hold (STRING, INT4 packed, FLOAT8, BFLOAT16).
 concat_split, gather, pad, tile, transpose = _lazy("concat_split", "gather", "pad", "tile", "transpose")
 slice_ops = _lazy("slice")
-update_slice, misc = _lazy("update_slice", "misc_ops")
+update_slice, misc, segment = _lazy("update_slice", "misc_ops", "segment")
 
 BUILTINS += [
     ("CONCATENATION", 1, 4, concat_split.CONCATENATION),  # v2 int8, v3 int16, v4 uint32
@@ -197,6 +197,12 @@ BUILTINS += [
     ("MATRIX_DIAG", 1, 1, misc.MATRIX_DIAG),
     ("MATRIX_SET_DIAG", 1, 1, misc.MATRIX_SET_DIAG),
     ("BUCKETIZE", 1, 1, misc.BUCKETIZE),  # float32/float64/int32/int64 -> int32
+    # segment.py: float32 / int32 data, int32 ids
+    ("SEGMENT_SUM", 1, 1, segment.SEGMENT_SUM),
+    ("UNSORTED_SEGMENT_SUM", 1, 1, segment.UNSORTED_SEGMENT_SUM),
+    ("UNSORTED_SEGMENT_PROD", 1, 1, segment.UNSORTED_SEGMENT_PROD),
+    ("UNSORTED_SEGMENT_MAX", 1, 1, segment.UNSORTED_SEGMENT_MAX),
+    ("UNSORTED_SEGMENT_MIN", 1, 1, segment.UNSORTED_SEGMENT_MIN),
     # v2/v3 (TFLite 1.14): hybrid uint8/int8 tables; v4: per-row scales or int4 values (unpacked on load); v5 int2
     ("EMBEDDING_LOOKUP", 1, 4, gather.EMBEDDING_LOOKUP),
 ]
