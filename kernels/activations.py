@@ -20,6 +20,7 @@ from .elementwise import (
     schedule_binary,
     unary_op,
 )
+from .vecmath import erfc_f32, exp_f32
 
 
 @scalar
@@ -44,10 +45,10 @@ def _relu_0_to_1(v, p):
 
 @scalar
 def _logistic(v, p):
-    if v >= 0:
-        return np.float32(1.0) / (np.float32(1.0) + np.exp(-v))
-    e = np.exp(v)
-    return e / (np.float32(1.0) + e)
+    # 1 / (1 + exp(-v)), or exp(v) / (1 + exp(v)) for negative v; branch-free so that the loop vectorizes
+    e = exp_f32(-abs(v))
+    r = np.float32(1.0) / (np.float32(1.0) + e)
+    return r if v >= 0 else e * r
 
 
 @scalar
@@ -77,8 +78,8 @@ _SQRT_2_PI = np.float32(math.sqrt(2.0 / math.pi))
 
 @scalar
 def _gelu(v, p):
-    # 0.5 x erfc(-x / sqrt(2)): TFLite's form, stable for large negative x
-    return np.float32(0.5) * v * np.float32(math.erfc(v * -_SQRT1_2))
+    # 0.5 x erfc(-x / sqrt(2)): TFLite's form, stable for large negative x (erfc_f32 vectorizes, math.erfc does not)
+    return np.float32(0.5) * v * erfc_f32(v * -_SQRT1_2)
 
 
 @scalar

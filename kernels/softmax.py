@@ -7,40 +7,27 @@ from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
 
+from .vecmath import exp_f32
 
-# exp(t) for t <= 0 as exp(r) * 2**k with k = round(t / ln 2), |r| <= ln 2 / 2: a degree-6 Taylor polynomial
-# (relative error ~1e-7, below float32's ulp at 1e-6 of the row) and the power of two built from its exponent bits.
-# Unlike np.exp (one libm call per element) every loop below vectorizes; fastmath only allows re-associating the sums.
+
+# The loops vectorize: exp_f32 replaces np.exp's libm call per element, and fastmath only allows re-associating
+# the sums.
 _FM = {"reassoc", "nsz"}
 
 
-@njit(cache=True, nogil=True, fastmath=_FM, inline="always")
-def _exp_row(x, r, m, b, out, bits):
-    """out[i] = exp((x[r, i] - m) * b), for values with x[r, i] <= m; returns their sum. bits: n int32 scratch."""
-    n = x.shape[1]
-    for i in range(n):
-        t = max((x[r, i] - m) * b, np.float32(-87.0))
-        k = np.floor(t * np.float32(1.44269504) + np.float32(0.5))
-        f = t - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
-        p = np.float32(1.0 / 720)
-        p = p * f + np.float32(1.0 / 120)
-        p = p * f + np.float32(1.0 / 24)
-        p = p * f + np.float32(1.0 / 6)
-        p = p * f + np.float32(0.5)
-        p = p * f + np.float32(1.0)
-        out[i] = p * f + np.float32(1.0)
-        bits[i] = (np.int32(k) + np.int32(127)) << 23
-    scale = bits.view(np.float32)
+@njit(cache=True, nogil=True, fastmath=_FM, error_model="numpy", inline="always")
+def _exp_row(x, r, m, b, out):
+    """out[i] = exp((x[r, i] - m) * b); returns their sum."""
     s = np.float32(0.0)
-    for i in range(n):
-        e = out[i] * scale[i]
+    for i in range(x.shape[1]):
+        e = exp_f32((x[r, i] - m) * b)
         out[i] = e
         s += e
     return s
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
-def softmax_f32(x, out, beta, bits):
+@njit(cache=True, nogil=True, fastmath=_FM, error_model="numpy")
+def softmax_f32(x, out, beta):
     rows, n = x.shape
     b = np.float32(beta)
     for r in range(rows):
@@ -52,20 +39,20 @@ def softmax_f32(x, out, beta, bits):
             for i in range(1, n):
                 m = min(m, x[r, i])
         o = out[r]
-        inv = np.float32(1.0) / _exp_row(x, r, m, b, o, bits)
+        inv = np.float32(1.0) / _exp_row(x, r, m, b, o)
         for i in range(n):
             o[i] = o[i] * inv
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
-def log_softmax_f32(x, out, bits):
+@njit(cache=True, nogil=True, fastmath=_FM, error_model="numpy")
+def log_softmax_f32(x, out):
     rows, n = x.shape
     for r in range(rows):
         m = x[r, 0]
         for i in range(1, n):
             m = max(m, x[r, i])
         o = out[r]
-        ls = np.log(_exp_row(x, r, m, np.float32(1.0), o, bits))
+        ls = np.log(_exp_row(x, r, m, np.float32(1.0), o))
         for i in range(n):
             o[i] = x[r, i] - m - ls
 
@@ -88,8 +75,7 @@ def SOFTMAX(ctx: PrepareContext) -> None:
         return prepare_quantized(ctx)
     out = ctx.set_output(0, x.shape, np.float32)
     if x.size:
-        ctx.call(softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)), float(ctx.options.get("beta", 1.0)),
-                 ctx.temp((n,), np.int32))
+        ctx.call(softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)), float(ctx.options.get("beta", 1.0)))
 
 
 @kernel("LOG_SOFTMAX")
@@ -101,4 +87,4 @@ def LOG_SOFTMAX(ctx: PrepareContext) -> None:
         return prepare_quantized(ctx)
     out = ctx.set_output(0, x.shape, np.float32)
     if x.size:
-        ctx.call(log_softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)), ctx.temp((n,), np.int32))
+        ctx.call(log_softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)))
