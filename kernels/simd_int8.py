@@ -70,26 +70,47 @@ def _splat16(builder, x):
     return _splat(builder, x, _v16i)
 
 
-def _requantize_vector(builder, acc, prm_ptr, c, Np, zp_out, qmin, qmax):
-    """ruy's x86 output stage on 16 int32 lanes (channels c..c+15): with the parameter rows of `prm` (int32 [4, Np]:
-    offset + bias, multiplier, left shift, right shift), x = (acc + offset) << left (int32, wrapping), then
-    h = (x * multiplier + 2^30) >> 31 and (h + (1 << right >> 1)) >> right in int64, + zp_out, clamped.
-    The same arithmetic as conv_loops._mbqm_half_up; returns <16 x i32>."""
-    v16i64 = ir.VectorType(_i64, 16)
+PRM_BLOCK = 128  # int32 slots of output-stage parameters per 16 output channels (see output_params)
 
-    def row(k):
-        p = builder.gep(prm_ptr, [builder.add(builder.mul(Np, _const(k)), c)], inbounds=True)
-        return builder.load(builder.bitcast(p, _v16i.as_pointer()), align=4)
 
-    x = builder.shl(builder.add(acc, row(0)), row(2))
-    h = builder.mul(builder.sext(x, v16i64), builder.sext(row(1), v16i64))
-    h = builder.ashr(builder.add(h, ir.Constant(v16i64, [1 << 30] * 16)), ir.Constant(v16i64, [31] * 16))
-    right = builder.sext(row(3), v16i64)
-    one = ir.Constant(v16i64, [1] * 16)
-    nudge = builder.ashr(builder.shl(one, right), one)
-    y = builder.trunc(builder.ashr(builder.add(h, nudge), right), _v16i)
-    y = builder.add(y, _splat16(builder, zp_out))
-    lo, hi = _splat16(builder, qmin), _splat16(builder, qmax)
+def _requantize_params(builder, prm_ptr, c):
+    """The output-stage parameter vectors of channels c..c+15 (c a multiple of 16) from their block of `prm`
+    (output_params): offset, left shift (<16 x i32>), multipliers of the even and odd channels, rounding terms,
+    right shifts (<8 x i64> each)."""
+    v8i64 = ir.VectorType(_i64, 8)
+    base = builder.gep(prm_ptr, [builder.mul(c, _const(PRM_BLOCK // 16))], inbounds=True)
+
+    def row(k, ty):  # 16 int32 slots k*16.. of the block as `ty`
+        p = builder.gep(base, [_const(16 * k)], inbounds=True)
+        return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
+
+    return (row(0, _v16i), row(1, _v16i)) + tuple(row(k, v8i64) for k in range(2, 8))
+
+
+def _requantize_vector(builder, acc, params, lo, hi):
+    """ruy's x86 output stage on 16 int32 lanes with the parameters of their channels (_requantize_params) and the
+    limits lo, hi (<16 x i32>): x = (acc + offset) << left (int32, wrapping), then in int64 lanes
+    (x * multiplier + round) >> (31 + right), clamped; returns <16 x i32>.
+
+    This is conv_loops._mbqm_half_up + zp_out in one rounding shift: floor(floor(a / 2^31) / 2^r) =
+    floor(a / 2^(31 + r)), so ((x * m + 2^30) >> 31 + nudge) >> r, + zp, equals
+    (x * m + 2^30 + nudge * 2^31 + zp * 2^(31 + r)) >> (31 + r) exactly (no int64 overflow for r <= 21, which
+    prepare checks). Even and odd channels are multiplied in separate 8 x i64 halves (vpmuldq reads the low
+    32 bits of each 64-bit lane), so no lane is widened."""
+    v8i64 = ir.VectorType(_i64, 8)
+    off, left, me, mo, re, ro, se, so = params
+    c32 = ir.Constant(v8i64, [32] * 8)
+
+    def sext_low(v):  # sign-extend the low 32 bits of every 64-bit lane (lets LLVM pick vpmuldq)
+        return builder.ashr(builder.shl(v, c32), c32)
+
+    x = builder.shl(builder.add(acc, off), left)
+    xq = builder.bitcast(x, v8i64)
+    te = builder.mul(sext_low(xq), sext_low(me))
+    to = builder.mul(builder.ashr(xq, c32), sext_low(mo))
+    ye = builder.bitcast(builder.ashr(builder.add(te, re), se), _v16i)
+    yo = builder.bitcast(builder.ashr(builder.add(to, ro), so), _v16i)
+    y = builder.shuffle_vector(ye, yo, ir.Constant(_v16i, [i if i % 2 == 0 else 15 + i for i in range(16)]))
     y = builder.select(builder.icmp_signed("<", y, lo), lo, y)
     return builder.select(builder.icmp_signed(">", y, hi), hi, y)
 
@@ -98,26 +119,24 @@ def _make_vnni_tile(mr: int, nv: int):
     """An intrinsic computing an [mr, 16 * nv] tile of the quantized output with vpdpbusd:
     C = A[mr, 4 * kg] (uint8) . panel (int8, [kg, 16 * nv, 4]), requantized by _requantize_vector.
 
-    tile(a, a_off, lda, kg, b, b_off, prm, c0, Np, out, o_off, ldo, nrows, ncols, zp_out, qmin, qmax): row r of A
+    tile(a, a_off, lda, kg, b, b_off, prm, c0, out, o_off, ldo, nrows, ncols, qmin, qmax): row r of A
     starts at byte a_off + r * lda of the uint8 array a, the panel at byte b_off of the int8 array b; prm holds the
-    output-stage parameters of channels c0.. (int32 [4, Np] flat); rows r < nrows and channels j < ncols of the
+    output-stage parameters (output_params, flat) of which those of channels c0.. are used; rows r < nrows and
+    channels j < ncols of the
     result are stored as bytes at out[o_off + r * ldo + j].
     """
 
     @intrinsic
-    def tile(typingctx, a, a_off, lda, kg, b, b_off, prm, c0, Np, out, o_off, ldo, nrows, ncols, zp_out, qmin,
-             qmax):
+    def tile(typingctx, a, a_off, lda, kg, b, b_off, prm, c0, out, o_off, ldo, nrows, ncols, qmin, qmax):
         ip = types.intp
-        sig = types.void(a, ip, ip, ip, b, ip, prm, ip, ip, out, ip, ip, ip, ip, types.int32, types.int32,
-                         types.int32)
+        sig = types.void(a, ip, ip, ip, b, ip, prm, ip, out, ip, ip, ip, ip, types.int32, types.int32)
 
         def codegen(context, builder, sig, args):
-            (a_, a_off_, lda_, kg_, b_, b_off_, prm_, c0_, np_, out_, o_off_, ldo_, nrows_, ncols_, zp_, qmin_,
-             qmax_) = args
+            (a_, a_off_, lda_, kg_, b_, b_off_, prm_, c0_, out_, o_off_, ldo_, nrows_, ncols_, qmin_, qmax_) = args
             pa = _data_ptr(context, builder, sig.args[0], a_)
             pb = _data_ptr(context, builder, sig.args[4], b_)
             pp = _data_ptr(context, builder, sig.args[6], prm_)
-            po = _data_ptr(context, builder, sig.args[9], out_)
+            po = _data_ptr(context, builder, sig.args[8], out_)
             dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i, [_v16i, _v16i, _v16i]),
                                                 "llvm.x86.avx512.vpdpbusd.512")
             accs = [[cgutils.alloca_once(builder, _v16i) for _ in range(nv)] for _ in range(mr)]
@@ -137,14 +156,15 @@ def _make_vnni_tile(mr: int, nv: int):
                     for v in range(nv):
                         builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
             v16i8 = ir.VectorType(_i8, 16)
+            lo, hi = _splat16(builder, qmin_), _splat16(builder, qmax_)
             for v in range(nv):
-                cv = builder.add(c0_, _const(16 * v))
                 count = builder.sub(ncols_, _const(16 * v))  # valid channels of this vector (may be <= 0 or > 16)
+                params = _requantize_params(builder, pp, builder.add(c0_, _const(16 * v)))
                 for r in range(mr):
                     with builder.if_then(builder.and_(builder.icmp_signed("<", _const(r), nrows_),
                                                       builder.icmp_signed(">", count, _const(0)))):
-                        y = builder.trunc(_requantize_vector(builder, builder.load(accs[r][v]), pp, cv, np_, zp_,
-                                                             qmin_, qmax_), v16i8)
+                        y = builder.trunc(_requantize_vector(builder, builder.load(accs[r][v]), params, lo, hi),
+                                          v16i8)
                         dst = builder.gep(po, [builder.add(builder.add(o_off_, builder.mul(ldo_, _const(r))),
                                                            _const(16 * v))], inbounds=True)
                         with builder.if_else(builder.icmp_signed(">=", count, _const(16))) as (whole, part):
@@ -218,23 +238,46 @@ def block_rows(Kp: int, P: int, mr: int) -> int:
 # --- activation packing and epilogue (shared by both paths) -----------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
-def _copy_flipped(dst, src, flip):
-    """dst[i] = src[i] ^ flip as bytes (slices, so that LLVM vectorizes the copy)."""
-    for i in range(dst.size):
-        dst[i] = np.uint8(src[i]) ^ flip
+@intrinsic
+def _copy16(typingctx, dst, d, src, s, flip):
+    """dst[d:d + 16] = src[s:s + 16] ^ flip (bytes of uint8/int8 arrays, one unaligned 16-byte vector; plain IR that
+    any target lowers)."""
+    sig = types.void(dst, types.intp, src, types.intp, types.uint8)
+
+    def codegen(context, builder, sig, args):
+        dst_, d_, src_, s_, flip_ = args
+        v16i8 = ir.VectorType(_i8, 16)
+        pd = _byte_ptr(builder, _data_ptr(context, builder, sig.args[0], dst_), d_)
+        ps = _byte_ptr(builder, _data_ptr(context, builder, sig.args[2], src_), s_)
+        v = builder.xor(_load(builder, ps, v16i8), _splat(builder, flip_, v16i8))
+        builder.store(v, builder.bitcast(pd, v16i8.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(cache=True, inline="always")
-def _fill(dst, v):
-    for i in range(dst.size):
-        dst[i] = v
+def _copy_flipped(af, d, xf, s, n, fl):
+    """af[d:d + n] = xf[s:s + n] ^ fl as bytes (unsigned indices, so that LLVM vectorizes the loop)."""
+    for i in range(n):
+        af[np.uint64(d + i)] = np.uint8(xf[np.uint64(s + i)]) ^ fl
+
+
+@njit(cache=True, inline="always")
+def _fill(af, d, n, v):
+    for i in range(n):
+        af[np.uint64(d + i)] = v
 
 
 @njit(cache=True, inline="always")
 def _pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
     """abuf[r, :K] = row m0 + r of x's im2col matrix, bytes flipped by `flip`; taps outside the image hold zp_in.
-    geo[10] != 0 marks a pointwise layer (1x1, stride 1, no padding), whose im2col rows are the rows of x."""
+    geo[10] != 0 marks a pointwise layer (1x1, stride 1, no padding), whose im2col rows are the rows of x.
+
+    A row whose taps are all inside the image (dilation 1 along x) is KH runs of KW * CI contiguous bytes of x,
+    copied in 16-byte vectors that may write up to 15 bytes past a run (the next runs and rows of the block are
+    written after it; bytes K.. of a row meet zero weights) and read up to 15 bytes past it, when both arrays have
+    room for that; other rows go tap by tap."""
     N, H, W, CI = x.shape
     sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     OH, OW = geo[8], geo[9]
@@ -245,39 +288,51 @@ def _pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
     af = abuf.reshape(abuf.size)
     if geo[10] != 0:
         if CI == Kp:
-            _copy_flipped(af[:rows * CI], xf[m0 * CI:(m0 + rows) * CI], fl)
+            _copy_flipped(af, 0, xf, m0 * CI, rows * CI, fl)
         else:
             for r in range(rows):
-                _copy_flipped(af[r * Kp:r * Kp + CI], xf[(m0 + r) * CI:(m0 + r + 1) * CI], fl)
+                _copy_flipped(af, r * Kp, xf, (m0 + r) * CI, CI, fl)
         return
     ox = m0 % OW
     t = m0 // OW
     oy = t % OH
     n = t // OH
     KWC = KW * CI
+    ystep = dh * W * CI
+    xlast = xf.size - KWC - 16  # last run start with 16 readable bytes past the run
+    alast = af.size - (KH - 1) * KWC - KWC - 16  # last row start with 16 writable bytes past its last run
     for r in range(rows):
         iy0 = oy * sh - pt
         ix0 = ox * sw - pl
-        dst = af[r * Kp:(r + 1) * Kp]
-        # with dilation 1 and every column tap inside the image, the KW taps of a filter row are contiguous in x
+        d0 = r * Kp
         row_inside = dw == 1 and ix0 >= 0 and ix0 + KW <= W
-        for ky in range(KH):
-            iy = iy0 + ky * dh
-            k = ky * KWC
-            if iy < 0 or iy >= H:
-                _fill(dst[k:k + KWC], pad)
-                continue
-            base = (n * H + iy) * W
-            if row_inside:
-                _copy_flipped(dst[k:k + KWC], xf[(base + ix0) * CI:(base + ix0 + KW) * CI], fl)
-                continue
-            for kx in range(KW):
-                ix = ix0 + kx * dw
-                d = dst[k + kx * CI:k + (kx + 1) * CI]
-                if 0 <= ix < W:
-                    _copy_flipped(d, xf[(base + ix) * CI:(base + ix + 1) * CI], fl)
-                else:
-                    _fill(d, pad)
+        iyl = iy0 + (KH - 1) * dh
+        s0 = ((n * H + iy0) * W + ix0) * CI
+        if row_inside and iy0 >= 0 and iyl < H and d0 <= alast and s0 + (KH - 1) * ystep <= xlast:
+            for ky in range(KH):
+                i = 0
+                while i < KWC:
+                    _copy16(af, d0 + i, xf, s0 + i, fl)
+                    i += 16
+                d0 += KWC
+                s0 += ystep
+        else:
+            for ky in range(KH):
+                iy = iy0 + ky * dh
+                k = d0 + ky * KWC
+                if iy < 0 or iy >= H:
+                    _fill(af, k, KWC, pad)
+                    continue
+                base = (n * H + iy) * W
+                if row_inside:
+                    _copy_flipped(af, k, xf, (base + ix0) * CI, KWC, fl)
+                    continue
+                for kx in range(KW):
+                    ix = ix0 + kx * dw
+                    if 0 <= ix < W:
+                        _copy_flipped(af, k + kx * CI, xf, (base + ix) * CI, CI, fl)
+                    else:
+                        _fill(af, k + kx * CI, CI, pad)
         ox += 1
         if ox == OW:
             ox = 0
@@ -299,6 +354,35 @@ def _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, q
             orow[c] = min(max(v, qmin), qmax)
 
 
+@njit(cache=True, inline="always")
+def _output_params(prm, offs, bias, mult, shift, zp_out):
+    """Fill prm [Np / 16, PRM_BLOCK] int32 with the VNNI output stage's parameters (_requantize_params): per block of
+    16 channels, int32 slots 0..15 offset + bias, 16..31 left shift; then as int64 (8 each, even channels before
+    odd ones) the multipliers, the rounding terms 2^30 + nudge * 2^31 + zp_out * 2^(31 + right) and the shifts
+    31 + right. Channels from bias.size on (padding) get zeros. Shifts must lie in [-21, 31] (prepare checks)."""
+    CO = bias.size
+    nb = prm.shape[0]
+    p64 = prm.reshape(nb * PRM_BLOCK).view(np.int64).reshape(nb, PRM_BLOCK // 2)
+    for c in range(nb * 16):
+        b, lane = c // 16, c % 16
+        j = 16 + (lane % 2) * 8 + lane // 2  # int64 slot of the multiplier
+        if c < CO:
+            left = max(shift[c], 0)
+            right = max(-shift[c], 0)
+            prm[b, lane] = np.int32(offs[c] + bias[c])
+            prm[b, 16 + lane] = left
+            p64[b, j] = mult[c]
+            p64[b, j + 16] = (np.int64(1) << 30) + ((np.int64(1) << right) >> 1 << 31) + \
+                (np.int64(zp_out) << (31 + right))
+            p64[b, j + 32] = 31 + right
+        else:
+            prm[b, lane] = 0
+            prm[b, 16 + lane] = 0
+            p64[b, j] = 0
+            p64[b, j + 16] = 0
+            p64[b, j + 32] = 0
+
+
 # --- drivers ----------------------------------------------------------------------------------------------------------
 
 
@@ -306,23 +390,18 @@ def _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, q
 def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
     """Quantized CONV_2D (one group) / FULLY_CONNECTED on VNNI: x [N, H, W, CI] (int8 or uint8), wp weights packed
     by pack_weights_vnni, offs [Np] channel_offsets, bias [CO] int32, out [N, OH, OW, CO];
-    geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and prm [4, Np] int32
-    scratch. Shifts must lie in [-62, 31] (prepare checks)."""
+    geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and prm
+    [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-21, 31] (prepare checks)."""
     N, OH, OW, CO = out.shape
     P = N * OH * OW
     MB, Kp = abuf.shape
-    Np = prm.shape[1]
+    Np = prm.shape[0] * 16
     kg = Kp // 4
     a = abuf.reshape(MB * Kp)
     o = out.reshape(P * CO)
-    for c in range(Np):
-        inside = c < CO
-        prm[0, c] = np.int32(offs[c] + (bias[c] if inside else 0))
-        prm[1, c] = mult[c] if inside else 0
-        prm[2, c] = max(shift[c], 0) if inside else 0
-        prm[3, c] = max(-shift[c], 0) if inside else 0
-    pf = prm.reshape(4 * Np)
-    zo, lo, hi = np.int32(zp_out), np.int32(qmin), np.int32(qmax)
+    _output_params(prm, offs, bias, mult, shift, zp_out)
+    pf = prm.reshape(prm.size)
+    lo, hi = np.int32(qmin), np.int32(qmax)
     for m0 in range(0, P, MB):
         rows = min(MB, P - m0)
         _pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
@@ -338,15 +417,15 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
                 ob = (m0 + i) * CO + j0
                 nrows = rows - i
                 if Np - j0 >= NR:
-                    _tile_mr_2(a, i * Kp, Kp, kg, wp, boff, pf, j0, Np, o, ob, CO, nrows, ncols, zo, lo, hi)
+                    _tile_mr_2(a, i * Kp, Kp, kg, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi)
                 else:
-                    _tile_mr_1(a, i * Kp, Kp, kg, wp, boff, pf, j0, Np, o, ob, CO, nrows, ncols, zo, lo, hi)
+                    _tile_mr_1(a, i * Kp, Kp, kg, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi)
             for i in range(full, full + rest):
                 ob = (m0 + i) * CO + j0
                 if Np - j0 >= NR:
-                    _tile_1_2(a, i * Kp, Kp, kg, wp, boff, pf, j0, Np, o, ob, CO, 1, ncols, zo, lo, hi)
+                    _tile_1_2(a, i * Kp, Kp, kg, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi)
                 else:
-                    _tile_1_1(a, i * Kp, Kp, kg, wp, boff, pf, j0, Np, o, ob, CO, 1, ncols, zo, lo, hi)
+                    _tile_1_1(a, i * Kp, Kp, kg, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi)
 
 
 @njit(cache=True, inline="always")
@@ -443,16 +522,18 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     P = N * OH * OW
     Kp, Np = padded_sizes(K, CO)
     flip = 128 if x.dtype == np.int8 else 0
-    # the VNNI output stage shifts int32 lanes left by at most 31 and int64 lanes right by at most 62
-    vnni = has("avx512vnni") and -62 <= int(np.min(shift)) and int(np.max(shift)) <= 31
+    # the VNNI output stage shifts int32 lanes left by at most 31 and rounds in int64 lanes without overflow for
+    # right shifts up to 21 (_requantize_vector); other layers take the portable path
+    vnni = has("avx512vnni") and -21 <= int(np.min(shift)) and int(np.max(shift)) <= 31
     wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
     offs = channel_offsets(w, flip, zp_in, Np)
     MB = block_rows(Kp, P, MR if vnni else PR)
     abuf = ctx.temp((MB, Kp), np.uint8)
-    scratch = ctx.temp((4, Np), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
+    scratch = ctx.temp((Np // 16, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
     sh, sw, _, _, pt, pl, KH, KW = geo_conv
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
     geo = np.array(list(geo_conv) + [OH, OW, int(pointwise)], np.int64)
     fn = qconv_vnni if vnni else qconv_portable
     ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
              np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
+

@@ -125,3 +125,40 @@ def test_weight_packing_layouts():
     assert np.array_equal(wq[:37, :11], w) and np.count_nonzero(wq) == np.count_nonzero(w)
     offs = simd_int8.channel_offsets(w, 128, -5, Np)
     assert np.array_equal(offs[:37], -(123 * w.astype(np.int64).sum(axis=1))) and not offs[37:].any()
+
+
+@pytest.mark.skipif("avx512vnni" not in PATHS, reason="no AVX-512 VNNI")
+def test_vnni_output_stage_extremes():
+    """The VNNI output stage (one int64 rounding shift per lane, zero point folded in) against the portable one
+    (conv_loops._mbqm_half_up, checked against the official runtime above) on parameters no model in the tests
+    reaches: every shift in the VNNI range [-21, 31] (int32 wrapping left shifts), multipliers of either sign,
+    biases over the whole int32 range (wrapping accumulators), any zero points and clamps. Both drivers are called
+    directly with the argument types the runner passes."""
+    rng = np.random.default_rng(1)
+    for trial in range(60):
+        h, w = (int(v) for v in rng.integers(1, 8, 2))
+        ci, co = int(rng.integers(1, 30)), int(rng.integers(1, 70))
+        kh, kw = (int(v) for v in rng.integers(1, 4, 2))
+        if kh > h or kw > w:
+            continue
+        oh, ow = h - kh + 1, w - kw + 1
+        x = rng.integers(-128, 128, (1, h, w, ci)).astype(np.int8)
+        wt = rng.integers(-127, 128, (co, kh * kw * ci)).astype(np.int8)
+        Kp, Np = simd_int8.padded_sizes(wt.shape[1], co)
+        zp_in, zp_out = (int(v) for v in rng.integers(-128, 128, 2))
+        bias = rng.integers(-2**31, 2**31, co).astype(np.int32)
+        mult = rng.integers(-2**31 if trial % 4 == 0 else 2**30, 2**31, co).astype(np.int32)
+        shift = rng.integers(-21, 32, co).astype(np.int32)
+        qmin, qmax = sorted(int(v) for v in rng.integers(-128, 128, 2)) if trial % 3 == 0 else (-128, 127)
+        geo = np.array([1, 1, 1, 1, 0, 0, kh, kw, oh, ow, int(kh == kw == 1)], np.int64)
+        offs = simd_int8.channel_offsets(wt, 128, zp_in, Np)
+        outs = []
+        for fn, wp, mr in [(simd_int8.qconv_vnni, simd_int8.pack_weights_vnni(wt), simd_int8.MR),
+                           (simd_int8.qconv_portable, simd_int8.pack_weights_portable(wt), simd_int8.PR)]:
+            MB = simd_int8.block_rows(Kp, oh * ow, mr)
+            scratch = np.zeros((Np // 16, simd_int8.PRM_BLOCK) if mr == simd_int8.MR else (MB, Np), np.int32)
+            out = np.zeros((1, oh, ow, co), np.int8)
+            fn(x, wp, offs, bias, out, geo, 128, zp_in, mult, shift, zp_out, qmin, qmax,
+               np.zeros((MB, Kp), np.uint8), scratch)
+            outs.append(out)
+        assert np.array_equal(outs[0], outs[1]), f"trial {trial}: {np.count_nonzero(outs[0] != outs[1])} differ"
