@@ -1,8 +1,9 @@
 """Sequence ops: UNIDIRECTIONAL/BIDIRECTIONAL_SEQUENCE_LSTM, UNIDIRECTIONAL/BIDIRECTIONAL_SEQUENCE_RNN, RNN, SVDF.
 
 Float32, and hybrid (float activations, int8 weights: what dynamic-range quantization emits) for
-UNIDIRECTIONAL_SEQUENCE_LSTM, RNN and UNIDIRECTIONAL_SEQUENCE_RNN; fully integer (int8 activations / int16 cell)
-LSTM, hybrid BIDIRECTIONAL_* and integer/hybrid SVDF are rejected in prepare with a clear error. The maths follows
+UNIDIRECTIONAL_SEQUENCE_LSTM, RNN and UNIDIRECTIONAL_SEQUENCE_RNN; the fully integer (int8 activations / int16 cell)
+UNIDIRECTIONAL_SEQUENCE_LSTM is in rnn_int.py; hybrid BIDIRECTIONAL_* and integer/hybrid SVDF are rejected in
+prepare with a clear error. The maths follows
 TFLite's float paths (lstm_eval.cc EvalFloat / LstmStepFloat, kernel_utils RnnBatchStep, svdf EvalFloat) in float32,
 and its hybrid paths (LstmStepHybrid, hybrid RnnBatchStep: per step and batch row the input and state are quantized
 to int8 by BatchQuantizeFloats, products accumulate in int32 and are scaled back to float):
@@ -32,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from lite_numba.kernels.quantized_fully_connected import quantize_rows
+from lite_numba.kernels.rnn_int import prepare_lstm_integer
 from lite_numba.ops import PrepareContext, kernel
 
 # fused activations as TFLite's ApplyActivationToVector takes them (kTfLiteActSigmoid = 6 is internal)
@@ -632,8 +634,8 @@ def _clips(ctx: PrepareContext) -> tuple[float, float]:
 
 def _sequence_dims(ctx: PrepareContext, x, time_major: bool) -> tuple[int, int, int]:
     ctx.check(x is not None, "input is required")
-    ctx.check(x.dtype == np.float32, f"input has type {x.dtype.name}: only float32 is supported (integer "
-                                      f"activations, e.g. the int8 / int16-cell LSTM, are not implemented)")
+    ctx.check(x.dtype == np.float32, f"input has type {x.dtype.name}: only float32 is supported here (integer "
+                                      f"activations: int8 UNIDIRECTIONAL_SEQUENCE_LSTM only)")
     ctx.check(x.ndim == 3, f"input must be 3-D, got shape {list(x.shape)}")
     max_time, n_batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
     return n_batch, max_time, x.shape[2]
@@ -646,11 +648,14 @@ def UNIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
     ctx.check_num(outputs=1)
     time_major = bool(ctx.options.get("time_major", False))
     x = ctx.input(0)
-    n_batch, max_time, n_input = _sequence_dims(ctx, x, time_major)
     weights = {name: ctx.input(1 + i) for i, name in enumerate(_LSTM_WEIGHT_NAMES)}
     use_ln = ctx.num_inputs == 24 and ctx.input(21) is not None
     for i, name in enumerate(_LN_NAMES):
         weights[name] = ctx.input(20 + i) if ctx.num_inputs == 24 else None
+    if x is not None and x.dtype == np.int8:  # fully integer (int8 activations, int16 cell): rnn_int.py
+        prepare_lstm_integer(ctx, weights, use_ln, time_major)
+        return
+    n_batch, max_time, n_input = _sequence_dims(ctx, x, time_major)
     act = _cell_activation(ctx)
     cell_clip, proj_clip = _clips(ctx)
     state_h, state_c = ctx.input(18), ctx.input(19)

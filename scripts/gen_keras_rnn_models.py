@@ -22,6 +22,8 @@ With tf_keras (legacy Keras 2: `pip install tf-keras==2.21.0`), whose LSTMs the 
                       activations, int8 weights, asymmetric input quantization)
   tfkeras_lstm_int8   LSTM(8) + Dense, full integer (representative data): QUANTIZE, UNIDIRECTIONAL_SEQUENCE_LSTM
                       int8 activations / int16 cell with 5 intermediates, FULLY_CONNECTED, DEQUANTIZE
+  tfkeras_lstm_int8_stacked  batch 2, LSTM(12, return_sequences) -> LSTM(6) -> Dense(2), full integer: two integer
+                      LSTMs (the second one's cell state calibrates to scale 2^-16; tests/test_rnn_int.py)
 """
 
 from __future__ import annotations
@@ -149,6 +151,16 @@ def tf_keras_models() -> dict[str, bytes]:
     # weights need >= 1024 elements for the converter to quantize them
     m = K.Sequential([L.Input((T, 32), batch_size=1), L.LSTM(32, return_sequences=True)])
     out["tfkeras_lstm_dynamic_range"] = conv(m, optimize=True)
+
+    K.utils.set_random_seed(SEED)
+
+    def representative_batch2():
+        rng = np.random.default_rng(0)
+        for _ in range(50):
+            yield [rng.standard_normal((2, T, F)).astype(np.float32)]
+
+    m = K.Sequential([L.Input((T, F), batch_size=2), L.LSTM(12, return_sequences=True), L.LSTM(6), L.Dense(2)])
+    out["tfkeras_lstm_int8_stacked"] = conv(m, optimize=True, representative=representative_batch2)
     return out
 
 
