@@ -20,7 +20,7 @@ from .elementwise import (
     schedule_binary,
     unary_op,
 )
-from .vecmath import erfc_f32, exp_f32
+from .vecmath import erfc_f32, exp_f32, tanh_f32
 
 
 @scalar
@@ -53,7 +53,7 @@ def _logistic(v, p):
 
 @scalar
 def _tanh(v, p):
-    return np.tanh(v)
+    return tanh_f32(v)
 
 
 @scalar
@@ -84,7 +84,7 @@ def _gelu(v, p):
 
 @scalar
 def _gelu_tanh(v, p):
-    return np.float32(0.5) * v * (np.float32(1.0) + np.tanh(_SQRT_2_PI * (v + np.float32(0.044715) * (v * v * v))))
+    return np.float32(0.5) * v * (np.float32(1.0) + tanh_f32(_SQRT_2_PI * (v + np.float32(0.044715) * (v * v * v))))
 
 
 RELU = unary_op("RELU", _relu)

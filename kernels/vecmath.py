@@ -77,3 +77,20 @@ def erfc_f32(z):
     q = q * t + np.float32(-1.26551223)
     e = t * exp_f32(q - a * a)
     return e if z >= 0 else np.float32(2.0) - e
+
+
+@njit(cache=True, inline="always")
+def tanh_f32(x):
+    """tanh(x) for float32 x: the odd Taylor series to x**9 for |x| < 0.25 (next term below 3e-9), else
+    1 - 2 / (exp(2|x|) + 1) (absolute error ~1e-7, relative ~4e-7 at |x| = 0.25); NaN for NaN, +-1 at +-inf."""
+    a = abs(x)
+    s = x * x
+    p = np.float32(62.0 / 2835)
+    p = p * s + np.float32(-17.0 / 315)
+    p = p * s + np.float32(2.0 / 15)
+    p = p * s + np.float32(-1.0 / 3)
+    small = x + x * s * p
+    big = np.float32(1.0) - np.float32(2.0) / (exp_f32(np.float32(2.0) * a) + np.float32(1.0))
+    big = big if x >= 0 else -big
+    r = small if a < np.float32(0.25) else big
+    return r if x == x else x
