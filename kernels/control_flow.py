@@ -33,31 +33,136 @@ def _prepare_while(ctx: PrepareContext) -> None:
     _check_io(ctx, body, n, n, "body")
     _, cond_out = ctx.subgraph_signature(cond)
     ctx.check(cond_out[0][0] == np.bool_, f"cond subgraph {cond} must return a bool, returns {cond_out[0][0]}")
+    # a loop whose body returns every loop variable with the shape it came in with has static outputs: what
+    # follows the loop stays compiled (TFLite's WHILE prepares its body the same way)
+    shapes = [ctx.input(i).shape for i in range(n)]
+    if cond != body and ctx.subgraph_output_shapes(body, shapes) == shapes:
+        for i in range(n):
+            ctx.set_output(i, shapes[i], ctx.input(i).dtype)
+        return
     ctx.defer()
 
 
 def _run_while(ctx: PrepareContext) -> None:
     cond, body = ctx.options["cond_subgraph_index"], ctx.options["body_subgraph_index"]
-    # call_subgraph copies its inputs into the called subgraph and returns fresh arrays: no copies needed here
     values = [ctx.input_array(i) for i in range(ctx.num_inputs)]
     limit = ctx.max_while_iterations
     iterations = 0
+    if cond != body:
+        values, iterations = _while_in_place(ctx, cond, body, values, limit)
+    # general loop: the loop variables may change shape (the called subgraphs are prepared per shape).
+    # call_subgraph copies its inputs into the called subgraph and returns fresh arrays: no copies needed here
+    if values is None:
+        return
     while True:
         (c,) = ctx.call_subgraph(cond, values)
-        if c.dtype != np.bool_ or c.size != 1:
-            ctx.fail(f"cond subgraph {cond} returned {c.dtype.name}{list(c.shape)}, expected a bool scalar")
+        _check_cond(ctx, cond, c)
         if not bool(c.reshape(-1)[0]):
             break
         new = ctx.call_subgraph(body, values)
-        for i, (a, b) in enumerate(zip(values, new)):
-            if a.dtype != b.dtype:
-                ctx.fail(f"body subgraph {body} output {i} has type {b.dtype.name}, loop variable is {a.dtype.name}")
+        _check_body(ctx, body, values, new)
         values = new
         iterations += 1
         if limit is not None and iterations >= limit:
-            raise RuntimeError(f"WHILE (node {ctx.node.index}) did not finish within {limit} iterations")
+            _too_many(ctx, limit)
     for i, v in enumerate(values):
         ctx.set_output_array(i, v)
+
+
+def _check_cond(ctx: PrepareContext, cond: int, c: np.ndarray) -> None:
+    if c.dtype != np.bool_ or c.size != 1:
+        ctx.fail(f"cond subgraph {cond} returned {c.dtype.name}{list(c.shape)}, expected a bool scalar")
+
+
+def _check_body(ctx: PrepareContext, body: int, values, new) -> None:
+    for i, (a, b) in enumerate(zip(values, new)):
+        if a.dtype != b.dtype:
+            ctx.fail(f"body subgraph {body} output {i} has type {b.dtype.name}, loop variable is {a.dtype.name}")
+
+
+def _too_many(ctx: PrepareContext, limit: int) -> None:
+    raise RuntimeError(f"WHILE (node {ctx.node.index}) did not finish within {limit} iterations")
+
+
+class _InPlaceLoop:
+    """A WHILE whose loop variables keep their shapes: cond and body prepared once for them (BoundSubgraph), the
+    body's outputs copied straight into its own inputs and into the cond's. Kept in the node's host_data while the
+    shapes hold and both subgraphs keep their preparation."""
+
+    __slots__ = ("shapes", "c", "b", "flag", "b_in", "moves", "swapped", "cond_moves", "outputs")
+
+    def __init__(self, ctx, shapes, c, b):
+        self.shapes, self.c, self.b = shapes, c, b
+        # the WHILE's outputs when prepare fixed their shapes (the loop keeps them): written directly
+        outputs = [ctx.output_array(i) for i in range(ctx.num_outputs)]
+        self.outputs = outputs if all(o is not None and o.shape == s for o, s in zip(outputs, shapes)) else None
+        outs = b.outputs
+        self.flag = c.outputs[0].reshape(-1)
+        self.b_in = b.inputs
+        self.moves = [(k, outs[k]) for k in range(len(outs)) if outs[k] is not self.b_in[k]]
+        # a body output that is another loop variable's input storage would be overwritten: stage those copies
+        self.swapped = any(np.shares_memory(src, self.b_in[j]) for k, src in self.moves
+                           for j in range(len(self.b_in)) if j != k)
+        self.cond_moves = [(c.inputs[k], self.b_in[k]) for k in c.used_inputs]
+
+    def usable(self, shapes) -> bool:
+        return shapes == self.shapes and self.c.valid() and self.b.valid()
+
+
+def _in_place_loop(ctx: PrepareContext, cond: int, body: int, values) -> _InPlaceLoop | None:
+    shapes = tuple(v.shape for v in values)
+    loop = ctx.host_data
+    if isinstance(loop, _InPlaceLoop) and loop.usable(shapes):
+        return loop
+    if loop == ("general", shapes):
+        return None
+    c = ctx.bind_subgraph(cond, values)
+    b = ctx.bind_subgraph(body, values)
+    if not (c.static_outputs and b.static_outputs) or any(
+            o.shape != v.shape or o.dtype != v.dtype for o, v in zip(b.outputs, values)):
+        ctx.host_data = ("general", shapes)
+        return None
+    _check_cond(ctx, cond, c.outputs[0])
+    loop = ctx.host_data = _InPlaceLoop(ctx, shapes, c, b)
+    return loop
+
+
+def _while_in_place(ctx: PrepareContext, cond: int, body: int, values, limit):
+    """Runs the loop in place (_InPlaceLoop) when the loop variables keep their shapes. Returns (None, n) when
+    done (outputs set), or (values, n) to continue with the general loop (a shape changes)."""
+    loop = _in_place_loop(ctx, cond, body, values)
+    if loop is None:
+        return values, 0
+    c, b, flag, b_in, moves, cond_moves = loop.c, loop.b, loop.flag, loop.b_in, loop.moves, loop.cond_moves
+    for dst, v in zip(b_in, values):
+        np.copyto(dst, v)
+    iterations = 0
+    while True:
+        for dst, src in cond_moves:
+            np.copyto(dst, src)
+        c.run()
+        if not c.valid():  # re-prepared while running (speculation): continue with the general loop
+            return [np.array(v, copy=True) for v in b_in], iterations
+        if not flag[0]:
+            break
+        b.run()
+        iterations += 1
+        if not b.valid():
+            if limit is not None and iterations >= limit:
+                _too_many(ctx, limit)
+            return [np.array(b.output(k), copy=True) for k in range(len(b_in))], iterations
+        staged = [(k, src.copy()) for k, src in moves] if loop.swapped else moves
+        for k, src in staged:
+            np.copyto(b_in[k], src)
+        if limit is not None and iterations >= limit:
+            _too_many(ctx, limit)
+    if loop.outputs is not None:
+        for dst, v in zip(loop.outputs, b_in):
+            np.copyto(dst, v)
+    else:
+        for i, v in enumerate(b_in):
+            ctx.set_output_array(i, v)
+    return None, iterations
 
 
 WHILE = kernel("WHILE", host=_run_while)(_prepare_while)
@@ -68,15 +173,27 @@ def _prepare_if(ctx: PrepareContext) -> None:
     for key in ("then_subgraph_index", "else_subgraph_index"):
         _check_io(ctx, ctx.options[key], n, ctx.num_outputs, key.split("_")[0])
     ctx.check(ctx.input(0).size == 1, f"condition must have one element, has shape {list(ctx.input(0).shape)}")
+    # both branches prepared for the inputs' shapes: when they return the same static shapes, so does IF
+    shapes = [ctx.input(i).shape for i in range(1, ctx.num_inputs)]
+    outs = [ctx.subgraph_output_shapes(ctx.options[key], shapes)
+            for key in ("then_subgraph_index", "else_subgraph_index")]
+    if outs[0] is not None and outs[0] == outs[1]:
+        for i, shape in enumerate(outs[0]):
+            ctx.set_output(i, shape)
+        return
     ctx.defer()
 
 
 def _run_if(ctx: PrepareContext) -> None:
     cond = bool(ctx.input_array(0).reshape(-1)[0])
     branch = ctx.options["then_subgraph_index" if cond else "else_subgraph_index"]
-    outs = ctx.call_subgraph(branch, [ctx.input_array(i) for i in range(1, ctx.num_inputs)])
-    for i, v in enumerate(outs):
-        ctx.set_output_array(i, v)
+    inputs = [ctx.input_array(i) for i in range(1, ctx.num_inputs)]
+    b = ctx.bind_subgraph(branch, inputs)
+    for dst, v in zip(b.inputs, inputs):
+        np.copyto(dst, v)
+    b.run()
+    for i in range(ctx.num_outputs):
+        ctx.set_output_array(i, b.output(i))
 
 
 IF = kernel("IF", host=_run_if)(_prepare_if)

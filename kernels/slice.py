@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
 
@@ -175,3 +176,80 @@ def STRIDED_SLICE(ctx: PrepareContext) -> None:
 
 
 __all__ = ["SLICE", "STRIDED_SLICE"]
+
+
+# --- SLICE, SLICE -> CONCATENATION fused into one static copy (lite_numba.fusion) ----------------------------------
+# Keras 3 loop bodies write step t of the output sequence as concat(x[0:t], y, x[t+1:]) with two SLICEs whose begin
+# or size come from the loop counter. Each SLICE's output shape depends on the counter, so unfused the SLICEs and the
+# CONCATENATION are prepared again from Python at every iteration. lite_numba.fusion replaces the CONCATENATION by
+# SLICE_UPDATE (inputs: x, y and the SLICEs' begin and size vectors) when the slices take all of x outside the
+# concatenation axis: the output keeps x's shape, and the counter values are read and checked at run time.
+
+
+@njit(cache=True, nogil=True)
+def _slice_range(begin, size, n):
+    """SLICE's rules for one dimension: (start, length) or (-1, -1) when out of range."""
+    if begin < 0 or begin > n:
+        return -1, -1
+    if size == -1:
+        size = n - begin
+    if size < 0 or begin + size > n:
+        return -1, -1
+    return begin, size
+
+
+@njit(cache=True, nogil=True)
+def slice_update(x, y, out, a_begin, a_size, b_begin, b_size, axis):
+    """out = concat(x[a], y, x[b]) along the middle axis of the (outer, n, inner-bytes) views, where a and b are the
+    ranges SLICE(begin, size) selects on `axis`; the result must keep x's length."""
+    n = x.shape[1]
+    m = y.shape[1]
+    a0, an = _slice_range(a_begin[axis], a_size[axis], n)
+    b0, bn = _slice_range(b_begin[axis], b_size[axis], n)
+    if an < 0 or bn < 0:
+        raise ValueError("SLICE: begin or size out of range for the input dimension")
+    if an + m + bn != n:
+        raise ValueError("CONCATENATION: the sliced pieces do not add up to the input's length (the fused slice "
+                         "update keeps the tensor's shape)")
+    w = x.shape[2]
+    for o in range(x.shape[0]):
+        xo = x[o].reshape(-1)
+        oo = out[o].reshape(-1)
+        yo = y[o].reshape(-1)
+        oo[0:an * w] = xo[a0 * w:(a0 + an) * w]
+        oo[an * w:(an + m) * w] = yo
+        oo[(an + m) * w:n * w] = xo[b0 * w:(b0 + bn) * w]
+
+
+def _prepare_slice_update(ctx: PrepareContext) -> None:
+    """Inputs: x, y, a_begin, a_size, b_begin, b_size; option `axis` (lite_numba.fusion checked the pattern)."""
+    x, y = ctx.input(0), ctx.input(1)
+    axis = int(ctx.options["axis"])
+    ctx.check(y.dtype == x.dtype and y.ndim == x.ndim,
+              f"input {y.name!r} ({y.dtype.name}{list(y.shape)}) does not match {x.name!r} ({x.dtype.name})")
+    for d in range(x.ndim):
+        ctx.check(d == axis or y.shape[d] == x.shape[d],
+                  f"input {y.name!r} has shape {list(y.shape)}, incompatible with {list(x.shape)} outside axis {axis}")
+    for i in range(2, 6):
+        t = ctx.input(i)
+        ctx.check(t.dtype in (np.int32, np.int64) and t.shape == (x.ndim,),
+                  f"slice index {t.name!r} must be an int32/int64 vector of {x.ndim} entries")
+    out = ctx.set_output(0, x.shape, x.dtype)
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64)) * x.dtype.itemsize
+    ctx.call(slice_update, ctx.view(x, (outer, x.shape[axis], inner), np.uint8),
+             ctx.view(y, (outer, y.shape[axis], inner), np.uint8),
+             ctx.view(out, (outer, x.shape[axis], inner), np.uint8),
+             ctx.input(2), ctx.input(3), ctx.input(4), ctx.input(5), axis)
+
+
+SLICE_UPDATE = kernel("SLICE_UPDATE")(_prepare_slice_update)
+
+
+def _prepare_fused_away(ctx: PrepareContext) -> None:
+    """A node whose work another node does (lite_numba.fusion): its outputs are empty and never read."""
+    for i in range(ctx.num_outputs):
+        ctx.set_output(i, (0,) * len(ctx.output(i).shape))
+
+
+FUSED_AWAY = kernel("FUSED_AWAY")(_prepare_fused_away)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import enum
 import os
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from .executor import GraphRuntime
+from .fusion import fuse
 from .model import ModelError, load_model, read_model_bytes
 from .plan import ModelPlan, TensorSpec
 from .resolver import OpResolver, default_op_resolver
@@ -90,6 +92,7 @@ class Interpreter:
         self.resources: dict = {}
         self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
         self._call_depth = 0
+        self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
         self._main = self._runtime(0)
 
     def _resolve_subgraph(self, sg) -> list:
@@ -110,14 +113,18 @@ class Interpreter:
     def _runtime(self, subgraph_index: int) -> GraphRuntime:
         rt = self._runtimes.get(subgraph_index)
         if rt is None:
-            if not 0 <= subgraph_index < len(self.model.subgraphs):
-                raise ValueError(f"Invalid subgraph index {subgraph_index}; the model has "
-                                 f"{len(self.model.subgraphs)} subgraphs")
-            rt = GraphRuntime(self.model.subgraphs[subgraph_index], self._kernels[subgraph_index],
-                              num_threads=self._num_threads, preserve_all_tensors=self._preserve_all,
-                              subgraph_index=subgraph_index, host_env=self)
-            self._runtimes[subgraph_index] = rt
+            rt = self._runtimes[subgraph_index] = self._new_runtime(subgraph_index)
         return rt
+
+    def _new_runtime(self, subgraph_index: int) -> GraphRuntime:
+        if not 0 <= subgraph_index < len(self.model.subgraphs):
+            raise ValueError(f"Invalid subgraph index {subgraph_index}; the model has "
+                             f"{len(self.model.subgraphs)} subgraphs")
+        plan, kernels = self.model.subgraphs[subgraph_index], self._kernels[subgraph_index]
+        if not self._preserve_all:  # rewrites that keep value-dependent patterns static (lite_numba.fusion)
+            plan, kernels = fuse(plan, kernels)
+        return GraphRuntime(plan, kernels, num_threads=self._num_threads, preserve_all_tensors=self._preserve_all,
+                            subgraph_index=subgraph_index, host_env=self)
 
     # --- the official API -------------------------------------------------------------------------------------
     def allocate_tensors(self) -> None:
@@ -209,24 +216,58 @@ class Interpreter:
         io = lambda idx: [(sg.tensors[i].dtype, sg.tensors[i].shape) for i in idx]  # noqa: E731
         return io(sg.inputs), io(sg.outputs)
 
-    def call_subgraph(self, index: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """Run subgraph `index` on `inputs` (resizing and re-preparing it when shapes change); copies of outputs."""
+    # A called subgraph (WHILE body and cond, IF branches) whose input shapes change is prepared again; the prepared
+    # runtimes of the last SUBGRAPH_SHAPE_CACHE input-shape signatures are kept, so a loop whose tensors grow one
+    # row per iteration re-prepares its body only on the first invoke. Subgraphs with variable tensors keep one
+    # runtime (their state must carry over).
+    SUBGRAPH_SHAPE_CACHE = 16
+
+    def _subgraph_runtime(self, index: int, shapes: tuple) -> GraphRuntime:
+        """Subgraph `index`'s runtime, allocated for these input shapes."""
         rt = self._runtime(index)
         sg = rt.plan
+        if rt.ready and all(rt.tensors[i].shape == s for i, s in zip(sg.inputs, shapes)):
+            return rt
+        if index != 0 and not any(t.is_variable for t in sg.tensors):
+            cache = self._shape_cache.setdefault(index, OrderedDict())
+            if rt.ready:
+                cache[tuple(rt.tensors[i].shape for i in sg.inputs)] = rt
+            cached = cache.get(shapes)
+            if cached is not None and cached.ready:
+                cache.move_to_end(shapes)
+                self._runtimes[index] = cached
+                return cached
+            if rt.ready:
+                rt = self._new_runtime(index)
+            cache[shapes] = rt
+            while len(cache) > self.SUBGRAPH_SHAPE_CACHE:
+                cache.popitem(last=False)
+            self._runtimes[index] = rt
+        for t_index, shape in zip(sg.inputs, shapes):
+            rt.tensors[t_index].shape = shape
+        rt.ready = False
+        rt.fast_views = {}
+        rt.allocate()
+        return rt
+
+    def _check_call(self, index: int, inputs) -> GraphRuntime:
+        if not 0 <= index < len(self.model.subgraphs):
+            raise ValueError(f"Invalid subgraph index {index}; the model has {len(self.model.subgraphs)} subgraphs")
+        sg = self.model.subgraphs[index]
         if len(inputs) != len(sg.inputs):
             raise RuntimeError(f"subgraph {index} takes {len(sg.inputs)} inputs, got {len(inputs)}")
         if self._call_depth > 64:
             raise RuntimeError("subgraph calls nested more than 64 deep")
         for t_index, value in zip(sg.inputs, inputs):
-            t = rt.tensors[t_index]
+            t = sg.tensors[t_index]
             if value.dtype != t.dtype:
                 raise RuntimeError(f"subgraph {index} input {t.name!r} has type {t.dtype.name}, got {value.dtype.name}")
-            if tuple(value.shape) != t.shape:
-                t.shape = tuple(value.shape)
-                rt.ready = False
-                rt.fast_views = {}
-        if not rt.ready:
-            rt.allocate()
+        return self._subgraph_runtime(index, tuple(tuple(v.shape) for v in inputs))
+
+    def call_subgraph(self, index: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Run subgraph `index` on `inputs` (preparing it for their shapes when they change); copies of outputs."""
+        rt = self._check_call(index, inputs)
+        sg = rt.plan
         for t_index, value in zip(sg.inputs, inputs):
             np.copyto(rt.array(t_index), value)
         self._call_depth += 1
@@ -235,6 +276,23 @@ class Interpreter:
         finally:
             self._call_depth -= 1
         return [np.array(rt.array(o), copy=True) for o in sg.outputs]
+
+    def subgraph_output_shapes(self, index: int, shapes: list[tuple]) -> list[tuple] | None:
+        """Output shapes of subgraph `index` prepared for these input shapes; None if one is only known at run time."""
+        if not 0 <= index < len(self.model.subgraphs):
+            raise ValueError(f"Invalid subgraph index {index}; the model has {len(self.model.subgraphs)} subgraphs")
+        rt = self._subgraph_runtime(index, tuple(tuple(int(d) for d in s) for s in shapes))
+        if not all(o in rt.fast_views for o in rt.plan.outputs):
+            return None
+        return [rt.tensors[o].shape for o in rt.plan.outputs]
+
+    def bind_subgraph(self, index: int, inputs: list[np.ndarray]) -> "BoundSubgraph":
+        """Subgraph `index` prepared for the shapes and dtypes of `inputs` (not copied), to be run many times."""
+        rt = self._check_call(index, inputs)
+        b = getattr(rt, "_bound_subgraph", None)
+        if b is None or not b.valid():
+            b = rt._bound_subgraph = BoundSubgraph(self, rt)
+        return b
 
     def get_signature_list(self) -> dict:
         return {s.key: {"inputs": list(s.inputs), "outputs": list(s.outputs)} for s in self.model.signatures}
@@ -250,6 +308,41 @@ class Interpreter:
             if s.key == signature_key:
                 return SignatureRunner(self, s)
         raise ValueError(f'Invalid signature_key provided: "{signature_key}".')
+
+
+class BoundSubgraph:
+    """A called subgraph prepared for fixed input shapes (Interpreter.bind_subgraph), for host ops that run it many
+    times (WHILE): `inputs` are its input tensors' storage (write them, then `run()`), `output(k)` output k's
+    current storage. `static_outputs` is True when every output is planned in the arena with a fixed shape (then
+    `outputs` lists their storage). Valid while `valid()` (the runtime has not been prepared again since)."""
+
+    def __init__(self, interp: Interpreter, rt: GraphRuntime):
+        self._interp = interp
+        self.rt = rt
+        self._arena = rt.arena
+        sg = rt.plan
+        self.inputs = [rt.array(i) for i in sg.inputs]
+        self.static_outputs = all(o in rt.fast_views for o in sg.outputs)
+        self.outputs = [rt.array(o) for o in sg.outputs] if self.static_outputs else None
+        # inputs no node reads and no output returns (a WHILE cond often ignores most loop variables)
+        used = {i for n in sg.nodes for i in n.inputs} | set(sg.outputs)
+        self.used_inputs = [k for k, i in enumerate(sg.inputs) if i in used]
+
+    def valid(self) -> bool:
+        return self.rt.ready and self.rt.arena is self._arena
+
+    def output(self, k: int) -> np.ndarray:
+        return self.rt.array(self.rt.plan.outputs[k])
+
+    def run(self) -> None:
+        interp = self._interp
+        if interp._call_depth > 64:
+            raise RuntimeError("subgraph calls nested more than 64 deep")
+        interp._call_depth += 1
+        try:
+            self.rt.invoke()
+        finally:
+            interp._call_depth -= 1
 
 
 def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:

@@ -251,6 +251,11 @@ class PrepareContext:
         self.set_output(i, value.shape)
         np.copyto(self._rt.array(t.index), value)
 
+    def output_array(self, i: int) -> np.ndarray:
+        """The storage of output i when prepare fixed its shape (host ops only); None if it is dynamic."""
+        o = self.node.outputs[i]
+        return None if o in self._rt.dynamic_tensors else self._rt.array(o)
+
     def defer(self) -> None:
         """Declare that this node's output shapes are known only at run time (its outputs become dynamic)."""
         self._rt._deferred = True  # shapes depend on data, not only on values read with ctx.value()
@@ -265,6 +270,16 @@ class PrepareContext:
     def call_subgraph(self, index: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Run subgraph `index` on these inputs; returns copies of its outputs (host ops only)."""
         return self._rt.host_env.call_subgraph(index, inputs)
+
+    def bind_subgraph(self, index: int, inputs: list[np.ndarray]):
+        """Subgraph `index` prepared for the shapes of `inputs`, to be run many times without copies of its outputs
+        (host ops only; see lite_numba.interpreter.BoundSubgraph)."""
+        return self._rt.host_env.bind_subgraph(index, inputs)
+
+    def subgraph_output_shapes(self, index: int, inputs: list[tuple]) -> list[tuple] | None:
+        """The output shapes of subgraph `index` prepared for inputs of these shapes, or None when one of them is
+        known only at run time (host ops' prepare; prepares the subgraph, as TFLite's WHILE and IF do)."""
+        return self._rt.host_env.subgraph_output_shapes(index, inputs)
 
     def subgraph_signature(self, index: int) -> tuple[list, list]:
         """([(dtype, shape)] of inputs, [(dtype, shape)] of outputs) as subgraph `index` declares them."""

@@ -1,0 +1,226 @@
+"""The fused SLICE, SLICE -> CONCATENATION slice update (lite_numba.fusion, kernels/slice.py SLICE_UPDATE) and the
+in-place WHILE loop (kernels/control_flow.py), against the official runtime.
+
+The pattern is what Keras 3 RNN loop bodies emit to write step t of the output sequence:
+`concat(x[0:t], y, x[t+1:])`, the slices' size and begin built from the counter t."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lite_numba import Interpreter
+from lite_numba.builder import ModelBuilder
+from lite_numba.testing import official_interpreter, require_official
+
+require_official()
+
+
+def _index_vector(g, name, entry, rest, dtype):
+    """concat([reshape(entry, [1])], const rest) -> a 1-D index vector whose entry 0 is computed."""
+    shape1 = g.add_const(f"{name}_shape", np.array([1], np.int32))
+    r = g.add_tensor(f"{name}_r", dtype, [1])
+    g.add_op("RESHAPE", [entry, shape1], [r])
+    tail = g.add_const(f"{name}_rest", np.array(rest, dtype))
+    v = g.add_tensor(name, dtype, [1 + len(rest)])
+    g.add_op("CONCATENATION", [r, tail], [v], options={"axis": 0})
+    return v
+
+
+def slice_update_model(shape, dtype=np.float32, index_type=np.int32, step=1, swap_pieces=False):
+    """out = concat(x[0:t], y, x[t+step:]) along axis 0, t a graph input; also returns out * 1 (a consumer)."""
+    b = ModelBuilder()
+    rank = len(shape)
+    x = b.add_input("x", dtype, shape)
+    y = b.add_input("y", dtype, [step, *shape[1:]])
+    t = b.add_input("t", index_type, [])
+    size_a = _index_vector(b, "size_a", t, [-1] * (rank - 1), index_type)
+    k = b.add_const("k", np.array(step, index_type))
+    t2 = b.add_tensor("t2", index_type, [])
+    b.add_op("ADD", [t, k], [t2], options={"fused_activation_function": "NONE"})
+    begin_b = _index_vector(b, "begin_b", t2, [0] * (rank - 1), index_type)
+    begin_a = b.add_const("begin_a", np.zeros(rank, index_type))
+    size_b = b.add_const("size_b", np.full(rank, -1, index_type))
+    a = b.add_tensor("a", dtype, [1] * rank, shape_signature=[-1] * rank)
+    b.add_op("SLICE", [x, begin_a, size_a], [a])
+    bb = b.add_tensor("b", dtype, [1] * rank, shape_signature=[-1] * rank)
+    b.add_op("SLICE", [x, begin_b, size_b], [bb])
+    out = b.add_tensor("out", dtype, shape)
+    b.add_op("CONCATENATION", [bb, y, a] if swap_pieces else [a, y, bb], [out], options={"axis": 0})
+    b.mark_output(out)
+    return b.build()
+
+
+def _fused(it: Interpreter) -> bool:
+    return any(n.op_name == "CONCATENATION" and "fused" in n.options for n in it._runtime(0).plan.nodes)
+
+
+@pytest.mark.parametrize("shape,dtype,index_type,step", [
+    ((6, 2, 3), np.float32, np.int32, 1),
+    ((5, 4), np.int8, np.int64, 1),
+    ((7, 1, 2, 3), np.int16, np.int32, 2),
+    ((4,), np.float32, np.int32, 1),
+])
+def test_slice_update_matches_official(shape, dtype, index_type, step):
+    data = slice_update_model(shape, dtype, index_type, step)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    assert _fused(ours)
+    assert not ours._runtime(0).dynamic_nodes  # one compiled segment
+    theirs = official_interpreter(data)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * 50).astype(dtype)
+    y = (rng.standard_normal((step, *shape[1:])) * 50).astype(dtype)
+    for t in [0, shape[0] - step, 1, 0, shape[0] // 2]:  # the counter changes from invoke to invoke
+        for it in (ours, theirs):
+            it.set_tensor(0, x)
+            it.set_tensor(1, y)
+            it.set_tensor(2, np.array(t, index_type))
+            it.invoke()
+        o = ours.get_tensor(ours.get_output_details()[0]["index"])
+        r = theirs.get_tensor(theirs.get_output_details()[0]["index"])
+        assert o.shape == r.shape and o.tobytes() == r.tobytes(), t
+
+
+def test_slice_update_out_of_range_raises():
+    """t past the end: the official SLICE fails (negative size), and so do we, with a clear message."""
+    data = slice_update_model((4, 3))
+    theirs = official_interpreter(data)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    for it in (ours, theirs):
+        it.set_tensor(0, np.ones((4, 3), np.float32))
+        it.set_tensor(1, np.ones((1, 3), np.float32))
+        it.set_tensor(2, np.array(4, np.int32))
+    with pytest.raises(RuntimeError):
+        theirs.invoke()
+    with pytest.raises(RuntimeError, match="SLICE: begin or size out of range"):
+        ours.invoke()
+    # still usable afterwards
+    ours.set_tensor(2, np.array(3, np.int32))
+    ours.invoke()
+
+
+def test_slice_update_pieces_in_other_order():
+    """concat(x[t+1:], y, x[0:t]) keeps x's length too: fused (the pieces are placed in concatenation order)."""
+    data = slice_update_model((5, 2), swap_pieces=True)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    assert _fused(ours)
+    theirs = official_interpreter(data)
+    x = np.arange(10, dtype=np.float32).reshape(5, 2)
+    y = np.full((1, 2), -1, np.float32)
+    for t in range(5):
+        for it in (ours, theirs):
+            it.set_tensor(0, x)
+            it.set_tensor(1, y)
+            it.set_tensor(2, np.array(t, np.int32))
+            it.invoke()
+        np.testing.assert_array_equal(ours.get_tensor(ours.get_output_details()[0]["index"]),
+                                      theirs.get_tensor(theirs.get_output_details()[0]["index"]))
+
+
+def test_slice_update_length_change_raises():
+    """t = -1 makes the first SLICE take all of x (size -1): the official runtime returns a longer tensor; the fused
+    kernel keeps x's shape, so it refuses with a clear error instead (a counter never takes that value)."""
+    data = slice_update_model((4, 3))
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    ours.set_tensor(0, np.ones((4, 3), np.float32))
+    ours.set_tensor(1, np.ones((1, 3), np.float32))
+    ours.set_tensor(2, np.array(-1, np.int32))
+    with pytest.raises(RuntimeError, match="do not add up"):
+        ours.invoke()
+
+
+def test_preserve_all_tensors_is_not_fused():
+    data = slice_update_model((4, 3))
+    ours = Interpreter(model_content=data, experimental_preserve_all_tensors=True)
+    ours.allocate_tensors()
+    assert not _fused(ours)
+    ours.set_tensor(0, np.arange(12, dtype=np.float32).reshape(4, 3))
+    ours.set_tensor(1, np.zeros((1, 3), np.float32))
+    ours.set_tensor(2, np.array(2, np.int32))
+    ours.invoke()
+    out = ours.get_tensor(ours.get_output_details()[0]["index"])
+    np.testing.assert_array_equal(out[2], 0)
+
+
+# --- the pattern inside a WHILE body: the Keras 3 sequence write ---------------------------------------------------
+
+def sequence_loop_model(steps, width):
+    """for t in range(steps): seq = concat(seq[0:t], x[t] * 2 + h, seq[t+1:]); h = h + 1  (seq: [steps, 1, width])."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [steps, 1, width])
+    t0 = b.add_const("t0", np.array(0, np.int32))
+    seq0 = b.add_const("seq0", np.zeros((steps, 1, width), np.float32))
+    h0 = b.add_input("h", np.float32, [1, width])
+    outs = [b.add_tensor(n, dt, s) for n, dt, s in
+            [("ot", np.int32, []), ("ox", np.float32, [steps, 1, width]), ("oseq", np.float32, [steps, 1, width]),
+             ("oh", np.float32, [1, width])]]
+    cond = b.add_subgraph("cond")
+    ct, cx, cs, ch = (cond.add_input(n, dt, s) for n, dt, s in
+                      [("t", np.int32, []), ("x", np.float32, [steps, 1, width]),
+                       ("seq", np.float32, [steps, 1, width]), ("h", np.float32, [1, width])])
+    lim = cond.add_const("lim", np.array(steps, np.int32))
+    cc = cond.add_tensor("c", np.bool_, [])
+    cond.add_op("LESS", [ct, lim], [cc])
+    cond.mark_output(cc)
+    body = b.add_subgraph("body")
+    bt, bx, bs, bh = (body.add_input(n, dt, s) for n, dt, s in
+                      [("t", np.int32, []), ("x", np.float32, [steps, 1, width]),
+                       ("seq", np.float32, [steps, 1, width]), ("h", np.float32, [1, width])])
+    one = body.add_const("one", np.array(1, np.int32))
+    t1 = body.add_tensor("t1", np.int32, [])
+    body.add_op("ADD", [bt, one], [t1], options={"fused_activation_function": "NONE"})
+    xt = body.add_tensor("xt", np.float32, [1, width])
+    body.add_op("GATHER", [bx, bt], [xt], options={"axis": 0})
+    two = body.add_const("two", np.array(2, np.float32))
+    x2 = body.add_tensor("x2", np.float32, [1, width])
+    body.add_op("MUL", [xt, two], [x2], options={"fused_activation_function": "NONE"})
+    yv = body.add_tensor("yv", np.float32, [1, width])
+    body.add_op("ADD", [x2, bh], [yv], options={"fused_activation_function": "NONE"})
+    y3 = body.add_tensor("y3", np.float32, [1, 1, width])
+    body.add_op("RESHAPE", [yv, body.add_const("s3", np.array([1, 1, width], np.int32))], [y3])
+    size_a = _index_vector(body, "size_a", bt, [-1, -1], np.int32)
+    begin_b = _index_vector(body, "begin_b", t1, [0, 0], np.int32)
+    a = body.add_tensor("a", np.float32, [1, 1, 1], shape_signature=[-1, -1, -1])
+    body.add_op("SLICE", [bs, body.add_const("z", np.zeros(3, np.int32)), size_a], [a])
+    bb = body.add_tensor("b", np.float32, [1, 1, width], shape_signature=[-1, 1, width])
+    body.add_op("SLICE", [bs, begin_b, body.add_const("m", np.full(3, -1, np.int32))], [bb])
+    ns = body.add_tensor("ns", np.float32, [steps, 1, width])
+    body.add_op("CONCATENATION", [a, y3, bb], [ns], options={"axis": 0})
+    nh = body.add_tensor("nh", np.float32, [1, width])
+    body.add_op("ADD", [bh, body.add_const("hone", np.ones((1, width), np.float32))], [nh],
+                options={"fused_activation_function": "NONE"})
+    for o in (t1, bx, ns, nh):
+        body.mark_output(o)
+    b.add_op("WHILE", [t0, x, seq0, h0], outs, options={"cond_subgraph_index": cond.index,
+                                                          "body_subgraph_index": body.index})
+    res = b.add_tensor("res", np.float32, [steps, 1, width])
+    b.add_op("ADD", [outs[2], outs[1]], [res], options={"fused_activation_function": "NONE"})
+    b.mark_output(res)
+    b.mark_output(outs[3])
+    return b.build()
+
+
+def test_sequence_loop_matches_official_and_is_static():
+    steps, width = 5, 3
+    data = sequence_loop_model(steps, width)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    theirs = official_interpreter(data)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        x = rng.standard_normal((steps, 1, width)).astype(np.float32)
+        h = rng.standard_normal((1, width)).astype(np.float32)
+        for it in (ours, theirs):
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.set_tensor(it.get_input_details()[1]["index"], h)
+            it.invoke()
+        for do, dt in zip(ours.get_output_details(), theirs.get_output_details()):
+            np.testing.assert_allclose(ours.get_tensor(do["index"]), theirs.get_tensor(dt["index"]), rtol=1e-6)
+    main = ours._runtime(0)
+    assert [main.plan.nodes[n].op_name for n in main.dynamic_nodes] == ["WHILE"]  # the ADD after it is compiled
+    body = ours._runtimes[2]
+    assert not body.dynamic_nodes  # the slices are fused: the body is one compiled call
