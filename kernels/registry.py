@@ -289,8 +289,8 @@ BUILTINS += [
 ]
 
 
-# --- object detection (detection.py): float32 NMS (int8/int16 quantized NMS: no) ---
-detection = _lazy("detection")
+# --- object detection (detection.py): float32 NMS (int8/int16 quantized NMS: no); audio features (audio.py) ---
+audio, detection = _lazy("audio", "detection")
 
 BUILTINS += [
     ("NON_MAX_SUPPRESSION_V4", 1, 1, detection.NON_MAX_SUPPRESSION_V4),
@@ -301,4 +301,6 @@ BUILTINS += [
 # uses them runs with the default resolver: (name, min version, max version, kernel).
 CUSTOMS = [
     ("TFLite_Detection_PostProcess", 1, 1, detection.DETECTION_POSTPROCESS),  # float32 / uint8 inputs
+    ("AudioSpectrogram", 1, 1, audio.AUDIO_SPECTROGRAM),  # float32
+    ("Mfcc", 1, 1, audio.MFCC),  # float32, int32 sample rate
 ]
