@@ -156,7 +156,7 @@ BUILTINS += [
 # Gaps in version ranges are the types we cannot hold (STRING, INT4 packed, FLOAT8, BFLOAT16).
 concat_split, gather, pad, tile, transpose = _lazy("concat_split", "gather", "pad", "tile", "transpose")
 slice_ops = _lazy("slice")
-update_slice, misc, segment = _lazy("update_slice", "misc_ops", "segment")
+update_slice, misc, segment, sparse = _lazy("update_slice", "misc_ops", "segment", "sparse")
 
 BUILTINS += [
     ("CONCATENATION", 1, 4, concat_split.CONCATENATION),  # v2 int8, v3 int16, v4 uint32
@@ -203,6 +203,10 @@ BUILTINS += [
     ("UNSORTED_SEGMENT_PROD", 1, 1, segment.UNSORTED_SEGMENT_PROD),
     ("UNSORTED_SEGMENT_MAX", 1, 1, segment.UNSORTED_SEGMENT_MAX),
     ("UNSORTED_SEGMENT_MIN", 1, 1, segment.UNSORTED_SEGMENT_MIN),
+    # sparse.py: v1 float32/int32 values, v2 int64, v3 int8/uint8; int32/int64 indices and shape
+    ("SPARSE_TO_DENSE", 1, 3, sparse.SPARSE_TO_DENSE),
+    ("UNIQUE", 1, 1, sparse.UNIQUE),  # int8/int16/int32/int64/uint8/float32; int32/int64 indices
+    ("EMBEDDING_LOOKUP_SPARSE", 1, 1, sparse.EMBEDDING_LOOKUP_SPARSE),  # float32; SUM / MEAN / SQRTN
     # v2/v3 (TFLite 1.14): hybrid uint8/int8 tables; v4: per-row scales or int4 values (unpacked on load); v5 int2
     ("EMBEDDING_LOOKUP", 1, 4, gather.EMBEDDING_LOOKUP),
 ]
