@@ -50,16 +50,24 @@ def _run_while(ctx: PrepareContext) -> None:
     iterations = 0
     if cond != body:
         values, iterations = _while_in_place(ctx, cond, body, values, limit)
-    # general loop: the loop variables may change shape (the called subgraphs are prepared per shape).
-    # call_subgraph copies its inputs into the called subgraph and returns fresh arrays: no copies needed here
+    # general loop: the loop variables may change shape (the called subgraphs are prepared per input shapes, the
+    # preparations kept: see Interpreter.bind_subgraph)
     if values is None:
         return
     while True:
-        (c,) = ctx.call_subgraph(cond, values)
-        _check_cond(ctx, cond, c)
-        if not bool(c.reshape(-1)[0]):
+        c = ctx.bind_subgraph(cond, values)
+        for k in c.used_inputs:
+            np.copyto(c.inputs[k], values[k])
+        c.run()
+        flag = c.output(0)
+        _check_cond(ctx, cond, flag)
+        if not flag.reshape(-1)[0]:
             break
-        new = ctx.call_subgraph(body, values)
+        b = ctx.bind_subgraph(body, values)
+        for dst, v in zip(b.inputs, values):
+            np.copyto(dst, v)
+        b.run()
+        new = [np.array(b.output(k), copy=True) for k in range(len(values))]
         _check_body(ctx, body, values, new)
         values = new
         iterations += 1
@@ -185,15 +193,23 @@ def _prepare_if(ctx: PrepareContext) -> None:
 
 
 def _run_if(ctx: PrepareContext) -> None:
-    cond = bool(ctx.input_array(0).reshape(-1)[0])
-    branch = ctx.options["then_subgraph_index" if cond else "else_subgraph_index"]
-    inputs = [ctx.input_array(i) for i in range(1, ctx.num_inputs)]
+    io = ctx.host_data
+    if io is None:  # (condition, inputs, outputs when prepare fixed their shapes): kept while the node's storage is
+        outs = [ctx.output_array(i) for i in range(ctx.num_outputs)]
+        io = ctx.host_data = (ctx.input_array(0).reshape(-1), [ctx.input_array(i) for i in range(1, ctx.num_inputs)],
+                              outs if all(o is not None for o in outs) else None)
+    flag, inputs, outs = io
+    branch = ctx.options["then_subgraph_index" if flag[0] else "else_subgraph_index"]
     b = ctx.bind_subgraph(branch, inputs)
-    for dst, v in zip(b.inputs, inputs):
-        np.copyto(dst, v)
+    for k in b.used_inputs:
+        np.copyto(b.inputs[k], inputs[k])
     b.run()
-    for i in range(ctx.num_outputs):
-        ctx.set_output_array(i, b.output(i))
+    if outs is not None and b.static_outputs and all(o.shape == r.shape for o, r in zip(outs, b.outputs)):
+        for dst, v in zip(outs, b.outputs):
+            np.copyto(dst, v)
+    else:
+        for i in range(ctx.num_outputs):
+            ctx.set_output_array(i, b.output(i))
 
 
 IF = kernel("IF", host=_run_if)(_prepare_if)

@@ -93,6 +93,7 @@ class Interpreter:
         self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
         self._call_depth = 0
         self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
+        self._bound: dict[tuple, BoundSubgraph] = {}  # (subgraph, input shapes) -> bind_subgraph's result
         self._main = self._runtime(0)
 
     def _resolve_subgraph(self, sg) -> list:
@@ -288,10 +289,14 @@ class Interpreter:
 
     def bind_subgraph(self, index: int, inputs: list[np.ndarray]) -> "BoundSubgraph":
         """Subgraph `index` prepared for the shapes and dtypes of `inputs` (not copied), to be run many times."""
+        key = (index, tuple(v.shape for v in inputs))
+        b = self._bound.get(key)
+        if b is not None and b.valid() and all(v.dtype == dt for v, dt in zip(inputs, b.dtypes)):
+            return b
         rt = self._check_call(index, inputs)
-        b = getattr(rt, "_bound_subgraph", None)
-        if b is None or not b.valid():
-            b = rt._bound_subgraph = BoundSubgraph(self, rt)
+        if len(self._bound) >= 4 * self.SUBGRAPH_SHAPE_CACHE:
+            self._bound.clear()
+        b = self._bound[key] = BoundSubgraph(self, rt)
         return b
 
     def get_signature_list(self) -> dict:
@@ -322,6 +327,7 @@ class BoundSubgraph:
         self._arena = rt.arena
         sg = rt.plan
         self.inputs = [rt.array(i) for i in sg.inputs]
+        self.dtypes = [a.dtype for a in self.inputs]
         self.static_outputs = all(o in rt.fast_views for o in sg.outputs)
         self.outputs = [rt.array(o) for o in sg.outputs] if self.static_outputs else None
         # inputs no node reads and no output returns (a WHILE cond often ignores most loop variables)
