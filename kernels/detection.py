@@ -10,13 +10,13 @@ over all classes). uint8 inputs are dequantized first. Outputs are float32 boxes
 scores [1, D] and the count [1], D = max_detections * max_classes_per_detection; rows past the count are zero (the
 official fast path leaves them unwritten).
 
-Tie order is part of the result. Candidates above the score threshold are ordered by a stable sort (as the
-official `std::stable_sort`); the best classes of an anchor (fast NMS) come from `std::partial_sort` there, whose
-order among equal scores is that of libstdc++'s heap select + heap sort, which `_partial_argsort_desc` reproduces
-step by step; regular NMS merges each class's selection into the best so far with a stable merge (the official
-`std::inplace_merge` on one thread; with more threads the official merge order depends on scheduling).
-NON_MAX_SUPPRESSION_V4/V5 pop candidates from a `std::priority_queue` (a binary heap, libstdc++ push/pop order),
-reproduced by `_heap_push` / `_heap_pop`.
+Tie order is part of the result. Candidates above the score threshold are ordered by a stable sort
+(`_stable_sort_desc`, as the official `std::stable_sort`); the best classes of an anchor (fast NMS) come from
+`std::partial_sort` there, whose order among equal scores is that of libstdc++'s heap select + heap sort, which
+`_partial_argsort_desc` reproduces step by step; regular NMS merges each class's selection into the best so far
+with a stable merge (the official `std::inplace_merge` on one thread; with more threads the official merge order
+depends on scheduling). NON_MAX_SUPPRESSION_V4/V5 pop candidates from a `std::priority_queue` (a binary heap,
+libstdc++ push/pop order), reproduced by `_heap_push` / `_heap_pop`.
 """
 
 from __future__ import annotations
@@ -33,41 +33,61 @@ _F0 = np.float32(0.0)
 # ------------------------------------------------------------------------------------------------------------------
 
 
+_RUN = 16  # insertion-sorted run length of the merge sort
+
+
 @njit(cache=True, nogil=True)
-def _stable_argsort_desc(vals, n, idx, tmp):
-    """idx[:n] = positions of vals[:n] by decreasing value, equal values in position order (stable merge sort)."""
-    for i in range(n):
-        idx[i] = i
-    src, dst = idx, tmp
-    in_idx = True
-    width = 1
+def _stable_sort_desc(key, val, n, key_tmp, val_tmp):
+    """Sort the pairs (key[:n], val[:n]) by decreasing key, equal keys keeping their order (stable: the order of
+    the official std::stable_sort). Insertion-sorted runs, then bottom-up merges through the tmp buffers."""
+    for lo in range(0, n, _RUN):
+        hi = min(lo + _RUN, n)
+        for i in range(lo + 1, hi):
+            k = key[i]
+            v = val[i]
+            j = i
+            while j > lo and k > key[j - 1]:
+                key[j] = key[j - 1]
+                val[j] = val[j - 1]
+                j -= 1
+            key[j] = k
+            val[j] = v
+    src_k, src_v, dst_k, dst_v = key, val, key_tmp, val_tmp
+    in_place = True
+    width = _RUN
     while width < n:
         for lo in range(0, n, 2 * width):
             mid = min(lo + width, n)
             hi = min(lo + 2 * width, n)
             a, b, o = lo, mid, lo
             while a < mid and b < hi:
-                if vals[src[b]] > vals[src[a]]:
-                    dst[o] = src[b]
+                if src_k[b] > src_k[a]:
+                    dst_k[o] = src_k[b]
+                    dst_v[o] = src_v[b]
                     b += 1
                 else:
-                    dst[o] = src[a]
+                    dst_k[o] = src_k[a]
+                    dst_v[o] = src_v[a]
                     a += 1
                 o += 1
             while a < mid:
-                dst[o] = src[a]
+                dst_k[o] = src_k[a]
+                dst_v[o] = src_v[a]
                 a += 1
                 o += 1
             while b < hi:
-                dst[o] = src[b]
+                dst_k[o] = src_k[b]
+                dst_v[o] = src_v[b]
                 b += 1
                 o += 1
-        src, dst = dst, src
-        in_idx = not in_idx
+        src_k, dst_k = dst_k, src_k
+        src_v, dst_v = dst_v, src_v
+        in_place = not in_place
         width *= 2
-    if not in_idx:
+    if not in_place:
         for i in range(n):
-            idx[i] = tmp[i]
+            key[i] = key_tmp[i]
+            val[i] = val_tmp[i]
 
 
 @njit(cache=True, nogil=True)
@@ -172,32 +192,33 @@ def dequantize_u8(q, zero_point, scale, vector_blocks, out):
         out[j] = np.float32(np.int32(q[j]) - np.int32(zero_point)) * s
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _corner_iou(b, i, j):
-    """IoU of corner boxes i and j of b [N, 4] (ymin, xmin, ymax, xmax) in float32; 0 when either area <= 0."""
-    area_i = (b[i, 2] - b[i, 0]) * (b[i, 3] - b[i, 1])
-    area_j = (b[j, 2] - b[j, 0]) * (b[j, 3] - b[j, 1])
-    if area_i <= _F0 or area_j <= _F0:
-        return _F0
-    ih = min(b[i, 2], b[j, 2]) - max(b[i, 0], b[j, 0])
-    iw = min(b[i, 3], b[j, 3]) - max(b[i, 1], b[j, 1])
-    inter = max(ih, _F0) * max(iw, _F0)
-    return inter / (area_i + area_j - inter)
-
-
 @njit(cache=True, nogil=True)
-def _nms_one_class(decoded, scores, score_thr, iou_thr, max_det, keep_idx, keep_sc, order, tmp, active, selected):
-    """Greedy NMS over scores[N] >= score_thr: selected[:count] (box indices, best first); returns count."""
+def _nms_one_class(decoded, scores, score_thr, iou_thr, max_det, iwork, fwork, active, selected):
+    """Greedy NMS over scores[N] >= score_thr: selected[:count] (box indices, best first); returns count.
+    iwork: int32 [2N], fwork: float32 [7N] scratch. The kept boxes are sorted (stable, by decreasing score) and
+    copied with their areas into fwork, so the pairwise loop reads consecutive memory; IoU as the official
+    ComputeIntersectionOverUnion (float32, 0 when either area <= 0)."""
+    n = scores.shape[0]
+    keep_idx = iwork[0:n]
+    idx_tmp = iwork[n:2 * n]
+    keep_sc = fwork[0:n]
+    sc_tmp = fwork[n:2 * n]
+    boxes = fwork[2 * n:6 * n]
+    areas = fwork[6 * n:7 * n]
     nk = 0
-    for i in range(scores.shape[0]):
+    for i in range(n):
         if scores[i] >= score_thr:
             keep_idx[nk] = i
             keep_sc[nk] = scores[i]
             nk += 1
-    _stable_argsort_desc(keep_sc, nk, order, tmp)
-    out_size = min(nk, max_det)
+    _stable_sort_desc(keep_sc, keep_idx, nk, sc_tmp, idx_tmp)
     for i in range(nk):
+        b = keep_idx[i]
+        for q in range(4):
+            boxes[4 * i + q] = decoded[b, q]
+        areas[i] = (decoded[b, 2] - decoded[b, 0]) * (decoded[b, 3] - decoded[b, 1])
         active[i] = 1
+    out_size = min(nk, max_det)
     n_active = nk
     n_sel = 0
     for i in range(nk):
@@ -205,13 +226,21 @@ def _nms_one_class(decoded, scores, score_thr, iou_thr, max_det, keep_idx, keep_
             break
         if active[i] == 0:
             continue
-        bi = keep_idx[order[i]]
-        selected[n_sel] = bi
+        selected[n_sel] = keep_idx[i]
         n_sel += 1
         active[i] = 0
         n_active -= 1
+        area_i = areas[i]
+        if area_i <= _F0:
+            continue  # IoU 0 with everything: suppresses nothing
+        y0, x0, y1, x1 = boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]
         for j in range(i + 1, nk):
-            if active[j] == 1 and _corner_iou(decoded, bi, keep_idx[order[j]]) > iou_thr:
+            if active[j] == 0 or areas[j] <= _F0:
+                continue
+            ih = min(y1, boxes[4 * j + 2]) - max(y0, boxes[4 * j])
+            iw = min(x1, boxes[4 * j + 3]) - max(x0, boxes[4 * j + 1])
+            inter = max(ih, _F0) * max(iw, _F0)
+            if inter / (area_i + areas[j] - inter) > iou_thr:
                 active[j] = 0
                 n_active -= 1
     return n_sel
@@ -223,22 +252,19 @@ def _postprocess_fast(decoded, scores, label_offset, num_classes, max_cls, max_d
     """Fast multi-class NMS: every anchor ranked by its best class score, one NMS, the best classes per anchor."""
     n = decoded.shape[0]
     k = min(max_cls, num_classes)
-    keep_idx = iscratch[0:n]
-    order = iscratch[n:2 * n]
-    tmp = iscratch[2 * n:3 * n]
-    selected = iscratch[3 * n:4 * n]
-    cls_order = iscratch[4 * n:4 * n + num_classes]
-    best_cls = iscratch[4 * n + num_classes:4 * n + num_classes + n * k]
+    iwork = iscratch[0:2 * n]
+    selected = iscratch[2 * n:3 * n]
+    cls_order = iscratch[3 * n:3 * n + num_classes]
+    best_cls = iscratch[3 * n + num_classes:3 * n + num_classes + n * k]
     max_scores = fscratch[0:n]
-    keep_sc = fscratch[n:2 * n]
+    fwork = fscratch[n:8 * n]
     for r in range(n):
         row = scores[r, label_offset:label_offset + num_classes]
         _partial_argsort_desc(row, num_classes, k, cls_order)
         for c in range(k):
             best_cls[r * k + c] = cls_order[c]
         max_scores[r] = row[cls_order[0]]
-    n_sel = _nms_one_class(decoded, max_scores, score_thr, iou_thr, max_det, keep_idx, keep_sc, order, tmp, active,
-                           selected)
+    n_sel = _nms_one_class(decoded, max_scores, score_thr, iou_thr, max_det, iwork, fwork, active, selected)
     out_boxes[:] = _F0
     out_classes[:] = _F0
     out_scores[:] = _F0
@@ -262,22 +288,20 @@ def _postprocess_regular(decoded, scores, label_offset, num_classes, per_class, 
     std::inplace_merge on one thread."""
     n = decoded.shape[0]
     cbg = scores.shape[1]
-    keep_idx = iscratch[0:n]
-    order = iscratch[n:2 * n]
-    tmp = iscratch[2 * n:3 * n]
-    selected = iscratch[3 * n:4 * n]
-    merged_idx = iscratch[4 * n:4 * n + max_det]
-    new_idx = iscratch[4 * n + max_det:4 * n + 2 * max_det]
+    iwork = iscratch[0:2 * n]
+    selected = iscratch[2 * n:3 * n]
+    merged_idx = iscratch[3 * n:3 * n + max_det]
+    new_idx = iscratch[3 * n + max_det:3 * n + 2 * max_det]
     class_scores = fscratch[0:n]
-    keep_sc = fscratch[n:2 * n]
-    merged_sc = fscratch[2 * n:2 * n + max_det]
-    new_sc = fscratch[2 * n + max_det:2 * n + 2 * max_det]
+    fwork = fscratch[n:8 * n]
+    merged_sc = fscratch[8 * n:8 * n + max_det]
+    new_sc = fscratch[8 * n + max_det:8 * n + 2 * max_det]
     size = 0
     for col in range(num_classes):
         for r in range(n):
             class_scores[r] = scores[r, col + label_offset]
-        n_sel = _nms_one_class(decoded, class_scores, score_thr, iou_thr, min(per_class, max_det), keep_idx, keep_sc,
-                               order, tmp, active, selected)
+        n_sel = _nms_one_class(decoded, class_scores, score_thr, iou_thr, min(per_class, max_det), iwork, fwork,
+                               active, selected)
         total = min(size + n_sel, max_det)
         a = 0
         b = 0
@@ -400,14 +424,14 @@ def DETECTION_POSTPROCESS(ctx: PrepareContext) -> None:
     args = (ctx.view(boxes_out, (d, 4)), ctx.view(classes_out, (d,)), ctx.view(scores_out, (d,)), num_out)
     active = ctx.temp((max(n, 1),), np.uint8)
     if regular:
-        iscratch = ctx.temp((4 * n + 2 * max_det + 1,), np.int32)
-        fscratch = ctx.temp((2 * n + 2 * max_det + 1,), np.float32)
+        iscratch = ctx.temp((3 * n + 2 * max_det + 1,), np.int32)
+        fscratch = ctx.temp((8 * n + 2 * max_det + 1,), np.float32)
         ctx.call(_postprocess_regular, decoded, ctx.view(scores_f, (n, cbg)), cbg - num_classes, num_classes,
                  st["detections_per_class"], max_det, st["score_threshold"], iou, *args, iscratch, fscratch, active)
     else:
         k = min(max_cls, num_classes)
-        iscratch = ctx.temp((4 * n + num_classes + n * k + 1,), np.int32)
-        fscratch = ctx.temp((2 * n + 1,), np.float32)
+        iscratch = ctx.temp((3 * n + num_classes + n * k + 1,), np.int32)
+        fscratch = ctx.temp((8 * n + 1,), np.float32)
         ctx.call(_postprocess_fast, decoded, ctx.view(scores_f, (n, cbg)), cbg - num_classes, num_classes, max_cls,
                  max_det, st["score_threshold"], iou, *args, iscratch, fscratch, active)
 
