@@ -327,14 +327,18 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
     xp, bands, g = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, zp_in)
     be = ctx.temp((CO,), np.int32)
     quant = (int(zp_in), mult, shift, int(zp_out), int(qmin), int(qmax), int(nvec))
-    if has("avx512"):
+    # the AVX-512 tiles' half-up output stage (simd_int8's) needs the shifts of channels below nvec in [-21, 31]
+    sv = np.asarray(shift)[:nvec]
+    if has("avx512") and (nvec == 0 or (-21 <= int(sv.min()) and int(sv.max()) <= 31)):
         from .dwconv_simd import dwconv_q_simd, dwconv_q_simd_banded
+        from .simd_int8 import PRM_BLOCK
 
         toff = _tap_offsets(xp, KH, KW, int(g[2]), int(g[3]))
+        prm = ctx.temp((max(-(-nvec // 16), 1), PRM_BLOCK), np.int32)
         if bands is None:
-            ctx.call(dwconv_q_simd, xp, w, bias, wsum, out, be, g, toff, *quant)
+            ctx.call(dwconv_q_simd, xp, w, bias, wsum, out, be, g, toff, *quant, prm)
         else:
-            ctx.call(dwconv_q_simd_banded, *bands, xp, w, bias, wsum, out, be, g, toff, *quant)
+            ctx.call(dwconv_q_simd_banded, *bands, xp, w, bias, wsum, out, be, g, toff, *quant, prm)
         return
     acc = ctx.temp((OW, CO), np.int32)
     if bands is not None:

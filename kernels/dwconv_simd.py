@@ -30,6 +30,7 @@ from .llvm_ir import data_ptr as _data_ptr
 from .llvm_ir import gep as _gep
 from .llvm_ir import i64 as _i
 from .llvm_ir import splat as _splat
+from .simd_int8 import _channel_params, _params64, _requantize_params, _requantize_vector
 
 VL = 16  # lanes per vector (one zmm of float32 / int32)
 
@@ -148,19 +149,21 @@ def _requantize(builder, a, q, left, right, kind, upmask):
 
 def _make_int_tile(pt: int, kind: str):
     """tile(x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out, ooff, ostep,
-    nch):
+    nch, prm):
 
     acc = be[c0 + j] + sum_t ext(x[xoff + p * xstep + toff[t] + j]) * sext(w[t * wstride + c0 + j]) in wrapping
     int32; out[ooff + p * ostep + j] = clamp(requantize(acc, mult[c0 + j], shift[c0 + j]) + zp_out, qmin, qmax)
     for p < pt, j < nch. x int8 (sign-extended) or uint8 (zero-extended), w int8 or int16; out int8 or uint8.
-    kind: the rounding of the block ("up", "away", or "mixed": channels below nvec half up)."""
+    kind: the rounding of the block ("up", "away", or "mixed": channels below nvec half up). The "up" tile starts
+    from 0 and takes be, mult, shift and zp_out from prm instead (simd_int8's output stage on parameters filled by
+    simd_int8._channel_params, the same arithmetic as _requantize "up" + zp_out)."""
 
     @intrinsic
     def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out,
-             ooff, ostep, nch):
+             ooff, ostep, nch, prm):
         i64 = types.int64
         sig = types.void(x, i64, i64, toff, i64, w, i64, be, i64, mult, shift, i64, i64, i64, i64, out, i64, i64,
-                         i64)
+                         i64, prm)
         x_signed = x.dtype.signed
         xt = _llvm_int(x.dtype)
         wt = _llvm_int(w.dtype)
@@ -168,7 +171,7 @@ def _make_int_tile(pt: int, kind: str):
 
         def codegen(context, builder, sig, args):
             (x_, xoff_, xstep_, toff_, ntap_, w_, wstride_, be_, c0_, mult_, shift_, nvec_, zpo_, qmin_, qmax_,
-             out_, ooff_, ostep_, nch_) = args
+             out_, ooff_, ostep_, nch_, prm_) = args
             v16l = ir.VectorType(_i64, VL)
             px = _data_ptr(context, builder, sig.args[0], x_)
             ptoff = _data_ptr(context, builder, sig.args[3], toff_)
@@ -180,7 +183,7 @@ def _make_int_tile(pt: int, kind: str):
             mask = _lane_mask(builder, nch_)
             vx = ir.VectorType(xt, VL)
             vw = ir.VectorType(wt, VL)
-            b = _masked_load(builder, pbe, _v16i, mask)
+            b = ir.Constant(_v16i, None) if kind == "up" else _masked_load(builder, pbe, _v16i, mask)
             accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
             xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), xt) for p in range(pt)]
             with cgutils.for_range(builder, ntap_) as loop:
@@ -192,6 +195,20 @@ def _make_int_tile(pt: int, kind: str):
                     raw = _masked_load(builder, _gep(builder, xs[p], to, xt), vx, mask)
                     xv = builder.sext(raw, _v16i) if x_signed else builder.zext(raw, _v16i)
                     builder.store(builder.add(builder.load(accs[p]), builder.mul(xv, wv)), accs[p])
+            vo = ir.VectorType(ot, VL)
+            store = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
+                f"llvm.masked.store.{_vec_name(vo)}.p0")
+            if kind == "up":
+                params = _requantize_params(builder, _data_ptr(context, builder, sig.args[19], prm_), c0_)
+                lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
+                hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
+                for p in range(pt):
+                    r = _requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32)
+                    ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
+                    builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
+                                         ir.Constant(_i32, 1), mask])
+                return context.get_dummy_value()
             # output stage, per channel
             q = builder.sext(_masked_load(builder, pm, _v16i, mask), v16l)
             sh = builder.sext(_masked_load(builder, ps, _v16i, mask), v16l)
@@ -204,16 +221,12 @@ def _make_int_tile(pt: int, kind: str):
             zpv = _splat(builder, zpo_, v16l)
             lov = _splat(builder, qmin_, v16l)
             hiv = _splat(builder, qmax_, v16l)
-            vo = ir.VectorType(ot, VL)
             for p in range(pt):
                 r = builder.add(_requantize(builder, builder.load(accs[p]), q, left, right, kind, upmask), zpv)
                 r = builder.select(builder.icmp_signed("<", r, lov), lov, r)
                 r = builder.select(builder.icmp_signed(">", r, hiv), hiv, r)
                 ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
-                fn = cgutils.get_or_insert_function(
-                    builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
-                    f"llvm.masked.store.{_vec_name(vo)}.p0")
-                builder.call(fn, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
+                builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
                                   ir.Constant(_i32, 1), mask])
             return context.get_dummy_value()
 
@@ -265,37 +278,45 @@ def dwconv_f32_simd(xp, w, bias, out, geo, toff, lim):
 
 @njit(cache=True, inline="always")
 def _int_tile(kind, pt4, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
-              nch):
+              nch, prm):
     if pt4:
         if kind == 0:
             dw_int_tile4_up(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C,
-                            nch)
+                            nch, prm)
         elif kind == 1:
             dw_int_tile4_away(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
-                              C, nch)
+                              C, nch, prm)
         else:
             dw_int_tile4_mixed(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
-                               ooff, C, nch)
+                               ooff, C, nch, prm)
     else:
         if kind == 0:
             dw_int_tile1_up(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C,
-                            nch)
+                            nch, prm)
         elif kind == 1:
             dw_int_tile1_away(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
-                              C, nch)
+                              C, nch, prm)
         else:
             dw_int_tile1_mixed(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
-                               ooff, C, nch)
+                               ooff, C, nch, prm)
 
 
 @njit(cache=True, nogil=True)
-def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec):
+def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm):
     """Integer depthwise over a padded input (see dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON:
-    channels below nvec rounded half up, the others half away from zero); be [C] int32 scratch."""
+    channels below nvec rounded half up, the others half away from zero); be [C] int32 and prm
+    [ceil(nvec / 16) (at least 1), simd_int8.PRM_BLOCK] int32 scratch (the output-stage parameters of the blocks
+    below nvec; those channels' shifts must lie in [-21, 31], prepare checks)."""
     N, HP, WP, C = xp.shape
     OH, OW = out.shape[1], out.shape[2]
     sh, sw = geo[0], geo[1]
     _bias_minus_zp(bias, wsum, zp_in, be)
+    p64 = _params64(prm)
+    for c in range(prm.shape[0] * VL):
+        if c < nvec:
+            _channel_params(prm, p64, c, be[c], mult[c], shift[c], zp_out)
+        else:
+            _channel_params(prm, p64, c, 0, 0, 0, 0)
     xf = xp.reshape(xp.size)
     wf = w.reshape(w.size)
     of = out.reshape(out.size)
@@ -312,11 +333,11 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
                     for t in range((OW + PT - 1) // PT):  # the last tile moved back, as in dwconv_f32_simd
                         ox = min(t * PT, OW - PT)
                         _int_tile(kind, True, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult,
-                                  shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
+                                  shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch, prm)
                 else:
                     for ox in range(OW):
                         _int_tile(kind, False, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult,
-                                  shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch)
+                                  shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch, prm)
 
 
 @njit(cache=True, nogil=True)
@@ -333,7 +354,8 @@ def dwconv_f32_simd_banded(xb, sb, s, w, bias, out, geo, toff, lim):
 
 
 @njit(cache=True, nogil=True)
-def dwconv_q_simd_banded(xb, sb, s, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec):
+def dwconv_q_simd_banded(xb, sb, s, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec,
+                         prm):
     """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded)."""
     N, OH, OW, C = out.shape
     KH = w.shape[0]
@@ -343,4 +365,5 @@ def dwconv_q_simd_banded(xb, sb, s, w, bias, wsum, out, be, geo, toff, zp_in, mu
             nb = min(band, OH - oy0)
             pad_band(xb, sb, geo, KH, n, oy0, nb)
             dwconv_q_simd(s, w, bias, wsum, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), be, geo, toff, zp_in, mult,
-                          shift, zp_out, qmin, qmax, nvec)
+                          shift, zp_out, qmin, qmax, nvec, prm)
+

@@ -355,32 +355,39 @@ def _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, q
 
 
 @njit(cache=True, inline="always")
+def _channel_params(prm, p64, c, off, m, sh, zp_out):
+    """Channel c's slots of the output-stage parameters (see _output_params); p64 is prm's bytes as int64
+    [Np / 16, PRM_BLOCK / 2]. off is the int32 added to the accumulator, m and sh the multiplier and shift."""
+    b, lane = c // 16, c % 16
+    j = 16 + (lane % 2) * 8 + lane // 2  # int64 slot of the multiplier
+    right = max(-sh, 0)
+    prm[b, lane] = off
+    prm[b, 16 + lane] = max(sh, 0)
+    p64[b, j] = m
+    p64[b, j + 16] = (np.int64(1) << 30) + ((np.int64(1) << right) >> 1 << 31) + (np.int64(zp_out) << (31 + right))
+    p64[b, j + 32] = 31 + right
+
+
+@njit(cache=True, inline="always")
+def _params64(prm):
+    """prm [Np / 16, PRM_BLOCK] int32 as int64 [Np / 16, PRM_BLOCK / 2]."""
+    nb = prm.shape[0]
+    return prm.reshape(nb * PRM_BLOCK).view(np.int64).reshape(nb, PRM_BLOCK // 2)
+
+
+@njit(cache=True, inline="always")
 def _output_params(prm, offs, bias, mult, shift, zp_out):
     """Fill prm [Np / 16, PRM_BLOCK] int32 with the VNNI output stage's parameters (_requantize_params): per block of
     16 channels, int32 slots 0..15 offset + bias, 16..31 left shift; then as int64 (8 each, even channels before
     odd ones) the multipliers, the rounding terms 2^30 + nudge * 2^31 + zp_out * 2^(31 + right) and the shifts
     31 + right. Channels from bias.size on (padding) get zeros. Shifts must lie in [-21, 31] (prepare checks)."""
     CO = bias.size
-    nb = prm.shape[0]
-    p64 = prm.reshape(nb * PRM_BLOCK).view(np.int64).reshape(nb, PRM_BLOCK // 2)
-    for c in range(nb * 16):
-        b, lane = c // 16, c % 16
-        j = 16 + (lane % 2) * 8 + lane // 2  # int64 slot of the multiplier
+    p64 = _params64(prm)
+    for c in range(prm.shape[0] * 16):
         if c < CO:
-            left = max(shift[c], 0)
-            right = max(-shift[c], 0)
-            prm[b, lane] = np.int32(offs[c] + bias[c])
-            prm[b, 16 + lane] = left
-            p64[b, j] = mult[c]
-            p64[b, j + 16] = (np.int64(1) << 30) + ((np.int64(1) << right) >> 1 << 31) + \
-                (np.int64(zp_out) << (31 + right))
-            p64[b, j + 32] = 31 + right
+            _channel_params(prm, p64, c, np.int32(offs[c] + bias[c]), mult[c], shift[c], zp_out)
         else:
-            prm[b, lane] = 0
-            prm[b, 16 + lane] = 0
-            p64[b, j] = 0
-            p64[b, j + 16] = 0
-            p64[b, j + 32] = 0
+            _channel_params(prm, p64, c, 0, 0, 0, 0)
 
 
 # --- drivers ----------------------------------------------------------------------------------------------------------
