@@ -24,7 +24,8 @@ def pytest_terminal_summary(terminalreporter):
         return
     w = terminalreporter.write_line
     w("")
-    w("lite-numba vs the official runtime (1 thread; medians of interleaved rounds; ratio < 1 = we are faster)")
+    w("lite-numba vs the official runtime (1 thread unless the case says otherwise; medians of interleaved rounds; "
+      "ratio < 1 = we are faster)")
     w(f"{'case':42s} {'ours µs':>10s} {'XNNPACK µs':>11s} {'builtin µs':>11s} {'/XNNPACK':>9s} {'/builtin':>9s}")
     for r in ROWS:
         if r.get("unit") == "s":

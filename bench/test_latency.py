@@ -12,14 +12,17 @@ from lite_numba import Interpreter
 
 MODELS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8", "small_cnn_f32",
           "small_cnn_int8", "transformer_block_f32", "op_add", "op_conv2d_same_relu", "op_softmax_1000_flat"]
+# num_threads=2 rows (ours, XNNPACK and builtin all with 2 threads): the models with layers big enough to split
+MODELS_2_THREADS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8",
+                    "small_cnn_f32", "small_cnn_int8"]
 
 
-def _official(path, builtin: bool):
+def _official(path, builtin: bool, threads: int = 1):
     from ai_edge_litert.interpreter import Interpreter as Official
     from ai_edge_litert.interpreter import OpResolverType
 
     kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if builtin else {}
-    it = Official(model_path=str(path), num_threads=1, **kw)
+    it = Official(model_path=str(path), num_threads=threads, **kw)
     it.allocate_tensors()
     return it
 
@@ -69,12 +72,21 @@ def _median_us(fn, rounds: int, inner: int) -> float:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_latency(benchmark, name):
+    _model_latency(benchmark, name, 1)
+
+
+@pytest.mark.parametrize("name", MODELS_2_THREADS)
+def test_model_latency_2_threads(benchmark, name):
+    _model_latency(benchmark, name, 2)
+
+
+def _model_latency(benchmark, name: str, threads: int):
     path = find_model(name)
     if path is None:
         pytest.skip(f"{name} not available")
-    ours = Interpreter(model_path=str(path), num_threads=1)
+    ours = Interpreter(model_path=str(path), num_threads=threads)
     ours.allocate_tensors()
-    runtimes = {"ours": ours, "xnnpack": _official(path, False), "builtin": _official(path, True)}
+    runtimes = {"ours": ours, "xnnpack": _official(path, False, threads), "builtin": _official(path, True, threads)}
     theirs_arena = official_arena_bytes(runtimes["builtin"], ours)  # before invoke: kernels then add persistent data
     inputs = _inputs(ours, np.random.default_rng(0))
     for it in runtimes.values():
@@ -89,7 +101,8 @@ def test_model_latency(benchmark, name):
     for _ in range(15):
         for k, it in runtimes.items():
             meds[k].append(_median_us(it.invoke, 1, inner))
-    row = {"case": name, **{k: float(np.median(v)) for k, v in meds.items()}}
+    row = {"case": name if threads == 1 else f"{name} ({threads} threads)",
+           **{k: float(np.median(v)) for k, v in meds.items()}}
     row["note"] = (f"arena {ours.arena_size / 1024:.0f} KiB, official builtin {theirs_arena / 1024:.0f} KiB "
                    f"({ours.arena_size / max(theirs_arena, 1):.2f}x)")
     ROWS.append(row)

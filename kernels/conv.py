@@ -270,8 +270,8 @@ def CONV_2D(ctx: PrepareContext) -> None:
     if x.dtype == np.int8 and groups == 1 and f.is_const:
         # packed once for the int8 GEMM kernels (VNNI or portable), same ruy output stage
         KH, KW = f.shape[1], f.shape[2]
-        return simd_int8.schedule_qgemm(ctx, x, f.data.reshape(CO, -1), x.zero_point, bias, out,
-                                        [int(v) for v in geo] + [KH, KW], mult, shift, out.zero_point, qmin, qmax)
+        return simd_int8.schedule_qgemm_mt(ctx, x, f.data.reshape(CO, -1), x.zero_point, bias, out,
+                                           [int(v) for v in geo] + [KH, KW], mult, shift, out.zero_point, qmin, qmax)
     w = _filter(ctx, f)
     acc = ctx.temp((CO // groups,), np.int64 if wide else np.int32)
     quant = (x.zero_point, mult, shift, out.zero_point, qmin, qmax, nvec, rq_mode)
@@ -335,7 +335,9 @@ def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
         bias = _bias(ctx, b, CO, (np.float32,), np.float32)
         lim = _float_limits(ctx)
         if out.size:
-            dwconv.schedule_f32(ctx, x, ctx.view(f, (KH, KW, CO)), bias, out, geo, lim)
+            from .dwconv_simd import schedule_f32_mt  # dwconv.schedule_f32, or its parallel driver
+
+            schedule_f32_mt(ctx, x, ctx.view(f, (KH, KW, CO)), bias, out, geo, lim)
         return
 
     if x.dtype == np.float32:

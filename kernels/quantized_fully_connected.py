@@ -420,7 +420,7 @@ def prepare_quantized_fc(ctx: PrepareContext) -> None:
     dense = weights_array(ctx, w)
     if x.dtype == np.int8 and w.dtype == np.int8 and wzp == 0 and dense is not None:
         # constant int8 weights: packed once for the int8 GEMM kernels (VNNI or portable); ruy's output stage
-        from .simd_int8 import schedule_qgemm
+        from .simd_int8 import schedule_qgemm_mt
 
         if b is None:
             bias32 = np.zeros(units, np.int32)
@@ -428,10 +428,10 @@ def prepare_quantized_fc(ctx: PrepareContext) -> None:
             bias32 = np.asarray(b.data, np.int32).reshape(-1)
         else:
             bias32 = ctx.view(b, (units,))
-        return schedule_qgemm(ctx, ctx.view(x, (batch, 1, 1, k)), np.asarray(dense, np.int8).reshape(units, k),
-                              int(x.zero_point), bias32, ctx.view(o, (batch, 1, 1, units)),
-                              [1, 1, 1, 1, 0, 0, 1, 1], qm.astype(np.int32), qs.astype(np.int32),
-                              int(out.zero_point), lo, hi)
+        return schedule_qgemm_mt(ctx, ctx.view(x, (batch, 1, 1, k)), np.asarray(dense, np.int8).reshape(units, k),
+                                 int(x.zero_point), bias32, ctx.view(o, (batch, 1, 1, units)),
+                                 [1, 1, 1, 1, 0, 0, 1, 1], qm.astype(np.int32), qs.astype(np.int32),
+                                 int(out.zero_point), lo, hi)
     acc = ctx.temp((batch * units,), np.int32 if mode == REQUANT_RUY else np.int64)
     zero = np.zeros(1, np.int64)
     if dense is not None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -48,6 +48,7 @@ from .llvm_ir import data_ptr as _data_ptr
 from .llvm_ir import gep as _gep
 from .llvm_ir import i64 as _i
 from .llvm_ir import splat as _splat
+from .threads import bands, threads_for
 
 MR = 6  # rows of the largest tile (12 zmm accumulators with two vectors per row)
 NR = 32  # columns of a packed panel (two 16-float vectors)
@@ -348,8 +349,8 @@ def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None,
     rows, segs, seglen = conv_tables(N, OH, OW, CI, KH, KW, Hp, Wp, sh, sw, dh, dw)
     K = KH * KW * CI
     bp = _packed_weights(ctx, f.data, f, K, CO)
-    ctx.call(gemm_packed, xin, rows, segs, seglen, bp, _packed_bias(ctx, b, CO), ctx.view(out, (out.size,)), CO,
-             _limits(ctx))
+    _schedule_gemm(ctx, xin, rows, segs, seglen, bp, _packed_bias(ctx, b, CO), ctx.view(out, (out.size,)), CO,
+                   _limits(ctx))
 
 
 def schedule_fully_connected(ctx: PrepareContext, x: Tensor, w: Tensor, w_dense: np.ndarray | None,
@@ -358,18 +359,28 @@ def schedule_fully_connected(ctx: PrepareContext, x: Tensor, w: Tensor, w_dense:
     the weights is streamed once)."""
     bp = _packed_weights(ctx, w_dense, w, K, units)
     rows = np.arange(batch, dtype=np.int64) * K
-    ctx.call(gemm_packed, ctx.view(x, (x.size,)), rows, np.zeros(1, np.int64), K, bp, _packed_bias(ctx, b, units),
-             ctx.view(out, (out.size,)), units, _limits(ctx))
+    _schedule_gemm(ctx, ctx.view(x, (x.size,)), rows, np.zeros(1, np.int64), K, bp, _packed_bias(ctx, b, units),
+                   ctx.view(out, (out.size,)), units, _limits(ctx))
 
 
 def schedule_batch_matmul(ctx: PrepareContext, a, a_off: np.ndarray, b, b_off: np.ndarray, out, M: int, K: int,
                           N: int) -> None:
     """BATCH_MATMUL: a, b flat [M, K] and [K, N] blocks at the given offsets (b packed at run time, once per
     distinct rhs matrix), out the flat output."""
-    bp = ctx.temp((panel_count(N) * K * NR,), np.float32)
     lim = np.array([-np.inf, np.inf], np.float32)
-    ctx.call(batch_gemm, a, a_off, np.arange(M, dtype=np.int64) * K, b, b_off, N, 1, K, bp, pad_bias(None, N), out,
-             N, lim, np.zeros(1, np.int64))
+    rows = np.arange(M, dtype=np.int64) * K
+    B = a_off.size
+    t = threads_for(ctx, B * M * K * N)
+    if t > 1 and (B >= t or M >= 2 * MR * t):
+        # batch ranges when there are enough batches, else row bands of each batch (each chunk packs its own B)
+        ch = [(i0, i1, 0, M) for i0, i1 in bands(B, t)] if B >= t else [(0, B, r0, r1) for r0, r1 in bands(M, t, MR)]
+        bp = ctx.temp((len(ch) * panel_count(N) * K * NR,), np.float32)
+        ctx.call(batch_gemm_par, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
+                 np.zeros(1, np.int64), np.array(ch, np.int64).reshape(-1))
+        return
+    bp = ctx.temp((panel_count(N) * K * NR,), np.float32)
+    ctx.call(batch_gemm, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
+             np.zeros(1, np.int64))
 
 
 def _limits(ctx: PrepareContext) -> np.ndarray:
@@ -377,5 +388,72 @@ def _limits(ctx: PrepareContext) -> np.ndarray:
     return np.array([lo, hi], np.float32)
 
 
-__all__ = ["gemm_packed", "batch_gemm", "pack_panels", "pad_nhwc", "pack_weights", "pad_bias", "conv_tables",
-           "panel_count", "MR", "NR"]
+# --- multi-threaded drivers (num_threads > 1, see kernels/threads.py) -------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1):
+    """_gemm restricted to rows [r0, r1) and panels [p0, p1): every element computed as _gemm computes it."""
+    lo, hi = lim[0], lim[1]
+    panel = segs.size * seglen * NR
+    for p in range(p0, p1):
+        n0 = p * NR
+        ncols = min(NR, N - n0)
+        width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
+        boff = bp_off + p * panel
+        i = r0
+        while i < r1:
+            mr = min(MR, r1 - i)
+            _tile(mr, width, a, abase, rows, i, segs, seglen, bp, boff, c, c_off + i * N + n0, N, bias, n0, lo, hi,
+                  ncols)
+            i += mr
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch):
+    """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range), one chunk per thread."""
+    for j in prange(ch.size // 4):
+        _gemm_part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
+                   ch[4 * j + 3])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch):
+    """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band) in parallel: chunk j packs
+    its right-hand sides into its own slice of bp (n slices of whole panels)."""
+    M = rows.size
+    size = bp.size // (ch.size // 4)
+    for j in prange(ch.size // 4):
+        mine = bp[j * size:(j + 1) * size]
+        last = -1
+        for i in range(ch[4 * j], ch[4 * j + 1]):
+            if b_off[i] != last:
+                pack_panels(b, b_off[i], K, N, sk, sn, mine)
+                last = b_off[i]
+            _gemm_part(a, a_off[i], rows, ch[4 * j + 2], ch[4 * j + 3], segs, K, mine, 0, bias, c, i * M * N, N, lim,
+                       0, (N + NR - 1) // NR)
+
+
+def gemm_chunks(M: int, P: int, threads: int) -> np.ndarray:
+    """[r0, r1, p0, p1] per chunk: row bands (multiples of MR) when there are enough rows, else panel ranges."""
+    if M >= 2 * MR * threads or P < threads:
+        ch = [(r0, r1, 0, P) for r0, r1 in bands(M, threads, MR)]
+    else:
+        ch = [(0, M, p0, p1) for p0, p1 in bands(P, threads)]
+    return np.array(ch, np.int64).reshape(-1)
+
+
+def _schedule_gemm(ctx: PrepareContext, a, rows: np.ndarray, segs: np.ndarray, seglen: int, bp, bias, c, N: int,
+                   lim: np.ndarray) -> None:
+    """gemm_packed, or its parallel driver when ctx.num_threads > 1 and the GEMM is big enough."""
+    M, P = rows.size, panel_count(N)
+    t = threads_for(ctx, M * N * segs.size * seglen)
+    ch = gemm_chunks(M, P, t) if t > 1 else None
+    if ch is None or ch.size <= 4:
+        ctx.call(gemm_packed, a, rows, segs, seglen, bp, bias, c, N, lim)
+    else:
+        ctx.call(gemm_packed_par, a, rows, segs, seglen, bp, bias, c, N, lim, ch)
+
+
+__all__ = ["gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "pack_panels", "pad_nhwc",
+           "pack_weights", "pad_bias", "conv_tables", "panel_count", "MR", "NR"]

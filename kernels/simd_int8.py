@@ -544,3 +544,86 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
              np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
 
+
+# --- multi-threaded drivers (num_threads > 1, see kernels/threads.py) ------------------------------------------------
+# Appended apart from the single-thread code above, which they only call: each chunk of a fixed list (ranges of
+# images, or bands of output rows of one image) runs the serial driver on views of its rows with its own slice of
+# abuf and scratch, so every output byte is computed by the same code as with one thread.
+
+from numba import prange  # noqa: E402  (kept with the parallel drivers, apart from the single-thread code)
+
+
+@njit(cache=True, inline="always")
+def _chunk_views(x, out, geos, ch, j):
+    """The input, output and geometry of chunk j = images [n0, n1) x output rows [y0, y1) (C-contiguous views)."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    n0, n1, y0, y1 = ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]
+    g = geos[j]
+    of = out.reshape(out.size)
+    xf = x.reshape(x.size)
+    o = of[(n0 * OH + y0) * OW * CO:((n1 - 1) * OH + y1) * OW * CO].reshape((n1 - n0, y1 - y0, OW, CO))
+    if g[10] != 0:  # pointwise: input row = output row
+        xs = xf[(n0 * H + y0) * W * CI:((n1 - 1) * H + y1) * W * CI].reshape((n1 - n0, y1 - y0, W, CI))
+    else:  # the whole images; geos[j] moves the top padding up by y0 rows
+        xs = xf[n0 * H * W * CI:n1 * H * W * CI].reshape((n1 - n0, H, W, CI))
+    return xs, o, g
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qconv_vnni_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch):
+    """qconv_vnni over the chunks ch = [n0, n1, y0, y1] * n in parallel; chunk j uses the j-th of n equal slices
+    (first axis) of abuf and scratch."""
+    nch = ch.size // 4
+    A = abuf.shape[0] // nch
+    S = scratch.shape[0] // nch
+    for j in prange(nch):
+        xs, o, g = _chunk_views(x, out, geos, ch, j)
+        qconv_vnni(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax,
+                   abuf[j * A:(j + 1) * A], scratch[j * S:(j + 1) * S])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qconv_portable_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch,
+                       ch):
+    """qconv_portable over the chunks ch in parallel, as qconv_vnni_par."""
+    nch = ch.size // 4
+    A = abuf.shape[0] // nch
+    S = scratch.shape[0] // nch
+    for j in prange(nch):
+        xs, o, g = _chunk_views(x, out, geos, ch, j)
+        qconv_portable(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax,
+                       abuf[j * A:(j + 1) * A], scratch[j * S:(j + 1) * S])
+
+
+def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
+                      qmax: int) -> None:
+    """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
+    one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf and scratch
+    slice per chunk). Same arguments."""
+    from .threads import Recorder, bands, threads_for
+
+    rec = Recorder(ctx)
+    schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax)
+    N, OH, OW, CO = out.shape
+    t = threads_for(ctx, N * OH * OW * CO * w.shape[1])
+    if t > 1 and N >= t:
+        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, t)]
+    elif t > 1 and N == 1 and OH >= t:
+        ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, t)]
+    else:
+        ch = []
+    par = {qconv_vnni: qconv_vnni_par, qconv_portable: qconv_portable_par}
+    if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
+        return rec.replay()
+
+    def edit(fn, args):
+        geo = np.asarray(args[5], np.int64)  # [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]
+        geos = np.repeat(geo[None, :], len(ch), axis=0)
+        for j, (_, _, y0, y1) in enumerate(ch):
+            geos[j, 4] = geo[4] - y0 * geo[0]
+            geos[j, 8] = y1 - y0
+        args[5] = geos
+        return args
+
+    rec.replay(len(ch), par, (np.array(ch, np.int64).reshape(-1),), edit)

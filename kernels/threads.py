@@ -1,0 +1,116 @@
+"""Multi-threaded kernel variants: when to use them and how their work is split.
+
+`Interpreter(num_threads=n)` reaches prepare as `ctx.num_threads`. A kernel with a parallel variant calls
+`threads_for(ctx, work)`: 1 (schedule the serial kernel) unless n > 1 and the work is big enough to pay for a
+parallel launch, else the number of chunks to split it into, t = min(n, Numba's pool size). The drivers are Numba
+`parallel=True` functions whose `prange` runs over that fixed list of chunks, computed in prepare (ranges of images,
+bands of output rows, or column panels); each chunk runs the serial kernel's own code on its part, so every output
+element is computed by the same instructions in the same order as with one thread (identical results for any
+thread count), and each chunk gets its own slice of scratch (`Recorder` replays a serial schedule with every
+scratch array made t times longer).
+
+Threads: Numba's pool runs the t chunks of a region at once (a thread that has not called `numba.set_num_threads`
+uses the whole pool, `NUMBA_NUM_THREADS`, by default the number of cores; more pool threads than chunks just find
+no work). The drivers do not call `set_num_threads` themselves: a function using it cannot be cached by Numba
+("dynamic globals"). Parallel drivers are compiled only when a model is prepared with num_threads > 1.
+
+The threading layer is Numba's choice (`NUMBA_THREADING_LAYER`, default: tbb, then omp, then workqueue; omp on the
+development machine, tbb is not installed). workqueue does not allow parallel regions launched from several
+threads at once (invoking two interpreters concurrently with num_threads > 1 would abort); omp and tbb do. GNU
+OpenMP is not fork-safe: a process forked after a parallel region must not run one itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# work (multiply-adds) below which a parallel launch (~1.5-2 us with two threads) does not pay: a 3x3 conv of
+# 12x12x16 -> 16 (330k) gains 7.8 -> 6.7 us, 8x8x16 -> 16 (150k) loses 3.8 -> 4.3 us (2-core Zen 4, omp layer)
+MIN_MACS = 300_000
+
+
+def _pool_size() -> int:
+    import numba
+    from numba.np.ufunc import parallel
+
+    parallel._launch_threads()  # idempotent; a cached parallel kernel needs the layer's symbols before it loads
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def threads_for(ctx, work: int, min_work: int | None = None) -> int:
+    """Threads for a kernel of `work` multiply-adds (or comparable units): 1 = run the serial kernel."""
+    n = int(getattr(ctx, "num_threads", 1) or 1)
+    if n <= 1 or work < (MIN_MACS if min_work is None else min_work):
+        return 1
+    return max(1, min(n, _pool_size()))
+
+
+def bands(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:
+    """Split range(total) into at most `parts` contiguous, non-empty bands whose starts are multiples of `align`
+    (as equal as that allows)."""
+    units = -(-total // align)
+    parts = max(1, min(parts, units))
+    out, start = [], 0
+    for j in range(parts):
+        end = min(total, (units * (j + 1) // parts) * align)
+        if end > start:
+            out.append((start, end))
+        start = end
+    return out
+
+
+class _Scratch:
+    """A scratch array (or a view of one) requested by a recorded schedule, created at replay."""
+
+    def __init__(self, shape, dtype, base=None):
+        self.shape = tuple(int(v) for v in shape)
+        self.dtype = np.dtype(dtype)
+        self.base = base
+        self.size = int(np.prod(self.shape))
+
+
+class Recorder:
+    """A PrepareContext stand-in that runs a serial schedule function without scheduling anything: its scratch
+    requests (`temp`, and `view`s of them) and its calls are recorded; every other attribute is the real context's
+    (inputs, options, `const`, views of tensors). `replay` then schedules the calls, either as recorded or with
+    each scratch made `parts` times longer along its first axis (one slice per chunk of a parallel driver) and a
+    function swapped for its parallel driver. So a parallel variant reuses the serial preparation unchanged."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self.calls: list = []
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def temp(self, shape, dtype):
+        return _Scratch(shape, dtype)
+
+    def view(self, t, shape, dtype=None):
+        if isinstance(t, _Scratch):
+            return _Scratch(shape, t.dtype if dtype is None else dtype, base=t)
+        return self._ctx.view(t, shape, dtype) if dtype is not None else self._ctx.view(t, shape)
+
+    def call(self, fn, *args):
+        self.calls.append((fn, list(args)))
+
+    def replay(self, parts: int = 1, swap: dict | None = None, extra: tuple = (), edit=None) -> None:
+        """Schedule the recorded calls on the real context: scratch first axes times `parts`; a call whose function
+        is a key of `swap` becomes a call of swap[fn] with the arguments edit(fn, args) (default: unchanged)
+        followed by `extra`."""
+        ctx, made = self._ctx, {}
+
+        def real(a):
+            if not isinstance(a, _Scratch):
+                return a
+            if id(a) not in made:
+                shape = (a.shape[0] * parts,) + a.shape[1:]
+                made[id(a)] = ctx.temp(shape, a.dtype) if a.base is None else ctx.view(real(a.base), shape, a.dtype)
+            return made[id(a)]
+
+        for fn, args in self.calls:
+            if swap and fn in swap:
+                args = edit(fn, list(args)) if edit else args
+                ctx.call(swap[fn], *(real(a) for a in args), *extra)
+            else:
+                ctx.call(fn, *(real(a) for a in args))

@@ -1,0 +1,178 @@
+"""num_threads: the parallel kernel variants give the same bytes as one thread, and match the official runtime.
+
+Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and the best the CPU has) with num_threads=1
+and 2, each in a new Interpreter; the two thread counts must give identical outputs, and both must match the
+official builtin kernels (float within 1e-5 relative to the largest output, integers exactly). Each case is big
+enough that num_threads=2 schedules a parallel driver (checked by name, so a threshold change cannot silently
+leave the parallel code untested), and covers one way of splitting the work: row bands of a float GEMM /
+convolution, column panels of a one-row FULLY_CONNECTED, batches and row bands of BATCH_MATMUL, image ranges and
+row bands of the int8 GEMM (KxK im2col and pointwise), depthwise over a banded padded input and over the input
+itself. The MobileNets of ../shared/models run when present.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import MODELS, SHARED_MODELS
+from lite_numba.kernels import isa
+from test_batch_matmul import bmm_model
+from test_conv import conv2d_model, dw_model, quant_case
+from test_fully_connected import _quantized_case, fc_model
+
+from lite_numba import Interpreter
+from lite_numba.testing import assert_close, require_official, run_official
+
+require_official()
+
+PATHS = ["portable"] + ([isa.best_level()] if isa.best_level() != "portable" else [])
+
+
+def run_ours(data: bytes, inputs, path: str, threads: int, monkeypatch):
+    """(outputs, names of the scheduled kernels) of one invoke in a new Interpreter."""
+    monkeypatch.setenv("LITE_NUMBA_ISA", path)
+    it = Interpreter(model_content=data, num_threads=threads)
+    it.allocate_tensors()
+    for d, v in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], v)
+    it.invoke()
+    names = {getattr(c.fn, "__name__", "") for p in it._main.prepared if p is not None for c in p.calls}
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()], names
+
+
+def check_threads(data: bytes, inputs, monkeypatch, parallel: str | None, tol: float = 1e-5) -> None:
+    refs = run_official(data, inputs)
+    for path in PATHS:
+        one, names1 = run_ours(data, inputs, path, 1, monkeypatch)
+        two, names2 = run_ours(data, inputs, path, 2, monkeypatch)
+        assert not any(n.endswith("_par") for n in names1), f"{path}: a parallel kernel with one thread: {names1}"
+        if parallel is not None and (path != "portable" or parallel == "qconv"):  # float: SIMD path only
+            assert any(n.startswith(parallel) and n.endswith("_par") for n in names2), \
+                f"{path}: no parallel {parallel} kernel with two threads: {sorted(names2)}"
+        for a, b, ref in zip(one, two, refs):
+            np.testing.assert_array_equal(a, b, err_msg=f"{path}: 1 and 2 threads differ")
+            if ref.dtype.kind == "f":
+                assert_close(b, ref, tol)
+            else:
+                assert b.dtype == ref.dtype and np.array_equal(b, ref), \
+                    f"{path}: {np.count_nonzero(b != ref)}/{b.size} differ from the official runtime"
+
+
+def _geometry(n=1, h=5, w=5, ci=3, co=8, k=(3, 3), s=(1, 1), padding="SAME", act="NONE", seed=0):
+    return {"n": n, "h": h, "w": w, "cig": ci, "groups": 1, "cog": co, "kh": k[0], "kw": k[1], "sh": s[0],
+            "sw": s[1], "dh": 1, "dw": 1, "padding": padding, "act": act, "seed": seed}
+
+
+def _conv_f32(g):
+    rng = np.random.default_rng(g["seed"])
+    w = rng.standard_normal((g["cog"], g["kh"], g["kw"], g["cig"])).astype(np.float32)
+    b = rng.standard_normal(g["cog"]).astype(np.float32)
+    data = conv2d_model(g, np.float32, w, b, np.float32)
+    return data, [rng.standard_normal((g["n"], g["h"], g["w"], g["cig"])).astype(np.float32)]
+
+
+def _conv_int8(g):
+    rng = np.random.default_rng(g["seed"])
+    co = g["cog"]
+    c = quant_case(rng, np.int8, (g["n"], g["h"], g["w"], g["cig"]), (co, g["kh"], g["kw"], g["cig"]), co, 0)
+    data = conv2d_model(g, np.int8, c["w"], c["bias"], np.int8, x_quant=c["x_quant"], w_quant=c["w_quant"],
+                        b_quant=c["b_quant"], out_quant=c["out_quant"], version=3)
+    return data, [c["x"]]
+
+
+def _dw_f32(g):
+    g = {**g, "ci": g["cig"], "dm": 1}
+    rng = np.random.default_rng(g["seed"])
+    w = rng.standard_normal((1, g["kh"], g["kw"], g["ci"])).astype(np.float32)
+    data, _ = dw_model(g, np.float32, w, rng.standard_normal(g["ci"]).astype(np.float32), np.float32, version=2)
+    return data, [rng.standard_normal((g["n"], g["h"], g["w"], g["ci"])).astype(np.float32)]
+
+
+# name -> (case, the parallel driver num_threads=2 must schedule: prefix of its name; None = none required)
+CASES = {
+    "conv_f32_3x3_row_bands": (lambda: _conv_f32(_geometry(h=23, w=21, ci=16, co=40, act="RELU6", seed=1)),
+                               "gemm_packed"),
+    "conv_f32_1x1_batch2": (lambda: _conv_f32(_geometry(n=2, h=15, w=13, ci=48, co=70, k=(1, 1), seed=2)),
+                            "gemm_packed"),
+    "conv_f32_stride2_valid": (lambda: _conv_f32(_geometry(h=31, w=29, ci=8, co=33, s=(2, 2), padding="VALID",
+                                                           seed=3)), "gemm_packed"),
+    "conv_int8_3x3_row_bands": (lambda: _conv_int8(_geometry(h=21, w=19, ci=16, co=40, act="RELU6", seed=4)),
+                                "qconv"),
+    "conv_int8_1x1_row_bands": (lambda: _conv_int8(_geometry(h=17, w=15, ci=64, co=48, k=(1, 1), seed=5)),
+                                "qconv"),
+    "conv_int8_3x3_batch3": (lambda: _conv_int8(_geometry(n=3, h=12, w=11, ci=16, co=24, s=(2, 1), seed=6)),
+                             "qconv"),
+    "dw_f32_banded_same": (lambda: _dw_f32(_geometry(h=40, w=37, ci=40, co=40, act="RELU6", seed=7)),
+                           "dwconv_f32_simd"),
+    "dw_f32_stride2_batch2": (lambda: _dw_f32(_geometry(n=2, h=41, w=39, ci=24, co=24, s=(2, 2), seed=8)),
+                              "dwconv_f32_simd"),
+    "dw_f32_valid_unpadded": (lambda: _dw_f32(_geometry(h=40, w=38, ci=48, co=48, padding="VALID", seed=9)),
+                              "dwconv_f32_simd"),
+}
+
+
+def _fc_f32(batch, k, units, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((units, k)).astype(np.float32)
+    data = fc_model([batch, k], w, bias=rng.standard_normal(units).astype(np.float32), act="RELU")
+    return data, [rng.standard_normal((batch, k)).astype(np.float32)]
+
+
+def _fc_int8(batch, k, units, seed):
+    rng = np.random.default_rng(seed)
+    data, x = _quantized_case(rng, np.int8, np.int8, batch, k, units, True, np.int32, "RELU")
+    return data, [x]
+
+
+def _bmm(b, m, k, n, seed, rhs_batch=None):
+    rng = np.random.default_rng(seed)
+    ls, rs = [b, m, k], [rhs_batch or b, k, n]
+    return bmm_model(ls, rs), [rng.standard_normal(ls).astype(np.float32), rng.standard_normal(rs).astype(np.float32)]
+
+
+CASES.update({
+    "fc_f32_one_row_panels": (lambda: _fc_f32(1, 700, 650, 10), "gemm_packed"),
+    "fc_f32_batch40": (lambda: _fc_f32(40, 200, 90, 11), "gemm_packed"),
+    "fc_int8_batch8": (lambda: _fc_int8(8, 400, 130, 12), "qconv"),
+    "bmm_f32_batches": (lambda: _bmm(3, 40, 64, 50, 13), "batch_gemm"),
+    "bmm_f32_one_batch_row_bands": (lambda: _bmm(1, 70, 90, 60, 14), "batch_gemm"),
+    "bmm_f32_broadcast_rhs": (lambda: _bmm(4, 30, 48, 70, 15, rhs_batch=1), "batch_gemm"),
+})
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_two_threads_identical_and_official(name, monkeypatch):
+    make, parallel = CASES[name]
+    data, inputs = make()
+    check_threads(data, inputs, monkeypatch, parallel)
+
+
+def _model_inputs(data: bytes, seed: int):
+    it = Interpreter(model_content=data)
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in it.get_input_details():
+        if d["dtype"] == np.float32:
+            out.append(rng.standard_normal(d["shape"]).astype(np.float32))
+        else:
+            ii = np.iinfo(d["dtype"])
+            out.append(rng.integers(ii.min, ii.max + 1, d["shape"]).astype(d["dtype"]))
+    return out
+
+
+@pytest.mark.parametrize("name", ["small_cnn_f32", "small_cnn_int8", "mobilenet_v2_035_96_f32",
+                                  "mobilenet_v2_035_96_int8"])
+def test_models_two_threads(name, monkeypatch):
+    path = next((f / f"{name}.tflite" for f in (MODELS, SHARED_MODELS) if (f / f"{name}.tflite").exists()), None)
+    if path is None:
+        pytest.skip(f"{name}.tflite not present")
+    data = path.read_bytes()
+    check_threads(data, _model_inputs(data, 0), monkeypatch, None)
+
+
+def test_default_is_one_thread():
+    data, inputs = CASES["conv_f32_3x3_row_bands"][0]()
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    names = {getattr(c.fn, "__name__", "") for p in it._main.prepared if p is not None for c in p.calls}
+    assert not any(n.endswith("_par") for n in names), names
