@@ -392,8 +392,9 @@ def DETECTION_POSTPROCESS(ctx: PrepareContext) -> None:
     regular = st["use_regular_nms"]
     ctx.check(max_det >= 0, f"max_detections must be >= 0, got {max_det}")
     ctx.check(max_cls > 0 or regular, f"max_classes_per_detection must be > 0, got {max_cls}")
-    ctx.check(st["detections_per_class"] > 0 or not regular,
-              f"detections_per_class must be > 0, got {st['detections_per_class']}")
+    ctx.check(min(st["detections_per_class"], max_det) > 0 or not regular,
+              f"regular NMS needs detections_per_class and max_detections > 0, got {st['detections_per_class']} "
+              f"and {max_det}")
     iou = st["iou_threshold"]
     ctx.check(0.0 < iou <= 1.0, f"nms_iou_threshold must be in (0, 1], got {iou}")
     ctx.check(all(s != 0.0 for s in st["scales"]), f"box scales must be non-zero, got {list(st['scales'])}")

@@ -63,7 +63,7 @@ def _dpp_data(rng, n, cbg, levels=5, enc_len=4):
     return enc, scores, anchors
 
 
-def _compare_dpp(ref, got, opts):
+def _compare_dpp(ref, got, opts, score_tol=0.0):
     """Compare the rows the official kernel writes; ours must be zero elsewhere."""
     n = int(ref[3][0])
     assert got[3][0] == n
@@ -75,7 +75,7 @@ def _compare_dpp(ref, got, opts):
         slot = np.arange(d)
         valid = (slot // opts["max_classes_per_detection"] < n) & (slot % opts["max_classes_per_detection"] < k)
     np.testing.assert_array_equal(got[1][0][valid], ref[1][0][valid])  # classes
-    np.testing.assert_array_equal(got[2][0][valid], ref[2][0][valid])  # scores
+    assert_close(got[2][0][valid], ref[2][0][valid], tol=score_tol)  # scores
     np.testing.assert_array_equal(got[0][0][valid], ref[0][0][valid])  # decoded boxes (double maths, bit-exact)
     assert not got[0][0][~valid].any() and not got[1][0][~valid].any() and not got[2][0][~valid].any()
 
@@ -146,6 +146,42 @@ def test_detection_postprocess_edge_cases(regular):
         _compare_dpp(run_official(model, [enc, sc, anchors]), _run(model, [enc, sc, anchors]), opts)
 
 
+@pytest.mark.parametrize("regular", [False, True], ids=["fast", "regular"])
+def test_detection_postprocess_ssd_head(regular):
+    """An SSD MobileNet-sized head as the converter writes it: logits -> LOGISTIC -> post-process, constant anchors
+    (1917 boxes, 90 classes + background), resolved by the builtin resolver as in the official runtime."""
+    from lite_numba.resolver import BuiltinOpResolver
+
+    rng = np.random.default_rng(11)
+    n, cbg = 1917, 91
+    enc, _, anchors = _dpp_data(rng, n, cbg)
+    logits = (rng.standard_normal((1, n, cbg)) * 2 - 4).astype(np.float32)
+    opts = _opts(max_detections=10, max_classes_per_detection=1, use_regular_nms=regular,
+                 nms_score_threshold=1e-8, nms_iou_threshold=0.6, num_classes=90)
+    b = ModelBuilder()
+    e = b.add_input("raw_outputs/box_encodings", np.float32, [1, n, 4])
+    lg = b.add_input("raw_outputs/class_predictions", np.float32, [1, n, cbg])
+    sc = b.add_tensor("scores", np.float32, [1, n, cbg])
+    b.add_op("LOGISTIC", [lg], [sc])
+    outs = [b.add_tensor("TFLite_Detection_PostProcess", np.float32, [1, 10, 4]),
+            b.add_tensor("TFLite_Detection_PostProcess:1", np.float32, [1, 10]),
+            b.add_tensor("TFLite_Detection_PostProcess:2", np.float32, [1, 10]),
+            b.add_tensor("TFLite_Detection_PostProcess:3", np.float32, [1])]
+    b.add_custom_op(DPP, [e, sc, b.add_const("anchors", anchors)], outs, options=opts)
+    for o in outs:
+        b.mark_output(o)
+    model = b.build()
+    ref = run_official(model, [enc, logits])
+    it = Interpreter(model_content=model, op_resolver=BuiltinOpResolver())
+    it.allocate_tensors()
+    for d, v in zip(it.get_input_details(), (enc, logits)):
+        it.set_tensor(d["index"], v)
+    it.invoke()
+    got = [it.get_tensor(d["index"]) for d in it.get_output_details()]
+    assert ref[3][0] == 10
+    _compare_dpp(ref, got, opts, score_tol=1e-6)  # LOGISTIC may differ from the official one in the last bit
+
+
 def _prepare_error(model: bytes, match: str):
     it = Interpreter(model_content=model)
     with pytest.raises(ValueError, match=match):
@@ -157,6 +193,7 @@ def test_detection_postprocess_errors():
     _prepare_error(_dpp_model(4, 5, _opts(num_classes=3)), r"class predictions have 5 classes")
     _prepare_error(_dpp_model(4, 3, _opts(), np.int8, np.int8, box_q=(0.1, 0), anchor_q=(0.1, 0),
                               score_q=(0.1, 0)), "int8.*float32 and uint8")
+    _prepare_error(_dpp_model(4, 3, _opts(use_regular_nms=True, max_detections=0)), "regular NMS needs")
     opts = _opts()
     del opts["y_scale"]
     _prepare_error(_dpp_model(4, 3, opts), "lack y_scale")
