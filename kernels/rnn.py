@@ -225,10 +225,12 @@ def _hybrid_product(q, sf, zp, qo, b, n, w, scale, rs, asym, buf, go, n_rows):
     """buf[go + j] += float(int32 dot(w row j, q[qo:qo + n]) - row_sum[j] * zp[b]) * (sf[b] * scale), as TFLite's
     hybrid MatrixBatchVectorMultiplyAccumulate."""
     s = sf[b] * scale
+    qr = q[qo:qo + n]
     for j in range(n_rows):
+        wr = w[j * n:j * n + n]  # row views: non-negative range indices, so the integer dot vectorizes
         acc = 0
         for k in range(n):
-            acc += np.int32(w[j * n + k]) * np.int32(q[qo + k])
+            acc += np.int32(wr[k]) * np.int32(qr[k])
         if asym:
             acc -= rs[j] * zp[b]
         buf[go + j] += np.float32(acc) * s
