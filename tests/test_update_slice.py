@@ -102,7 +102,7 @@ def test_dus_clamps_start_indices(index_type):
 def test_dus_rank_one_to_six():
     rng = np.random.default_rng(11)
     for rank in range(1, 7):
-        shape = tuple(int(v) for v in rng.integers(1, 4, rank)) 
+        shape = tuple(int(v) for v in rng.integers(1, 4, rank))
         ushape = tuple(int(rng.integers(0 if d == rank - 1 else 1, s + 1)) for d, s in enumerate(shape))
         data = dus_model(np.float32, shape, ushape)
         for _ in range(3):
