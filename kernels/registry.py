@@ -157,6 +157,7 @@ BUILTINS += [
 concat_split, gather, pad, tile, transpose = _lazy("concat_split", "gather", "pad", "tile", "transpose")
 slice_ops = _lazy("slice")
 update_slice, misc, segment, sparse = _lazy("update_slice", "misc_ops", "segment", "sparse")
+random_ops = _lazy("random_ops")
 
 BUILTINS += [
     ("CONCATENATION", 1, 4, concat_split.CONCATENATION),  # v2 int8, v3 int16, v4 uint32
@@ -207,6 +208,10 @@ BUILTINS += [
     ("SPARSE_TO_DENSE", 1, 3, sparse.SPARSE_TO_DENSE),
     ("UNIQUE", 1, 1, sparse.UNIQUE),  # int8/int16/int32/int64/uint8/float32; int32/int64 indices
     ("EMBEDDING_LOOKUP_SPARSE", 1, 1, sparse.EMBEDDING_LOOKUP_SPARSE),  # float32; SUM / MEAN / SQRTN
+    # random_ops.py: the official Philox-4x32-10 streams bit for bit (host ops: the generator advances per invoke)
+    ("RANDOM_UNIFORM", 1, 1, random_ops.RANDOM_UNIFORM),  # float32
+    ("RANDOM_STANDARD_NORMAL", 1, 1, random_ops.RANDOM_STANDARD_NORMAL),  # float32
+    ("MULTINOMIAL", 1, 1, random_ops.MULTINOMIAL),  # float32 logits -> int32 / int64
     # v2/v3 (TFLite 1.14): hybrid uint8/int8 tables; v4: per-row scales or int4 values (unpacked on load); v5 int2
     ("EMBEDDING_LOOKUP", 1, 4, gather.EMBEDDING_LOOKUP),
 ]
