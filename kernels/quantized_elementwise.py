@@ -352,7 +352,9 @@ def binary_pair_lookup(x, y, out, tneon, tscalar, split):
         out[k] = tscalar[(np.int64(x[k]) << 8) | np.int64(y[k])]
 
 
-PAIR_TABLE_MIN_SIZE = 2048  # below this, building the 2 x 64 KiB tables costs more than it saves
+# From this size on a table replaces the per-element arithmetic (~3.5 ns an element vs ~0.3): building it takes
+# ~0.1 ms at prepare and 64 KiB of constants (a second one only when there is a scalar tail).
+PAIR_TABLE_MIN_SIZE = 256
 
 
 def _vshl_array(v: np.ndarray, shift: int) -> np.ndarray:
@@ -378,12 +380,15 @@ def schedule_binary_neon_op(ctx: PrepareContext, x: Tensor, y: Tensor, out: Tens
         xs = ys = shp = np.zeros(6, np.int64)
     if kind == 0 and x.dtype.itemsize == 1 and y.dtype.itemsize == 1 and out.size >= PAIR_TABLE_MIN_SIZE:
         rv = raw_view_dtype(out.dtype)
+        split = out.size - out.size % int(blocks[0])
         tneon, tscalar = np.zeros(65536, rv), np.zeros(65536, rv)
         pair_tables(np.ascontiguousarray(tables, np.int64), np.asarray(params, np.int64), int(narrowing[0]),
                     tneon, tscalar)
+        if split == out.size:  # no scalar tail: its table is never read
+            tscalar = tneon
         ctx.call(binary_pair_lookup, ctx.view(x, (x.size,), raw_view_dtype(x.dtype)),
                  ctx.view(y, (y.size,), raw_view_dtype(y.dtype)), ctx.view(out, (out.size,), rv), tneon, tscalar,
-                 out.size - out.size % int(blocks[0]))
+                 split)
         return
     ctx.call(binary_neon_op, ctx.view(x, (x.size,), raw_view_dtype(x.dtype)),
              ctx.view(y, (y.size,), raw_view_dtype(y.dtype)), ctx.view(out, (out.size,), raw_view_dtype(out.dtype)),
