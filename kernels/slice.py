@@ -7,7 +7,7 @@ from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
 
-from .transpose import contiguous_strides, schedule_strided_copy
+from .transpose import contiguous_strides, copy_strided, schedule_strided_copy, simplify_box, word_size, words
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
@@ -27,6 +27,18 @@ def SLICE(ctx: PrepareContext) -> None:
     """out = x[begin : begin + size] per dimension; size -1 means "to the end"."""
     ctx.check_num(inputs=3, outputs=1)
     x = ctx.input(0)
+    if _runtime_index(ctx, 1, "begin"):
+        size = index_vector(ctx, 2, "size")
+        if x.ndim and len(size) == x.ndim and all(s >= 0 for s in size):
+            # the output shape is `size` whatever begin is: stay static, read and check begin at run time
+            ctx.check(ctx.input(1).shape == (x.ndim,),
+                      f"begin and size {size} must have one entry per input dimension ({x.ndim})")
+            for d, (s, n) in enumerate(zip(size, x.shape)):
+                ctx.check(s <= n, f"size {s} exceeds dimension {d} of size {n}")
+            es = contiguous_strides(x.shape)
+            rows = [(d, MODE_SLICE, n, es[d], 1, s, s) for d, (n, s) in enumerate(zip(x.shape, size))]
+            _schedule_at(ctx, x, ctx.set_output(0, size, x.dtype), size, [es[d] for d in range(x.ndim)], rows, 0)
+            return
     begin = index_vector(ctx, 1, "begin")
     size = index_vector(ctx, 2, "size")
     ctx.check(len(begin) == len(size) == x.ndim,
@@ -116,6 +128,8 @@ def STRIDED_SLICE(ctx: PrepareContext) -> None:
     size relative to begin). Output element order is row-major over the slice, like TFLite's writer."""
     ctx.check_num(inputs=4, outputs=1)
     x = ctx.input(0)
+    if _runtime_index(ctx, 1, "begin") and _strided_slice_at(ctx, x):
+        return
     begin = index_vector(ctx, 1, "begin")
     end = index_vector(ctx, 2, "end")
     strides = index_vector(ctx, 3, "strides")
@@ -176,6 +190,148 @@ def STRIDED_SLICE(ctx: PrepareContext) -> None:
 
 
 __all__ = ["SLICE", "STRIDED_SLICE"]
+
+
+# --- begin read at run time -----------------------------------------------------------------------------------------
+# When only `begin` is computed (a loop counter) and the output shape does not depend on it — SLICE with a constant
+# size without -1, STRIDED_SLICE whose begin-dependent dimensions are shrunk or sized by `end` (offset) — the node
+# stays static: `slice_at` reads begin at run time, applies the same rules as prepare does for a constant begin
+# (negative indices, clamping, range checks) and raises where prepare would fail.
+
+MODE_SHRINK, MODE_OFFSET, MODE_SLICE = 0, 1, 2
+
+
+def _runtime_index(ctx: PrepareContext, i: int, what: str) -> bool:
+    """Whether index input i is computed (not a constant): validated like index_vector."""
+    t = ctx.input(i)
+    ctx.check(t is not None, f"{what} input is missing")
+    ctx.check(t.dtype in (np.int32, np.int64), f"{what} has type {t.dtype.name}, expected int32 or int64")
+    ctx.check(t.ndim == 1, f"{what} must be 1-D, got shape {list(t.shape)}")
+    return t.data is None
+
+
+@njit(cache=True, nogil=True)
+def slice_at(x, out, shp, xs, os, begin, rows, base, scale):
+    """Copy the box `shp` of x from the base fixed at prepare plus, per row (begin entry, mode, dimension size,
+    element stride, stride, end, count), the start the run-time begin gives on that dimension."""
+    for r in range(rows.shape[0]):
+        size = rows[r, 2]
+        stride = rows[r, 4]
+        start = np.int64(begin[rows[r, 0]])
+        mode = rows[r, 1]
+        if mode == 2:  # SLICE: 0 <= begin and begin + size <= dimension
+            if start < 0 or start > size or start + rows[r, 5] > size:
+                raise ValueError("SLICE: begin out of range for the input dimension")
+            base += start * rows[r, 3]
+            continue
+        if start < 0:
+            start += size
+        lo, hi = (0, size) if stride > 0 else (-1, size - 1)
+        start = lo if start < lo else hi if start > hi else start
+        if mode == 0:  # shrink: one element at start
+            if start < 0 or start >= size:
+                raise ValueError("STRIDED_SLICE: shrink index out of range for the input dimension")
+            base += start * rows[r, 3]
+            continue
+        stop = rows[r, 5] + start  # offset: end is a size relative to begin
+        if stop < 0:
+            stop += size
+        stop = lo if stop < lo else hi if stop > hi else stop
+        span = stop - start
+        count = 0
+        if span != 0 and (span < 0) == (stride < 0):
+            count = (abs(span) + abs(stride) - 1) // abs(stride)
+        if count != rows[r, 6]:
+            raise ValueError("STRIDED_SLICE: begin + size exceeds the input dimension")
+        if count:
+            base += start * rows[r, 3]
+    copy_strided(x, out, shp, xs, os, base * scale, 0)
+
+
+def _schedule_at(ctx: PrepareContext, x, out, box, xs, rows, base: int) -> None:
+    """Schedule slice_at: out (contiguous, shape `box` after unit dims) = x[base + run-time starts + i.xs]."""
+    elem = word_size(ctx, x)
+    if not box:
+        box, xs = [1], [1]
+    shp, sx, so, _, _, word = simplify_box(box, xs, contiguous_strides(box), 0, 0, elem)
+    ctx.call(slice_at, words(ctx, x, word), words(ctx, out, word), np.array(shp, np.int64), np.array(sx, np.int64),
+             np.array(so, np.int64), ctx.input(1), np.array(rows, np.int64).reshape(-1, 7), int(base),
+             elem // word)
+
+
+def _strided_slice_at(ctx: PrepareContext, x) -> bool:
+    """STRIDED_SLICE with a computed begin: schedule slice_at if the output shape does not depend on begin."""
+    if ctx.input(3) is None or ctx.input(3).data is None:
+        return False  # computed strides: the general (dynamic) path
+    strides = index_vector(ctx, 3, "strides")
+    n = len(strides)
+    end_t = ctx.input(2)
+    ctx.check(end_t is not None and end_t.dtype in (np.int32, np.int64) and end_t.ndim == 1,
+              "end must be a 1-D int32/int64 tensor")
+    end = index_vector(ctx, 2, "end") if end_t.data is not None else [None] * n
+    opts = ctx.options
+    offset = bool(opts.get("offset", False))
+    if (ctx.input(1).shape != (n,) or len(end) != n or n > 31
+            or (offset and (opts.get("ellipsis_mask") or opts.get("new_axis_mask") or n != x.ndim))):
+        return False  # the general path reports these
+    dims = expand_masks(ctx, x.ndim, [("begin", o) for o in range(n)], end, strides, opts)
+    eff_strides = contiguous_strides([d["size"] for d in dims])
+    out_shape, box, xs, rows = [], [], [], []
+    base = 0
+    for k, d in enumerate(dims):
+        stride, size = d["stride"], d["size"]
+        ctx.check(stride != 0, f"stride of dimension {k} is zero")
+        ctx.check(stride != INT32_MIN, "stride INT32_MIN is not supported")
+        start = d["start"]
+        if isinstance(start, tuple) and not d["b"]:  # from the run-time begin
+            if d["s"]:
+                rows.append((start[1], MODE_SHRINK, size, eff_strides[k], stride, 0, 1))
+                box.append(1)
+                xs.append(eff_strides[k])
+                continue
+            if not offset or d["e"] or d["stop"] is None:
+                return False  # the count depends on begin
+            declared = d["stop"]
+            count = 0 if (declared < 0) != (stride < 0) or declared == 0 else \
+                (abs(declared) + abs(stride) - 1) // abs(stride)
+            rows.append((start[1], MODE_OFFSET, size, eff_strides[k], stride, declared, count))
+        else:
+            if isinstance(start, tuple) or d["b"]:
+                start = 0 if stride > 0 else size - 1
+            else:
+                if start < 0:
+                    start += size
+                start = _clamp(start, 0, size) if stride > 0 else _clamp(start, -1, size - 1)
+            if d["s"]:
+                ctx.check(0 <= start < size, f"shrink index {start} is out of range for dimension {k} of size {size}")
+                box.append(1)
+                xs.append(eff_strides[k])
+                base += start * eff_strides[k]
+                continue
+            if d["stop"] is None and not d["e"]:
+                return False
+            stop = 0 if d["e"] else d["stop"] + (start if offset else 0)
+            if stop < 0:
+                stop += size
+            stop = _clamp(stop, 0, size) if stride > 0 else _clamp(stop, -1, size - 1)
+            if d["e"]:
+                stop = size if stride > 0 else -1
+            span = stop - start
+            count = 0 if (span < 0) != (stride < 0) or span == 0 else (abs(span) + abs(stride) - 1) // abs(stride)
+            if offset:
+                declared = d["stop"]
+                declared = 0 if (declared < 0) != (stride < 0) or declared == 0 else \
+                    (abs(declared) + abs(stride) - 1) // abs(stride)
+                ctx.check(declared == count, f"begin + size {d['stop']} exceeds dimension {k} of size {size}")
+            if count:
+                base += start * eff_strides[k]
+        ctx.check(count <= INT32_MAX, f"output dimension {k} overflows")
+        out_shape.append(count)
+        box.append(count)
+        xs.append(eff_strides[k] * stride)
+    out = ctx.set_output(0, out_shape, x.dtype)
+    _schedule_at(ctx, x, out, box, xs, rows, base)
+    return True
 
 
 # --- SLICE, SLICE -> CONCATENATION fused into one static copy (lite_numba.fusion) ----------------------------------

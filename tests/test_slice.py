@@ -219,3 +219,115 @@ def test_strided_slice_errors(begin, end, strides, opts, msg):
     b.mark_output(y)
     with pytest.raises((ValueError, RuntimeError), match=f"STRIDED_SLICE.*{msg}"):
         Interpreter(model_content=b.build()).allocate_tensors()
+
+
+# --- a computed begin with an output shape that does not depend on it: the node stays static -----------------------
+
+def _runtime_begin_model(op, shape, n, end, strides, out_shape, opts=None, size=None, dtype=np.float32,
+                         index_type=np.int32, computed_end=False, out_signature=None):
+    """`op` with begin a graph input; end (STRIDED_SLICE) a constant, or begin + end when computed_end."""
+    b = ModelBuilder()
+    x = b.add_input("x", dtype, shape)
+    bg = b.add_input("begin", index_type, [n])
+    if op == "SLICE":
+        ins = [x, bg, b.add_const("size", np.array(size, index_type))]
+    else:
+        e = b.add_const("end", np.array(end, index_type))
+        if computed_end:
+            e2 = b.add_tensor("end2", index_type, [n])
+            b.add_op("ADD", [bg, e], [e2], options={"fused_activation_function": "NONE"})
+            e = e2
+        ins = [x, bg, e, b.add_const("strides", np.array(strides, index_type))]
+    y = b.add_tensor("y", dtype, out_shape, shape_signature=out_signature)
+    version = 8 if (opts or {}).get("offset") else 6 if (opts or {}).get("ellipsis_mask") or \
+        (opts or {}).get("new_axis_mask") else 1
+    b.add_op(op, ins, [y], options=opts or None, version=version if op == "STRIDED_SLICE" else 1)
+    b.mark_output(y)
+    return b.build()
+
+
+def _compare_begins(data, x, begins, index_type=np.int32, static=True):
+    """Run ours and the official runtime on one interpreter each over a sequence of begin values."""
+    from lite_numba.testing import official_interpreter
+
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    assert (not ours._runtime(0).dynamic_nodes) == static
+    theirs = official_interpreter(data)
+    for bg in begins:
+        for it in (ours, theirs):
+            it.set_tensor(0, x)
+            it.set_tensor(1, np.array(bg, index_type))
+            it.invoke()
+        o = ours.get_tensor(ours.get_output_details()[0]["index"])
+        r = theirs.get_tensor(theirs.get_output_details()[0]["index"])
+        assert o.shape == r.shape and o.tobytes() == r.tobytes(), bg
+    return ours
+
+
+@pytest.mark.parametrize("dtype,index_type", [(np.float32, np.int32), (np.int8, np.int64), (np.int16, np.int32),
+                                              (np.float16, np.int32)])
+def test_slice_runtime_begin_constant_size(dtype, index_type):
+    rng = np.random.default_rng(3)
+    x = rand(rng, dtype, [5, 4, 3])
+    data = _runtime_begin_model("SLICE", [5, 4, 3], 3, None, None, [2, 1, 3], size=[2, 1, 3], dtype=dtype,
+                                index_type=index_type)
+    ours = _compare_begins(data, x, [[0, 0, 0], [3, 3, 0], [1, 2, 0], [3, 0, 0], [0, 3, 0]], index_type)
+    for bad in ([4, 0, 0], [-1, 0, 0], [0, 0, 1]):  # begin + size past the end, negative begin
+        ours.set_tensor(1, np.array(bad, index_type))
+        with pytest.raises(RuntimeError, match="SLICE: begin out of range"):
+            ours.invoke()
+
+
+def test_slice_runtime_begin_with_minus_one_size_stays_dynamic():
+    rng = np.random.default_rng(4)
+    x = rand(rng, np.float32, [5, 4])
+    data = _runtime_begin_model("SLICE", [5, 4], 2, None, None, [2, 4], size=[2, -1])
+    _compare_begins(data, x, [[0, 0], [3, 0], [1, 0]], static=False)
+
+
+@pytest.mark.parametrize("computed_end", [False, True])
+def test_strided_slice_runtime_begin_shrink(computed_end, index_type=np.int32):
+    """x[t] as TF writes it in loops: begin [t, 0], end [t + 1, 0], shrink axis 0, begin/end mask on axis 1."""
+    rng = np.random.default_rng(5)
+    x = rand(rng, np.float32, [6, 5])
+    data = _runtime_begin_model("STRIDED_SLICE", [6, 5], 2, [1, 0], [1, 1], [5], computed_end=computed_end,
+                                opts={"shrink_axis_mask": 1, "begin_mask": 2, "end_mask": 2}, index_type=index_type)
+    ours = _compare_begins(data, x, [[0, 0], [5, 3], [-1, 2], [-6, 0], [2, 9], [-7, 0]], index_type)
+    # past the end: the official kernel reads outside the input; lite-numba refuses
+    ours.set_tensor(1, np.array([6, 0], index_type))
+    with pytest.raises(RuntimeError, match="shrink index out of range"):
+        ours.invoke()
+
+
+def test_strided_slice_runtime_begin_ellipsis_new_axis_and_strides():
+    """Shrunk axes from a computed begin next to an ellipsis, a new axis and a negative-stride constant axis."""
+    rng = np.random.default_rng(6)
+    x = rand(rng, np.int8, [3, 4, 5, 2])
+    # spec: [t0 (shrink), ..., new axis, ::-2 (begin/end masks)] -> out [4, 5, 1, 1]
+    data = _runtime_begin_model("STRIDED_SLICE", [3, 4, 5, 2], 4, [0, 0, 0, 0], [1, 1, 1, -2], [4, 5, 1, 1],
+                                opts={"shrink_axis_mask": 1, "ellipsis_mask": 2, "new_axis_mask": 4,
+                                      "begin_mask": 8, "end_mask": 8}, dtype=np.int8)
+    _compare_begins(data, x, [[0, 0, 0, 0], [2, 0, 0, 0], [-3, 7, 7, 7], [1, 0, 0, 0]])
+
+
+def test_strided_slice_runtime_begin_offset():
+    """offset=True: end is the size, so the output shape is fixed whatever begin is."""
+    rng = np.random.default_rng(7)
+    x = rand(rng, np.float32, [4, 6])
+    data = _runtime_begin_model("STRIDED_SLICE", [4, 6], 2, [2, 3], [1, 1], [2, 3], opts={"offset": True})
+    ours = _compare_begins(data, x, [[0, 0], [2, 3], [-4, 1], [1, -3], [-9, 0]])
+    # begin + size past the end: the official kernel reads outside the input; lite-numba refuses
+    for bad in ([3, 0], [2, 4], [-1, 0]):
+        ours.set_tensor(1, np.array(bad, np.int32))
+        with pytest.raises(RuntimeError, match="begin \\+ size exceeds"):
+            ours.invoke()
+
+
+def test_strided_slice_runtime_begin_range_stays_dynamic():
+    """begin [t], end [t + 2] without masks: the count depends on clamping, so the node is prepared at run time."""
+    rng = np.random.default_rng(8)
+    x = rand(rng, np.float32, [5, 3])
+    data = _runtime_begin_model("STRIDED_SLICE", [5, 3], 1, [2], [1], [2, 3], computed_end=True,
+                                out_signature=[-1, 3])
+    _compare_begins(data, x, [[0], [3], [4], [1]], static=False)
