@@ -4,7 +4,8 @@ mfcc_mel_filterbank.cc, mfcc_dct.cc (read for meaning, not copied).
 
 AudioSpectrogram: input [samples, channels] float32 -> [channels, frames, fft_length / 2 + 1], frames =
 1 + (samples - window_size) // stride (0 when the input is shorter than a window). Every frame is multiplied by a
-periodic Hann window (double), zero-padded to the next power of two and transformed (double FFT); the output is
+periodic Hann window (double), zero-padded to the next power of two and transformed (a double real FFT, as the
+official Ooura rdft, through a complex FFT of half the length); the output is
 |X|^2 rounded to float32, or its float32 square root unless magnitude_squared.
 
 Mfcc: input [channels, frames, bins] squared magnitudes, sample rate (int32, one element) -> [channels, frames,
@@ -30,26 +31,33 @@ from .signal import _fft_inplace, _fft_tables
 
 
 @njit(cache=True, nogil=True)
-def spectrogram(x, window, stride, squared, out, re, im, rev, twr, twi):
-    """x [samples, channels] float32 -> out [channels, frames, bins] float32; re/im: float64 [fft_length]."""
+def spectrogram(x, window, stride, squared, out, re, im, rev, twr, twi, wr, wi):
+    """x [samples, channels] float32 -> out [channels, frames, bins] float32. The real FFT of length n = 2h is one
+    complex FFT of length h over (even, odd) sample pairs, then split: re/im float64 [h] scratch, rev/twr/twi the
+    length-h FFT tables, wr/wi = cos/-sin(2 pi k / n) for k <= h."""
     channels = x.shape[1]
     frames = out.shape[1]
-    bins = out.shape[2]
-    n = re.shape[0]
+    h = re.shape[0]
     w = window.shape[0]
     for c in range(channels):
         for f in range(frames):
             start = f * stride
-            for j in range(w):
-                re[j] = np.float64(x[start + j, c]) * window[j]
-                im[j] = 0.0
-            for j in range(w, n):
-                re[j] = 0.0
-                im[j] = 0.0
-            _fft_inplace(re, im, n, rev, twr, twi)
-            for k in range(bins):
-                p = np.float32(re[k] * re[k] + im[k] * im[k])
-                out[c, f, k] = p if squared else np.sqrt(p)
+            for j in range(h):
+                a = 2 * j
+                re[j] = np.float64(x[start + a, c]) * window[a] if a < w else 0.0
+                im[j] = np.float64(x[start + a + 1, c]) * window[a + 1] if a + 1 < w else 0.0
+            _fft_inplace(re, im, h, rev, twr, twi)
+            for k in range(h + 1):
+                p = k % h
+                q = (h - k) % h
+                er = 0.5 * (re[p] + re[q])  # FFT of the even samples
+                ei = 0.5 * (im[p] - im[q])
+                orr = 0.5 * (im[p] + im[q])  # FFT of the odd samples
+                oi = -0.5 * (re[p] - re[q])
+                xr = er + (orr * wr[k] - oi * wi[k])
+                xi = ei + (orr * wi[k] + oi * wr[k])
+                pw = np.float32(xr * xr + xi * xi)
+                out[c, f, k] = pw if squared else np.sqrt(pw)
 
 
 def _keep_options(options):
@@ -85,9 +93,11 @@ def AUDIO_SPECTROGRAM(ctx: PrepareContext) -> None:
         return
     pi = math.atan(1.0) * 4.0
     window = np.array([0.5 - 0.5 * math.cos((2.0 * pi * i) / window_size) for i in range(window_size)])
-    rev, twr, twi = _fft_tables(fft_length)
-    ctx.call(spectrogram, x, window, stride, int(squared), out, ctx.temp((fft_length,), np.float64),
-             ctx.temp((fft_length,), np.float64), rev, twr, twi)
+    h = fft_length // 2
+    rev, twr, twi = _fft_tables(h)
+    ang = 2.0 * np.pi * np.arange(h + 1) / fft_length
+    ctx.call(spectrogram, x, window, stride, int(squared), out, ctx.temp((h,), np.float64),
+             ctx.temp((h,), np.float64), rev, twr, twi, np.cos(ang), -np.sin(ang))
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -283,3 +283,14 @@ def test_non_max_suppression_everything_below_threshold():
     assert got[2] == ref[2] == 0
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])
+
+
+def test_registry_custom_rows_resolve():
+    """The custom ops registered by default (registry CUSTOMS) name real kernels of the same name."""
+    from lite_numba.kernels.registry import CUSTOMS
+    from lite_numba.resolver import BuiltinOpResolver
+
+    resolver = BuiltinOpResolver()
+    for name, lo, hi, k in CUSTOMS:
+        assert lo <= hi and k.name == name
+        assert resolver.find_custom(name, lo) is k
