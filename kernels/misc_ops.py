@@ -3,7 +3,7 @@ BITWISE_XOR, RIGHT_SHIFT, MATRIX_DIAG, MATRIX_SET_DIAG, BUCKETIZE.
 
 Semantics follow the official kernels (tensorflow/lite/kernels/<op>.cc); where those read out of bounds on bad input
 (REVERSE_SEQUENCE checks only the first sequence length, ATAN2 only the ranks, MATRIX_SET_DIAG not the diagonal's
-shape, BROADCAST_ARGS aborts the process) these kernels raise a clear error instead. Data movement (BITCAST,
+size, BROADCAST_ARGS aborts the process) these kernels raise a clear error instead. Data movement (BITCAST,
 MATRIX_DIAG, MATRIX_SET_DIAG, REVERSE_SEQUENCE) moves raw words, so one compiled loop serves every dtype.
 """
 
@@ -133,9 +133,13 @@ def ATAN2(ctx: PrepareContext) -> None:
     y, x = ctx.input(0), ctx.input(1)
     ctx.check_dtype(y, np.float32, np.float64)
     ctx.check(x.dtype == y.dtype, f"input types differ: {y.dtype.name} and {x.dtype.name}")
-    ctx.check(x.shape == y.shape, f"input shapes differ: {list(y.shape)} and {list(x.shape)}")
+    # the official kernel checks only the ranks and pairs elements by flat index: equal element counts suffice
+    ctx.check(x.ndim == y.ndim and x.size == y.size, f"input shapes {list(y.shape)} and {list(x.shape)} differ in "
+              "rank or element count")
     out = ctx.set_output(0, y.shape, y.dtype)
-    schedule_binary(ctx, ATAN2_LOOPS, y, x, y.shape, out, no_limits(y.dtype))
+    if out.size:
+        n = out.size
+        ctx.call(ATAN2_LOOPS[0], ctx.view(y, (n,)), ctx.view(x, (n,)), ctx.view(out, (n,)), no_limits(y.dtype))
 
 
 def _int_binary_shape(ctx: PrepareContext):
@@ -145,9 +149,6 @@ def _int_binary_shape(ctx: PrepareContext):
     ctx.check(b.dtype == a.dtype, f"input types differ: {a.dtype.name} and {b.dtype.name}")
     if a.shape == b.shape:
         return a, b, a.shape
-    # the official kernel broadcasts through its 4-D loop only
-    ctx.check(a.ndim <= 4 and b.ndim <= 4, f"broadcasting is supported up to rank 4, got {list(a.shape)} and "
-              f"{list(b.shape)}")
     try:
         shape = tuple(int(d) for d in np.broadcast_shapes(a.shape, b.shape))
     except ValueError:
@@ -298,14 +299,16 @@ def MATRIX_SET_DIAG(ctx: PrepareContext) -> None:
     ctx.check(diag.dtype == x.dtype, f"diagonal type {diag.dtype.name} differs from input type {x.dtype.name}")
     r, c = x.shape[-2], x.shape[-1]
     m = min(r, c)
-    want = x.shape[:-2] + (m,)
-    ctx.check(diag.shape == want, f"diagonal shape {list(diag.shape)} must be {list(want)}")
+    batch = int(np.prod(x.shape[:-2], dtype=np.int64))
+    # the official kernel reads batch * min(rows, cols) diagonal values in order, whatever the diagonal's shape
+    ctx.check(diag.size >= batch * m, f"diagonal shape {list(diag.shape)} has fewer than the "
+              f"{batch * m} values of shape {list(x.shape[:-2]) + [m]}")
     out = ctx.set_output(0, x.shape, x.dtype)
     if out.size == 0:
         return
     schedule_copy(ctx, x, out)
     if m:
-        schedule_strided_copy(ctx, diag, out, (diag.size // m, m), (m, 1), (r * c, c + 1))
+        schedule_strided_copy(ctx, diag, out, (batch, m), (m, 1), (r * c, c + 1))
 
 
 # --- BUCKETIZE ---------------------------------------------------------------------------------------------------

@@ -122,8 +122,15 @@ def test_atan2(dtype):
     check_same(data, [y, x], tol=1e-6)
 
 
-def test_atan2_refuses_different_shapes():
-    refused(one_op("ATAN2", [(np.float32, (2, 3)), (np.float32, (2, 1))], (np.float32, (2, 3))), "ATAN2.*shapes")
+def test_atan2_pairs_by_flat_index():
+    """The official kernel checks only the ranks: same-size inputs of another shape pair elements by flat index."""
+    rng = np.random.default_rng(14)
+    y, x = rand(rng, np.float32, (2, 6)), rand(rng, np.float32, (4, 3))
+    check_same(one_op("ATAN2", [(np.float32, (2, 6)), (np.float32, (4, 3))], (np.float32, (2, 6))), [y, x])
+
+
+def test_atan2_refuses_fewer_elements():
+    refused(one_op("ATAN2", [(np.float32, (2, 3)), (np.float32, (2, 1))], (np.float32, (2, 3))), "ATAN2.*element count")
 
 
 # --- BITWISE_XOR / RIGHT_SHIFT -----------------------------------------------------------------------------------
@@ -151,9 +158,18 @@ def test_right_shift(dtype):
     check_same(one_op("RIGHT_SHIFT", [(dtype, shape), (dtype, (1, 1))], (dtype, shape)), [a, s])
 
 
-def test_bitwise_refuses_rank5_broadcast():
-    refused(one_op("BITWISE_XOR", [(np.int32, (2, 1, 1, 1, 3)), (np.int32, (3,))], (np.int32, (2, 1, 1, 1, 3))),
-            "BITWISE_XOR.*rank 4")
+@pytest.mark.parametrize("op", ["BITWISE_XOR", "RIGHT_SHIFT"])
+def test_bitwise_rank5_and_6_broadcast(op):
+    rng = np.random.default_rng(13)
+    for sa, sb in [((2, 1, 3, 1, 2), (4, 1, 5, 1)), ((2, 1, 3, 1, 2, 3), (1, 4, 1, 5, 1, 1))]:
+        a, b = rand(rng, np.int16, sa), rng.integers(-2, 18, sb).astype(np.int16)
+        out = np.broadcast_shapes(sa, sb)
+        check_same(one_op(op, [(np.int16, sa), (np.int16, sb)], (np.int16, out)), [a, b])
+
+
+def test_bitwise_refuses_rank7_broadcast():
+    shape = (2, 1, 1, 1, 1, 1, 3)
+    refused(one_op("BITWISE_XOR", [(np.int32, shape), (np.int32, (3,))], (np.int32, shape)), "BITWISE_XOR.*rank")
 
 
 # --- REVERSE_SEQUENCE --------------------------------------------------------------------------------------------
@@ -227,9 +243,9 @@ def test_matrix_set_diag(dtype, shape):
     check_same(one_op("MATRIX_SET_DIAG", [(dtype, shape), (dtype, d.shape)], (dtype, shape)), [x, d])
 
 
-def test_matrix_set_diag_refuses_bad_diagonal():
-    refused(one_op("MATRIX_SET_DIAG", [(np.float32, (2, 3, 4)), (np.float32, (2, 4))], (np.float32, (2, 3, 4))),
-            "MATRIX_SET_DIAG.*diagonal shape")
+def test_matrix_set_diag_refuses_short_diagonal():
+    refused(one_op("MATRIX_SET_DIAG", [(np.float32, (2, 3, 4)), (np.float32, (2, 2))], (np.float32, (2, 3, 4))),
+            "MATRIX_SET_DIAG.*fewer than")
 
 
 # --- BUCKETIZE ---------------------------------------------------------------------------------------------------
