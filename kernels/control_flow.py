@@ -185,7 +185,9 @@ def _prepare_if(ctx: PrepareContext) -> None:
     shapes = [ctx.input(i).shape for i in range(1, ctx.num_inputs)]
     outs = [ctx.subgraph_output_shapes(ctx.options[key], shapes)
             for key in ("then_subgraph_index", "else_subgraph_index")]
-    if outs[0] is not None and outs[0] == outs[1]:
+    dtypes = [[dt for dt, _ in ctx.subgraph_signature(ctx.options[key])[1]]
+              for key in ("then_subgraph_index", "else_subgraph_index")]
+    if outs[0] is not None and outs[0] == outs[1] and dtypes[0] == dtypes[1] == [o.dtype for o in ctx.outputs]:
         for i, shape in enumerate(outs[0]):
             ctx.set_output(i, shape)
         return
@@ -267,11 +269,18 @@ def _prepare_read(ctx: PrepareContext) -> None:
 
 
 def _run_read(ctx: PrepareContext) -> None:
-    rid = int(ctx.input_array(0).reshape(-1)[0])
+    io = ctx.host_data
+    if io is None:  # (resource id storage, output storage when static): kept while the node's storage is
+        io = ctx.host_data = (ctx.input_array(0).reshape(-1), ctx.output_array(0))
+    rid, out = io
+    rid = int(rid[0])
     value = _variables(ctx).get(rid)
     if value is None:
         ctx.fail(f"resource variable {rid} is read before it was assigned")
-    ctx.set_output_array(0, value)  # a fixed (static) output of another shape fails: planned with shape ...
+    if out is not None and out.shape == value.shape and out.dtype == value.dtype:
+        np.copyto(out, value)
+    else:
+        ctx.set_output_array(0, value)  # a fixed (static) output of another shape fails: planned with shape ...
 
 
 READ_VARIABLE = kernel("READ_VARIABLE", host=_run_read)(_prepare_read)
