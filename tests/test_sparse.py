@@ -79,6 +79,14 @@ def test_sparse_to_dense(vtype, itype):
         check_same(data, [idx, np.array(values[0]), default])
 
 
+def test_sparse_to_dense_scalar_index():
+    """A 0-D index names one element of a vector output."""
+    idx = np.array(3, np.int64)
+    values = np.array([7], np.int32)
+    data = std_model(idx, np.array([5], np.int64), values, np.int32)
+    check_same(data, [idx, values, np.array(-1, np.int32)])
+
+
 def test_sparse_to_dense_runtime_shape():
     idx = np.array([[0, 1], [2, 3], [1, 0]], np.int32)
     values = np.array([1.5, -2.0, 3.25], np.float32)
