@@ -94,6 +94,9 @@ def unsorted_segment(name: str, kind: int):
                   f"num_segments must be a scalar or a 1-element vector, got shape {list(num_t.shape)}")
         nseg = int(np.asarray(ctx.value(2)).reshape(-1)[0])
         ctx.check(nseg >= 0, f"num_segments must be >= 0, got {nseg}")
+        if ids.is_const and ids.size:  # as the official prepare: constant ids are checked before any invoke
+            top = int(np.max(ids.data))
+            ctx.check(top < nseg, f"segment id {top} is out of range for {nseg} segments")
         out = ctx.set_output(0, (nseg,) + x.shape[ids.ndim:], x.dtype)
         if out.size == 0:
             return

@@ -138,3 +138,10 @@ def test_unsorted_segment_refuses_large_id(op):
     it.set_tensor(it.get_input_details()[1]["index"], np.array([0, 2, 1], np.int32))
     with pytest.raises(ValueError, match="UNSORTED_SEGMENT.*out of range"):
         it.invoke()
+
+
+def test_unsorted_segment_refuses_large_constant_id_at_allocate():
+    data = unsorted_model("UNSORTED_SEGMENT_MAX", np.float32, (3, 2), (3,), np.array(2, np.int32),
+                          ids=np.array([0, 2, 1], np.int32))
+    with pytest.raises(ValueError, match="UNSORTED_SEGMENT_MAX.*out of range"):
+        Interpreter(model_content=data).allocate_tensors()
