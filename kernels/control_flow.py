@@ -97,7 +97,7 @@ class _InPlaceLoop:
     body's outputs copied straight into its own inputs and into the cond's. Kept in the node's host_data while the
     shapes hold and both subgraphs keep their preparation."""
 
-    __slots__ = ("shapes", "c", "b", "flag", "b_in", "moves", "swapped", "cond_moves", "outputs")
+    __slots__ = ("shapes", "c", "b", "flag", "b_in", "moves", "swapped", "cond_moves", "outputs", "body_moves")
 
     def __init__(self, ctx, shapes, c, b):
         self.shapes, self.c, self.b = shapes, c, b
@@ -112,6 +112,7 @@ class _InPlaceLoop:
         self.swapped = any(np.shares_memory(src, self.b_in[j]) for k, src in self.moves
                            for j in range(len(self.b_in)) if j != k)
         self.cond_moves = [(c.inputs[k], self.b_in[k]) for k in c.used_inputs]
+        self.body_moves = [(self.b_in[k], src) for k, src in self.moves]
 
     def usable(self, shapes) -> bool:
         return shapes == self.shapes and self.c.valid() and self.b.valid()
@@ -144,6 +145,8 @@ def _while_in_place(ctx: PrepareContext, cond: int, body: int, values, limit):
     c, b, flag, b_in, moves, cond_moves = loop.c, loop.b, loop.flag, loop.b_in, loop.moves, loop.cond_moves
     for dst, v in zip(b_in, values):
         np.copyto(dst, v)
+    if c.direct is not None and b.direct is not None and not loop.swapped:
+        return _while_direct(ctx, loop, limit)
     iterations = 0
     while True:
         for dst, src in cond_moves:
@@ -164,13 +167,48 @@ def _while_in_place(ctx: PrepareContext, cond: int, body: int, values, limit):
             np.copyto(b_in[k], src)
         if limit is not None and iterations >= limit:
             _too_many(ctx, limit)
+    _write_outputs(ctx, loop)
+    return None, iterations
+
+
+def _while_direct(ctx: PrepareContext, loop: _InPlaceLoop, limit):
+    """The in-place loop when cond and body are each one compiled call that nothing can re-plan while it runs."""
+    c, b, flag, cond_moves, body_moves = loop.c, loop.b, loop.flag, loop.cond_moves, loop.body_moves
+    cfn, cargs = c.direct
+    bfn, bargs = b.direct
+    iterations = 0
+    running = c
+    try:
+        while True:
+            for dst, src in cond_moves:
+                np.copyto(dst, src)
+            running = c
+            cfn(*cargs)
+            if not flag[0]:
+                break
+            running = b
+            bfn(*bargs)
+            for dst, src in body_moves:
+                np.copyto(dst, src)
+            iterations += 1
+            if limit is not None and iterations >= limit:
+                _too_many(ctx, limit)
+    except (ValueError, IndexError, ZeroDivisionError) as e:
+        if isinstance(e, RuntimeError):
+            raise
+        running.fail(e)
+    _write_outputs(ctx, loop)
+    return None, iterations
+
+
+def _write_outputs(ctx: PrepareContext, loop: _InPlaceLoop) -> None:
+    b_in = loop.b_in
     if loop.outputs is not None:
         for dst, v in zip(loop.outputs, b_in):
             np.copyto(dst, v)
     else:
         for i, v in enumerate(b_in):
             ctx.set_output_array(i, v)
-    return None, iterations
 
 
 WHILE = kernel("WHILE", host=_run_while)(_prepare_while)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .executor import GraphRuntime
+from .executor import GraphRuntime, InvokeError
 from .fusion import fuse
 from .model import ModelError, load_model, read_model_bytes
 from .plan import ModelPlan, TensorSpec
@@ -315,6 +315,10 @@ class Interpreter:
         raise ValueError(f'Invalid signature_key provided: "{signature_key}".')
 
 
+def _nothing() -> None:
+    pass
+
+
 class BoundSubgraph:
     """A called subgraph prepared for fixed input shapes (Interpreter.bind_subgraph), for host ops that run it many
     times (WHILE): `inputs` are its input tensors' storage (write them, then `run()`), `output(k)` output k's
@@ -333,6 +337,16 @@ class BoundSubgraph:
         # inputs no node reads and no output returns (a WHILE cond often ignores most loop variables)
         used = {i for n in sg.nodes for i in n.inputs} | set(sg.outputs)
         self.used_inputs = [k for k, i in enumerate(sg.inputs) if i in used]
+        # a subgraph that runs as at most one compiled call, with no dynamic or host node and no speculation: its
+        # preparation cannot change while it runs, so a loop may call `direct` itself (errors through `fail`)
+        prog = rt.program
+        self.direct = None
+        if not rt.dynamic_nodes and not rt.assumed and not rt._spec_pending and len(prog) <= 1:
+            self.direct = prog[0] if prog else (_nothing, ())
+
+    def fail(self, e: Exception):
+        """Raise an error of a `direct` call as invoke() does."""
+        raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.rt.subgraph_index}).") from None
 
     def valid(self) -> bool:
         return self.rt.ready and self.rt.arena is self._arena

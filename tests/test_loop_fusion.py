@@ -148,7 +148,7 @@ def test_preserve_all_tensors_is_not_fused():
 
 # --- the pattern inside a WHILE body: the Keras 3 sequence write ---------------------------------------------------
 
-def sequence_loop_model(steps, width):
+def sequence_loop_model(steps, width, limit=None):
     """for t in range(steps): seq = concat(seq[0:t], x[t] * 2 + h, seq[t+1:]); h = h + 1  (seq: [steps, 1, width])."""
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [steps, 1, width])
@@ -162,7 +162,7 @@ def sequence_loop_model(steps, width):
     ct, cx, cs, ch = (cond.add_input(n, dt, s) for n, dt, s in
                       [("t", np.int32, []), ("x", np.float32, [steps, 1, width]),
                        ("seq", np.float32, [steps, 1, width]), ("h", np.float32, [1, width])])
-    lim = cond.add_const("lim", np.array(steps, np.int32))
+    lim = cond.add_const("lim", np.array(steps if limit is None else limit, np.int32))
     cc = cond.add_tensor("c", np.bool_, [])
     cond.add_op("LESS", [ct, lim], [cc])
     cond.mark_output(cc)
@@ -224,3 +224,23 @@ def test_sequence_loop_matches_official_and_is_static():
     assert [main.plan.nodes[n].op_name for n in main.dynamic_nodes] == ["WHILE"]  # the ADD after it is compiled
     body = ours._runtimes[2]
     assert not body.dynamic_nodes  # the slices are fused: the body is one compiled call
+
+
+def test_sequence_loop_kernel_error_names_the_subgraph():
+    """One iteration too many: the body's GATHER reads past the end; the official runtime fails too."""
+    steps, width = 4, 2
+    data = sequence_loop_model(steps, width, limit=steps + 1)
+    theirs = official_interpreter(data)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    for it in (ours, theirs):
+        it.set_tensor(it.get_input_details()[0]["index"], np.ones((steps, 1, width), np.float32))
+        it.set_tensor(it.get_input_details()[1]["index"], np.ones((1, width), np.float32))
+    with pytest.raises(RuntimeError):
+        theirs.invoke()
+    with pytest.raises(RuntimeError, match="(?s)GATHER: index out of range.*subgraph 2"):
+        ours.invoke()
+    # the interpreter stays usable
+    ours2 = Interpreter(model_content=sequence_loop_model(steps, width))
+    ours2.allocate_tensors()
+    ours2.invoke()
