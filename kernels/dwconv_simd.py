@@ -301,15 +301,10 @@ def _int_tile(kind, pt4, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, n
                                ooff, C, nch, prm)
 
 
-@njit(cache=True, nogil=True)
-def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm):
-    """Integer depthwise over a padded input (see dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON:
-    channels below nvec rounded half up, the others half away from zero); be [C] int32 and prm
-    [ceil(nvec / 16) (at least 1), simd_int8.PRM_BLOCK] int32 scratch (the output-stage parameters of the blocks
-    below nvec; those channels' shifts must lie in [-21, 31], prepare checks)."""
-    N, HP, WP, C = xp.shape
-    OH, OW = out.shape[1], out.shape[2]
-    sh, sw = geo[0], geo[1]
+@njit(cache=True, inline="always")
+def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
+    """be = bias - zp_in * wsum (int32, wrapping) and the half-up blocks' output-stage parameters in prm (once per
+    call of a driver)."""
     _bias_minus_zp(bias, wsum, zp_in, be)
     p64 = _params64(prm)
     for c in range(prm.shape[0] * VL):
@@ -317,6 +312,14 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
             _channel_params(prm, p64, c, be[c], mult[c], shift[c], zp_out)
         else:
             _channel_params(prm, p64, c, 0, 0, 0, 0)
+
+
+@njit(cache=True, inline="always")
+def _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, prm):
+    """The output rows of dwconv_q_simd over xp, with be and prm filled (_q_params)."""
+    N, HP, WP, C = xp.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw = geo[0], geo[1]
     xf = xp.reshape(xp.size)
     wf = w.reshape(w.size)
     of = out.reshape(out.size)
@@ -341,6 +344,16 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
 
 
 @njit(cache=True, nogil=True)
+def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm):
+    """Integer depthwise over a padded input (see dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON:
+    channels below nvec rounded half up, the others half away from zero); be [C] int32 and prm
+    [ceil(nvec / 16) (at least 1), simd_int8.PRM_BLOCK] int32 scratch (the output-stage parameters of the blocks
+    below nvec; those channels' shifts must lie in [-21, 31], prepare checks)."""
+    _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
+    _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, prm)
+
+
+@njit(cache=True, nogil=True)
 def dwconv_f32_simd_banded(xb, sb, s, w, bias, out, geo, toff, lim):
     """dwconv_f32_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded)."""
     N, OH, OW, C = out.shape
@@ -360,87 +373,11 @@ def dwconv_q_simd_banded(xb, sb, s, w, bias, wsum, out, be, geo, toff, zp_in, mu
     N, OH, OW, C = out.shape
     KH = w.shape[0]
     band = geo[9]
+    _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
     for n in range(N):
         for oy0 in range(0, OH, band):
             nb = min(band, OH - oy0)
             pad_band(xb, sb, geo, KH, n, oy0, nb)
-            dwconv_q_simd(s, w, bias, wsum, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), be, geo, toff, zp_in, mult,
-                          shift, zp_out, qmin, qmax, nvec, prm)
+            _q_rows(s, w, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), be, geo, toff, mult, shift, zp_out, qmin,
+                    qmax, nvec, prm)
 
-
-# --- multi-threaded float32 drivers (num_threads > 1, see kernels/threads.py) -----------------------------------------
-# Appended apart from the single-thread code above, which they only call: each chunk of a fixed list (ranges of
-# images x ranges of output rows) runs the serial driver on its rows with its own band scratch, so every output is
-# computed by the same code as with one thread.
-
-from numba import prange  # noqa: E402  (kept with the parallel drivers)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def dwconv_f32_simd_par(xp, w, bias, out, geo, toff, lim, ch):
-    """dwconv_f32_simd over the chunks ch = [n0, n1, y0, y1] * n (images x output rows) in parallel."""
-    N, HP, WP, C = xp.shape
-    _, OH, OW, _ = out.shape
-    sh = geo[0]
-    xf = xp.reshape(xp.size)
-    of = out.reshape(out.size)
-    for j in prange(ch.size // 4):
-        for n in range(ch[4 * j], ch[4 * j + 1]):
-            y0, y1 = ch[4 * j + 2], ch[4 * j + 3]
-            xs = xf[(n * HP + y0 * sh) * WP * C:(n + 1) * HP * WP * C].reshape((1, HP - y0 * sh, WP, C))
-            os = of[(n * OH + y0) * OW * C:(n * OH + y1) * OW * C].reshape((1, y1 - y0, OW, C))
-            dwconv_f32_simd(xs, w, bias, os, geo, toff, lim)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def dwconv_f32_simd_banded_par(xb, sb, s, w, bias, out, geo, toff, lim, ch):
-    """dwconv_f32_simd_banded over the chunks ch = [n0, n1, y0, y1] * n in parallel: chunk j pads its bands into
-    s[j] (sb: its bytes, n * R rows)."""
-    nch = ch.size // 4
-    _, OH, OW, C = out.shape
-    KH = w.shape[0]
-    band = geo[9]
-    R = sb.shape[0] // nch
-    for j in prange(nch):
-        sj = s[j:j + 1]
-        sbj = sb[j * R:(j + 1) * R]
-        for n in range(ch[4 * j], ch[4 * j + 1]):
-            y1 = ch[4 * j + 3]
-            for oy0 in range(ch[4 * j + 2], y1, band):
-                nb = min(band, y1 - oy0)
-                pad_band(xb, sbj, geo, KH, n, oy0, nb)
-                dwconv_f32_simd(sj, w, bias, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), geo, toff, lim)
-
-
-def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
-    """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work, AVX-512 path) its parallel driver over ranges
-    of images or bands of output rows (schedule_f32's preparation recorded and replayed with a band scratch per
-    chunk). Same arguments."""
-    import numpy as np
-
-    from .dwconv import schedule_f32
-    from .threads import Recorder, bands, threads_for
-
-    rec = Recorder(ctx)
-    schedule_f32(rec, x, w, bias, out, geo, lim)
-    N, OH, OW, C = out.shape
-    KH, KW = ctx.input(1).shape[1:3]
-    t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
-    par = {dwconv_f32_simd: dwconv_f32_simd_par, dwconv_f32_simd_banded: dwconv_f32_simd_banded_par}
-    if t > 1 and N >= t:
-        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, t)]
-    elif t > 1:
-        band = 1
-        for fn, args in rec.calls:
-            if fn is dwconv_f32_simd_banded:
-                band = int(args[6][9])
-        ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-t // N), band)]
-    else:
-        ch = []
-    if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
-        return rec.replay()
-    rec.replay(len(ch), par, (np.array(ch, np.int64).reshape(-1),))
-
-
-# depthwise work (multiply-adds) below which a parallel launch does not pay
-MIN_DW_MACS = 150_000
