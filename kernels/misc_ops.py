@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lite_numba.ops import PrepareContext, kernel
+from lite_numba.ops import NeedsValue, PrepareContext, kernel
 
 from .common import broadcast_strides, padded_shape
 from .elementwise import check_broadcast_rank, make_binary, no_limits, scalar, schedule_binary
@@ -88,6 +88,18 @@ def BROADCAST_ARGS(ctx: PrepareContext) -> None:
     ctx.check(s2.dtype == s1.dtype, f"shape types differ: {s1.dtype.name} and {s2.dtype.name}")
     ctx.check(s1.ndim == 1 and s2.ndim == 1, f"shapes must be vectors, got {list(s1.shape)} and {list(s2.shape)}")
     out = ctx.set_output(0, (max(s1.shape[0], s2.shape[0]),), s1.dtype)
+    # shapes known at prepare (constants, SHAPE of static tensors): the result is known too, so a BROADCAST_TO
+    # reading it stays static (reading an unknown value here must not make this node dynamic)
+    try:
+        v1, v2 = ctx.value(0), ctx.value(1)
+    except NeedsValue:
+        v1 = v2 = None
+    if v1 is not None:
+        a, b = [int(v) for v in np.asarray(v1).reshape(-1)], [int(v) for v in np.asarray(v2).reshape(-1)]
+        n = out.size
+        a, b = [1] * (n - len(a)) + a, [1] * (n - len(b)) + b
+        ctx.check(all(p == q or p == 1 or q == 1 for p, q in zip(a, b)), f"shapes {a} and {b} cannot be broadcast")
+        ctx.set_known_value(0, [q if p == 1 else p for p, q in zip(a, b)])
     if out.size:
         ctx.call(broadcast_args, s1, s2, out)
 

@@ -97,6 +97,29 @@ def test_broadcast_args(dtype):
         check_same(data, [s1, s2])
 
 
+def test_broadcast_args_from_shapes_keeps_broadcast_to_static():
+    """SHAPE -> BROADCAST_ARGS -> BROADCAST_TO (the converter's dynamic broadcast): every value is known at prepare,
+    so the graph stays one compiled call and matches the official runtime."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3, 1])
+    y = b.add_input("y", np.float32, [1, 4])
+    sx, sy = b.add_tensor("sx", np.int32, [2]), b.add_tensor("sy", np.int32, [2])
+    s = b.add_tensor("s", np.int32, [2])
+    o = b.add_tensor("o", np.float32, [3, 4])
+    b.add_op("SHAPE", [x], [sx], options={"out_type": "INT32"})
+    b.add_op("SHAPE", [y], [sy], options={"out_type": "INT32"})
+    b.add_op("BROADCAST_ARGS", [sx, sy], [s])
+    b.add_op("BROADCAST_TO", [x, s], [o], version=2)
+    b.mark_output(o)
+    data = b.build()
+    rng = np.random.default_rng(15)
+    ins = [rand(rng, np.float32, (3, 1)), rand(rng, np.float32, (1, 4))]
+    check_same(data, ins)
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    assert not it._main.dynamic_nodes
+
+
 def test_broadcast_args_incompatible():
     """The official kernel aborts the process (TFLITE_CHECK); lite-numba raises."""
     data = one_op("BROADCAST_ARGS", [(np.int32, (2,)), (np.int32, (2,))], (np.int32, (2,)))
