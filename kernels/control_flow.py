@@ -51,25 +51,38 @@ def _run_while(ctx: PrepareContext) -> None:
     if cond != body:
         values, iterations = _while_in_place(ctx, cond, body, values, limit)
     # general loop: the loop variables may change shape (the called subgraphs are prepared per input shapes, the
-    # preparations kept: see Interpreter.bind_subgraph)
+    # preparations kept: see Interpreter.bind_subgraph and _Step)
     if values is None:
         return
+    steps = _state(ctx).steps
     while True:
-        c = ctx.bind_subgraph(cond, values)
+        key = tuple(v.shape for v in values)
+        step = steps.get(key)
+        if step is None or not step.valid():
+            if len(steps) >= 64:
+                steps.clear()
+            step = steps[key] = _Step(ctx, cond, body, values)
+        c, b = step.c, step.b
         for k in c.used_inputs:
             np.copyto(c.inputs[k], values[k])
         c.run()
-        flag = c.output(0)
-        _check_cond(ctx, cond, flag)
-        if not flag.reshape(-1)[0]:
+        flag = step.flag
+        if flag is None:
+            flag = c.output(0)
+            _check_cond(ctx, cond, flag)
+            flag = flag.reshape(-1)
+        if not flag[0]:
             break
-        b = ctx.bind_subgraph(body, values)
         for dst, v in zip(b.inputs, values):
             np.copyto(dst, v)
         b.run()
-        new = [np.array(b.output(k), copy=True) for k in range(len(values))]
-        _check_body(ctx, body, values, new)
-        values = new
+        outs = step.outs if step.outs is not None else [b.output(k) for k in range(len(values))]
+        if step.keep:
+            # the cond calls no subgraph, so the body's storage is not touched before the next iteration copies
+            # from it: outputs stay where they are, except those that are the body's own inputs (passed through)
+            values = [np.array(o, copy=True) if any(o is i for i in b.inputs) else o for o in outs]
+        else:
+            values = [np.array(o, copy=True) for o in outs]
         iterations += 1
         if limit is not None and iterations >= limit:
             _too_many(ctx, limit)
@@ -77,15 +90,52 @@ def _run_while(ctx: PrepareContext) -> None:
         ctx.set_output_array(i, v)
 
 
+class _WhileState:
+    """What a WHILE node keeps between invokes (its host_data): the in-place loop for the shapes it was made for,
+    input shapes known to need the general loop, and the general loop's steps per loop-variable shapes."""
+
+    __slots__ = ("in_place", "general", "steps")
+
+    def __init__(self):
+        self.in_place = None
+        self.general = None
+        self.steps = {}
+
+
+def _state(ctx: PrepareContext) -> _WhileState:
+    st = ctx.host_data
+    if st is None:
+        st = ctx.host_data = _WhileState()
+    return st
+
+
+class _Step:
+    """One iteration of the general loop for given loop-variable shapes: cond and body bound for them (dtypes
+    checked once), the cond's flag and the body's outputs when their storage is fixed."""
+
+    __slots__ = ("c", "b", "flag", "outs", "keep")
+
+    def __init__(self, ctx: PrepareContext, cond: int, body: int, values):
+        self.c = c = ctx.bind_subgraph(cond, values)
+        self.b = b = ctx.bind_subgraph(body, values)
+        for k, v in enumerate(values):
+            got = b.rt.tensors[b.rt.plan.outputs[k]].dtype
+            if got != v.dtype:
+                ctx.fail(f"body subgraph {body} output {k} has type {got.name}, loop variable is {v.dtype.name}")
+        self.flag = None
+        if c.static_outputs:
+            _check_cond(ctx, cond, c.outputs[0])
+            self.flag = c.outputs[0].reshape(-1)
+        self.outs = b.outputs
+        self.keep = c.direct is not None  # no dynamic or host node: the cond subgraph calls nothing
+
+    def valid(self) -> bool:
+        return self.c.valid() and self.b.valid()
+
+
 def _check_cond(ctx: PrepareContext, cond: int, c: np.ndarray) -> None:
     if c.dtype != np.bool_ or c.size != 1:
         ctx.fail(f"cond subgraph {cond} returned {c.dtype.name}{list(c.shape)}, expected a bool scalar")
-
-
-def _check_body(ctx: PrepareContext, body: int, values, new) -> None:
-    for i, (a, b) in enumerate(zip(values, new)):
-        if a.dtype != b.dtype:
-            ctx.fail(f"body subgraph {body} output {i} has type {b.dtype.name}, loop variable is {a.dtype.name}")
 
 
 def _too_many(ctx: PrepareContext, limit: int) -> None:
@@ -120,19 +170,20 @@ class _InPlaceLoop:
 
 def _in_place_loop(ctx: PrepareContext, cond: int, body: int, values) -> _InPlaceLoop | None:
     shapes = tuple(v.shape for v in values)
-    loop = ctx.host_data
-    if isinstance(loop, _InPlaceLoop) and loop.usable(shapes):
+    st = _state(ctx)
+    loop = st.in_place
+    if loop is not None and loop.usable(shapes):
         return loop
-    if loop == ("general", shapes):
+    if st.general == shapes:
         return None
     c = ctx.bind_subgraph(cond, values)
     b = ctx.bind_subgraph(body, values)
     if not (c.static_outputs and b.static_outputs) or any(
             o.shape != v.shape or o.dtype != v.dtype for o, v in zip(b.outputs, values)):
-        ctx.host_data = ("general", shapes)
+        st.general = shapes
         return None
     _check_cond(ctx, cond, c.outputs[0])
-    loop = ctx.host_data = _InPlaceLoop(ctx, shapes, c, b)
+    loop = st.in_place = _InPlaceLoop(ctx, shapes, c, b)
     return loop
 
 
