@@ -285,16 +285,28 @@ def _prepare_if(ctx: PrepareContext) -> None:
 
 def _run_if(ctx: PrepareContext) -> None:
     io = ctx.host_data
-    if io is None:  # (condition, inputs, outputs when prepare fixed their shapes): kept while the node's storage is
+    if io is None:  # (condition, inputs, outputs when prepare fixed their shapes, branches bound for the inputs):
+        # kept while the node keeps its preparation (its inputs' storage)
         outs = [ctx.output_array(i) for i in range(ctx.num_outputs)]
         io = ctx.host_data = (ctx.input_array(0).reshape(-1), [ctx.input_array(i) for i in range(1, ctx.num_inputs)],
-                              outs if all(o is not None for o in outs) else None)
-    flag, inputs, outs = io
+                              outs if all(o is not None for o in outs) else None, {})
+    flag, inputs, outs, bound = io
     branch = ctx.options["then_subgraph_index" if flag[0] else "else_subgraph_index"]
-    b = ctx.bind_subgraph(branch, inputs)
+    b = bound.get(branch)
+    if b is None or not b.valid():
+        b = bound[branch] = ctx.bind_subgraph(branch, inputs)
     for k in b.used_inputs:
         np.copyto(b.inputs[k], inputs[k])
-    b.run()
+    if b.direct is not None:
+        fn, args = b.direct
+        try:
+            fn(*args)
+        except (ValueError, IndexError, ZeroDivisionError) as e:
+            if isinstance(e, RuntimeError):
+                raise
+            b.fail(e)
+    else:
+        b.run()
     if outs is not None and b.static_outputs and all(o.shape == r.shape for o, r in zip(outs, b.outputs)):
         for dst, v in zip(outs, b.outputs):
             np.copyto(dst, v)
