@@ -21,6 +21,7 @@ from numba import njit
 from lite_numba.ops import PrepareContext
 
 from .common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_SIGN_BIT, ACT_TANH
+from .conv_loops import _round_neon
 from .fixedpoint import (
     activation_range_quantized,
     multiply_by_quantized_multiplier,
@@ -235,7 +236,13 @@ def _round_f(v):
 @njit(cache=True, nogil=True)
 def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
     """Quantize each row of the flat [rows, K] float32 x to int8 like TFLite's BatchQuantizeFloats: scaling factor
-    sf[r] and zero point zp[r] (0 when symmetric)."""
+    sf[r] and zero point zp[r] (0 when symmetric).
+
+    As the official x86 build computes it (NeonSymmetricQuantizeFloats / NeonAsymmetricQuantizeFloats through
+    NEON_2_SSE): blocks of 8 values are rounded by the vector code (conv_loops._round_neon: trunc(v +- 0.5) in
+    float32), the tail by std::round; the asymmetric zero point is added after rounding, the asymmetric range is
+    a float32 difference and its inverse scale a double division."""
+    nvec = (K // 8) * 8
     for r in range(rows):
         base = r * K
         if K == 0:
@@ -259,7 +266,8 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
             sf[r] = rng / np.float32(127.0)
             inv = np.float32(127.0) / rng
             for k in range(K):
-                v = _round_f(x[base + k] * inv)
+                p = x[base + k] * inv
+                v = _round_neon(p) if k < nvec else _round_f(p)
                 q[base + k] = np.int8(min(127.0, max(-127.0, v)))
         else:
             rmin = np.float64(min(np.float32(0.0), mn))
@@ -270,7 +278,7 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
                 for k in range(K):
                     q[base + k] = 0
                 continue
-            scale = (rmax - rmin) / 255.0
+            scale = np.float64(np.float32(rmax - rmin)) / 255.0
             zp_from_min = -128.0 - rmin / scale
             zp_from_max = 127.0 - rmax / scale
             err_min = 128.0 + abs(rmin / scale)
@@ -284,10 +292,10 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
                 off = int(round_half_away(zpd))
             sf[r] = np.float32(scale)
             zp[r] = off
-            inv = np.float32(1.0) / np.float32(scale)
-            offf = np.float32(off)
+            inv = np.float32(1.0 / np.float64(np.float32(scale)))
             for k in range(K):
-                v = _round_f(offf + x[base + k] * inv)
+                p = x[base + k] * inv
+                v = off + (_round_neon(p) if k < nvec else _round_f(p))
                 q[base + k] = np.int8(min(127.0, max(-128.0, v)))
 
 

@@ -6,7 +6,8 @@ UNIDIRECTIONAL_SEQUENCE_LSTM is in rnn_int.py; hybrid BIDIRECTIONAL_* and intege
 prepare with a clear error. The maths follows
 TFLite's float paths (lstm_eval.cc EvalFloat / LstmStepFloat, kernel_utils RnnBatchStep, svdf EvalFloat) in float32,
 and its hybrid paths (LstmStepHybrid, hybrid RnnBatchStep: per step and batch row the input and state are quantized
-to int8 by BatchQuantizeFloats, products accumulate in int32 and are scaled back to float):
+to int8 by BatchQuantizeFloats, with the NEON rounding of the official x86 build (quantize_rows), products accumulate
+in int32 and are scaled back to float):
 
 - LSTM gate: g = act(W_x x + W_aux aux + W_h h (+ w_c .* c) + bias), accumulated in that order (bias first), or
   with layer norm: g = act(ln .* normalize(W_x x + W_aux aux + W_h h (+ w_c .* c)) + bias);

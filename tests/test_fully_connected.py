@@ -209,6 +209,22 @@ def test_hybrid(batch, k, units, per_channel, asymmetric, with_bias, act, seed):
     assert_close(ours, ref, 1e-5)
 
 
+@pytest.mark.parametrize("asymmetric", [False, True])
+def test_hybrid_input_rounding(asymmetric):
+    """The official x86 build quantizes hybrid inputs with the NEON code (through NEON_2_SSE): blocks of 8 values
+    round as trunc(v +- 0.5) in float32 (0.49999997 -> 1), the tail with std::round (-> 0), ties away from zero;
+    identity weights of scale 1 and a range of exactly 255 (127) make the quantized values the outputs."""
+    h = np.float32(0.5) - np.float32(2.0 ** -25)
+    lo = -128.0 if asymmetric else -127.0
+    x = np.array([[127.0, lo, h, 2.5, -h, 1.5, -0.5, 4.0, h, -h, 2.5]], np.float32)
+    w = np.eye(x.shape[1], dtype=np.int8)
+    data = fc_model(list(x.shape), w, w_quant=(1.0, 0), version=9 if asymmetric else 3,
+                    extra_options={"asymmetric_quantize_inputs": asymmetric})
+    ours, ref = both(data, [x])
+    np.testing.assert_array_equal(ref, [[127, lo, 1, 3, -1, 2, -1, 4, 0, 0, 3]])
+    np.testing.assert_array_equal(ours, ref)
+
+
 # --- errors ---------------------------------------------------------------------------------------------------------
 
 def _prepare_error(data):

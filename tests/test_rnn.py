@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import lite_numba
@@ -368,9 +368,11 @@ def quantize_weights(w):
     return q, quants
 
 
-# Derandomized (as the elementwise tests): CI runs the same 16 examples every time. Known open case (issue 7):
-# batch=2, time=1, n_input=6, n_cell=7, peephole, projection without bias, RELU, asymmetric, seed=21 differs from
-# the official runtime by 2.3e-4 (> 1e-4); with TANH, without peephole or symmetric it matches.
+# Derandomized (as the elementwise tests): CI runs the same 16 examples every time. The explicit example (issue 7)
+# was 2.3e-4 off while the input quantization rounded like the portable code: the official x86 build rounds blocks
+# of 8 values with the NEON RoundToNearest and adds the asymmetric zero point after rounding (quantize_rows).
+@example(batch=2, time=1, n_input=6, n_cell=7, cifg=False, peephole=True, proj=False, layer_norm=False,
+         time_major=False, asymmetric=True, act="RELU", cell_clip=0.0, proj_clip=0.0, seed=21)
 @settings(max_examples=16, deadline=None, derandomize=True)
 @given(batch=st.integers(1, 3), time=st.integers(1, 4), n_input=st.integers(1, 7), n_cell=st.integers(1, 9),
        cifg=st.booleans(), peephole=st.booleans(), proj=st.sampled_from([None, False, True]), layer_norm=st.booleans(),
