@@ -100,6 +100,11 @@ def _model_latency(benchmark, name: str, threads: int):
     meds = {k: [] for k in runtimes}
     for _ in range(15):
         for k, it in runtimes.items():
+            if threads > 1:
+                # the three runtimes' worker pools share this process: let the previous one's spinning workers go to
+                # sleep (they would take the cores this one's workers need), then wake this one's
+                time.sleep(0.02)
+                it.invoke()
             meds[k].append(_median_us(it.invoke, 1, inner))
     row = {"case": name if threads == 1 else f"{name} ({threads} threads)",
            **{k: float(np.median(v)) for k, v in meds.items()}}

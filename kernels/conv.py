@@ -232,10 +232,10 @@ def CONV_2D(ctx: PrepareContext) -> None:
         if groups == 1 and has("avx512"):
             return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo)
         w = _filter(ctx, f)
-        if pointwise:
-            ctx.call(L.gemm_f32, ctx.view(x, (P, CI)), _as_matrix(ctx, w, CI, CO), bias, ctx.view(out, (P, CO)), lim)
-        else:
-            ctx.call(L.conv2d_f32, x, w, bias, out, ctx.temp((CO // groups,), np.float32), geo, lim)
+        from .par_portable import schedule_conv2d_f32  # L.gemm_f32 / L.conv2d_f32, or parallel (num_threads > 1)
+
+        schedule_conv2d_f32(ctx, x, _as_matrix(ctx, w, CI, CO) if pointwise else w, bias, out, geo, lim, CO, groups,
+                            pointwise)
         return
 
     if x.dtype == np.float32:

@@ -427,12 +427,12 @@ def dwconv_f32_simd_banded_par(xb, sb, s, w, bias, out, geo, toff, lim, ch):
 
 
 def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
-    """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work, AVX-512 path) its parallel driver over ranges
-    of images or bands of output rows (schedule_f32's preparation recorded and replayed with a band scratch per
-    chunk). Same arguments."""
+    """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work) its parallel driver (AVX-512 or portable,
+    par_portable.py) over ranges of images or bands of output rows (schedule_f32's preparation recorded and replayed
+    with a band scratch per chunk). Same arguments."""
     import numpy as np
 
-    from .dwconv import schedule_f32
+    from .dwconv import dwconv_f32_banded, schedule_f32
     from .threads import MIN_DW_MACS, Recorder, bands, threads_for
 
     rec = Recorder(ctx)
@@ -441,12 +441,14 @@ def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     KH, KW = ctx.input(1).shape[1:3]
     t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
     par = {dwconv_f32_simd: dwconv_f32_simd_par, dwconv_f32_simd_banded: dwconv_f32_simd_banded_par}
+    if t > 1 and not all(fn in par for fn, _ in rec.calls):  # the portable loops
+        from .par_portable import DW_PAR as par
     if t > 1 and N >= t:
         ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, t)]
     elif t > 1:
         band = 1
         for fn, args in rec.calls:
-            if fn is dwconv_f32_simd_banded:
+            if fn in (dwconv_f32_simd_banded, dwconv_f32_banded):
                 band = int(args[6][9])
         ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-t // N), band)]
     else:

@@ -189,4 +189,6 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     else:
         w_t = ctx.temp((k * units,), np.float32)
         ctx.call(transpose_batches, ctx.view(w, (w.size,)), w_t, units, k)
-    schedule_gemm_f32(ctx, x, w_t, bias, out, batch, k, units, lim)
+    from .par_portable import schedule_fc_gemm_f32  # schedule_gemm_f32, or parallel (num_threads > 1)
+
+    schedule_fc_gemm_f32(ctx, x, w_t, bias, out, batch, k, units, lim)

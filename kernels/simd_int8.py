@@ -601,12 +601,12 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
     """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
     one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf and scratch
     slice per chunk). Same arguments."""
-    from .threads import Recorder, bands, threads_for
+    from .threads import MIN_Q8_MACS, Recorder, bands, threads_for
 
     rec = Recorder(ctx)
     schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax)
     N, OH, OW, CO = out.shape
-    t = threads_for(ctx, N * OH * OW * CO * w.shape[1])
+    t = threads_for(ctx, N * OH * OW * CO * w.shape[1], MIN_Q8_MACS)
     if t > 1 and N >= t:
         ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, t)]
     elif t > 1 and N == 1 and OH >= t:

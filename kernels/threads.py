@@ -27,6 +27,11 @@ import numpy as np
 # work (multiply-adds) below which a parallel launch (~1.5-2 us with two threads) does not pay: a 3x3 conv of
 # 12x12x16 -> 16 (330k) gains 7.8 -> 6.7 us, 8x8x16 -> 16 (150k) loses 3.8 -> 4.3 us (2-core Zen 4, omp layer)
 MIN_MACS = 300_000
+# the int8 VNNI GEMM does ~4x the multiply-adds per second: 16x16x16 -> 32 3x3 (1.2M) breaks even, 24x24 (2.7M)
+# gains 21 -> 15 us
+MIN_Q8_MACS = 1_000_000
+# depthwise is load-bound (few multiply-adds per byte): 16x16x24 3x3 (55k) gains 6.3 -> 4.6 us
+MIN_DW_MACS = 50_000
 
 
 def _pool_size() -> int:
