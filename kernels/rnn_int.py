@@ -118,6 +118,19 @@ def _sat_left_shift(x, exponent):
     return x << exponent
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _mbqm_neon(x, q, shift):
+    """MultiplyByQuantizedMultiplier4Rows (NEON, double rounding): wrapping left shift, vqrdmulh (doubling high
+    multiply rounded half up), rounding right shift (half up)."""
+    left = shift if shift > 0 else 0
+    right = -shift if shift < 0 else 0
+    v = _wrap32(x << left)
+    hi = (v * q + (np.int64(1) << 30)) >> 31
+    if right > 0:
+        hi = (hi + (np.int64(1) << (right - 1))) >> right
+    return hi
+
+
 @njit(cache=True, nogil=True)
 def _gate(g, x, xo, wx, h, ho, wh, wc, c, co, ln_w, ln_b, eff_b, lut, lut_off, s16, gbase, rows, p):
     """One gate for `rows` rows into s16[gbase:gbase + rows * n_cell] (CalculateLstmGateInteger8x8_16)."""
@@ -141,11 +154,14 @@ def _gate(g, x, xo, wx, h, ho, wh, wc, c, co, ln_w, ln_b, eff_b, lut, lut_off, s
             s16[gbase + r * n_cell + j] = _sat(_mbqm(_wrap32(acc), hm, hs) + v, -32768, 32767)
     if p[_Q_PEEP] != 0 and g != 2:
         pk = g if g < 2 else 2
-        # TFLite passes n_output as the vector size (VectorBatchVectorCwiseProductAccumulate)
+        # TFLite passes n_output as the vector size (VectorBatchVectorCwiseProductAccumulate); the official x86
+        # build runs its NEON version (NEON_2_SSE), which rescales blocks of 16 with MultiplyByQuantizedMultiplier4Rows
+        nvec = (n_out // 16) * 16
         for r in range(rows):
             for v in range(n_out):
                 idx = r * n_out + v
-                prod = _mbqm(np.int64(wc[pk * n_cell + v]) * np.int64(c[co + idx]), cm, cs)
+                x_ = np.int64(wc[pk * n_cell + v]) * np.int64(c[co + idx])
+                prod = _mbqm_neon(x_, cm, cs) if v < nvec else _mbqm(x_, cm, cs)
                 s16[gbase + idx] = _sat(prod + s16[gbase + idx], -32768, 32767)
     if p[_Q_LN] != 0:
         for r in range(rows):
@@ -174,7 +190,7 @@ def _layer_norm(buf, off, n, w, bias, wo, scale_m, scale_s, guard):
     for j in range(n):
         shifted = _wrap32(1024 * np.int64(buf[off + j]) - mean)
         rescaled = _mbqm(shifted, inv_m, inv_s)
-        v3 = _wrap32(_wrap32(rescaled * np.int64(w[wo + j])) + np.int64(bias[wo + j]))
+        v3 = rescaled * np.int64(w[wo + j]) + np.int64(bias[wo + j])  # int64: the official build does not wrap
         v4 = (v3 + 512) // 1024 if v3 > 0 else -((-(v3 - 512)) // 1024)
         v5 = _mbqm(_wrap32(v4), scale_m, scale_s + 12)
         buf[off + j] = _sat(v5, -32768, 32767)

@@ -11,6 +11,7 @@ from conftest import model_path
 
 import lite_numba
 from lite_numba.builder import ModelBuilder
+from lite_numba.model import load_model
 from lite_numba.testing import official_interpreter, require_official
 
 require_official()
@@ -32,10 +33,11 @@ def _q(rng, shape, scale, dtype):
 
 def int_lstm_model(rng, *, batch, time, n_input, n_cell, n_output=None, cifg=False, peephole=False, proj=None,
                    layer_norm=False, time_major=False, cell_clip=0.0, proj_clip=0.0, cell_log2=-11,
-                   n_inputs=24, intermediates=5, per_channel=False):
+                   n_inputs=24, intermediates=5, per_channel=False, peep_scale=1.0, small_peephole=False):
     """An integer LSTM like the converter's: int8 input / output / output state, int16 cell state (scale
     2^cell_log2), int8 weights, int32 biases, int16 peepholes and layer norm. proj: None (no projection), False
-    (projection without bias) or True. Returns (model bytes, input shape)."""
+    (projection without bias) or True; peep_scale multiplies the peephole weights' scale, small_peephole makes
+    them small integers (frequent rounding ties in their rescale). Returns (model bytes, input shape)."""
     n_output = n_cell if proj is None else (n_output or n_cell)
     b = ModelBuilder()
     in_scale, in_zp = 0.02 + 0.03 * rng.random(), int(rng.integers(-20, 21))
@@ -70,8 +72,11 @@ def int_lstm_model(rng, *, batch, time, n_input, n_cell, n_output=None, cifg=Fal
         for g in ("input", "forget", "output"):
             if cifg and g == "input":
                 continue
-            wc, sc = _q(rng, (n_cell,), 0.5, np.int16)
-            ins[f"cell_to_{g}_weights"] = b.add_const(f"wc_{g}", wc, quant=(sc, 0))
+            if small_peephole:  # small integers: the rescaled products are small and hit rounding ties
+                wc, sc = rng.integers(-6, 7, n_cell).astype(np.int16), 0.5 / 6
+            else:
+                wc, sc = _q(rng, (n_cell,), 0.5, np.int16)
+            ins[f"cell_to_{g}_weights"] = b.add_const(f"wc_{g}", wc, quant=(sc * peep_scale, 0))
     if proj is not None:
         wp, sp = _q(rng, (n_output, n_cell), 0.5, np.int8)
         ins["projection_weights"] = b.add_const("wp", wp, quant=(sp, 0))
@@ -145,6 +150,11 @@ CONFIGS = {
     "cell_clip_log2_14": dict(batch=2, time=4, n_input=4, n_cell=5, cell_clip=2.0, cell_log2=-14),
     "cell_log2_9_20_inputs": dict(batch=1, time=3, n_input=6, n_cell=4, cell_log2=-9, n_inputs=20),
     # 15 + cell_log2 outside 0..6: TFLite's integer tanh writes nothing and the input gate stands in for it
+    # n_output >= 16: TFLite's NEON peephole product rescales blocks of 16 with its vector rounding (half up)
+    "peephole_wide_neon_blocks": dict(batch=2, time=3, n_input=3, n_cell=21, peephole=True, small_peephole=True,
+                                      peep_scale=0.25),
+    "peephole_wide_neon_blocks_time_major": dict(batch=2, time=3, n_input=3, n_cell=33, n_output=17, proj=True,
+                                                 peephole=True, small_peephole=True, time_major=True),
     "cell_log2_16_no_tanh": dict(batch=2, time=3, n_input=3, n_cell=5, cell_log2=-16),
     "cell_log2_7_no_tanh_time_major": dict(batch=2, time=3, n_input=3, n_cell=4, n_output=3, cell_log2=-7,
                                            proj=True, time_major=True),
@@ -157,6 +167,16 @@ def test_int_lstm(name, seed):
     rng = np.random.default_rng(seed * 1000 + sorted(CONFIGS).index(name))
     data, shape = int_lstm_model(rng, **CONFIGS[name])
     check_exact(data, shape, rng)
+
+
+def test_int_lstm_layer_norm_wide_bias():
+    """Layer-norm coefficients of tiny scale give gate biases near the int32 limits: TFLite computes
+    rescaled * coefficient + bias in 64 bits (no int32 wrap)."""
+    data, shape = int_lstm_model(np.random.default_rng(46), batch=2, time=3, n_input=3, n_cell=2, layer_norm=True)
+    plan = load_model(data).subgraphs[0]
+    assert max(int(np.abs(np.asarray(t.data, np.int64)).max()) for t in plan.tensors if t.name.startswith("b_")) \
+        >= 2 ** 31 - 1
+    check_exact(data, shape, np.random.default_rng(1046), n_steps=2)
 
 
 def test_int_lstm_random_configs():
