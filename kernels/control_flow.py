@@ -59,6 +59,8 @@ def _run_while(ctx: PrepareContext) -> None:
         key = tuple(v.shape for v in values)
         step = steps.get(key)
         if step is None or not step.valid():
+            for k in [k for k, st in steps.items() if not st.valid()]:  # their storage was released
+                del steps[k]
             if len(steps) >= 64:
                 steps.clear()
             step = steps[key] = _Step(ctx, cond, body, values)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 import threading
@@ -243,7 +244,53 @@ _NP_NAMES = {np.dtype(np.bool_): "bool_"}
 
 
 def _np_name(dt: np.dtype) -> str:
-    return _NP_NAMES.get(dt, dt.name)
+    name = _NP_NAMES.get(dt)
+    if name is None:  # dtype.name is slow (Python code in numpy): remembered
+        name = _NP_NAMES[dt] = dt.name
+    return name
+
+
+_DT_NAMES: dict = {}
+
+
+def _dt_name(dt: np.dtype) -> str:
+    name = _DT_NAMES.get(dt)
+    if name is None:
+        name = _DT_NAMES[dt] = dt.name
+    return name
+
+
+_RUNNER_SIG: tuple | None = None
+
+
+def _runner_sig(args) -> tuple:
+    """The runner's argument types: always contiguous, aligned, writable vectors (uint8 arena and aux, int64, float64,
+    int64 tables), so computed once."""
+    global _RUNNER_SIG
+    _RUNNER_SIG = tuple(numba.typeof(a) for a in args)
+    return _RUNNER_SIG
+
+
+# Re-preparing a subgraph for new shapes (dynamic nodes, loops whose tensors grow) rebuilds its segments with the
+# same call specs and kernels: their Numba argument types and native addresses are remembered.
+_SPEC_TYPES: dict[str, tuple] = {}
+_ADDRESSES: dict[int, tuple] = {}  # id(compile result) -> (compile result, address)
+
+
+def _spec_types(spec: str) -> tuple:
+    t = _SPEC_TYPES.get(spec)
+    if t is None:
+        if len(_SPEC_TYPES) > 65536:
+            _SPEC_TYPES.clear()
+        t = _SPEC_TYPES[spec] = spec_types(spec)
+    return t
+
+
+def _native_address(cres) -> int:
+    hit = _ADDRESSES.get(id(cres))
+    if hit is None or hit[0] is not cres:
+        hit = _ADDRESSES[id(cres)] = (cres, native_address(cres))
+    return hit[1]
 
 
 def _align(n: int) -> int:
@@ -671,13 +718,13 @@ class GraphRuntime:
                             base, off = "arena", self.offsets[t.index]
                         arr = None
                     dt = a.array.dtype if isinstance(a, ConstArg) else a.dtype
-                    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+                    nbytes = math.prod(shape) * dt.itemsize
                     shape = shape or (1,)
                     p = len(it)
                     it += [off, off + nbytes, *shape]
                     dims = ", ".join(f"it[{p + 2 + j}]" for j in range(len(shape)))
                     src.append(f"{base}[it[{p}]:it[{p + 1}]].view(np.{_np_name(dt)}).reshape(({dims},))")
-                    spec.append(f"A{base[0] if base == 'arena' else 'x'}{p}:{dt.name}:{len(shape)}")
+                    spec.append(f"A{base[0] if base == 'arena' else 'x'}{p}:{_dt_name(dt)}:{len(shape)}")
                 elif isinstance(a, float):
                     src.append(f"ft[{len(ft)}]")
                     spec.append(f"f{len(ft)}")
@@ -687,7 +734,7 @@ class GraphRuntime:
                     spec.append(f"i{len(it)}")
                     it.append(int(a))
             spec = ";".join(spec)
-            pending.append((ni, call.fn, src, spec_types(f"0;{spec}" if spec else "0"), spec))
+            pending.append((ni, call.fn, src, _spec_types(f"0;{spec}" if spec else "0"), spec))
         # Kernels are called through their native entry addresses (lite_numba.native_call), passed in `fp` at run
         # time: the runner contains no kernel code, so it compiles in a fraction of the time and is shared by every
         # kernel version with the same signature. A callable that is not a plain Numba kernel returning None is
@@ -731,10 +778,10 @@ class GraphRuntime:
                     args.append(a)
             seg.py_calls.append((call.fn, tuple(args), ni))
         if compiled:
-            seg.fp = np.array([native_address(fn.overloads[sig]) for fn, sig in fptrs] or [0], np.int64)
+            seg.fp = np.array([_native_address(fn.overloads[sig]) for fn, sig in fptrs] or [0], np.int64)
             run = _compile_runner(seg.source, kernels)
             args = (self.arena, seg.aux, seg.it, seg.ft, seg.fp)
-            sig = tuple(numba.typeof(a) for a in args)
+            sig = _RUNNER_SIG or _runner_sig(args)
             if sig not in run.overloads and not _load_cached_runner(run, sig, kernels):
                 if kernels and not _in_disk_cache(run, sig):  # kernel by kernel, with progress; the runner links them
                     _precompile([(fn, tuple(numba.typeof(a) for a in args)) for fn, args, _ in seg.py_calls

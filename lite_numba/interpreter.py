@@ -93,6 +93,7 @@ class Interpreter:
         self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
         self._call_depth = 0
         self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
+        self._shape_hits: dict[int, dict] = {}  # uses of each cached preparation (eviction order)
         self._bound: dict[tuple, BoundSubgraph] = {}  # (subgraph, input shapes) -> bind_subgraph's result
         self._main = self._runtime(0)
 
@@ -218,10 +219,11 @@ class Interpreter:
         return io(sg.inputs), io(sg.outputs)
 
     # A called subgraph (WHILE body and cond, IF branches) whose input shapes change is prepared again; the prepared
-    # runtimes of the last SUBGRAPH_SHAPE_CACHE input-shape signatures are kept, so a loop whose tensors grow one
-    # row per iteration re-prepares its body only on the first invoke. Subgraphs with variable tensors keep one
-    # runtime (their state must carry over).
-    SUBGRAPH_SHAPE_CACHE = 16
+    # runtimes of the last SUBGRAPH_SHAPE_CACHE input-shape signatures (at most SUBGRAPH_CACHE_BYTES of arenas) are
+    # kept, so a loop whose tensors grow one row per iteration re-prepares its body only on the first invoke.
+    # Subgraphs with variable tensors keep one runtime (their state must carry over).
+    SUBGRAPH_SHAPE_CACHE = 64
+    SUBGRAPH_CACHE_BYTES = 64 << 20
 
     def _subgraph_runtime(self, index: int, shapes: tuple) -> GraphRuntime:
         """Subgraph `index`'s runtime, allocated for these input shapes."""
@@ -233,16 +235,34 @@ class Interpreter:
             cache = self._shape_cache.setdefault(index, OrderedDict())
             if rt.ready:
                 cache[tuple(rt.tensors[i].shape for i in sg.inputs)] = rt
+            hits = self._shape_hits.setdefault(index, {})
             cached = cache.get(shapes)
             if cached is not None and cached.ready:
                 cache.move_to_end(shapes)
+                hits[shapes] = hits.get(shapes, 0) + 1
                 self._runtimes[index] = cached
                 return cached
             if rt.ready:
-                rt = self._new_runtime(index)
+                if len(cache) >= self.SUBGRAPH_SHAPE_CACHE:
+                    # the entry used least often, the newest of those: a loop through more shapes than the cache
+                    # holds keeps the first ones and re-prepares one runtime for the rest (LRU would miss always)
+                    victim, least = None, None
+                    for key in cache:
+                        h = hits.get(key, 0)
+                        if least is None or h <= least:
+                            victim, least = key, h
+                    rt = cache.pop(victim)
+                    hits.pop(victim, None)
+                    self._unbind(rt)
+                else:
+                    rt = self._new_runtime(index)
             cache[shapes] = rt
-            while len(cache) > self.SUBGRAPH_SHAPE_CACHE:
-                cache.popitem(last=False)
+            total = sum(r.arena.nbytes for r in cache.values())
+            while len(cache) > 1 and total > self.SUBGRAPH_CACHE_BYTES:
+                key, old = cache.popitem(last=False)
+                hits.pop(key, None)
+                total -= old.arena.nbytes
+                self._release(old)
             self._runtimes[index] = rt
         for t_index, shape in zip(sg.inputs, shapes):
             rt.tensors[t_index].shape = shape
@@ -250,6 +270,22 @@ class Interpreter:
         rt.fast_views = {}
         rt.allocate()
         return rt
+
+    def _cached_runtimes(self) -> list:
+        return list(self._runtimes.values()) + [r for c in self._shape_cache.values() for r in c.values()]
+
+    def _unbind(self, rt: GraphRuntime) -> None:
+        """Forget the bindings of a runtime about to be prepared again or released (they hold its storage)."""
+        for key in [k for k, b in self._bound.items() if b.rt is rt]:
+            del self._bound[key]
+
+    def _release(self, rt: GraphRuntime) -> None:
+        """Drop an evicted runtime's storage; holders of a binding see it invalid and bind again."""
+        self._unbind(rt)
+        rt.ready = False
+        rt.arena = np.zeros(0, np.uint8)
+        rt.views = {}
+        rt.fast_views = {}
 
     def _check_call(self, index: int, inputs) -> GraphRuntime:
         if not 0 <= index < len(self.model.subgraphs):
@@ -294,8 +330,8 @@ class Interpreter:
         if b is not None and b.valid() and all(v.dtype == dt for v, dt in zip(inputs, b.dtypes)):
             return b
         rt = self._check_call(index, inputs)
-        if len(self._bound) >= 4 * self.SUBGRAPH_SHAPE_CACHE:
-            self._bound.clear()
+        if len(self._bound) >= 4 * self.SUBGRAPH_SHAPE_CACHE:  # bindings of runtimes no longer cached
+            self._bound = {k: v for k, v in self._bound.items() if v.valid() and v.rt in self._cached_runtimes()}
         b = self._bound[key] = BoundSubgraph(self, rt)
         return b
 

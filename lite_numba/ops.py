@@ -23,6 +23,7 @@ when the values exist, as the official runtime does with dynamic tensors.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -73,7 +74,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -308,7 +309,7 @@ class PrepareContext:
         """Pass `t` with another shape (same element count), or reinterpret its bytes as `dtype`."""
         shape = tuple(int(d) for d in shape)
         dt = t.dtype if dtype is None else np.dtype(dtype)
-        if int(np.prod(shape, dtype=np.int64)) * dt.itemsize != t.nbytes:
+        if math.prod(shape) * dt.itemsize != t.nbytes:
             self.fail(f"cannot view {t.name!r} of shape {list(t.shape)} ({t.dtype.name}) as {list(shape)} ({dt.name})")
         return TensorView(t, shape, dt)
 

@@ -244,3 +244,29 @@ def test_sequence_loop_kernel_error_names_the_subgraph():
     ours2 = Interpreter(model_content=sequence_loop_model(steps, width))
     ours2.allocate_tensors()
     ours2.invoke()
+
+
+@pytest.mark.parametrize("entries,budget", [(64, 64 << 20), (4, 64 << 20), (64, 1)])
+def test_growing_loop_with_small_preparation_cache(entries, budget):
+    """A loop whose tensor grows each iteration, through more shapes than the cache of called-subgraph preparations
+    holds (evicting and re-preparing), or with a byte budget that releases every older preparation."""
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "models" / "tf_growing_loop.tflite"
+    ours = Interpreter(model_path=str(path))
+    ours.SUBGRAPH_SHAPE_CACHE = entries
+    ours.SUBGRAPH_CACHE_BYTES = budget
+    ours.allocate_tensors()
+    theirs = official_interpreter(path)
+    x = np.array([[1.0, -2.0, 0.5]], np.float32)
+    for n in (9, 3, 9, 0, 12):
+        for it in (ours, theirs):
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.set_tensor(it.get_input_details()[1]["index"], np.array(n, np.int32))
+            it.invoke()
+        o = ours.get_tensor(ours.get_output_details()[0]["index"])
+        r = theirs.get_tensor(theirs.get_output_details()[0]["index"])
+        assert o.shape == r.shape == (n + 1, 3)
+        np.testing.assert_array_equal(o, r)
+    cached = sum(len(c) for c in ours._shape_cache.values())
+    assert cached <= 2 * entries
