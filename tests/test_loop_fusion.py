@@ -270,3 +270,74 @@ def test_growing_loop_with_small_preparation_cache(entries, budget):
         np.testing.assert_array_equal(o, r)
     cached = sum(len(c) for c in ours._shape_cache.values())
     assert cached <= 2 * entries
+
+
+# --- the in-place WHILE: loop variables passed through, swapped, and a loop nested in the body -----------------------
+
+def _swap_loop_model(nested: bool):
+    """while i < 5: i += 1; (a, b, c) = (b, a * 2, c)  — b and a swap places, c passes through; with `nested` the
+    body also runs an inner loop `while j < 3: j += 1; a = a + 1` before swapping."""
+    b = ModelBuilder()
+    i0 = b.add_input("i", np.float32, [])
+    a0 = b.add_input("a", np.float32, [3])
+    b0 = b.add_input("b", np.float32, [3])
+    c0 = b.add_input("c", np.float32, [2])
+    outs = [b.add_tensor(n, np.float32, s) for n, s in (("oi", []), ("oa", [3]), ("ob", [3]), ("oc", [2]))]
+
+    def counter_cond(name, n_vars, limit):
+        g = b.add_subgraph(name)
+        ins = [g.add_input(f"v{k}", np.float32, s) for k, s in enumerate(n_vars)]
+        out = g.add_tensor("c", np.bool_, [])
+        g.add_op("LESS", [ins[0], g.add_const("lim", np.array(limit, np.float32))], [out])
+        g.mark_output(out)
+        return g.index
+
+    cond = counter_cond("cond", [[], [3], [3], [2]], 5.0)
+    inner_cond = counter_cond("inner_cond", [[], [3]], 3.0) if nested else None
+    inner_body = None
+    if nested:
+        ib = b.add_subgraph("inner_body")
+        j, x = ib.add_input("j", np.float32, []), ib.add_input("x", np.float32, [3])
+        j1, x1 = ib.add_tensor("j1", np.float32, []), ib.add_tensor("x1", np.float32, [3])
+        ib.add_op("ADD", [j, ib.add_const("one", np.array(1.0, np.float32))], [j1])
+        ib.add_op("ADD", [x, ib.add_const("onev", np.ones(3, np.float32))], [x1])
+        ib.mark_output(j1)
+        ib.mark_output(x1)
+        inner_body = ib.index
+    body = b.add_subgraph("body")
+    bi, ba, bb, bc = (body.add_input(n, np.float32, s) for n, s in (("i", []), ("a", [3]), ("b", [3]), ("c", [2])))
+    i1 = body.add_tensor("i1", np.float32, [])
+    body.add_op("ADD", [bi, body.add_const("one", np.array(1.0, np.float32))], [i1])
+    a_src = ba
+    if nested:
+        j_out = body.add_tensor("j_out", np.float32, [])
+        a_in = body.add_tensor("a_in", np.float32, [3])
+        body.add_op("WHILE", [body.add_const("j0", np.array(0.0, np.float32)), ba], [j_out, a_in],
+                    options={"cond_subgraph_index": inner_cond, "body_subgraph_index": inner_body})
+        a_src = a_in
+    a2 = body.add_tensor("a2", np.float32, [3])
+    body.add_op("MUL", [a_src, body.add_const("two", np.full(3, 2.0, np.float32))], [a2])
+    for o in (i1, bb, a2, bc):
+        body.mark_output(o)
+    b.add_op("WHILE", [i0, a0, b0, c0], outs, options={"cond_subgraph_index": cond, "body_subgraph_index": body.index})
+    for o in outs:
+        b.mark_output(o)
+    return b.build()
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_while_in_place_swap_passthrough_nested(nested):
+    data = _swap_loop_model(nested)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    theirs = official_interpreter(data)
+    rng = np.random.default_rng(2)
+    for start in (0.0, 2.0, 7.0, 0.0):
+        inputs = [np.array(start, np.float32), rng.standard_normal(3).astype(np.float32),
+                  rng.standard_normal(3).astype(np.float32), rng.standard_normal(2).astype(np.float32)]
+        for it in (ours, theirs):
+            for d, x in zip(it.get_input_details(), inputs):
+                it.set_tensor(d["index"], x)
+            it.invoke()
+        for do, dt in zip(ours.get_output_details(), theirs.get_output_details()):
+            np.testing.assert_allclose(ours.get_tensor(do["index"]), theirs.get_tensor(dt["index"]), rtol=1e-6)
