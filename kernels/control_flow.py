@@ -1,7 +1,15 @@
 """Control flow and resource variables: WHILE, IF, CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE.
 
 These run on the host (Python) at invoke time and call other subgraphs, each of which runs as its own compiled
-executor; loop-carried tensors may change shape between iterations (the called subgraph is re-prepared then)."""
+executor, bound once for its input shapes (Interpreter.bind_subgraph: the preparations of up to 64 shape signatures
+per subgraph are kept).
+
+WHILE: prepare prepares the body for the loop's input shapes (as TFLite does); when the body returns every loop
+variable with the shape it came with, the outputs are static (what follows stays compiled) and the loop runs in
+place: the body's outputs are copied into its own inputs and into the cond's, nothing else (_InPlaceLoop); when
+cond and body are each one compiled call, they are called directly. Otherwise (tensors that change shape) the
+general loop binds cond and body per loop-variable shapes (_Step). IF has static outputs when both branches return
+the same static shapes for its inputs."""
 
 from __future__ import annotations
 
