@@ -34,6 +34,7 @@ from . import simd_int8
 from .common import float_activation_range
 from .fixedpoint import activation_range_quantized, quantize_multipliers
 from .isa import has
+from .quantized_fully_connected import quantize_rows
 
 PADDING_SAME, PADDING_VALID = 0, 1  # schema Padding enum
 TENSOR_TYPE_FLOAT32, TENSOR_TYPE_INT32, TENSOR_TYPE_INT64 = 0, 2, 4  # schema TensorType values
@@ -174,7 +175,8 @@ def _hybrid_inputs(ctx: PrepareContext, x: Tensor, asymmetric: bool):
     sf = ctx.temp((n,), np.float32)
     zp = ctx.temp((n,), np.int32)
     per = x.size // n
-    ctx.call(L.quantize_batches, ctx.view(x, (n, per)), ctx.view(q, (n, per)), sf, zp, int(asymmetric))
+    # the hybrid FULLY_CONNECTED / LSTM quantization (BatchQuantizeFloats as the official x86 build computes it)
+    ctx.call(quantize_rows, ctx.view(x, (x.size,)), n, per, bool(asymmetric), ctx.view(q, (q.size,)), sf, zp)
     return q, sf, zp
 
 
