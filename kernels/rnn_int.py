@@ -286,9 +286,9 @@ def _intermediate(ctx: PrepareContext, k: int):
     if len(inter) != 5:
         ctx.fail(f"an integer (int8 input) LSTM needs 5 intermediate tensors (the gate and hidden scales the "
                  f"converter records), got {len(inter)}")
-    idx = inter[k]
-    ctx.check(idx >= 0, f"intermediate {k} is absent")
-    return ctx._rt.tensor(idx)
+    t = ctx.intermediate(k)
+    ctx.check(t is not None, f"intermediate {k} is absent")
+    return t
 
 
 def _per_tensor(ctx: PrepareContext, t, name: str) -> tuple[float, int]:

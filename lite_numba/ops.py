@@ -181,6 +181,14 @@ class PrepareContext:
             return None
         return self._rt.tensor(self.node.inputs[i])
 
+    def intermediate(self, i: int) -> Tensor | None:
+        """The operator's intermediate tensor i (quantization parameters of internal values, e.g. the integer
+        LSTM's gate scales), or None when it is absent."""
+        inter = self.node.intermediates
+        if i >= len(inter) or inter[i] < 0:
+            return None
+        return self._rt.tensor(inter[i])
+
     def output(self, i: int) -> Tensor:
         if i >= len(self.node.outputs) or self.node.outputs[i] < 0:
             self.fail(f"output {i} is missing")
