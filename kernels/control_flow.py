@@ -53,7 +53,10 @@ def _prepare_while(ctx: PrepareContext) -> None:
 
 def _run_while(ctx: PrepareContext) -> None:
     cond, body = ctx.options["cond_subgraph_index"], ctx.options["body_subgraph_index"]
-    values = [ctx.input_array(i) for i in range(ctx.num_inputs)]
+    st = _state(ctx)
+    values = st.inputs  # the node's input storage is fixed while it keeps its preparation (and this state)
+    if values is None:
+        values = st.inputs = [ctx.input_array(i) for i in range(ctx.num_inputs)]
     limit = ctx.max_while_iterations
     iterations = 0
     if cond != body:
@@ -104,9 +107,10 @@ class _WhileState:
     """What a WHILE node keeps between invokes (its host_data): the in-place loop for the shapes it was made for,
     input shapes known to need the general loop, and the general loop's steps per loop-variable shapes."""
 
-    __slots__ = ("in_place", "general", "steps")
+    __slots__ = ("inputs", "in_place", "general", "steps")
 
     def __init__(self):
+        self.inputs = None
         self.in_place = None
         self.general = None
         self.steps = {}
@@ -174,16 +178,13 @@ class _InPlaceLoop:
         self.cond_moves = [(c.inputs[k], self.b_in[k]) for k in c.used_inputs]
         self.body_moves = [(self.b_in[k], src) for k, src in self.moves]
 
-    def usable(self, shapes) -> bool:
-        return shapes == self.shapes and self.c.valid() and self.b.valid()
-
 
 def _in_place_loop(ctx: PrepareContext, cond: int, body: int, values) -> _InPlaceLoop | None:
-    shapes = tuple(v.shape for v in values)
     st = _state(ctx)
     loop = st.in_place
-    if loop is not None and loop.usable(shapes):
+    if loop is not None and loop.c.valid() and loop.b.valid():  # the input shapes are fixed with st.inputs
         return loop
+    shapes = tuple(v.shape for v in values)
     if st.general == shapes:
         return None
     c = ctx.bind_subgraph(cond, values)
