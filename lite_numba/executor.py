@@ -471,6 +471,7 @@ class GraphRuntime:
             uses_dynamic = any(i >= 0 and i in self.dynamic_tensors for i in node.inputs)
             if k is not None and k.host is not None:
                 # host ops (control flow, variables) prepare statically when they can, and always run on the host
+                self.prepared[node.index] = None
                 try:
                     self.prepared[node.index] = self._prepare_node(node) if not uses_dynamic else None
                     if uses_dynamic:
@@ -801,10 +802,30 @@ class GraphRuntime:
                 else:
                     program.extend((fn, args) for fn, args, _ in step.py_calls)
             else:
-                program.append((self._run_dynamic, (step,)))
+                program.append(self._host_step(step))
         if self._spec_allowed:
             program.append((self._after_general_invoke, ()))
         self.program = program
+
+    def _host_step(self, ni: int) -> tuple:
+        """A host node prepared at allocate whose inputs and outputs are all planned (none dynamic) runs its host
+        function directly with that preparation (_run_dynamic's memo would always hit: its storage is fixed until
+        the next allocate); any other dynamic or host node runs through _run_dynamic."""
+        node = self.plan.nodes[ni]
+        k = self.kernels[ni]
+        ctx = self.prepared[ni]
+        if (k is not None and k.host is not None and ctx is not None and not ctx.calls
+                and not any(i in self.dynamic_tensors for i in node.inputs if i >= 0)
+                and not any(o in self.dynamic_tensors for o in node.outputs if o >= 0)):
+            return self._run_host, (k.host, ctx)
+        return self._run_dynamic, (ni,)
+
+    def _run_host(self, host, ctx: PrepareContext) -> None:
+        self._dynamic_phase = True
+        try:
+            host(ctx)
+        finally:
+            self._dynamic_phase = False
 
     def invoke(self) -> None:
         if not self.ready:
