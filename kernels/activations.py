@@ -20,7 +20,7 @@ from .elementwise import (
     schedule_binary,
     unary_op,
 )
-from .vecmath import erfc_f32, exp_f32, tanh_f32
+from .vecmath import erfc_f32, sigmoid_f32, tanh_f32
 
 
 @scalar
@@ -45,10 +45,7 @@ def _relu_0_to_1(v, p):
 
 @scalar
 def _logistic(v, p):
-    # 1 / (1 + exp(-v)), or exp(v) / (1 + exp(v)) for negative v; branch-free so that the loop vectorizes
-    e = exp_f32(-abs(v))
-    r = np.float32(1.0) / (np.float32(1.0) + e)
-    return r if v >= 0 else e * r
+    return sigmoid_f32(v)
 
 
 @scalar

@@ -35,7 +35,7 @@ from numba import njit
 
 from lite_numba.kernels.quantized_fully_connected import quantize_rows
 from lite_numba.kernels.rnn_int import prepare_lstm_integer
-from lite_numba.kernels.vecmath import exp_f32, tanh_f32
+from lite_numba.kernels.vecmath import sigmoid_f32, tanh_f32
 from lite_numba.ops import PrepareContext, kernel
 
 # fused activations as TFLite's ApplyActivationToVector takes them (kTfLiteActSigmoid = 6 is internal)
@@ -64,7 +64,24 @@ def _activate(x, code):
         return min(max(x, zero), np.float32(6.0))
     if code == 4:
         return tanh_f32(x)
-    return one / (one + exp_f32(-x))
+    return sigmoid_f32(x)
+
+
+@njit(cache=True, inline="always")
+def _activate_run(src, so, dst, do, n, code):
+    """dst[do + j] = act(src[so + j]) for j < n: one loop per activation (the branch hoisted) so that each
+    vectorizes; src and dst may be the same array."""
+    s = src[so:so + n]
+    d = dst[do:do + n]
+    if code == _ACT_SIGMOID:
+        for j in range(n):
+            d[j] = sigmoid_f32(s[j])
+    elif code == _ACT_TANH:
+        for j in range(n):
+            d[j] = tanh_f32(s[j])
+    else:
+        for j in range(n):
+            d[j] = _activate(s[j], code)
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc"})
@@ -96,8 +113,7 @@ def _norm_activate(buf, src, dst, n_cell, use_ln, ln, bias, act):
         for j in range(n_cell):
             buf[src + j] = (buf[src + j] - mean) * inv * ln[j] + bias[j]
     if act != _ACT_NONE:
-        for j in range(n_cell):
-            buf[dst + j] = _activate(buf[src + j], act)
+        _activate_run(buf, src, buf, dst, n_cell, act)
 
 
 @njit(cache=True, nogil=True)
@@ -161,10 +177,14 @@ def _lstm_step(x, xo, x_zero, aux, ao, aux_zero, w_xi, w_xf, w_xc, w_xo, w_ai, w
         c[co + j] = v
     _lstm_gate(x, xo, n_in, x_zero, w_xo, aux, ao, n_aux, aux_zero, w_ao, h, ho, n_out, w_ho, (diag & 8) != 0,
                c, co, peep, w_co, use_ln, ln_o, b_o, n_cell, _ACT_SIGMOID, scratch, go, acc)
+    # TFLite computes act(c) into the cell-gate buffer; activation NONE leaves the cell gate there
+    if act != _ACT_NONE:
+        _activate_run(c, co, scratch, tmp, n_cell, act)
+    else:
+        for j in range(n_cell):
+            scratch[tmp + j] = scratch[gc + j]
     for j in range(n_cell):
-        # TFLite computes act(c) into the cell-gate buffer; activation NONE leaves the cell gate there
-        a = scratch[gc + j] if act == _ACT_NONE else _activate(c[co + j], act)
-        scratch[tmp + j] = scratch[go + j] * a
+        scratch[tmp + j] = scratch[go + j] * scratch[tmp + j]
     if p[_P_PROJ] != 0:
         for k in range(n_out):
             v = b_p[k] if p[_P_PROJ_BIAS] != 0 else np.float32(0.0)

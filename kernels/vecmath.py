@@ -33,6 +33,19 @@ def f32_from_bits(typingctx, bits):
     return types.float32(bits), codegen
 
 
+@intrinsic
+def fdiv(typingctx, a, b):
+    """a / b for float32 without Numba's division-by-zero check (which the default error model adds to every
+    division, and whose branch stops loop vectorization): IEEE results, inf or NaN for a zero divisor."""
+    if a != types.float32 or b != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fdiv(args[0], args[1])
+
+    return types.float32(types.float32, types.float32), codegen
+
+
 _LOG2E = np.float32(1.44269504)
 _LN2_HI = np.float32(0.693359375)  # 355/512: k * _LN2_HI is exact for |k| < 2**15
 _LN2_LO = np.float32(-2.12194440e-4)
@@ -41,7 +54,7 @@ _LN2_LO = np.float32(-2.12194440e-4)
 @njit(cache=True, inline="always")
 def exp_f32(t):
     """exp(t) for float32 t: ~2e-7 relative error; 0 below -87.3 (where float32's normal range ends), exp(88.7)
-    above 88.7 (not inf), NaN for NaN. Callers compile it with error_model="numpy" (no division checks)."""
+    above 88.7 (not inf), NaN for NaN."""
     c = min(max(t, np.float32(-87.3)), np.float32(88.7))
     k = np.floor(c * _LOG2E + np.float32(0.5))
     f = c - k * _LN2_HI - k * _LN2_LO
@@ -64,7 +77,7 @@ def exp_f32(t):
 def erfc_f32(z):
     """erfc(z) for float32 z (both signs): fractional error ~1.2e-7 plus float32 rounding."""
     a = abs(z)
-    t = np.float32(1.0) / (np.float32(1.0) + np.float32(0.5) * a)
+    t = fdiv(np.float32(1.0), np.float32(1.0) + np.float32(0.5) * a)
     q = np.float32(0.17087277)
     q = q * t + np.float32(-0.82215223)
     q = q * t + np.float32(1.48851587)
@@ -90,7 +103,15 @@ def tanh_f32(x):
     p = p * s + np.float32(2.0 / 15)
     p = p * s + np.float32(-1.0 / 3)
     small = x + x * s * p
-    big = np.float32(1.0) - np.float32(2.0) / (exp_f32(np.float32(2.0) * a) + np.float32(1.0))
+    big = np.float32(1.0) - fdiv(np.float32(2.0), exp_f32(np.float32(2.0) * a) + np.float32(1.0))
     big = big if x >= 0 else -big
     r = small if a < np.float32(0.25) else big
     return r if x == x else x
+
+
+@njit(cache=True, inline="always")
+def sigmoid_f32(x):
+    """1 / (1 + exp(-x)), as exp(x) / (1 + exp(x)) for negative x (no overflow); NaN for NaN."""
+    e = exp_f32(-abs(x))
+    r = fdiv(np.float32(1.0), np.float32(1.0) + e)
+    return r if x >= 0 else e * r
