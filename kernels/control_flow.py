@@ -80,7 +80,7 @@ def _run_while(ctx: PrepareContext) -> None:
             np.copyto(c.inputs[k], values[k])
         c.run()
         flag = step.flag
-        if flag is None:
+        if flag is None or not c.valid():  # dynamic output, or re-planned while running (speculation)
             flag = c.output(0)
             _check_cond(ctx, cond, flag)
             flag = flag.reshape(-1)
@@ -89,7 +89,9 @@ def _run_while(ctx: PrepareContext) -> None:
         for dst, v in zip(b.inputs, values):
             np.copyto(dst, v)
         b.run()
-        outs = step.outs if step.outs is not None else [b.output(k) for k in range(len(values))]
+        outs = step.outs
+        if outs is None or not b.valid():
+            outs = [b.output(k) for k in range(len(values))]
         if step.keep:
             # the cond calls no subgraph, so the body's storage is not touched before the next iteration copies
             # from it: outputs stay where they are, except those that are the body's own inputs (passed through)
@@ -141,7 +143,7 @@ class _Step:
             _check_cond(ctx, cond, c.outputs[0])
             self.flag = c.outputs[0].reshape(-1)
         self.outs = b.outputs
-        self.keep = c.direct is not None  # no dynamic or host node: the cond subgraph calls nothing
+        self.keep = c.calls_nothing  # no host node: running the cond calls no subgraph
 
     def valid(self) -> bool:
         return self.c.valid() and self.b.valid()
@@ -207,7 +209,7 @@ def _while_in_place(ctx: PrepareContext, cond: int, body: int, values, limit):
     c, b, flag, b_in, moves, cond_moves = loop.c, loop.b, loop.flag, loop.b_in, loop.moves, loop.cond_moves
     for dst, v in zip(b_in, values):
         np.copyto(dst, v)
-    if c.direct is not None and b.direct is not None and not loop.swapped:
+    if c.single is not None and b.single is not None and not loop.swapped:
         return _while_direct(ctx, loop, limit)
     iterations = 0
     while True:
@@ -236,8 +238,8 @@ def _while_in_place(ctx: PrepareContext, cond: int, body: int, values, limit):
 def _while_direct(ctx: PrepareContext, loop: _InPlaceLoop, limit):
     """The in-place loop when cond and body are each one compiled call that nothing can re-plan while it runs."""
     c, b, flag, cond_moves, body_moves = loop.c, loop.b, loop.flag, loop.cond_moves, loop.body_moves
-    cfn, cargs = c.direct
-    bfn, bargs = b.direct
+    cfn, cargs = c.single
+    bfn, bargs = b.single
     iterations = 0
     running = c
     try:
@@ -308,17 +310,9 @@ def _run_if(ctx: PrepareContext) -> None:
         b = bound[branch] = ctx.bind_subgraph(branch, inputs)
     for k in b.used_inputs:
         np.copyto(b.inputs[k], inputs[k])
-    if b.direct is not None:
-        fn, args = b.direct
-        try:
-            fn(*args)
-        except (ValueError, IndexError, ZeroDivisionError) as e:
-            if isinstance(e, RuntimeError):
-                raise
-            b.fail(e)
-    else:
-        b.run()
-    if outs is not None and b.static_outputs and all(o.shape == r.shape for o, r in zip(outs, b.outputs)):
+    b.run()
+    if outs is not None and b.static_outputs and b.valid() and all(o.shape == r.shape
+                                                                     for o, r in zip(outs, b.outputs)):
         for dst, v in zip(outs, b.outputs):
             np.copyto(dst, v)
     else:

@@ -373,15 +373,21 @@ class BoundSubgraph:
         # inputs no node reads and no output returns (a WHILE cond often ignores most loop variables)
         used = {i for n in sg.nodes for i in n.inputs} | set(sg.outputs)
         self.used_inputs = [k for k, i in enumerate(sg.inputs) if i in used]
-        # a subgraph that runs as at most one compiled call, with no dynamic or host node and no speculation: its
-        # preparation cannot change while it runs, so a loop may call `direct` itself (errors through `fail`)
+        # `program`: the invoke sequence when it has only compiled segments and host nodes run with their allocate
+        # preparation (no node prepared at run time, no speculation), which run() then calls itself; `single`: the
+        # one call of a subgraph without host nodes, for loops that call it directly (errors through `fail`).
+        # `calls_nothing`: no host node, so running it calls no other subgraph.
         prog = rt.program
-        self.direct = None
-        if not rt.dynamic_nodes and not rt.assumed and not rt._spec_pending and len(prog) <= 1:
-            self.direct = prog[0] if prog else (_nothing, ())
+        plain = not rt.assumed and not rt._spec_pending and not rt._spec_allowed and not any(
+            getattr(fn, "__func__", None) is GraphRuntime._run_dynamic for fn, _ in prog)
+        self.program = list(prog) if plain else None
+        self.calls_nothing = not rt.dynamic_nodes
+        self.single = None
+        if plain and self.calls_nothing and len(prog) <= 1:
+            self.single = prog[0] if prog else (_nothing, ())
 
     def fail(self, e: Exception):
-        """Raise an error of a `direct` call as invoke() does."""
+        """Raise an error of a direct call as invoke() does."""
         raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.rt.subgraph_index}).") from None
 
     def valid(self) -> bool:
@@ -391,12 +397,30 @@ class BoundSubgraph:
         return self.rt.array(self.rt.plan.outputs[k])
 
     def run(self) -> None:
+        prog = self.program
+        if prog is not None and self.calls_nothing:
+            try:
+                for fn, args in prog:
+                    fn(*args)
+            except (ValueError, IndexError, ZeroDivisionError) as e:
+                if isinstance(e, RuntimeError):
+                    raise
+                self.fail(e)
+            return
         interp = self._interp
         if interp._call_depth > 64:
             raise RuntimeError("subgraph calls nested more than 64 deep")
         interp._call_depth += 1
         try:
-            self.rt.invoke()
+            if prog is None:
+                self.rt.invoke()
+                return
+            for fn, args in prog:
+                fn(*args)
+        except (ValueError, IndexError, ZeroDivisionError) as e:
+            if isinstance(e, RuntimeError):
+                raise
+            self.fail(e)
         finally:
             interp._call_depth -= 1
 

@@ -341,3 +341,50 @@ def test_while_in_place_swap_passthrough_nested(nested):
             it.invoke()
         for do, dt in zip(ours.get_output_details(), theirs.get_output_details()):
             np.testing.assert_allclose(ours.get_tensor(do["index"]), theirs.get_tensor(dt["index"]), rtol=1e-6)
+
+
+def test_while_body_replanned_by_speculation_mid_loop():
+    """A body with a value-dependent node (RESHAPE by a loop variable) is specialised by the executor after its
+    first runs, i.e. re-planned in the middle of the loop: the loop notices and carries on with the new plan."""
+    b = ModelBuilder()
+    i0 = b.add_input("i", np.float32, [])
+    x0 = b.add_input("x", np.float32, [6])
+    s0 = b.add_const("s0", np.array([2, 3], np.int32))
+    outs = [b.add_tensor("oi", np.float32, []), b.add_tensor("ox", np.float32, [6]),
+            b.add_tensor("os", np.int32, [2]), b.add_tensor("ow", np.float32, [6])]
+    cond = b.add_subgraph("cond")
+    ci = cond.add_input("i", np.float32, [])
+    for n, dt, s in (("x", np.float32, [6]), ("s", np.int32, [2]), ("w", np.float32, [6])):
+        cond.add_input(n, dt, s)
+    cc = cond.add_tensor("c", np.bool_, [])
+    cond.add_op("LESS", [ci, cond.add_const("lim", np.array(7.0, np.float32))], [cc])
+    cond.mark_output(cc)
+    body = b.add_subgraph("body")
+    bi, bx, bs, bw = (body.add_input(n, dt, s) for n, dt, s in
+                      (("i", np.float32, []), ("x", np.float32, [6]), ("s", np.int32, [2]), ("w", np.float32, [6])))
+    i1 = body.add_tensor("i1", np.float32, [])
+    body.add_op("ADD", [bi, body.add_const("one", np.array(1.0, np.float32))], [i1])
+    r = body.add_tensor("r", np.float32, [2, 3], shape_signature=[-1, -1])
+    body.add_op("RESHAPE", [bx, bs], [r])  # dead, value-dependent: makes the body speculate
+    x1 = body.add_tensor("x1", np.float32, [6])
+    body.add_op("MUL", [bx, body.add_const("k", np.full(6, 1.5, np.float32))], [x1])
+    w1 = body.add_tensor("w1", np.float32, [6])
+    body.add_op("ADD", [bw, bx], [w1])
+    for o in (i1, x1, bs, w1):
+        body.mark_output(o)
+    b.add_op("WHILE", [i0, x0, s0, x0], outs, options={"cond_subgraph_index": cond.index,
+                                                       "body_subgraph_index": body.index})
+    b.mark_output(outs[1])
+    b.mark_output(outs[3])
+    data = b.build()
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    theirs = official_interpreter(data)
+    for start in (0.0, 3.0, 0.0, 6.0, 0.0):
+        x = np.arange(6, dtype=np.float32) - 2.5
+        for it in (ours, theirs):
+            it.set_tensor(it.get_input_details()[0]["index"], np.array(start, np.float32))
+            it.set_tensor(it.get_input_details()[1]["index"], x)
+            it.invoke()
+        for do, dt in zip(ours.get_output_details(), theirs.get_output_details()):
+            np.testing.assert_allclose(ours.get_tensor(do["index"]), theirs.get_tensor(dt["index"]), rtol=1e-6)
