@@ -90,13 +90,13 @@ def _run_while(ctx: PrepareContext) -> None:
             np.copyto(dst, v)
         b.run()
         outs = step.outs
-        if outs is None or not b.valid():
-            outs = [b.output(k) for k in range(len(values))]
-        if step.keep:
+        if outs is not None and step.keep and b.valid():
             # the cond calls no subgraph, so the body's storage is not touched before the next iteration copies
             # from it: outputs stay where they are, except those that are the body's own inputs (passed through)
-            values = [np.array(o, copy=True) if any(o is i for i in b.inputs) else o for o in outs]
+            values = [o.copy() if own else o for o, own in zip(outs, step.own)]
         else:
+            if outs is None or not b.valid():
+                outs = [b.output(k) for k in range(len(values))]
             values = [np.array(o, copy=True) for o in outs]
         iterations += 1
         if limit is not None and iterations >= limit:
@@ -129,7 +129,7 @@ class _Step:
     """One iteration of the general loop for given loop-variable shapes: cond and body bound for them (dtypes
     checked once), the cond's flag and the body's outputs when their storage is fixed."""
 
-    __slots__ = ("c", "b", "flag", "outs", "keep")
+    __slots__ = ("c", "b", "flag", "outs", "keep", "own")
 
     def __init__(self, ctx: PrepareContext, cond: int, body: int, values):
         self.c = c = ctx.bind_subgraph(cond, values)
@@ -144,6 +144,7 @@ class _Step:
             self.flag = c.outputs[0].reshape(-1)
         self.outs = b.outputs
         self.keep = c.calls_nothing  # no host node: running the cond calls no subgraph
+        self.own = [any(o is i for i in b.inputs) for o in b.outputs] if b.outputs is not None else None
 
     def valid(self) -> bool:
         return self.c.valid() and self.b.valid()
