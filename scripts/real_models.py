@@ -1,7 +1,7 @@
 """Survey: run every .tflite under a directory in lite-numba and in the official runtime, compare, print a table.
 
 Usage: python scripts/real_models.py DIR [--runs N] [--invokes K] [--seed S] [--dyn N] [--timeout SEC] [--json F]
-                                         [--no-isolate] [NAME-GLOB ...]
+                                         [--no-isolate] [--interm] [--threads T] [NAME-GLOB ...]
 
 For each model: construct lite_numba.Interpreter (load), allocate_tensors (alloc), invoke (run) and compare every
 output of K consecutive invokes on identical random inputs (K > 1 exercises state carried across invokes, e.g.
@@ -15,6 +15,10 @@ shape signature are resized: the first to 1, others to --dyn (default 1280, one 
 
 Cold start: the first allocate of a model compiles its runner (minutes for graphs of hundreds of nodes on a loaded
 machine); --executor python checks numerics without compiling runners.
+
+On a mismatch, both runtimes run once more keeping every intermediate tensor (experimental_preserve_all_tensors) and
+the first op whose output differs is named (column detail). Timing also covers the official runtime with its default
+delegates (XNNPACK, single thread): column 'xnnpack ms'.
 
 Each model runs in its own child process (a crash or hang in one model is reported, not fatal) unless --no-isolate.
 No expectations are hard-coded: the table is what was observed.
@@ -134,13 +138,14 @@ def _timed(fn, runs: int) -> float:
     return best
 
 
-def survey_one(path: str, runs: int, invokes: int, seed: int, dyn: int) -> dict:
+def survey_one(path: str, runs: int, invokes: int, seed: int, dyn: int, locate: bool = True,
+               interm: bool = False) -> dict:
     """Everything observed for one model (never raises)."""
     from lite_numba import Interpreter
     from lite_numba.testing import official_interpreter  # noqa: F401 - (imports ai_edge_litert lazily)
 
     row: dict = {"model": path, "ops": op_census(path), "load": "", "alloc": "", "run": "", "match": "",
-                 "detail": "", "ours_ms": None, "official_ms": None, "compile_s": None}
+                 "detail": "", "ours_ms": None, "official_ms": None, "xnnpack_ms": None, "compile_s": None}
     # Official runtime first: whether it can run the model at all.
     try:
         from ai_edge_litert import interpreter as lit
@@ -166,7 +171,7 @@ def survey_one(path: str, runs: int, invokes: int, seed: int, dyn: int) -> dict:
 
     t0 = time.perf_counter()
     try:
-        ours = Interpreter(model_path=path)
+        ours = Interpreter(model_path=path, num_threads=int(os.environ.get("REAL_MODELS_THREADS", "0")) or None)
         row["load"] = "yes"
     except Exception as e:  # noqa: BLE001
         row["load"] = "NO"
@@ -208,15 +213,86 @@ def survey_one(path: str, runs: int, invokes: int, seed: int, dyn: int) -> dict:
         row["detail"] = f"invoke {bad[0][0] + 1}/{len(results)}: {bad[0][1]}"
     else:
         row["detail"] = (f"{len(results)} invokes; " if len(results) > 1 else "") + results[-1][1]
+    if (bad and locate) or interm:
+        try:
+            row["first_diverging"] = first_diverging(path, feeds[0])
+            if bad and row["first_diverging"].startswith("none"):
+                row["first_diverging"] += ": the divergence is only in the compiled/fused path"
+        except Exception as e:  # noqa: BLE001
+            row["first_diverging"] = "locate failed: " + _first_line(e)
+        row["detail"] += " / first diverging: " + row["first_diverging"]
     if runs > 0:
         row["ours_ms"] = 1e3 * _timed(ours.invoke, runs)
         row["official_ms"] = 1e3 * _timed(off.invoke, runs)
+        try:  # the official runtime with its default delegates (XNNPACK for float graphs), single thread
+            xnn = lit.Interpreter(model_path=path, num_threads=1)
+            for d, x in zip(off_details, feeds[0]):
+                if tuple(int(s) for s in d["shape"]) != x.shape:
+                    xnn.resize_tensor_input(d["index"], list(x.shape), strict=False)
+            xnn.allocate_tensors()
+            for d, x in zip(xnn.get_input_details(), feeds[0]):
+                xnn.set_tensor(d["index"], x)
+            xnn.invoke()
+            row["xnnpack_ms"] = 1e3 * _timed(xnn.invoke, runs)
+        except Exception:  # noqa: BLE001 - a model XNNPACK cannot take leaves the column empty
+            pass
     return row
+
+
+def first_diverging(path: str, feed: list[np.ndarray]) -> str:
+    """Run both runtimes once with every intermediate tensor kept; name the first op (execution order of the
+    official runtime, subgraph 0) whose output differs: float beyond FLOAT_TOL relative, integer not bit-exact."""
+    from ai_edge_litert import interpreter as lit
+
+    from lite_numba import Interpreter
+
+    off = lit.Interpreter(model_path=path, num_threads=1, experimental_preserve_all_tensors=True,
+                          experimental_op_resolver_type=lit.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ours = Interpreter(model_path=path, experimental_preserve_all_tensors=True,
+                       num_threads=int(os.environ.get("REAL_MODELS_THREADS", "0")) or None)
+    for it in (off, ours):
+        dets = it.get_input_details()
+        for d, x in zip(dets, feed):
+            if tuple(int(s) for s in d["shape"]) != x.shape:
+                it.resize_tensor_input(d["index"], list(x.shape), strict=False)
+        it.allocate_tensors()
+        for d, x in zip(it.get_input_details(), feed):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+    names = {d["index"]: d["name"] for d in off.get_tensor_details()}
+    for op in off._get_ops_details():
+        for t in op["outputs"]:
+            try:
+                r = off.get_tensor(t)
+                a = ours.get_tensor(t)
+            except Exception:  # noqa: BLE001 - tensors one side does not expose (e.g. resources)
+                continue
+            if r is None or r.dtype == object or a.shape != r.shape:
+                if r is not None and r.dtype != object and a.shape != r.shape:
+                    return f"op {op['index']} {op['op_name']} t{t}: shape ours {list(a.shape)} vs {list(r.shape)}"
+                continue
+            if r.size == 0:
+                continue
+            if r.dtype.kind == "f":
+                ref = r.astype(np.float64)
+                fin = np.abs(ref[np.isfinite(ref)])
+                with np.errstate(invalid="ignore"):
+                    d = np.abs(a.astype(np.float64) - ref)
+                d[(a == r) | (np.isnan(a) & np.isnan(r))] = 0.0
+                d[np.isnan(d)] = np.inf
+                err = float(d.max()) / max(1.0, float(fin.max()) if fin.size else 0.0)
+                if err > FLOAT_TOL:
+                    return f"op {op['index']} {op['op_name']} t{t} '{names.get(t, '')[:60]}' rel={err:.2e}"
+            elif not np.array_equal(a, r):
+                diff = np.abs(a.astype(np.int64) - r.astype(np.int64))
+                return (f"op {op['index']} {op['op_name']} t{t} '{names.get(t, '')[:60]}' "
+                        f"exact={float(np.mean(diff == 0)):.4f} step={int(diff.max())}")
+    return "none (every intermediate tensor matches)"
 
 
 def _child(args: argparse.Namespace, path: str) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--one", path, "--runs", str(args.runs), "--invokes",
-           str(args.invokes), "--seed", str(args.seed), "--dyn", str(args.dyn)]
+           str(args.invokes), "--seed", str(args.seed), "--dyn", str(args.dyn)] + (["--interm"] if args.interm else [])
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -231,14 +307,18 @@ def _child(args: argparse.Namespace, path: str) -> dict:
 
 
 def format_table(rows: list[dict], root: str) -> str:
-    head = ["model", "load", "alloc", "run", "match", "alloc s", "ours ms", "official ms", "ratio", "detail", "ops"]
+    head = ["model", "load", "alloc", "run", "match", "alloc s", "ours ms", "official ms", "ratio", "xnnpack ms",
+            "ratio xnn", "detail", "ops"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         o, f = r.get("ours_ms"), r.get("official_ms")
         ratio = f"{o / f:.2f}" if o and f else ""
+        x = r.get("xnnpack_ms")
+        ratio_x = f"{o / x:.2f}" if o and x else ""
         c = r.get("compile_s")
         cells = [os.path.relpath(r["model"], root), r["load"], r["alloc"], r["run"], r["match"],
                  f"{c:.1f}" if c is not None else "", f"{o:.3g}" if o else "", f"{f:.3g}" if f else "", ratio,
+                 f"{x:.3g}" if x else "", ratio_x,
                  r["detail"].replace("|", "/"), r["ops"]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -258,13 +338,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--executor", choices=["compiled", "python"], default=None,
                     help="sets LITE_NUMBA_EXECUTOR: 'python' skips compiling the per-model runner (fast check; "
                          "timings are then of the Python-mode loop)")
+    ap.add_argument("--interm", action="store_true",
+                    help="compare every intermediate tensor even when the outputs match (first diverging op)")
+    ap.add_argument("--threads", type=int, default=0, help="num_threads for lite-numba (default: its own default)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_intermixed_args(argv)
+    if a.threads:
+        os.environ["REAL_MODELS_THREADS"] = str(a.threads)  # inherited by the child processes
     if a.executor:
         os.environ["LITE_NUMBA_EXECUTOR"] = a.executor  # inherited by the child processes
     if a.one:
         try:
-            row = survey_one(a.one, a.runs, a.invokes, a.seed, a.dyn)
+            row = survey_one(a.one, a.runs, a.invokes, a.seed, a.dyn, interm=a.interm)
         except Exception as e:  # noqa: BLE001
             row = {"model": a.one, "ops": "?", "load": "?", "alloc": "?", "run": "?", "match": "?",
                    "detail": "survey error: " + _first_line(e) + " " + traceback.format_exc(limit=2)[-200:]}
@@ -278,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for p in paths:
         t = time.time()
-        row = survey_one(p, a.runs, a.invokes, a.seed, a.dyn) if a.no_isolate else _child(a, p)
+        row = survey_one(p, a.runs, a.invokes, a.seed, a.dyn, interm=a.interm) if a.no_isolate else _child(a, p)
         row["wall_s"] = round(time.time() - t, 1)
         rows.append(row)
         print(f"[{len(rows)}/{len(paths)}] {os.path.relpath(p, a.dir)}: load={row['load']} alloc={row['alloc']} "
