@@ -295,7 +295,7 @@ BUILTINS += [
     ("UNIDIRECTIONAL_SEQUENCE_RNN", 1, 3, rnn.UNIDIRECTIONAL_SEQUENCE_RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("RNN", 1, 3, rnn.RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("BIDIRECTIONAL_SEQUENCE_RNN", 1, 1, rnn.BIDIRECTIONAL_SEQUENCE_RNN),  # float32 (v2/v3 hybrid: no)
-    ("SVDF", 1, 1, rnn.SVDF),  # float32 (v2/v4 hybrid, v3 int8: no)
+    ("SVDF", 1, 4, rnn.SVDF),  # float32; v2/v4 hybrid (int8 weights, v4 asymmetric); v3 int8 (svdf_int.py)
 ]
 
 

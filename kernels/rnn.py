@@ -986,10 +986,12 @@ def SVDF(ctx: PrepareContext) -> None:
     x, w_f, w_t, bias, state = (ctx.input(i) for i in range(5))
     ctx.check(x is not None and w_f is not None and w_t is not None and state is not None,
               "input, weights_feature, weights_time and state are required")
-    for name, t in (("input", x), ("weights_feature", w_f), ("weights_time", w_t), ("bias", bias),
-                    ("state", state)):
-        if t is not None and t.dtype != np.float32:
-            ctx.fail(f"{name} has type {t.dtype.name}: only float32 is supported (no hybrid or integer SVDF)")
+    ctx.check(x.dtype in (np.float32, np.int8), f"input has type {x.dtype.name}: SVDF takes float32 or int8")
+    quantized = x.dtype == np.int8 or w_f.dtype != np.float32
+    if not quantized:
+        for name, t in (("weights_time", w_t), ("bias", bias), ("state", state)):
+            if t is not None and t.dtype != np.float32:
+                ctx.fail(f"{name} has type {t.dtype.name}: a float SVDF takes float32")
     ctx.check(x.ndim == 2, f"input must be 2-D, got shape {list(x.shape)}")
     ctx.check(w_f.ndim == 2 and w_t.ndim == 2, "weights_feature and weights_time must be 2-D")
     rank = int(ctx.options.get("rank", 0))
@@ -1003,6 +1005,14 @@ def SVDF(ctx: PrepareContext) -> None:
         ctx.check(bias.shape == (units,), f"bias has shape {list(bias.shape)}, expected [{units}]")
     ctx.check(state.shape == (n_batch, mem * n_f),
               f"state has shape {list(state.shape)}, expected {[n_batch, mem * n_f]}")
+    if quantized:  # integer (v3) or hybrid (v2 / v4): svdf_int.py
+        from lite_numba.kernels import svdf_int
+        dims = (n_batch, n_in, n_f, mem, rank, units)
+        if x.dtype == np.int8:
+            svdf_int.prepare_svdf_integer(ctx, x, w_f, w_t, bias, state, dims)
+        else:
+            svdf_int.prepare_svdf_hybrid(ctx, x, w_f, w_t, bias, state, dims, _cell_activation(ctx))
+        return
     act = _cell_activation(ctx)
     out = ctx.set_output(0, (n_batch, units), np.float32)
     if out.size == 0 or mem == 0:
