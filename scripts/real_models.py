@@ -259,9 +259,11 @@ def first_diverging(path: str, feed: list[np.ndarray]) -> str:
         for d, x in zip(it.get_input_details(), feed):
             it.set_tensor(d["index"], x)
         it.invoke()
-    names = {d["index"]: d["name"] for d in off.get_tensor_details()}
+    details = {d["index"]: d for d in off.get_tensor_details()}
     for op in off._get_ops_details():
         for t in op["outputs"]:
+            if t < 0 or t not in details or np.dtype(details[t]["dtype"]) == np.dtype(object):
+                continue  # resource / variant tensors: the official get_tensor crashes (SIGSEGV) on them
             try:
                 r = off.get_tensor(t)
                 a = ours.get_tensor(t)
@@ -274,6 +276,7 @@ def first_diverging(path: str, feed: list[np.ndarray]) -> str:
             if r.size == 0:
                 continue
             if r.dtype.kind == "f":
+                a, r = np.atleast_1d(a), np.atleast_1d(r)
                 ref = r.astype(np.float64)
                 fin = np.abs(ref[np.isfinite(ref)])
                 with np.errstate(invalid="ignore"):
@@ -282,10 +285,10 @@ def first_diverging(path: str, feed: list[np.ndarray]) -> str:
                 d[np.isnan(d)] = np.inf
                 err = float(d.max()) / max(1.0, float(fin.max()) if fin.size else 0.0)
                 if err > FLOAT_TOL:
-                    return f"op {op['index']} {op['op_name']} t{t} '{names.get(t, '')[:60]}' rel={err:.2e}"
+                    return f"op {op['index']} {op['op_name']} t{t} '{details[t]['name'][:60]}' rel={err:.2e}"
             elif not np.array_equal(a, r):
                 diff = np.abs(a.astype(np.int64) - r.astype(np.int64))
-                return (f"op {op['index']} {op['op_name']} t{t} '{names.get(t, '')[:60]}' "
+                return (f"op {op['index']} {op['op_name']} t{t} '{details[t]['name'][:60]}' "
                         f"exact={float(np.mean(diff == 0)):.4f} step={int(diff.max())}")
     return "none (every intermediate tensor matches)"
 
