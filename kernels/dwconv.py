@@ -81,6 +81,40 @@ def pad_band(xb, sb, geo, KH, n, oy0, nb):
     pad_rows(xb, sb[:band_rows(geo, KH, oy0, nb)], n, oy0 * geo[0], geo[4], geo[5], geo[6], geo[7], geo[8])
 
 
+@njit(cache=True, inline="always")
+def _pad_span(src, dst, j0, j1, pl, W, CB, fill):
+    """Padded columns [j0, j1) of one row (flat bytes, CB per pixel): input pixels j - pl inside [0, W) copied,
+    the others the padding byte."""
+    a = min(max(j0, pl), j1)
+    b = max(min(j1, pl + W), a)
+    d = dst[j0 * CB:a * CB]
+    for k in range(d.size):
+        d[k] = fill
+    d = dst[a * CB:b * CB]
+    sp = src[(a - pl) * CB:(b - pl) * CB]
+    for k in range(d.size):
+        d[k] = sp[k]
+    d = dst[b * CB:j1 * CB]
+    for k in range(d.size):
+        d[k] = fill
+
+
+@njit(cache=True, nogil=True)
+def pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi):
+    """pad_band for a band whose input rows are all inside the image and depth multiplier 1, but only the padded
+    columns [0, c_lo) and [c_hi, WP) (the columns the band's edge pixels read); xb [N, H, W, C * B] and
+    sb [R, WP, C * B] uint8."""
+    N, H, W, CB = xb.shape
+    WP = sb.shape[1]
+    y0 = oy0 * geo[0] - geo[4]
+    pl, fill = geo[5], np.uint8(geo[8])
+    for y in range(band_rows(geo, KH, oy0, nb)):
+        src = xb[n, y0 + y].reshape(W * CB)
+        dst = sb[y].reshape(WP * CB)
+        _pad_span(src, dst, 0, min(c_lo, WP), pl, W, CB, fill)
+        _pad_span(src, dst, max(c_hi, 0), WP, pl, W, CB, fill)
+
+
 # --- float32 --------------------------------------------------------------------------------------------------------
 
 
@@ -338,7 +372,8 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
         if bands is None:
             ctx.call(dwconv_q_simd, xp, w, bias, wsum, out, be, g, toff, *quant, prm)
         else:
-            ctx.call(dwconv_q_simd_banded, *bands, xp, w, bias, wsum, out, be, g, toff, *quant, prm)
+            toff_x = _tap_offsets(x, KH, KW, int(g[2]), int(g[3]))  # taps in the unpadded input (interior pixels)
+            ctx.call(dwconv_q_simd_banded, x, *bands, xp, w, bias, wsum, out, be, g, toff, toff_x, *quant, prm)
         return
     acc = ctx.temp((OW, CO), np.int32)
     if bands is not None:

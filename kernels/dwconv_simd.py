@@ -19,7 +19,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .dwconv import _bias_minus_zp, pad_band
+from .dwconv import _bias_minus_zp, pad_band, pad_band_edges
 from .llvm_ir import F32 as _f32
 from .llvm_ir import I32 as _i32
 from .llvm_ir import I64 as _i64
@@ -314,6 +314,27 @@ def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
             _channel_params(prm, p64, c, 0, 0, 0, 0)
 
 
+@njit(cache=True, nogil=True)
+def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, a, b, lo, prm):
+    """Output pixels ox in [a, b) of one output row (channels last, the row's pixel 0 at of[orow]) whose windows
+    start at xf[xrow + ox * xstep] (toff: the taps' offsets from there); tiles of PT pixels, the last one moved back
+    to end at b but not before lo (it recomputes a few pixels with the same values), single pixels when
+    b - lo < PT."""
+    T = toff.size
+    for c0 in range(0, C, VL):
+        nch = min(VL, C - c0)
+        kind = 0 if c0 + nch <= nvec else (1 if c0 >= nvec else 2)
+        if b - lo >= PT:
+            for t in range((b - a + PT - 1) // PT):
+                ox = min(a + t * PT, b - PT)
+                _int_tile(kind, True, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift, nvec,
+                          zp_out, qmin, qmax, of, orow + ox * C + c0, nch, prm)
+        else:
+            for ox in range(a, b):
+                _int_tile(kind, False, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift, nvec,
+                          zp_out, qmin, qmax, of, orow + ox * C + c0, nch, prm)
+
+
 @njit(cache=True, inline="always")
 def _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, prm):
     """The output rows of dwconv_q_simd over xp, with be and prm filled (_q_params)."""
@@ -323,24 +344,10 @@ def _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, pr
     xf = xp.reshape(xp.size)
     wf = w.reshape(w.size)
     of = out.reshape(out.size)
-    T = toff.size
-    xstep = sw * C
     for n in range(N):
         for oy in range(OH):
-            xrow = ((n * HP + oy * sh) * WP) * C
-            orow = ((n * OH + oy) * OW) * C
-            for c0 in range(0, C, VL):
-                nch = min(VL, C - c0)
-                kind = 0 if c0 + nch <= nvec else (1 if c0 >= nvec else 2)
-                if OW >= PT:
-                    for t in range((OW + PT - 1) // PT):  # the last tile moved back, as in dwconv_f32_simd
-                        ox = min(t * PT, OW - PT)
-                        _int_tile(kind, True, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult,
-                                  shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch, prm)
-                else:
-                    for ox in range(OW):
-                        _int_tile(kind, False, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult,
-                                  shift, nvec, zp_out, qmin, qmax, of, orow + ox * C + c0, nch, prm)
+            _q_pixels(xf, ((n * HP + oy * sh) * WP) * C, sw * C, toff, wf, C, be, mult, shift, nvec, zp_out, qmin,
+                      qmax, of, ((n * OH + oy) * OW) * C, 0, OW, 0, prm)
 
 
 @njit(cache=True, nogil=True)
@@ -367,19 +374,60 @@ def dwconv_f32_simd_banded(xb, sb, s, w, bias, out, geo, toff, lim):
 
 
 @njit(cache=True, nogil=True)
-def dwconv_q_simd_banded(xb, sb, s, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec,
-                         prm):
-    """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded)."""
+def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out, qmin,
+                         qmax, nvec, prm):
+    """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), except
+    that the interior of the image is read where it is: a band whose output rows' windows are all inside the image
+    rows only gets its edge columns padded (dwconv.pad_band_edges, for the output pixels left of xa and from xe
+    on), and its pixels xa .. xe - 1, whose windows lie inside the image, read x directly (toff_x: the taps'
+    offsets in x). Depth multiplier 1 only for that; otherwise, and in bands with a border row, every pixel reads
+    the padded band. Every output is computed by the same tile arithmetic either way."""
     N, OH, OW, C = out.shape
-    KH = w.shape[0]
-    band = geo[9]
+    H, W = x.shape[1], x.shape[2]
+    KH, KW = w.shape[0], w.shape[1]
+    sh, sw, dh, dw, pt, pl, dm, band = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[9]
+    WP = s.shape[2]
     _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
+    # output rows [y0, y1) and columns [x0, x1) whose windows are inside the image
+    y0 = (pt + sh - 1) // sh
+    y1 = max(min((H - 1 + pt - (KH - 1) * dh) // sh + 1, OH), y0)
+    x0 = min((pl + sw - 1) // sw, OW)
+    x1 = max(min((W - 1 + pl - (KW - 1) * dw) // sw + 1, OW), x0)
+    # pixels [xa, xe) read x: whole tiles; [0, xa) and [xe, OW) the padded edge columns, in tiles too (the last
+    # one moved back, not before OW - PT)
+    xa = max(x0, PT)
+    xe = xa + max(x1 - xa, 0) // PT * PT
+    if dm != 1 or xe - xa < PT:
+        y1 = y0
+    c_lo = (xa - 1) * sw + (KW - 1) * dw + 1  # padded columns the pixels left of xa read
+    c_hi = max(min(xe, OW - PT), 0) * sw if xe < OW else WP  # and from where on the pixels from xe on read
+    xf = x.reshape(x.size)
+    sf = s.reshape(s.size)
+    wf = w.reshape(w.size)
+    of = out.reshape(out.size)
+    xstep = sw * C
     for n in range(N):
         for oy0 in range(0, OH, band):
             nb = min(band, OH - oy0)
-            pad_band(xb, sb, geo, KH, n, oy0, nb)
-            _q_rows(s, w, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), be, geo, toff, mult, shift, zp_out, qmin,
-                    qmax, nvec, prm)
+            inner = oy0 >= y0 and oy0 + nb <= y1
+            if inner:
+                pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi)
+            else:
+                pad_band(xb, sb, geo, KH, n, oy0, nb)
+            for r in range(nb):
+                oy = oy0 + r
+                srow = r * sh * WP * C
+                orow = ((n * OH + oy) * OW) * C
+                if inner:
+                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, 0,
+                              xa, 0, prm)
+                    _q_pixels(xf, ((n * H + oy * sh - pt) * W - pl) * C, xstep, toff_x, wf, C, be, mult, shift,
+                              nvec, zp_out, qmin, qmax, of, orow, xa, xe, xa, prm)
+                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, xe,
+                              OW, 0, prm)
+                else:
+                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, 0,
+                              OW, 0, prm)
 
 
 # --- multi-threaded float32 drivers (num_threads > 1, see kernels/threads.py) -----------------------------------------
