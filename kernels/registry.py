@@ -282,19 +282,18 @@ BUILTINS += [
     ("DEQUANTIZE", 1, 5, quantize.DEQUANTIZE),
 ]
 
-# --- sequence ops: LSTM / RNN / SVDF (rnn.py; float32, plus hybrid int8-weight LSTM/RNN and the fully integer
-# UNIDIRECTIONAL_SEQUENCE_LSTM of rnn_int.py; hybrid bidirectional ops and quantized SVDF are rejected with a clear
-# error) ---
+# --- sequence ops: LSTM / RNN / SVDF (rnn.py; float32, plus hybrid int8-weight LSTM/RNN/SVDF, the fully integer
+# UNIDIRECTIONAL_SEQUENCE_LSTM of rnn_int.py and the fully integer SVDF of svdf_int.py) ---
 rnn = _lazy("rnn")
 
 BUILTINS += [
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # float32; int8 / int16-cell integer
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", 2, 3, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # hybrid: int8 weights (v3 asymmetric)
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", 4, 4, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # diagonal recurrent weights
-    ("BIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.BIDIRECTIONAL_SEQUENCE_LSTM),  # float32 (v2/v3 hybrid: no)
+    ("BIDIRECTIONAL_SEQUENCE_LSTM", 1, 3, rnn.BIDIRECTIONAL_SEQUENCE_LSTM),  # float32; v2/v3 hybrid (int8 weights)
     ("UNIDIRECTIONAL_SEQUENCE_RNN", 1, 3, rnn.UNIDIRECTIONAL_SEQUENCE_RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("RNN", 1, 3, rnn.RNN),  # float32; v2/v3 hybrid (int8 weights)
-    ("BIDIRECTIONAL_SEQUENCE_RNN", 1, 1, rnn.BIDIRECTIONAL_SEQUENCE_RNN),  # float32 (v2/v3 hybrid: no)
+    ("BIDIRECTIONAL_SEQUENCE_RNN", 1, 3, rnn.BIDIRECTIONAL_SEQUENCE_RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("SVDF", 1, 4, rnn.SVDF),  # float32; v2/v4 hybrid (int8 weights, v4 asymmetric); v3 int8 (svdf_int.py)
 ]
 

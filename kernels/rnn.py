@@ -375,44 +375,60 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
 
 
 @njit(cache=True, nogil=True)
-def rnn_hybrid(x, w, r, bias, h, out, qx, qh, sf, zp, scales, rowsums, p):
-    """The hybrid RNN (TFLite's hybrid RnnBatchStep): int8 weights, per step the input and hidden state rows are
-    quantized (symmetric, or asymmetric when p[_R_SIZE]); scales = [input, recurrent weight scale]; rowsums =
-    [input row sums, recurrent row sums]. Time major steps all batch rows together (the all-zero tests span the
-    step), batch major one row at a time."""
-    n_batch, max_time, n_in, units = p[_R_BATCH], p[_R_TIME], p[_R_INPUT], p[_R_UNITS]
-    time_major, act = p[_R_TIME_MAJOR] != 0, p[_R_ACT]
-    asym = p[_R_SIZE] != 0
-    x_sf, h_sf = sf[0:n_batch], sf[n_batch:]
-    x_zp, h_zp = zp[0:n_batch], zp[n_batch:]
+def rnn_hybrid(x, aux, w, w_aux, r, bias, h, out, qx, qa, qh, sf, zp, scales, rowsums, p):
+    """The hybrid RNN (TFLite's hybrid RnnBatchStep): int8 weights; per step the input, aux input and hidden state
+    rows are quantized (symmetric, or asymmetric when p[_R_ASYM]) unless all zero, and
+    out = act(bias + W x + W_aux aux + R h) with the int8 products scaled back to float.
+    scales = [input, recurrent, aux weight scale]; rowsums = [input, recurrent, aux row sums]. Time major steps all
+    batch rows together (the all-zero tests span the step; aux rows of step t start at t * aux_step), batch major
+    one row at a time (aux rows p[_R_AUX_ROW] apart). Output rows are out_lead apart from out_offset; a backward
+    direction walks time from the end."""
+    n_batch, max_time, n_in, n_aux, units = p[_R_BATCH], p[_R_TIME], p[_R_INPUT], p[_R_AUX], p[_R_UNITS]
+    time_major, act, forward = p[_R_TIME_MAJOR] != 0, p[_R_ACT], p[_R_FORWARD] != 0
+    out_off, out_lead, aux_step, aux_row = p[_R_OUT_OFFSET], p[_R_OUT_LEAD], p[_R_AUX_STEP], p[_R_AUX_ROW]
+    asym = p[_R_ASYM] != 0
+    x_sf, h_sf, a_sf = sf[0:n_batch], sf[n_batch:2 * n_batch], sf[2 * n_batch:]
+    x_zp, h_zp, a_zp = zp[0:n_batch], zp[n_batch:2 * n_batch], zp[2 * n_batch:]
     groups = max_time if time_major else n_batch * max_time
     rows = n_batch if time_major else 1
-    for gidx in range(groups):
+    for it in range(p[_R_PASSES] * groups):
+        gidx = it % groups
         if time_major:
             first_b = 0
-            row0 = gidx * n_batch
+            t = gidx if forward else max_time - 1 - gidx
+            row0 = t * n_batch
+            a0 = t * aux_step
         else:
             first_b = gidx // max_time
-            row0 = first_b * max_time + gidx % max_time
+            tt = gidx % max_time
+            t = tt if forward else max_time - 1 - tt
+            row0 = first_b * max_time + t
+            a0 = row0 * aux_row
         x_zero = _all_zero(x, row0 * n_in, rows * n_in)
+        a_zero = n_aux == 0 or _all_zero(aux, a0, rows * n_aux)
         h_zero = _all_zero(h, first_b * units, rows * units)
         if not x_zero:
             quantize_rows(x[row0 * n_in:(row0 + rows) * n_in], rows, n_in, asym, qx, x_sf[first_b:], x_zp[first_b:])
+        if not a_zero:
+            quantize_rows(aux[a0:a0 + rows * n_aux], rows, n_aux, asym, qa, a_sf[first_b:], a_zp[first_b:])
         if not h_zero:
             quantize_rows(h[first_b * units:(first_b + rows) * units], rows, units, asym, qh, h_sf[first_b:],
                           h_zp[first_b:])
         for rr in range(rows):
             b = first_b + rr
-            oo = (row0 + rr) * units
+            oo = (row0 + rr) * out_lead + out_off
             for j in range(units):
                 out[oo + j] = bias[j]
             if not x_zero:
                 _hybrid_product(qx, x_sf, x_zp, rr * n_in, b, n_in, w, scales[0], rowsums, asym, out, oo, units)
+            if not a_zero:
+                _hybrid_product(qa, a_sf, a_zp, rr * n_aux, b, n_aux, w_aux, scales[2], rowsums[2 * units:], asym,
+                                out, oo, units)
             if not h_zero:
                 _hybrid_product(qh, h_sf, h_zp, rr * units, b, units, r, scales[1], rowsums[units:], asym, out, oo,
                                 units)
         for rr in range(rows):
-            oo = (row0 + rr) * units
+            oo = (row0 + rr) * out_lead + out_off
             ho = (first_b + rr) * units
             for j in range(units):
                 v = _activate(out[oo + j], act)
@@ -728,6 +744,11 @@ def BIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
             ctx.check(aux.shape[2] == n_input, f"aux input has depth {aux.shape[2]}, expected {n_input}")
     non_stacking = aux is not None and not use_aux
     real_aux = None if non_stacking else aux
+    fw_wxo, bw_wxo = ctx.input(4), ctx.input(21)
+    hybrid = fw_wxo is not None and fw_wxo.dtype == np.int8  # v2 (v3 asymmetric): int8 weights, float activations
+    if fw_wxo is not None and bw_wxo is not None:
+        ctx.check(bw_wxo.dtype == fw_wxo.dtype, f"bw input_to_output_weights has type {bw_wxo.dtype.name}, fw "
+                                                f"{fw_wxo.dtype.name}: both directions must have the same type")
     dirs = {}
     for name, base, aux_base in (("fw", 1, 40), ("bw", 18, 44)):
         weights = {n: ctx.input(base + i) for i, n in enumerate(_LSTM_WEIGHT_NAMES)}
@@ -739,7 +760,7 @@ def BIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
         dirs[name] = (_prepare_lstm_direction(
             ctx, label=f"{name} ", x=d_in, aux=real_aux, weights=weights, state_h=h, state_c=c, n_batch=n_batch,
             max_time=max_time, n_input=n_input, time_major=time_major, forward=name == "fw", allow_diag=False,
-            use_ln=False), d_in, h, c)
+            use_ln=False, hybrid=hybrid), d_in, h, c)
     ctx.check(dirs["bw"][0]["n_cell"] == dirs["fw"][0]["n_cell"],
               f"bw n_cell ({dirs['bw'][0]['n_cell']}) must equal fw n_cell ({dirs['fw'][0]['n_cell']}) as in TFLite")
     n_fw, n_bw = dirs["fw"][0]["n_output"], dirs["bw"][0]["n_output"]
@@ -749,9 +770,13 @@ def BIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
     if merge and not time_major and n_batch > 1:
         # TFLite steps batch-major state rows by the output row length (n_fw + n_bw): past the state's end
         ctx.fail("merge_outputs with batch-major input needs batch 1 (TFLite indexes the states out of bounds)")
+    schedule = _schedule_lstm
+    if hybrid:
+        schedule = functools.partial(_schedule_lstm_hybrid,
+                                     asymmetric=bool(ctx.options.get("asymmetric_quantize_inputs", False)))
     for name, (d, d_in, h, c) in dirs.items():
         out = fw_out if name == "fw" else bw_out
-        _schedule_lstm(ctx, d, d_in, real_aux, out, n_batch=n_batch, max_time=max_time, n_input=n_input,
+        schedule(ctx, d, d_in, real_aux, out, n_batch=n_batch, max_time=max_time, n_input=n_input,
                        time_major=time_major, forward=name == "fw", out_offset=n_fw if (merge and name == "bw") else 0,
                        out_lead=lead if merge else out.shape[2], state_lead=d["n_output"], use_ln=False, act=act,
                        cell_clip=cell_clip, proj_clip=proj_clip, state_h=h, state_c=c)
@@ -763,6 +788,11 @@ def BIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
 (_R_BATCH, _R_TIME, _R_INPUT, _R_AUX, _R_UNITS, _R_TIME_MAJOR, _R_ACT, _R_FORWARD, _R_OUT_OFFSET, _R_OUT_LEAD,
  _R_AUX_STEP) = range(11)
 _R_SIZE = 11
+# hybrid RNN parameters past the _R_* block: asymmetric input quantization, batch-major aux row stride
+# and how many times the whole sequence is run (TFLite's time-major hybrid BIDIRECTIONAL_SEQUENCE_RNN runs it
+# max_time times, the state carrying over: an extra `for t < max_time` loop around both directions)
+_R_ASYM, _R_AUX_ROW, _R_PASSES = _R_SIZE, _R_SIZE + 1, _R_SIZE + 2
+_R_HYBRID_SIZE = _R_SIZE + 3
 
 
 @njit(cache=True, nogil=True)
@@ -801,13 +831,20 @@ def _rnn_params(n_batch, max_time, n_in, n_aux, units, time_major, act, forward=
     return p
 
 
-def _check_rnn_cell(ctx: PrepareContext, pre: str, w, r, bias, h, n_batch: int, n_input: int) -> int:
-    """Validate one RNN cell's weights, bias and hidden state; returns its number of units."""
+def _check_rnn_cell(ctx: PrepareContext, pre: str, w, r, bias, h, n_batch: int, n_input: int,
+                    hybrid: bool = False) -> int:
+    """Validate one RNN cell's weights, bias and hidden state; returns its number of units. hybrid: the weights
+    are constant int8 with one scale each, bias and state float32."""
     ctx.check(w is not None and r is not None and bias is not None and h is not None,
               f"{pre}input weights, recurrent weights, bias and hidden state are required")
     for name, t in (("weights", w), ("recurrent_weights", r), ("bias", bias), ("hidden_state", h)):
-        if t.dtype != np.float32:
-            ctx.fail(f"{pre}{name} has type {t.dtype.name}: only float32 is supported (no hybrid RNN)")
+        want = np.int8 if hybrid and name.endswith("weights") else np.float32
+        if t.dtype != want:
+            ctx.fail(f"{pre}{name} has type {t.dtype.name}: a {'hybrid' if hybrid else 'float'} RNN takes "
+                     f"{np.dtype(want).name} here")
+        if want == np.int8:
+            ctx.check(t.data is not None and t.quantization is not None and t.quantization.scales.size == 1,
+                      f"{pre}{name} must be constant with one (per-tensor) scale in a hybrid RNN")
     ctx.check(w.ndim == 2, f"{pre}weights must be 2-D, got shape {list(w.shape)}")
     units = w.shape[0]
     ctx.check(w.shape[1] == n_input, f"{pre}weights have depth {w.shape[1]}, input has {n_input}")
@@ -841,16 +878,30 @@ def _prepare_rnn_hybrid(ctx: PrepareContext, x, n_batch: int, max_time: int, n_i
     out = ctx.set_output(0, out_shape_prefix + (units,), np.float32)
     if out.size == 0:
         return
-    p = np.zeros(_R_SIZE + 1, np.int64)
-    p[:_R_SIZE] = _rnn_params(n_batch, max_time, n_input, 0, units, time_major, act)
-    p[_R_SIZE] = bool(ctx.options.get("asymmetric_quantize_inputs", False))
-    scales = np.array([w.quantization.scales[0], r.quantization.scales[0]], np.float32)
-    rowsums = np.concatenate([np.asarray(t.data, np.int8).reshape(units, -1).astype(np.int32).sum(axis=1)
-                              for t in (w, r)]).astype(np.int32)
-    rows = n_batch if time_major else 1
-    ctx.call(rnn_hybrid, _flat(ctx, x), _flat_i8(ctx, w), _flat_i8(ctx, r), _flat(ctx, bias), _flat(ctx, h),
-             _flat(ctx, out), ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * units, 1),), np.int8),
-             ctx.temp((2 * n_batch,), np.float32), ctx.temp((2 * n_batch,), np.int32), scales, rowsums, p)
+    p = _rnn_params(n_batch, max_time, n_input, 0, units, time_major, act)
+    _schedule_rnn_hybrid(ctx, x, None, w, None, r, bias, h, out, p,
+                         bool(ctx.options.get("asymmetric_quantize_inputs", False)))
+
+
+def _schedule_rnn_hybrid(ctx: PrepareContext, x, aux, w, w_aux, r, bias, h, out, p, asymmetric: bool,
+                         aux_row: int = 0, passes: int = 1) -> None:
+    """Call rnn_hybrid for one direction: p is the _R_* parameter vector (extended here), the weights int8."""
+    n_batch, n_input, n_aux, units = int(p[_R_BATCH]), int(p[_R_INPUT]), int(p[_R_AUX]), int(p[_R_UNITS])
+    ph = np.zeros(_R_HYBRID_SIZE, np.int64)
+    ph[:_R_SIZE] = p
+    ph[_R_ASYM], ph[_R_AUX_ROW], ph[_R_PASSES] = asymmetric, aux_row, passes
+    mats = [w, r] + ([w_aux] if n_aux else [])
+    scales = np.zeros(3, np.float32)
+    for k, m in enumerate(mats):
+        scales[k] = m.quantization.scales[0]
+    rowsums = np.concatenate([np.asarray(m.data, np.int8).reshape(units, -1).astype(np.int32).sum(axis=1)
+                              for m in mats]).astype(np.int32)
+    rows = n_batch if p[_R_TIME_MAJOR] else 1
+    ctx.call(rnn_hybrid, _flat(ctx, x), _flat(ctx, aux if n_aux else None), _flat_i8(ctx, w),
+             _flat_i8(ctx, w_aux if n_aux else None), _flat_i8(ctx, r), _flat(ctx, bias), _flat(ctx, h),
+             _flat(ctx, out), ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * n_aux, 1),), np.int8),
+             ctx.temp((max(rows * units, 1),), np.int8), ctx.temp((3 * n_batch,), np.float32),
+             ctx.temp((3 * n_batch,), np.int32), scales, rowsums, ph)
 
 
 def _prepare_rnn(ctx: PrepareContext, x, n_batch: int, max_time: int, n_input: int, time_major: bool,
@@ -908,23 +959,38 @@ def BIDIRECTIONAL_SEQUENCE_RNN(ctx: PrepareContext) -> None:
     ctx.check((fw_aux_w is None) == (bw_aux_w is None), "fw and bw aux weights must be both present or absent")
     use_aux = fw_aux_w is not None
     ctx.check(not use_aux or aux is not None, "aux weights are given but the aux input is absent")
+    fw_w = ctx.input(1)
+    hybrid = fw_w is not None and fw_w.dtype == np.int8  # v2 (v3 asymmetric): int8 weights, float activations
     cells = {}
     for name, base in (("fw", 1), ("bw", 5)):
         w, r, bias, h = (ctx.input(base + i) for i in range(4))
-        cells[name] = (_check_rnn_cell(ctx, f"{name} ", w, r, bias, h, n_batch, n_input), w, r, bias, h)
+        cells[name] = (_check_rnn_cell(ctx, f"{name} ", w, r, bias, h, n_batch, n_input, hybrid), w, r, bias, h)
     n_aux = 0
     if use_aux:
         ctx.check(aux.dtype == np.float32, f"aux input has type {aux.dtype.name}, expected float32")
         ctx.check(aux.ndim == 3 and aux.shape[:2] == x.shape[:2],
                   f"aux input has shape {list(aux.shape)}, expected {list(x.shape[:2])} + [depth]")
         n_aux = aux.shape[2]
+        want = np.int8 if hybrid else np.float32
         for name, aw in (("fw", fw_aux_w), ("bw", bw_aux_w)):
-            ctx.check(aw.dtype == np.float32, f"{name} aux weights have type {aw.dtype.name}, expected float32")
+            ctx.check(aw.dtype == want, f"{name} aux weights have type {aw.dtype.name}, expected {np.dtype(want).name}")
             ctx.check(aw.shape == (cells[name][0], n_aux),
                       f"{name} aux weights have shape {list(aw.shape)}, expected {[cells[name][0], n_aux]}")
+            if hybrid:
+                ctx.check(aw.data is not None and aw.quantization is not None and aw.quantization.scales.size == 1,
+                          f"{name} aux weights must be constant with one (per-tensor) scale in a hybrid RNN")
         ctx.check(not time_major or max_time <= 1 or n_aux >= n_input,
                   f"time-major aux input of depth {n_aux} < input depth {n_input}: TFLite steps aux rows by the "
                   f"input depth and reads past its end")
+    if hybrid and merge and time_major and n_batch > 1:
+        ctx.check(bool(ctx.options.get("asymmetric_quantize_inputs", False)),
+                  "hybrid merge_outputs with time-major input and symmetric input quantization needs batch 1 (the "
+                  "official runtime crashes on this configuration with batch > 1)")
+    if use_aux:
+        # the hybrid batch-major kernel steps aux rows by the input depth too
+        ctx.check(not hybrid or time_major or max_time * n_batch <= 1 or n_aux >= n_input,
+                  f"hybrid batch-major aux input of depth {n_aux} < input depth {n_input}: TFLite steps aux rows by "
+                  f"the input depth and reads past its end")
     bw_x = x
     if aux is not None and not use_aux and time_major:
         ctx.check(aux.dtype == np.float32 and aux.shape == x.shape,
@@ -944,6 +1010,11 @@ def BIDIRECTIONAL_SEQUENCE_RNN(ctx: PrepareContext) -> None:
         p = _rnn_params(n_batch, max_time, n_input, n_aux, units, time_major, act, forward=name == "fw",
                         out_offset=n_fw if (merge and name == "bw") else 0, out_lead=lead,
                         aux_step=n_input * n_batch)
+        if hybrid:
+            _schedule_rnn_hybrid(ctx, d_in, aux if use_aux else None, w, aux_w if use_aux else None, r, bias, h, out,
+                                 p, bool(ctx.options.get("asymmetric_quantize_inputs", False)), aux_row=n_input,
+                                 passes=max_time if time_major else 1)
+            continue
         ctx.call(rnn_float, _flat(ctx, d_in), _flat(ctx, aux if use_aux else None), _flat(ctx, w),
                  _flat(ctx, aux_w if use_aux else None), _flat(ctx, r), _flat(ctx, bias), _flat(ctx, h),
                  _flat(ctx, out), p)

@@ -20,12 +20,12 @@ build runs too), per invoke:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
-
 from lite_numba.kernels import fixedpoint as fx
 from lite_numba.kernels.fixedpoint import multiply_by_quantized_multiplier as _mbqm
 from lite_numba.kernels.quantized_fully_connected import quantize_rows
 from lite_numba.kernels.rnn import _activate, _dot, _flat
+from numba import njit
+
 from lite_numba.ops import PrepareContext
 
 # integer parameter vector (int64)
