@@ -117,44 +117,53 @@ def _requantize_vector(builder, acc, params, lo, hi):
 
 def _make_vnni_tile(mr: int, nv: int):
     """An intrinsic computing an [mr, 16 * nv] tile of the quantized output with vpdpbusd:
-    C = A[mr, 4 * kg] (uint8) . panel (int8, [kg, 16 * nv, 4]), requantized by _requantize_vector.
+    C = A[mr, 4 * kg * nrun * nrun2] (uint8) . panel (int8, [kg * nrun * nrun2, 16 * nv, 4]), requantized by
+    _requantize_vector.
 
-    tile(a, a_off, lda, kg, b, b_off, prm, c0, out, o_off, ldo, nrows, ncols, qmin, qmax): row r of A
-    starts at byte a_off + r * lda of the uint8 array a, the panel at byte b_off of the int8 array b; prm holds the
-    output-stage parameters (output_params, flat) of which those of channels c0.. are used; rows r < nrows and
-    channels j < ncols of the
-    result are stored as bytes at out[o_off + r * ldo + j].
+    tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, prm, c0, out, o_off, ldo, nrows, ncols, qmin,
+    qmax): row r of A is nrun * nrun2 runs of 4 * kg bytes, run (u, v) starting at byte
+    a_off + u * rstride + v * rstride2 + r * lda of the uint8 array a (an im2col matrix: one run; a padded image
+    read in place: one run per filter row, or per tap when the filter is dilated along x); the panel starts at
+    byte b_off of the int8 array b; prm holds the output-stage parameters (_output_params, flat) of which those of
+    channels c0.. are used; rows r < nrows and channels j < ncols of the result are stored as bytes at
+    out[o_off + r * ldo + j].
     """
 
     @intrinsic
-    def tile(typingctx, a, a_off, lda, kg, b, b_off, prm, c0, out, o_off, ldo, nrows, ncols, qmin, qmax):
+    def tile(typingctx, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, prm, c0, out, o_off, ldo, nrows,
+             ncols, qmin, qmax):
         ip = types.intp
-        sig = types.void(a, ip, ip, ip, b, ip, prm, ip, out, ip, ip, ip, ip, types.int32, types.int32)
+        sig = types.void(a, ip, ip, ip, ip, ip, ip, ip, b, ip, prm, ip, out, ip, ip, ip, ip, types.int32, types.int32)
 
         def codegen(context, builder, sig, args):
-            (a_, a_off_, lda_, kg_, b_, b_off_, prm_, c0_, out_, o_off_, ldo_, nrows_, ncols_, qmin_, qmax_) = args
+            (a_, a_off_, lda_, kg_, nrun_, rstride_, nrun2_, rstride2_, b_, b_off_, prm_, c0_, out_, o_off_, ldo_,
+             nrows_, ncols_, qmin_, qmax_) = args
             pa = _data_ptr(context, builder, sig.args[0], a_)
-            pb = _data_ptr(context, builder, sig.args[4], b_)
-            pp = _data_ptr(context, builder, sig.args[6], prm_)
-            po = _data_ptr(context, builder, sig.args[8], out_)
+            pb = _data_ptr(context, builder, sig.args[8], b_)
+            pp = _data_ptr(context, builder, sig.args[10], prm_)
+            po = _data_ptr(context, builder, sig.args[12], out_)
             dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i, [_v16i, _v16i, _v16i]),
                                                 "llvm.x86.avx512.vpdpbusd.512")
             accs = [[cgutils.alloca_once(builder, _v16i) for _ in range(nv)] for _ in range(mr)]
             for row in accs:
                 for acc in row:
                     builder.store(ir.Constant(_v16i, None), acc)
-            arow = [_byte_ptr(builder, pa, builder.add(a_off_, builder.mul(lda_, _const(r)))) for r in range(mr)]
-            pb0 = _byte_ptr(builder, pb, b_off_)
-            with cgutils.for_range(builder, kg_) as loop:
-                g = loop.index
-                boff = builder.mul(g, _const(64 * nv))
-                bv = [_load(builder, _byte_ptr(builder, pb0, builder.add(boff, _const(64 * v))), _v16i)
-                      for v in range(nv)]
-                aoff = builder.mul(g, _const(4))
-                for r in range(mr):
-                    av = _splat16(builder, _load(builder, _byte_ptr(builder, arow[r], aoff), _i32))
-                    for v in range(nv):
-                        builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
+            with cgutils.for_range(builder, nrun_) as run, cgutils.for_range(builder, nrun2_) as run2:
+                u, u2 = run.index, run2.index
+                a0 = builder.add(a_off_, builder.add(builder.mul(u, rstride_), builder.mul(u2, rstride2_)))
+                arow = [_byte_ptr(builder, pa, builder.add(a0, builder.mul(lda_, _const(r)))) for r in range(mr)]
+                k0 = builder.mul(builder.add(builder.mul(u, nrun2_), u2), kg_)  # groups before this run
+                pb0 = _byte_ptr(builder, pb, builder.add(b_off_, builder.mul(k0, _const(64 * nv))))
+                with cgutils.for_range(builder, kg_) as loop:
+                    g = loop.index
+                    boff = builder.mul(g, _const(64 * nv))
+                    bv = [_load(builder, _byte_ptr(builder, pb0, builder.add(boff, _const(64 * v))), _v16i)
+                          for v in range(nv)]
+                    aoff = builder.mul(g, _const(4))
+                    for r in range(mr):
+                        av = _splat16(builder, _load(builder, _byte_ptr(builder, arow[r], aoff), _i32))
+                        for v in range(nv):
+                            builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
             v16i8 = ir.VectorType(_i8, 16)
             lo, hi = _splat16(builder, qmin_), _splat16(builder, qmax_)
             for v in range(nv):
@@ -208,6 +217,17 @@ def pack_weights_vnni(w: np.ndarray) -> np.ndarray:
         panel = wp[j0:j0 + width].reshape(width, Kp // 4, 4).transpose(1, 0, 2)
         out[j0 * Kp:(j0 + width) * Kp] = panel.reshape(-1)
     return out
+
+
+def pad_runs(w: np.ndarray, runs: int) -> np.ndarray:
+    """w [N, K] with K = runs * L -> [N, runs * Lp], each run of L columns zero-padded to Lp = L rounded up to 4
+    (the filter rows of a KxK convolution read in place from a padded image: see qconv_vnni_direct)."""
+    N, K = w.shape
+    L = K // runs
+    Lp = -(-L // 4) * 4
+    out = np.zeros((N, runs, Lp), w.dtype)
+    out[:, :, :L] = w.reshape(N, runs, L)
+    return out.reshape(N, runs * Lp)
 
 
 def pack_weights_portable(w: np.ndarray) -> np.ndarray:
@@ -309,7 +329,7 @@ def _pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
         iyl = iy0 + (KH - 1) * dh
         s0 = ((n * H + iy0) * W + ix0) * CI
         if row_inside and iy0 >= 0 and iyl < H and d0 <= alast and s0 + (KH - 1) * ystep <= xlast:
-            for ky in range(KH):
+            for _ky in range(KH):
                 i = 0
                 while i < KWC:
                     _copy16(af, d0 + i, xf, s0 + i, fl)
@@ -424,15 +444,75 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
                 ob = (m0 + i) * CO + j0
                 nrows = rows - i
                 if Np - j0 >= NR:
-                    _tile_mr_2(a, i * Kp, Kp, kg, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi)
+                    _tile_mr_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi)
                 else:
-                    _tile_mr_1(a, i * Kp, Kp, kg, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi)
+                    _tile_mr_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi)
             for i in range(full, full + rest):
                 ob = (m0 + i) * CO + j0
                 if Np - j0 >= NR:
-                    _tile_1_2(a, i * Kp, Kp, kg, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi)
+                    _tile_1_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi)
                 else:
-                    _tile_1_1(a, i * Kp, Kp, kg, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi)
+                    _tile_1_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, xpad, prm):
+    """qconv_vnni for a KxK convolution without an im2col matrix: the input is copied once, flipped to uint8 and
+    padded with the input zero point, into xpad (flat uint8, [N, HP, WP, CI] plus at least MR * sw * CI + 4 slack
+    bytes), where the KW taps of a filter row are KW * CI contiguous bytes (dilation 1 along x); the tiles read
+    each output pixel's window in place as KH runs of those bytes (rounded up to 4: the extra bytes meet zero
+    weights), wp packed from pad_runs(w, KH); with dilation along x, as KH * KW runs of CI bytes
+    (pad_runs(w, KH * KW)). Tiles of MR pixels of one output row (rows past the row's end are
+    computed on whatever follows and not stored). Same arguments as qconv_vnni, xpad instead of abuf."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    HP = (OH - 1) * sh + (KH - 1) * dh + 1
+    WP = (OW - 1) * sw + (KW - 1) * dw + 1
+    Np = prm.shape[0] * 16
+    # runs: one per filter row of KW * CI contiguous bytes, or with dilation along x one per tap of CI bytes
+    nrun2 = 1 if dw == 1 else KW
+    kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
+    _output_params(prm, offs, bias, mult, shift, zp_out)
+    pf = prm.reshape(prm.size)
+    o = out.reshape(out.size)
+    xf = x.reshape(x.size)
+    fl = np.uint8(flip)
+    pad = np.uint8((zp_in + flip) & 0xFF)
+    # the padded, flipped copy
+    used = N * HP * WP * CI
+    for n in range(N):
+        for yp in range(HP):
+            iy = yp - pt
+            d0 = ((n * HP + yp) * WP) * CI
+            if iy < 0 or iy >= H:
+                _fill(xpad, d0, WP * CI, pad)
+                continue
+            a = min(pl, WP)  # padded columns [a, b) are the image's columns a - pl .. b - pl - 1
+            b = max(min(WP, pl + W), a)
+            _fill(xpad, d0, a * CI, pad)
+            _copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
+            _fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
+    _fill(xpad, used, xpad.size - used, pad)
+    lo, hi = np.int32(qmin), np.int32(qmax)
+    lda = sw * CI
+    rstride = dh * WP * CI
+    rstride2 = dw * CI
+    for n in range(N):
+        for oy in range(OH):
+            arow = ((n * HP + oy * sh) * WP) * CI
+            orow = ((n * OH + oy) * OW) * CO
+            for j0 in range(0, Np, NR):
+                boff = j0 * kg * 4 * KH * nrun2
+                ncols = CO - j0
+                for ox0 in range(0, OW, MR):
+                    nrows = min(MR, OW - ox0)
+                    if Np - j0 >= NR:
+                        _tile_mr_2(xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff, pf, j0,
+                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi)
+                    else:
+                        _tile_mr_1(xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff, pf, j0,
+                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi)
 
 
 @njit(cache=True, inline="always")
@@ -535,11 +615,23 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
     offs = channel_offsets(w, flip, zp_in, Np)
     MB = block_rows(Kp, P, MR if vnni else PR)
-    abuf = ctx.temp((MB, Kp), np.uint8)
     scratch = ctx.temp((Np // 16, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
     sh, sw, _, _, pt, pl, KH, KW = geo_conv
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
     geo = np.array(list(geo_conv) + [OH, OW, int(pointwise)], np.int64)
+    dh, dw = geo_conv[2], geo_conv[3]
+    if vnni and not pointwise and (KH > 1 or KW > 1):
+        # KxK: read the windows in place from a padded copy of the input (no im2col)
+        HP = (OH - 1) * sh + (KH - 1) * dh + 1
+        WP = (OW - 1) * sw + (KW - 1) * dw + 1
+        CI = x.shape[3]
+        xpad = ctx.temp((N * HP * WP * CI + MR * sw * CI + 64,), np.uint8)
+        runs = KH if dw == 1 else KH * KW
+        ctx.call(qconv_vnni_direct, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
+                 geo, flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out),
+                 int(qmin), int(qmax), xpad, scratch)
+        return
+    abuf = ctx.temp((MB, Kp), np.uint8)
     fn = qconv_vnni if vnni else qconv_portable
     ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
              np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
