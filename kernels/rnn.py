@@ -1,9 +1,8 @@
 """Sequence ops: UNIDIRECTIONAL/BIDIRECTIONAL_SEQUENCE_LSTM, UNIDIRECTIONAL/BIDIRECTIONAL_SEQUENCE_RNN, RNN, SVDF.
 
-Float32, and hybrid (float activations, int8 weights: what dynamic-range quantization emits) for
-UNIDIRECTIONAL_SEQUENCE_LSTM, RNN and UNIDIRECTIONAL_SEQUENCE_RNN; the fully integer (int8 activations / int16 cell)
-UNIDIRECTIONAL_SEQUENCE_LSTM is in rnn_int.py; hybrid BIDIRECTIONAL_* and integer/hybrid SVDF are rejected in
-prepare with a clear error. The maths follows
+Float32, and hybrid (float activations, int8 weights: what dynamic-range quantization emits) for every op; the
+fully integer (int8 activations / int16 cell) UNIDIRECTIONAL_SEQUENCE_LSTM is in rnn_int.py, the integer and hybrid
+SVDF in svdf_int.py. The maths follows
 TFLite's float paths (lstm_eval.cc EvalFloat / LstmStepFloat, kernel_utils RnnBatchStep, svdf EvalFloat) in float32,
 and its hybrid paths (LstmStepHybrid, hybrid RnnBatchStep: per step and batch row the input and state are quantized
 to int8 by BatchQuantizeFloats, with the NEON rounding of the official x86 build (quantize_rows), products accumulate
@@ -722,7 +721,8 @@ _BIDIR_STATE = {"fw": (35, 36), "bw": (37, 38)}
 
 @kernel("BIDIRECTIONAL_SEQUENCE_LSTM")
 def BIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
-    """Float forward + backward LSTMs over a sequence (48 inputs); merge_outputs concatenates them on the last axis.
+    """Forward + backward LSTMs over a sequence (48 inputs; float, or hybrid v2/v3 with int8 weights);
+    merge_outputs concatenates them on the last axis.
 
     An aux input with aux weights feeds both directions (stacking with cross links); an aux input without aux
     weights is the backward direction's input (stacking without cross links), as in TFLite."""
@@ -942,12 +942,15 @@ def RNN(ctx: PrepareContext) -> None:
 
 @kernel("BIDIRECTIONAL_SEQUENCE_RNN")
 def BIDIRECTIONAL_SEQUENCE_RNN(ctx: PrepareContext) -> None:
-    """Float forward + backward RNNs over a sequence (12 inputs: x, fw W/R/bias/state, bw W/R/bias/state, aux input,
-    fw/bw aux weights); merge_outputs concatenates the directions on the last axis.
+    """Forward + backward RNNs over a sequence (float, or hybrid v2/v3 with int8 weights; 12 inputs: x, fw
+    W/R/bias/state, bw W/R/bias/state, aux input, fw/bw aux weights); merge_outputs concatenates the directions on
+    the last axis.
 
     As TFLite: an aux input with aux weights feeds both directions (time-major aux rows of step t start at
-    t * input_size * batch, its stride even when the aux depth differs); an aux input without aux weights is the
-    backward direction's input in time-major mode only (batch-major TFLite reads `input` there)."""
+    t * input_size * batch, its stride even when the aux depth differs; the hybrid batch-major kernel steps aux rows
+    by input_size too); an aux input without aux weights is the backward direction's input in time-major mode only
+    (batch-major TFLite reads `input` there). The time-major hybrid kernel runs the whole sequence max_time times
+    (an extra loop around both directions in TFLite's EvalHybrid), so the state evolves max_time times per invoke."""
     ctx.check_num(inputs=12)
     merge = bool(ctx.options.get("merge_outputs", False))
     ctx.check_num(outputs=1 if merge else 2)
@@ -1051,8 +1054,9 @@ def svdf_float(x, w_f, w_t, bias, state, out, scratch, p):
 
 @kernel("SVDF")
 def SVDF(ctx: PrepareContext) -> None:
-    """Float SVDF: inputs (x [batch, input], weights_feature [filters, input], weights_time [filters, memory],
-    bias [units] optional, activation state variable [batch, filters * memory]); output [batch, units]."""
+    """SVDF (float here; int8 v3 and hybrid v2/v4 in svdf_int.py): inputs (x [batch, input], weights_feature
+    [filters, input], weights_time [filters, memory], bias [units] optional, activation state variable
+    [batch, filters * memory]); output [batch, units]."""
     ctx.check_num(inputs=5, outputs=1)
     x, w_f, w_t, bias, state = (ctx.input(i) for i in range(5))
     ctx.check(x is not None and w_f is not None and w_t is not None and state is not None,

@@ -34,9 +34,35 @@ from lite_numba.ops import PrepareContext
 _S_SIZE = 12
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _feature_acc(x, xo, x_zp, w_t_f, n_in, n_f, acc):
+    """acc[f] = sum_k w_f[f, k] * (x[xo + k] - x_zp) in int32 for every filter f, with the weights stored transposed
+    (w_t_f = W_f^T, [input, filters]): one multiply-add over the filter axis per input element, which vectorizes
+    (four input elements per pass over acc)."""
+    for j in range(n_f):
+        acc[j] = 0
+    k4 = n_in - n_in % 4
+    for k in range(0, k4, 4):
+        x0 = np.int32(x[xo + k]) - np.int32(x_zp)
+        x1 = np.int32(x[xo + k + 1]) - np.int32(x_zp)
+        x2 = np.int32(x[xo + k + 2]) - np.int32(x_zp)
+        x3 = np.int32(x[xo + k + 3]) - np.int32(x_zp)
+        w0 = w_t_f[k * n_f:(k + 1) * n_f]
+        w1 = w_t_f[(k + 1) * n_f:(k + 2) * n_f]
+        w2 = w_t_f[(k + 2) * n_f:(k + 3) * n_f]
+        w3 = w_t_f[(k + 3) * n_f:(k + 4) * n_f]
+        for j in range(n_f):
+            acc[j] += x0 * np.int32(w0[j]) + x1 * np.int32(w1[j]) + x2 * np.int32(w2[j]) + x3 * np.int32(w3[j])
+    for k in range(k4, n_in):
+        x0 = np.int32(x[xo + k]) - np.int32(x_zp)
+        w0 = w_t_f[k * n_f:(k + 1) * n_f]
+        for j in range(n_f):
+            acc[j] += x0 * np.int32(w0[j])
+
+
 @njit(cache=True, nogil=True)
 def svdf_integer(x, w_f, w_t, bias, state, out, scratch, p):
-    """One integer SVDF step (module docstring). x int8 [batch * input], w_f int8 [filters * input], w_t int16
+    """One integer SVDF step (module docstring). x int8 [batch * input], w_f int8 W_f^T [input * filters], w_t int16
     [filters * memory], bias int32 [units] or empty, state int16 [batch * filters * memory], out int8
     [batch * units], scratch int32 [batch * filters]."""
     n_batch, n_in, n_f, mem, rank = p[_S_BATCH], p[_S_INPUT], p[_S_FILTERS], p[_S_MEM], p[_S_RANK]
@@ -47,13 +73,9 @@ def svdf_integer(x, w_f, w_t, bias, state, out, scratch, p):
     for k in range(total - 1):
         state[k] = state[k + 1]
     for b in range(n_batch):
-        xr = x[b * n_in:(b + 1) * n_in]
+        _feature_acc(x, b * n_in, in_zp, w_f, n_in, n_f, scratch)
         for f in range(n_f):
-            wr = w_f[f * n_in:(f + 1) * n_in]
-            acc = 0
-            for k in range(n_in):
-                acc += np.int32(wr[k]) * (np.int32(xr[k]) - np.int32(in_zp))
-            v = _mbqm(np.int32(acc), m1, sh1)
+            v = _mbqm(scratch[f], m1, sh1)
             v = min(max(v, -32768), 32767)
             state[(b * n_f + f) * mem + mem - 1] = np.int16(v)
     for b in range(n_batch):
@@ -76,9 +98,10 @@ def svdf_integer(x, w_f, w_t, bias, state, out, scratch, p):
 
 
 @njit(cache=True, nogil=True)
-def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, qx, sf, zp, rowsums, p, wf_scale):
+def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, acc, qx, sf, zp, rowsums, p, wf_scale):
     """One hybrid SVDF step (module docstring). p = [batch, input, filters, memory, rank, has_bias, act,
-    asymmetric]; w_t is the dequantized float32 time weights; qx int8 [batch * input], sf / zp [batch]."""
+    asymmetric]; w_f is W_f^T [input * filters] (int8), w_t the dequantized float32 time weights; acc int32
+    [filters]; qx int8 [batch * input], sf / zp [batch]."""
     n_batch, n_in, n_f, mem, rank, has_bias, act, asym = p[0], p[1], p[2], p[3], p[4], p[5] != 0, p[6], p[7] != 0
     units = n_f // rank
     total = n_batch * n_f * mem
@@ -96,7 +119,13 @@ def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, qx, sf, zp, rowsums, p, 
         for b in range(n_batch):
             sf[b] = sf[b] * wf_scale
         for b in range(n_batch):
-            _hybrid_rows(qx, b * n_in, n_in, w_f, sf[b], zp[b], rowsums, asym, scratch, b * n_f, n_f)
+            _feature_acc(qx, b * n_in, 0, w_f, n_in, n_f, acc)
+            s = sf[b]
+            for j in range(n_f):
+                a = acc[j]
+                if asym:
+                    a -= rowsums[j] * zp[b]
+                scratch[b * n_f + j] += np.float32(a) * s
     for i in range(n_batch * n_f):
         state[i * mem + mem - 1] = scratch[i]
     for b in range(n_batch):
@@ -110,20 +139,6 @@ def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, qx, sf, zp, rowsums, p, 
         if has_bias:
             s += bias[i % units]
         out[i] = _activate(s, act)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _hybrid_rows(q, qo, n, w, s, zp, rowsums, asym, buf, go, n_rows):
-    """buf[go + j] += float(int32 dot(w row j, q[qo:qo + n]) - row_sum[j] * zp) * s."""
-    qr = q[qo:qo + n]
-    for j in range(n_rows):
-        wr = w[j * n:j * n + n]
-        acc = 0
-        for k in range(n):
-            acc += np.int32(wr[k]) * np.int32(qr[k])
-        if asym:
-            acc -= rowsums[j] * zp
-        buf[go + j] += np.float32(acc) * s
 
 
 # --- prepare --------------------------------------------------------------------------------------------------------
@@ -169,9 +184,15 @@ def prepare_svdf_integer(ctx: PrepareContext, x, w_f, w_t, bias, state, dims) ->
     p[_S_HAS_BIAS], p[_S_IN_ZP], p[_S_OUT_ZP] = bias is not None, int(x.quantization.zero_points[0]), \
         int(out_t.quantization.zero_points[0])
     p[_S_M1], p[_S_SH1], p[_S_M2], p[_S_SH2] = m1, sh1, m2, sh2
-    ctx.call(svdf_integer, ctx.view(x, (x.size,)), ctx.view(w_f, (w_f.size,)), ctx.view(w_t, (w_t.size,)),
+    ctx.check(w_f.data is not None, "weights_feature must be constant in an int8 SVDF")
+    ctx.call(svdf_integer, ctx.view(x, (x.size,)), ctx.const(_transposed(w_f, n_f)), ctx.view(w_t, (w_t.size,)),
              ctx.const(np.zeros(0, np.int32)) if bias is None else ctx.view(bias, (bias.size,)),
              ctx.view(state, (state.size,)), ctx.view(out, (out.size,)), ctx.temp((n_batch * n_f,), np.int32), p)
+
+
+def _transposed(w_f, n_f: int) -> np.ndarray:
+    """W_f^T flattened ([input, filters]): the layout _feature_acc reads."""
+    return np.ascontiguousarray(np.asarray(w_f.data, np.int8).reshape(n_f, -1).T).reshape(-1)
 
 
 def prepare_svdf_hybrid(ctx: PrepareContext, x, w_f, w_t, bias, state, dims, act: int) -> None:
@@ -191,7 +212,7 @@ def prepare_svdf_hybrid(ctx: PrepareContext, x, w_f, w_t, bias, state, dims, act
     rowsums = np.asarray(w_f.data, np.int8).reshape(n_f, -1).astype(np.int32).sum(axis=1, dtype=np.int32)
     asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
     p = np.array([n_batch, n_in, n_f, mem, rank, bias is not None, act, asym], np.int64)
-    ctx.call(svdf_hybrid, _flat(ctx, x), ctx.view(w_f, (w_f.size,)), ctx.const(wt_float), _flat(ctx, bias),
-             _flat(ctx, state), _flat(ctx, out), ctx.temp((n_batch * n_f,), np.float32),
+    ctx.call(svdf_hybrid, _flat(ctx, x), ctx.const(_transposed(w_f, n_f)), ctx.const(wt_float), _flat(ctx, bias),
+             _flat(ctx, state), _flat(ctx, out), ctx.temp((n_batch * n_f,), np.float32), ctx.temp((n_f,), np.int32),
              ctx.temp((max(n_batch * n_in, 1),), np.int8), ctx.temp((n_batch,), np.float32),
              ctx.temp((n_batch,), np.int32), rowsums.astype(np.int32), p, _scale(w_f))
