@@ -359,22 +359,33 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
     KH, KW, CO = ctx.input(1).shape[1:]
     N, OH, OW, _ = out.shape
     xp, bands, g = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, zp_in)
-    be = ctx.temp((CO,), np.int32)
     quant = (int(zp_in), mult, shift, int(zp_out), int(qmin), int(qmax), int(nvec))
     # the AVX-512 tiles' half-up output stage (simd_int8's) needs the shifts of channels below nvec in [-21, 31]
     sv = np.asarray(shift)[:nvec]
     if has("avx512") and (nvec == 0 or (-21 <= int(sv.min()) and int(sv.max()) <= 31)):
         from .dwconv_simd import dwconv_q_simd, dwconv_q_simd_banded
-        from .simd_int8 import PRM_BLOCK
+        from .simd_int8 import PRM_BLOCK, const_values, output_params_host
 
         toff = _tap_offsets(xp, KH, KW, int(g[2]), int(g[3]))
-        prm = ctx.temp((max(-(-nvec // 16), 1), PRM_BLOCK), np.int32)
+        nblocks = max(-(-nvec // 16), 1)
+        bv, wv = const_values(bias), const_values(wsum)
+        if bv is not None and wv is not None:  # bias - zp_in * wsum and the output-stage parameters at prepare
+            e = np.asarray(bv, np.int64) - int(zp_in) * np.asarray(wv, np.int64)
+            e = ((e + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+            be = ctx.const(e)
+            prm = ctx.const(output_params_host(e, mult, shift, zp_out, nvec, nblocks).reshape(nblocks, PRM_BLOCK))
+            fill = 0
+        else:
+            be = ctx.temp((CO,), np.int32)
+            prm = ctx.temp((nblocks, PRM_BLOCK), np.int32)
+            fill = 1
         if bands is None:
-            ctx.call(dwconv_q_simd, xp, w, bias, wsum, out, be, g, toff, *quant, prm)
+            ctx.call(dwconv_q_simd, xp, w, bias, wsum, out, be, g, toff, *quant, prm, fill)
         else:
             toff_x = _tap_offsets(x, KH, KW, int(g[2]), int(g[3]))  # taps in the unpadded input (interior pixels)
-            ctx.call(dwconv_q_simd_banded, x, *bands, xp, w, bias, wsum, out, be, g, toff, toff_x, *quant, prm)
+            ctx.call(dwconv_q_simd_banded, x, *bands, xp, w, bias, wsum, out, be, g, toff, toff_x, *quant, prm, fill)
         return
+    be = ctx.temp((CO,), np.int32)
     acc = ctx.temp((OW, CO), np.int32)
     if bands is not None:
         ctx.call(dwconv_q_banded, *bands, xp, w, bias, wsum, out, acc, be, g, *quant)

@@ -351,12 +351,14 @@ def _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, pr
 
 
 @njit(cache=True, nogil=True)
-def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm):
+def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm, fill):
     """Integer depthwise over a padded input (see dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON:
     channels below nvec rounded half up, the others half away from zero); be [C] int32 and prm
     [ceil(nvec / 16) (at least 1), simd_int8.PRM_BLOCK] int32 scratch (the output-stage parameters of the blocks
-    below nvec; those channels' shifts must lie in [-21, 31], prepare checks)."""
-    _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
+    below nvec; those channels' shifts must lie in [-21, 31], prepare checks). fill = 0: be and prm hold those
+    values already (computed at prepare, dwconv.schedule_q)."""
+    if fill:
+        _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
     _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, prm)
 
 
@@ -375,7 +377,7 @@ def dwconv_f32_simd_banded(xb, sb, s, w, bias, out, geo, toff, lim):
 
 @njit(cache=True, nogil=True)
 def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out, qmin,
-                         qmax, nvec, prm):
+                         qmax, nvec, prm, fill):
     """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), except
     that the interior of the image is read where it is: a band whose output rows' windows are all inside the image
     rows only gets its edge columns padded (dwconv.pad_band_edges, for the output pixels left of xa and from xe
@@ -387,7 +389,8 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
     KH, KW = w.shape[0], w.shape[1]
     sh, sw, dh, dw, pt, pl, dm, band = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[9]
     WP = s.shape[2]
-    _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
+    if fill:
+        _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
     # output rows [y0, y1) and columns [x0, x1) whose windows are inside the image
     y0 = (pt + sh - 1) // sh
     y1 = max(min((H - 1 + pt - (KH - 1) * dh) // sh + 1, OH), y0)

@@ -410,13 +410,59 @@ def _output_params(prm, offs, bias, mult, shift, zp_out):
             _channel_params(prm, p64, c, 0, 0, 0, 0)
 
 
+def output_params_host(off: np.ndarray, mult, shift, zp_out: int, nvalid: int, nblocks: int) -> np.ndarray:
+    """_output_params computed at prepare (numpy), flat int32 [nblocks * PRM_BLOCK]: channel c < nvalid gets the
+    offset off[c] (int32, offset + bias already summed), mult[c], shift[c]; the others zeros. The same values as
+    _channel_params / _output_params."""
+    prm = np.zeros((nblocks, PRM_BLOCK), np.int32)
+    p64 = prm.view(np.int64)
+    c = np.arange(nvalid)
+    b, lane = c // 16, c % 16
+    j = 16 + (lane % 2) * 8 + lane // 2
+    sh = np.asarray(shift, np.int64)[:nvalid]
+    right = np.maximum(-sh, 0)
+    prm[b, lane] = np.asarray(off, np.int32)[:nvalid]
+    prm[b, 16 + lane] = np.maximum(sh, 0)
+    p64[b, j] = np.asarray(mult, np.int64)[:nvalid]
+    p64[b, j + 16] = (1 << 30) + (((1 << right) >> 1) << 31) + (int(zp_out) << (31 + right))
+    p64[b, j + 32] = 31 + right
+    return prm.reshape(-1)
+
+
+def const_values(a):
+    """The values of a kernel argument known at prepare (a numpy array, a ConstArg, or a view of / a constant
+    tensor), else None."""
+    if isinstance(a, np.ndarray):
+        return a
+    arr = getattr(a, "array", None)
+    if isinstance(arr, np.ndarray):
+        return arr
+    t = getattr(a, "tensor", a)
+    data = getattr(t, "data", None)
+    if data is None:
+        return None
+    dt = getattr(a, "dtype", None) or t.dtype
+    return np.ascontiguousarray(data).view(np.uint8).view(dt).reshape(-1)
+
+
 # --- drivers ----------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _params_or_offsets(prm, offs, bias, mult, shift, zp_out):
+    """The flat output-stage parameters: offs itself when prepare computed them (output_params_host, constant
+    bias: offs then has Np / 16 * PRM_BLOCK elements), else filled into prm from the channel offsets offs [Np]."""
+    if offs.size == prm.size:
+        return offs
+    _output_params(prm, offs, bias, mult, shift, zp_out)
+    return prm.reshape(prm.size)
 
 
 @njit(cache=True, nogil=True)
 def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
     """Quantized CONV_2D (one group) / FULLY_CONNECTED on VNNI: x [N, H, W, CI] (int8 or uint8), wp weights packed
-    by pack_weights_vnni, offs [Np] channel_offsets, bias [CO] int32, out [N, OH, OW, CO];
+    by pack_weights_vnni, offs [Np] channel_offsets (or, when the bias is constant, the whole output-stage
+    parameters from output_params_host, then used as they are), bias [CO] int32, out [N, OH, OW, CO];
     geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and prm
     [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-21, 31] (prepare checks)."""
     N, OH, OW, CO = out.shape
@@ -426,8 +472,7 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
     kg = Kp // 4
     a = abuf.reshape(MB * Kp)
     o = out.reshape(P * CO)
-    _output_params(prm, offs, bias, mult, shift, zp_out)
-    pf = prm.reshape(prm.size)
+    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out)
     lo, hi = np.int32(qmin), np.int32(qmax)
     for m0 in range(0, P, MB):
         rows = min(MB, P - m0)
@@ -473,8 +518,7 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
     # runs: one per filter row of KW * CI contiguous bytes, or with dilation along x one per tap of CI bytes
     nrun2 = 1 if dw == 1 else KW
     kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
-    _output_params(prm, offs, bias, mult, shift, zp_out)
-    pf = prm.reshape(prm.size)
+    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out)
     o = out.reshape(out.size)
     xf = x.reshape(x.size)
     fl = np.uint8(flip)
@@ -616,6 +660,11 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     offs = channel_offsets(w, flip, zp_in, Np)
     MB = block_rows(Kp, P, MR if vnni else PR)
     scratch = ctx.temp((Np // 16, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
+    bias_values = const_values(bias)
+    if vnni and bias_values is not None:  # the output-stage parameters once, at prepare
+        off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)
+        offs = output_params_host(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
+                                  zp_out, CO, Np // 16)
     sh, sw, _, _, pt, pl, KH, KW = geo_conv
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
     geo = np.array(list(geo_conv) + [OH, OW, int(pointwise)], np.int64)

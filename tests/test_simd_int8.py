@@ -132,8 +132,9 @@ def test_vnni_output_stage_extremes():
     """The VNNI output stage (one int64 rounding shift per lane, zero point folded in) against the portable one
     (conv_loops._mbqm_half_up, checked against the official runtime above) on parameters no model in the tests
     reaches: every shift in the VNNI range [-21, 31] (int32 wrapping left shifts), multipliers of either sign,
-    biases over the whole int32 range (wrapping accumulators), any zero points and clamps. Both drivers are called
-    directly with the argument types the runner passes."""
+    biases over the whole int32 range (wrapping accumulators), any zero points and clamps; also with the parameters
+    computed at prepare (output_params_host). The drivers are called directly with the argument types the runner
+    passes."""
     rng = np.random.default_rng(1)
     for trial in range(60):
         h, w = (int(v) for v in rng.integers(1, 8, 2))
@@ -161,4 +162,15 @@ def test_vnni_output_stage_extremes():
             fn(x, wp, offs, bias, out, geo, 128, zp_in, mult, shift, zp_out, qmin, qmax,
                np.zeros((MB, Kp), np.uint8), scratch)
             outs.append(out)
+        # the parameters computed at prepare (constant bias) instead of per call
+        off = offs[:co].astype(np.int64) + bias
+        pre = simd_int8.output_params_host(((off + 2**31) % 2**32 - 2**31).astype(np.int32), mult, shift, zp_out, co,
+                                           Np // 16)
+        out = np.zeros((1, oh, ow, co), np.int8)
+        MB = simd_int8.block_rows(Kp, oh * ow, simd_int8.MR)
+        simd_int8.qconv_vnni(x, simd_int8.pack_weights_vnni(wt), pre, bias, out, geo, 128, zp_in, mult, shift, zp_out,
+                             qmin, qmax, np.zeros((MB, Kp), np.uint8),
+                             np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
+        outs.append(out)
         assert np.array_equal(outs[0], outs[1]), f"trial {trial}: {np.count_nonzero(outs[0] != outs[1])} differ"
+        assert np.array_equal(outs[2], outs[1]), f"trial {trial}: prepare-time parameters differ"
