@@ -173,3 +173,7 @@ def test_bidir_hybrid_errors():
                   "BIDIRECTIONAL_SEQUENCE_RNN.*bw weights has type float32: a hybrid RNN takes int8")
     _expect_error(hybrid_bidir_rnn_model((3, 2, 3), fw, fw, (s0, s1, s0, s1), merge=True, time_major=True),
                   "BIDIRECTIONAL_SEQUENCE_RNN.*needs batch 1")
+    (a0, t0) = _q(rnd(rng, (4, 2)))
+    _expect_error(hybrid_bidir_rnn_model((2, 3, 3), fw, fw, (s0, s1, s0, s1), aux_shape=(2, 3, 2),
+                                         aux_weights=(a0, a0), aux_scales=(t0, t0)),
+                  "BIDIRECTIONAL_SEQUENCE_RNN.*hybrid batch-major aux input of depth 2 < input depth 3")
