@@ -236,7 +236,62 @@ def _make_int_tile(pt: int, kind: str):
     return tile
 
 
+def _make_int_rows3_tile(pt: int, sw: int):
+    """tile(x, xoff, C, ys, nrow, w, c0, out, ooff, prm, qmin, qmax): the "up" int8 tile for windows of nrow rows of
+    3 adjacent taps (dilation 1 along x) and stride sw along x, 16 whole channels: the (pt - 1) * sw + 3 input
+    vectors of a window row are loaded once and shared by the pt pixels (pixel p, tap kx reads column
+    p * sw + kx; row ky of pixel p's window starts at x[xoff + ky * ys + p * sw * C]); weights w[(ky * 3 + kx) * C
+    + c0 + j]; output at out[ooff + p * C + j], requantized like _make_int_tile's "up" tile. Accumulates the same
+    int32 products as the generic tile (in another order: wrapping int32 sums do not depend on it)."""
+    ncol = (pt - 1) * sw + 3
+
+    @intrinsic
+    def tile(typingctx, x, xoff, C, ys, nrow, w, c0, out, ooff, prm, qmin, qmax):
+        i64 = types.int64
+        sig = types.void(x, i64, i64, i64, i64, w, i64, out, i64, prm, i64, i64)
+
+        def codegen(context, builder, sig, args):
+            x_, xoff_, C_, ys_, nrow_, w_, c0_, out_, ooff_, prm_, qmin_, qmax_ = args
+            i8p = ir.IntType(8).as_pointer()
+            v16i8 = ir.VectorType(ir.IntType(8), VL)
+            # (int8 x, w and out; the bitcasts keep the IR valid for other types, which never reach this tile)
+            px = builder.bitcast(_data_ptr(context, builder, sig.args[0], x_), i8p)
+            pw = _gep(builder, builder.bitcast(_data_ptr(context, builder, sig.args[5], w_), i8p), c0_, ir.IntType(8))
+            po = builder.bitcast(_data_ptr(context, builder, sig.args[7], out_), i8p)
+
+            def load16(ptr):
+                return builder.sext(builder.load(builder.bitcast(ptr, v16i8.as_pointer()), align=1), _v16i)
+
+            accs = [cgutils.alloca_once_value(builder, ir.Constant(_v16i, None)) for _ in range(pt)]
+            with cgutils.for_range(builder, nrow_) as loop:
+                ky = loop.index
+                xr = _gep(builder, px, builder.add(xoff_, builder.mul(ky, ys_)), ir.IntType(8))
+                wr = _gep(builder, pw, builder.mul(builder.mul(ky, _i(3)), C_), ir.IntType(8))
+                wv = [load16(_gep(builder, wr, builder.mul(C_, _i(k)), ir.IntType(8))) for k in range(3)]
+                cols = [load16(_gep(builder, xr, builder.mul(C_, _i(j)), ir.IntType(8))) for j in range(ncol)]
+                for p in range(pt):
+                    acc = builder.load(accs[p])
+                    for k in range(3):
+                        acc = builder.add(acc, builder.mul(cols[p * sw + k], wv[k]))
+                    builder.store(acc, accs[p])
+            params = _requantize_params(builder, _data_ptr(context, builder, sig.args[9], prm_), c0_)
+            lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
+            hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
+            for p in range(pt):
+                r = builder.trunc(_requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32), v16i8)
+                ptr = _gep(builder, po, builder.add(ooff_, builder.mul(C_, _i(p))), ir.IntType(8))
+                builder.store(r, builder.bitcast(ptr, v16i8.as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"dw_int_rows3_tile{pt}_s{sw}"
+    return tile
+
+
 PT = 4  # pixels per tile
+dw_rows3_s1 = _make_int_rows3_tile(PT, 1)
+dw_rows3_s2 = _make_int_rows3_tile(PT, 2)
 dw_f32_tile4 = _make_f32_tile(PT)
 dw_f32_tile1 = _make_f32_tile(1)
 dw_int_tile4_up, dw_int_tile1_up = _make_int_tile(PT, "up"), _make_int_tile(1, "up")
@@ -319,12 +374,28 @@ def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin,
     """Output pixels ox in [a, b) of one output row (channels last, the row's pixel 0 at of[orow]) whose windows
     start at xf[xrow + ox * xstep] (toff: the taps' offsets from there); tiles of PT pixels, the last one moved back
     to end at b but not before lo (it recomputes a few pixels with the same values), single pixels when
-    b - lo < PT."""
+    b - lo < PT. Whole half-up blocks of windows made of rows of 3 adjacent taps (stride 1 or 2 along x) use the
+    rows3 tiles (inputs shared between neighbouring pixels); the taps' row step ys is read off toff."""
     T = toff.size
+    ys = 0
+    if T % 3 == 0 and (xstep == C or xstep == 2 * C) and xf.dtype == wf.dtype:
+        ys = toff[3] if T > 3 else 1
+        for t in range(T):
+            if toff[t] != (t // 3) * ys + (t % 3) * C:
+                ys = 0
     for c0 in range(0, C, VL):
         nch = min(VL, C - c0)
         kind = 0 if c0 + nch <= nvec else (1 if c0 >= nvec else 2)
-        if b - lo >= PT:
+        if kind == 0 and nch == VL and ys != 0 and b - lo >= PT:
+            for t in range((b - a + PT - 1) // PT):
+                ox = min(a + t * PT, b - PT)
+                if xstep == C:
+                    dw_rows3_s1(xf, xrow + ox * xstep + c0, C, ys, T // 3, wf, c0, of, orow + ox * C + c0, prm, qmin,
+                                qmax)
+                else:
+                    dw_rows3_s2(xf, xrow + ox * xstep + c0, C, ys, T // 3, wf, c0, of, orow + ox * C + c0, prm, qmin,
+                                qmax)
+        elif b - lo >= PT:
             for t in range((b - a + PT - 1) // PT):
                 ox = min(a + t * PT, b - PT)
                 _int_tile(kind, True, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift, nvec,
