@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lite_numba.plugins.mediapipe import transpose_conv_bias_geometry
+from mediapipe_attention_models import CASES as ATTENTION_CASES
+from mediapipe_attention_models import attention_ops_model, bilinear_options, l2m_options
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
@@ -189,3 +191,96 @@ def test_mediapipe_selfie_segmentation_matches_official_with_builtin_transpose_c
     assert "TRANSPOSE_CONV" in checked
     out = ours.get_tensor(ours.get_output_details()[0]["index"])
     assert out.shape == (1, 256, 256, 1) and 0.0 <= float(out.min()) and float(out.max()) <= 1.0
+
+
+# --- face mesh with attention: Landmarks2TransformMatrix, TransformTensorBilinear, TransformLandmarks (v2) ---------
+# The official runtime ships none of these; the oracle is MediaPipe's own runtime (0.10.14, its TFLite with its
+# custom-op resolver), recorded by scripts/record_mediapipe_oracle.py into tests/data/mediapipe/attention_ops.npz for
+# the models of tests/mediapipe_attention_models.py (recorded input included). The whole
+# face_landmark_with_attention.tflite of the mediapipe 0.10.14 wheel also matched MediaPipe to 1.1e-6 relative on
+# 3 random images (scripts/real_models.py survey, not bundled: 2.5 MB).
+
+ATTENTION_ORACLE = __import__("pathlib").Path(__file__).parent / "data" / "mediapipe" / "attention_ops.npz"
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=[c[0] for c in ATTENTION_CASES])
+def test_attention_ops_bit_exact_with_mediapipe(case):
+    rec = np.load(ATTENTION_ORACLE)
+    it = Interpreter(model_content=attention_ops_model(case))
+    it.allocate_tensors()
+    seeds = sorted({int(k.split("/")[1]) for k in rec.files if k.startswith(case[0] + "/")})
+    assert seeds, f"no recorded MediaPipe outputs for {case[0]}"
+    for seed in seeds:
+        x = rec[f"{case[0]}/{seed}/input"].reshape(1, 1, case[1], 3)
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        for k, d in enumerate(it.get_output_details()):  # matrix, bilinear crop, landmarks xyz, landmarks xy
+            np.testing.assert_array_equal(it.get_tensor(d["index"]).ravel(), rec[f"{case[0]}/{seed}/out{k}"],
+                                          err_msg=f"{case[0]} seed {seed} output {k}")
+
+
+def _l2m_model(n, options: bytes, shape=None) -> bytes:
+    b = ModelBuilder()
+    lm = b.add_input("lm", np.float32, shape or [1, n, 3])
+    m = b.add_tensor("m", np.float32, [1, 4, 4])
+    b.add_custom_op("Landmarks2TransformMatrix", [lm], [m], options=options, version=2)
+    b.mark_output(m)
+    return b.build()
+
+
+@pytest.mark.parametrize("options, shape, match", [
+    (l2m_options([0, 1], 0, 9, 0.0, 4, 4, 1.0, 1.0), None, "right_rotation_idx 9 is outside the 5 landmarks"),
+    (l2m_options([0, 7], 0, 1, 0.0, 4, 4, 1.0, 1.0), None, "subset_idxs 7 is outside"),
+    (l2m_options([], 0, 1, 0.0, 4, 4, 1.0, 1.0), None, "subset_idxs is empty"),
+    (l2m_options([0, 1], 0, 1, 0.0, 0, 4, 1.0, 1.0), None, "output size must be positive"),
+    (l2m_options([0, 1], 0, 1, 0.0, 4, 4, 0.0, 1.0), None, "scale_x and scale_y must be positive"),
+    (b"\x00\x01", None, "flexbuffer map|lack"),
+    (l2m_options([0, 1], 0, 1, 0.0, 4, 4, 1.0, 1.0), [1, 1, 5, 3], "must be 3-D"),
+])
+def test_landmarks_to_transform_matrix_bad_models_are_reported(options, shape, match):
+    it = Interpreter(model_content=_l2m_model(5, options, shape))
+    with pytest.raises(Exception, match=match):
+        it.allocate_tensors()
+
+
+@pytest.mark.parametrize("lm_shape, m_shape, match", [
+    ([2, 4, 3], [1, 4, 4], "batch 1 only"),
+    ([1, 4, 4], [1, 4, 4], "2 or 3 values each"),
+    ([1, 4, 3], [1, 2, 2], "at least 8 values"),
+])
+def test_transform_landmarks_bad_shapes_are_reported(lm_shape, m_shape, match):
+    b = ModelBuilder()
+    lm = b.add_input("lm", np.float32, lm_shape)
+    m = b.add_input("m", np.float32, m_shape)
+    y = b.add_tensor("y", np.float32, lm_shape)
+    b.add_custom_op("TransformLandmarks", [lm, m], [y], version=2)
+    b.mark_output(y)
+    it = Interpreter(model_content=b.build())
+    with pytest.raises(Exception, match=match):
+        it.allocate_tensors()
+
+
+def test_transform_tensor_bilinear_output_wider_than_input_is_reported():
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 6, 6, 2])
+    m = b.add_input("m", np.float32, [1, 4, 4])
+    y = b.add_tensor("y", np.float32, [1, 4, 4, 3])
+    b.add_custom_op("TransformTensorBilinear", [x, m], [y], version=2,
+                    options=bilinear_options(4, 4))
+    b.mark_output(y)
+    it = Interpreter(model_content=b.build())
+    with pytest.raises(Exception, match="does not fit input shape"):
+        it.allocate_tensors()
+
+
+def test_transform_tensor_bilinear_nan_matrix_gives_zeros_not_a_crash():
+    """MediaPipe would index with an undefined int for NaN coordinates; here they count as out of bounds."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 6, 6, 2])
+    m = b.add_input("m", np.float32, [1, 4, 4])
+    y = b.add_tensor("y", np.float32, [1, 3, 3, 2])
+    b.add_custom_op("TransformTensorBilinear", [x, m], [y], version=2,
+                    options=bilinear_options(3, 3))
+    b.mark_output(y)
+    (out,) = _run(b.build(), [np.ones((1, 6, 6, 2), np.float32), np.full((1, 4, 4), np.nan, np.float32)])
+    np.testing.assert_array_equal(out, np.zeros((1, 3, 3, 2), np.float32))
