@@ -506,46 +506,58 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
 
 # --- multi-threaded float32 drivers (num_threads > 1, see kernels/threads.py) -----------------------------------------
 # Appended apart from the single-thread code above, which they only call: each chunk of a fixed list (ranges of
-# images x ranges of output rows) runs the serial driver on its rows with its own band scratch, so every output is
-# computed by the same code as with one thread.
+# images x ranges of output rows), taken in turn by the workers, runs the serial driver on its rows with the
+# worker's own band scratch, so every output is computed by the same code as with one thread.
 
 from numba import prange  # noqa: E402  (kept with the parallel drivers)
 
+from .threads import next_chunk as _next_chunk  # noqa: E402
+
 
 @njit(cache=True, nogil=True, parallel=True)
-def dwconv_f32_simd_par(xp, w, bias, out, geo, toff, lim, ch):
-    """dwconv_f32_simd over the chunks ch = [n0, n1, y0, y1] * n (images x output rows) in parallel."""
+def dwconv_f32_simd_par(xp, w, bias, out, geo, toff, lim, ch, cnt, T):
+    """dwconv_f32_simd over the chunks ch = [n0, n1, y0, y1] * n (images x output rows), taken in turn by T workers
+    (cnt: a counter scratch)."""
     N, HP, WP, C = xp.shape
     _, OH, OW, _ = out.shape
     sh = geo[0]
     xf = xp.reshape(xp.size)
     of = out.reshape(out.size)
-    for j in prange(ch.size // 4):
-        for n in range(ch[4 * j], ch[4 * j + 1]):
-            y0, y1 = ch[4 * j + 2], ch[4 * j + 3]
-            xs = xf[(n * HP + y0 * sh) * WP * C:(n + 1) * HP * WP * C].reshape((1, HP - y0 * sh, WP, C))
-            os = of[(n * OH + y0) * OW * C:(n * OH + y1) * OW * C].reshape((1, y1 - y0, OW, C))
-            dwconv_f32_simd(xs, w, bias, os, geo, toff, lim)
+    nch = ch.size // 4
+    cnt[0] = 0
+    for _w in prange(T):
+        j = _next_chunk(cnt)
+        while j < nch:
+            for n in range(ch[4 * j], ch[4 * j + 1]):
+                y0, y1 = ch[4 * j + 2], ch[4 * j + 3]
+                xs = xf[(n * HP + y0 * sh) * WP * C:(n + 1) * HP * WP * C].reshape((1, HP - y0 * sh, WP, C))
+                os = of[(n * OH + y0) * OW * C:(n * OH + y1) * OW * C].reshape((1, y1 - y0, OW, C))
+                dwconv_f32_simd(xs, w, bias, os, geo, toff, lim)
+            j = _next_chunk(cnt)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def dwconv_f32_simd_banded_par(xb, sb, s, w, bias, out, geo, toff, lim, ch):
-    """dwconv_f32_simd_banded over the chunks ch = [n0, n1, y0, y1] * n in parallel: chunk j pads its bands into
-    s[j] (sb: its bytes, n * R rows)."""
+def dwconv_f32_simd_banded_par(xb, sb, s, w, bias, out, geo, toff, lim, ch, cnt, T):
+    """dwconv_f32_simd_banded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers: worker w
+    pads its bands into s[w] (sb: its bytes, T * R rows)."""
     nch = ch.size // 4
     _, OH, OW, C = out.shape
     KH = w.shape[0]
     band = geo[9]
-    R = sb.shape[0] // nch
-    for j in prange(nch):
-        sj = s[j:j + 1]
-        sbj = sb[j * R:(j + 1) * R]
-        for n in range(ch[4 * j], ch[4 * j + 1]):
-            y1 = ch[4 * j + 3]
-            for oy0 in range(ch[4 * j + 2], y1, band):
-                nb = min(band, y1 - oy0)
-                pad_band(xb, sbj, geo, KH, n, oy0, nb)
-                dwconv_f32_simd(sj, w, bias, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), geo, toff, lim)
+    R = sb.shape[0] // T
+    cnt[0] = 0
+    for wk in prange(T):
+        sj = s[wk:wk + 1]
+        sbj = sb[wk * R:(wk + 1) * R]
+        j = _next_chunk(cnt)
+        while j < nch:
+            for n in range(ch[4 * j], ch[4 * j + 1]):
+                y1 = ch[4 * j + 3]
+                for oy0 in range(ch[4 * j + 2], y1, band):
+                    nb = min(band, y1 - oy0)
+                    pad_band(xb, sbj, geo, KH, n, oy0, nb)
+                    dwconv_f32_simd(sj, w, bias, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), geo, toff, lim)
+            j = _next_chunk(cnt)
 
 
 def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
@@ -555,7 +567,7 @@ def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     import numpy as np
 
     from .dwconv import dwconv_f32_banded, schedule_f32
-    from .threads import MIN_DW_MACS, Recorder, bands, threads_for
+    from .threads import CHUNKS_PER_THREAD, MIN_DW_MACS, Recorder, bands, threads_for
 
     rec = Recorder(ctx)
     schedule_f32(rec, x, w, bias, out, geo, lim)
@@ -566,15 +578,15 @@ def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     if t > 1 and not all(fn in par for fn, _ in rec.calls):  # the portable loops
         from .par_portable import DW_PAR as par
     if t > 1 and N >= t:
-        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, t)]
+        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
     elif t > 1:
         band = 1
         for fn, args in rec.calls:
             if fn in (dwconv_f32_simd_banded, dwconv_f32_banded):
                 band = int(args[6][9])
-        ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-t // N), band)]
+        ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-CHUNKS_PER_THREAD * t // N), band)]
     else:
         ch = []
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
-    rec.replay(len(ch), par, (np.array(ch, np.int64).reshape(-1),))
+    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t))

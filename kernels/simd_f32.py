@@ -48,7 +48,7 @@ from .llvm_ir import data_ptr as _data_ptr
 from .llvm_ir import gep as _gep
 from .llvm_ir import i64 as _i
 from .llvm_ir import splat as _splat
-from .threads import bands, threads_for
+from .threads import CHUNKS_PER_THREAD, bands, next_chunk, threads_for
 
 MR = 6  # rows of the largest tile (12 zmm accumulators with two vectors per row)
 NR = 32  # columns of a packed panel (two 16-float vectors)
@@ -373,10 +373,12 @@ def schedule_batch_matmul(ctx: PrepareContext, a, a_off: np.ndarray, b, b_off: n
     t = threads_for(ctx, B * M * K * N)
     if t > 1 and (B >= t or M >= 2 * MR * t):
         # batch ranges when there are enough batches, else row bands of each batch (each chunk packs its own B)
-        ch = [(i0, i1, 0, M) for i0, i1 in bands(B, t)] if B >= t else [(0, B, r0, r1) for r0, r1 in bands(M, t, MR)]
-        bp = ctx.temp((len(ch) * panel_count(N) * K * NR,), np.float32)
+        parts = CHUNKS_PER_THREAD * t
+        ch = [(i0, i1, 0, M) for i0, i1 in bands(B, parts)] if B >= t else \
+            [(0, B, r0, r1) for r0, r1 in bands(M, parts, MR)]
+        bp = ctx.temp((t * panel_count(N) * K * NR,), np.float32)
         ctx.call(batch_gemm_par, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
-                 np.zeros(1, np.int64), np.array(ch, np.int64).reshape(-1))
+                 np.zeros(1, np.int64), np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
         return
     bp = ctx.temp((panel_count(N) * K * NR,), np.float32)
     ctx.call(batch_gemm, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
@@ -410,36 +412,48 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch):
-    """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range), one chunk per thread."""
-    for j in prange(ch.size // 4):
-        _gemm_part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
-                   ch[4 * j + 3])
+def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
+    """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range), taken in turn by T workers
+    (cnt: a one-int64 counter scratch)."""
+    nch = ch.size // 4
+    cnt[0] = 0
+    for _w in prange(T):
+        j = next_chunk(cnt)
+        while j < nch:
+            _gemm_part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
+                       ch[4 * j + 3])
+            j = next_chunk(cnt)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch):
-    """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band) in parallel: chunk j packs
-    its right-hand sides into its own slice of bp (n slices of whole panels)."""
+def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
+    """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band), taken in turn by T workers:
+    worker w packs the right-hand sides of its chunks into its own slice of bp (T slices of whole panels)."""
     M = rows.size
-    size = bp.size // (ch.size // 4)
-    for j in prange(ch.size // 4):
-        mine = bp[j * size:(j + 1) * size]
-        last = -1
-        for i in range(ch[4 * j], ch[4 * j + 1]):
-            if b_off[i] != last:
-                pack_panels(b, b_off[i], K, N, sk, sn, mine)
-                last = b_off[i]
-            _gemm_part(a, a_off[i], rows, ch[4 * j + 2], ch[4 * j + 3], segs, K, mine, 0, bias, c, i * M * N, N, lim,
-                       0, (N + NR - 1) // NR)
+    nch = ch.size // 4
+    size = bp.size // T
+    cnt[0] = 0
+    for w in prange(T):
+        mine = bp[w * size:(w + 1) * size]
+        j = next_chunk(cnt)
+        while j < nch:
+            last = -1
+            for i in range(ch[4 * j], ch[4 * j + 1]):
+                if b_off[i] != last:
+                    pack_panels(b, b_off[i], K, N, sk, sn, mine)
+                    last = b_off[i]
+                _gemm_part(a, a_off[i], rows, ch[4 * j + 2], ch[4 * j + 3], segs, K, mine, 0, bias, c, i * M * N, N,
+                           lim, 0, (N + NR - 1) // NR)
+            j = next_chunk(cnt)
 
 
 def gemm_chunks(M: int, P: int, threads: int) -> np.ndarray:
     """[r0, r1, p0, p1] per chunk: row bands (multiples of MR) when there are enough rows, else panel ranges."""
+    parts = CHUNKS_PER_THREAD * threads
     if M >= 2 * MR * threads or P < threads:
-        ch = [(r0, r1, 0, P) for r0, r1 in bands(M, threads, MR)]
+        ch = [(r0, r1, 0, P) for r0, r1 in bands(M, parts, MR)]
     else:
-        ch = [(0, M, p0, p1) for p0, p1 in bands(P, threads)]
+        ch = [(0, M, p0, p1) for p0, p1 in bands(P, parts)]
     return np.array(ch, np.int64).reshape(-1)
 
 
@@ -452,7 +466,7 @@ def _schedule_gemm(ctx: PrepareContext, a, rows: np.ndarray, segs: np.ndarray, s
     if ch is None or ch.size <= 4:
         ctx.call(gemm_packed, a, rows, segs, seglen, bp, bias, c, N, lim)
     else:
-        ctx.call(gemm_packed_par, a, rows, segs, seglen, bp, bias, c, N, lim, ch)
+        ctx.call(gemm_packed_par, a, rows, segs, seglen, bp, bias, c, N, lim, ch, ctx.temp((1,), np.int64), t)
 
 
 __all__ = ["gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "pack_panels", "pad_nhwc",

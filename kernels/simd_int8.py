@@ -688,10 +688,13 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
 
 # --- multi-threaded drivers (num_threads > 1, see kernels/threads.py) ------------------------------------------------
 # Appended apart from the single-thread code above, which they only call: each chunk of a fixed list (ranges of
-# images, or bands of output rows of one image) runs the serial driver on views of its rows with its own slice of
-# abuf and scratch, so every output byte is computed by the same code as with one thread.
+# images, or bands of output rows of one image), taken in turn by the workers, runs the serial driver on views of
+# its rows with the worker's own slice of abuf and scratch, so every output byte is computed by the same code as
+# with one thread.
 
 from numba import prange  # noqa: E402  (kept with the parallel drivers, apart from the single-thread code)
+
+from .threads import next_chunk as _next_chunk  # noqa: E402
 
 
 @njit(cache=True, inline="always")
@@ -712,49 +715,79 @@ def _chunk_views(x, out, geos, ch, j):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def qconv_vnni_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch):
-    """qconv_vnni over the chunks ch = [n0, n1, y0, y1] * n in parallel; chunk j uses the j-th of n equal slices
-    (first axis) of abuf and scratch."""
+def qconv_vnni_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
+                   cnt, T):
+    """qconv_vnni over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers (cnt: a counter scratch);
+    worker w uses the w-th of T equal slices (first axis) of abuf and scratch."""
     nch = ch.size // 4
-    A = abuf.shape[0] // nch
-    S = scratch.shape[0] // nch
-    for j in prange(nch):
-        xs, o, g = _chunk_views(x, out, geos, ch, j)
-        qconv_vnni(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax,
-                   abuf[j * A:(j + 1) * A], scratch[j * S:(j + 1) * S])
+    A = abuf.shape[0] // T
+    S = scratch.shape[0] // T
+    cnt[0] = 0
+    for w in prange(T):
+        ab = abuf[w * A:(w + 1) * A]
+        sc = scratch[w * S:(w + 1) * S]
+        j = _next_chunk(cnt)
+        while j < nch:
+            xs, o, g = _chunk_views(x, out, geos, ch, j)
+            qconv_vnni(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc)
+            j = _next_chunk(cnt)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def qconv_portable_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch,
-                       ch):
-    """qconv_portable over the chunks ch in parallel, as qconv_vnni_par."""
+                       ch, cnt, T):
+    """qconv_portable over the chunks ch, as qconv_vnni_par."""
     nch = ch.size // 4
-    A = abuf.shape[0] // nch
-    S = scratch.shape[0] // nch
-    for j in prange(nch):
-        xs, o, g = _chunk_views(x, out, geos, ch, j)
-        qconv_portable(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax,
-                       abuf[j * A:(j + 1) * A], scratch[j * S:(j + 1) * S])
+    A = abuf.shape[0] // T
+    S = scratch.shape[0] // T
+    cnt[0] = 0
+    for w in prange(T):
+        ab = abuf[w * A:(w + 1) * A]
+        sc = scratch[w * S:(w + 1) * S]
+        j = _next_chunk(cnt)
+        while j < nch:
+            xs, o, g = _chunk_views(x, out, geos, ch, j)
+            qconv_portable(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc)
+            j = _next_chunk(cnt)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qconv_vnni_direct_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, xpad, scratch,
+                          ch, cnt, T):
+    """qconv_vnni_direct over the chunks ch, as qconv_vnni_par (each chunk pads the input rows it reads into the
+    worker's slice of xpad)."""
+    nch = ch.size // 4
+    A = xpad.shape[0] // T
+    S = scratch.shape[0] // T
+    cnt[0] = 0
+    for w in prange(T):
+        ab = xpad[w * A:(w + 1) * A]
+        sc = scratch[w * S:(w + 1) * S]
+        j = _next_chunk(cnt)
+        while j < nch:
+            xs, o, g = _chunk_views(x, out, geos, ch, j)
+            qconv_vnni_direct(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc)
+            j = _next_chunk(cnt)
 
 
 def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
                       qmax: int) -> None:
     """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
-    one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf and scratch
-    slice per chunk). Same arguments."""
-    from .threads import MIN_Q8_MACS, Recorder, bands, threads_for
+    one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf (xpad) and
+    scratch slice per worker). Same arguments."""
+    from .threads import CHUNKS_PER_THREAD, MIN_Q8_MACS, Recorder, bands, threads_for
 
     rec = Recorder(ctx)
     schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax)
     N, OH, OW, CO = out.shape
     t = threads_for(ctx, N * OH * OW * CO * w.shape[1], MIN_Q8_MACS)
     if t > 1 and N >= t:
-        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, t)]
+        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
     elif t > 1 and N == 1 and OH >= t:
-        ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, t)]
+        ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
     else:
         ch = []
-    par = {qconv_vnni: qconv_vnni_par, qconv_portable: qconv_portable_par}
+    par = {qconv_vnni: qconv_vnni_par, qconv_portable: qconv_portable_par, qconv_vnni_direct: qconv_vnni_direct_par}
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
 
@@ -767,4 +800,4 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
         args[5] = geos
         return args
 
-    rec.replay(len(ch), par, (np.array(ch, np.int64).reshape(-1),), edit)
+    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

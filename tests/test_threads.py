@@ -15,7 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import MODELS, SHARED_MODELS
-from lite_numba.kernels import isa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lite_numba.kernels import isa, threads
 from test_batch_matmul import bmm_model
 from test_conv import conv2d_model, dw_model, quant_case
 from test_fully_connected import _quantized_case, fc_model
@@ -145,6 +147,26 @@ def test_two_threads_identical_and_official(name, monkeypatch):
     make, parallel = CASES[name]
     data, inputs = make()
     check_threads(data, inputs, monkeypatch, parallel)
+
+
+@settings(max_examples=12, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["conv_f32", "conv_int8", "dw_f32"]), st.fixed_dictionaries({
+    "n": st.integers(1, 3), "h": st.integers(1, 11), "w": st.integers(1, 9), "ci": st.integers(1, 9),
+    "co": st.integers(1, 40), "k": st.sampled_from([(1, 1), (3, 3), (2, 3)]), "s": st.sampled_from([(1, 1), (2, 2)]),
+    "padding": st.sampled_from(["SAME", "VALID"]), "seed": st.integers(0, 2**31 - 1)}))
+def test_any_split_is_identical(monkeypatch, kind, g):
+    """Every layer split, however small (thresholds 0): remainders of bands, fewer rows than threads, batches."""
+    g = _geometry(**g)
+    if kind == "dw_f32":
+        g["cog"] = g["cig"]
+    if (g["padding"] == "VALID" and (g["h"] < g["kh"] or g["w"] < g["kw"])):
+        return
+    monkeypatch.setattr(threads, "MIN_MACS", 0)
+    monkeypatch.setattr(threads, "MIN_Q8_MACS", 0)
+    monkeypatch.setattr(threads, "MIN_DW_MACS", 0)
+    make = {"conv_f32": _conv_f32, "conv_int8": _conv_int8, "dw_f32": _dw_f32}[kind]
+    check_threads(*make(g), monkeypatch, None)
 
 
 def _model_inputs(data: bytes, seed: int):
