@@ -261,17 +261,40 @@ def lstm_float(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_h
 
 # --- hybrid LSTM (float activations, int8 weights) ----------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
-def _hybrid_product(q, sf, zp, qo, b, n, w, scale, rs, asym, buf, go, n_rows):
-    """buf[go + j] += float(int32 dot(w row j, q[qo:qo + n]) - row_sum[j] * zp[b]) * (sf[b] * scale), as TFLite's
-    hybrid MatrixBatchVectorMultiplyAccumulate."""
-    s = sf[b] * scale
-    qr = q[qo:qo + n]
+@njit(cache=True, nogil=True, inline="always")
+def int8_matvec_t(x, xo, x_zp, w_t, n, n_rows, acc):
+    """acc[j] = sum_k w[j, k] * (x[xo + k] - x_zp) in int32 for j < n_rows, the weights stored transposed
+    (w_t = W^T, [n, n_rows]): one multiply-add along the row axis per input element, four elements per pass over
+    acc, which vectorizes (a per-row int8 dot reduces in int64 lanes)."""
     for j in range(n_rows):
-        wr = w[j * n:j * n + n]  # row views: non-negative range indices, so the integer dot vectorizes
-        acc = 0
-        for k in range(n):
-            acc += np.int32(wr[k]) * np.int32(qr[k])
+        acc[j] = 0
+    k4 = n - n % 4
+    for k in range(0, k4, 4):
+        x0 = np.int32(x[xo + k]) - np.int32(x_zp)
+        x1 = np.int32(x[xo + k + 1]) - np.int32(x_zp)
+        x2 = np.int32(x[xo + k + 2]) - np.int32(x_zp)
+        x3 = np.int32(x[xo + k + 3]) - np.int32(x_zp)
+        w0 = w_t[k * n_rows:(k + 1) * n_rows]
+        w1 = w_t[(k + 1) * n_rows:(k + 2) * n_rows]
+        w2 = w_t[(k + 2) * n_rows:(k + 3) * n_rows]
+        w3 = w_t[(k + 3) * n_rows:(k + 4) * n_rows]
+        for j in range(n_rows):
+            acc[j] += x0 * np.int32(w0[j]) + x1 * np.int32(w1[j]) + x2 * np.int32(w2[j]) + x3 * np.int32(w3[j])
+    for k in range(k4, n):
+        x0 = np.int32(x[xo + k]) - np.int32(x_zp)
+        w0 = w_t[k * n_rows:(k + 1) * n_rows]
+        for j in range(n_rows):
+            acc[j] += x0 * np.int32(w0[j])
+
+
+@njit(cache=True, nogil=True)
+def _hybrid_product(q, sf, zp, qo, b, n, w_t, scale, rs, asym, buf, go, n_rows, iacc):
+    """buf[go + j] += float(int32 dot(W row j, q[qo:qo + n]) - row_sum[j] * zp[b]) * (sf[b] * scale), as TFLite's
+    hybrid MatrixBatchVectorMultiplyAccumulate; w_t is W^T ([n, n_rows]), iacc an int32 scratch of n_rows."""
+    s = sf[b] * scale
+    int8_matvec_t(q, qo, 0, w_t, n, n_rows, iacc)
+    for j in range(n_rows):
+        acc = iacc[j]
         if asym:
             acc -= rs[j] * zp[b]
         buf[go + j] += np.float32(acc) * s
@@ -280,7 +303,7 @@ def _hybrid_product(q, sf, zp, qo, b, n, w, scale, rs, asym, buf, go, n_rows):
 @njit(cache=True, nogil=True)
 def _hybrid_gate(gate, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp, ho,
                  n_out, h_zero, b, w_x, w_a, w_h, w_c, scales, rowsums, rs_off, c, co, use_peep, use_ln, ln, bias,
-                 n_cell, act, buf, go, asym):
+                 n_cell, act, buf, go, asym, iacc):
     """One gate of one batch row (TFLite's CalculateLstmGateHybrid). gate: 0..3 = input, forget, cell, output;
     scales[gate], scales[4 + gate], scales[8 + gate] are the input, aux and recurrent weight scales, scales[12 + k]
     the peephole ones (k = 0, 1, 2 for input, forget, output)."""
@@ -288,13 +311,13 @@ def _hybrid_gate(gate, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_a
         buf[go + j] = np.float32(0.0) if use_ln else bias[j]
     if not x_zero:
         _hybrid_product(qx, x_sf, x_zp, xo, b, n_in, w_x, scales[gate], rowsums[rs_off[gate]:], asym, buf, go,
-                        n_cell)
+                        n_cell, iacc)
     if n_aux > 0 and not a_zero:
         _hybrid_product(qa, a_sf, a_zp, ao, b, n_aux, w_a, scales[4 + gate], rowsums[rs_off[4 + gate]:], asym, buf,
-                        go, n_cell)
+                        go, n_cell, iacc)
     if not h_zero:
         _hybrid_product(qh, h_sf, h_zp, ho, b, n_out, w_h, scales[8 + gate], rowsums[rs_off[8 + gate]:], asym, buf,
-                        go, n_cell)
+                        go, n_cell, iacc)
     if use_peep:
         ps = scales[12 + (gate if gate < 2 else 2)]
         for j in range(n_cell):
@@ -320,6 +343,7 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
     cell_clip, proj_clip = clips[0], clips[1]
     x_sf, a_sf, h_sf, p_sf = sf[0:n_batch], sf[n_batch:2 * n_batch], sf[2 * n_batch:3 * n_batch], sf[3 * n_batch:]
     x_zp, a_zp, h_zp, p_zp = zp[0:n_batch], zp[n_batch:2 * n_batch], zp[2 * n_batch:3 * n_batch], zp[3 * n_batch:]
+    iacc = zp[4 * n_batch:]  # int32 product scratch (max(n_cell, n_output))
     gi, gf, gc, go, tmp = 0, n_cell, 2 * n_cell, 3 * n_cell, 4 * n_cell
     groups = max_time if time_major else n_batch * max_time
     rows = n_batch if time_major else 1
@@ -351,13 +375,13 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
             if not cifg:
                 _hybrid_gate(0, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
                              ho, n_out, h_zero, b, w_xi, w_ai, w_hi, w_ci, scales, rowsums, rs_off, c, co, peep,
-                             use_ln, ln_i, b_i, n_cell, _ACT_SIGMOID, scratch, gi, asym)
+                             use_ln, ln_i, b_i, n_cell, _ACT_SIGMOID, scratch, gi, asym, iacc)
             _hybrid_gate(1, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
                          ho, n_out, h_zero, b, w_xf, w_af, w_hf, w_cf, scales, rowsums, rs_off, c, co, peep,
-                         use_ln, ln_f, b_f, n_cell, _ACT_SIGMOID, scratch, gf, asym)
+                         use_ln, ln_f, b_f, n_cell, _ACT_SIGMOID, scratch, gf, asym, iacc)
             _hybrid_gate(2, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
                          ho, n_out, h_zero, b, w_xc, w_ac, w_hc, w_cf, scales, rowsums, rs_off, c, co, False,
-                         use_ln, ln_c, b_c, n_cell, act, scratch, gc, asym)
+                         use_ln, ln_c, b_c, n_cell, act, scratch, gc, asym, iacc)
             one = np.float32(1.0)
             for j in range(n_cell):
                 v = scratch[gf + j] * c[co + j]
@@ -368,7 +392,7 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
                 c[co + j] = v
             _hybrid_gate(3, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
                          ho, n_out, h_zero, b, w_xo, w_ao, w_ho, w_co, scales, rowsums, rs_off, c, co, peep,
-                         use_ln, ln_o, b_o, n_cell, _ACT_SIGMOID, scratch, go, asym)
+                         use_ln, ln_o, b_o, n_cell, _ACT_SIGMOID, scratch, go, asym, iacc)
             all_zero = True
             for j in range(n_cell):
                 a = scratch[gc + j] if act == _ACT_NONE else _activate(c[co + j], act)
@@ -383,7 +407,7 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
                 if not all_zero:
                     quantize_rows(scratch[tmp:tmp + n_cell], 1, n_cell, asym, qp, p_sf[b:], p_zp[b:])
                     _hybrid_product(qp, p_sf, p_zp, 0, b, n_cell, w_p, scales[15], rowsums[rs_off[12]:], asym, h,
-                                    hb, n_out)
+                                    hb, n_out, iacc)
                 if proj_clip > 0:
                     for k in range(n_out):
                         h[hb + k] = min(max(h[hb + k], -proj_clip), proj_clip)
@@ -408,7 +432,8 @@ def rnn_hybrid(x, aux, w, w_aux, r, bias, h, out, qx, qa, qh, sf, zp, scales, ro
     out_off, out_lead, aux_step, aux_row = p[_R_OUT_OFFSET], p[_R_OUT_LEAD], p[_R_AUX_STEP], p[_R_AUX_ROW]
     asym = p[_R_ASYM] != 0
     x_sf, h_sf, a_sf = sf[0:n_batch], sf[n_batch:2 * n_batch], sf[2 * n_batch:]
-    x_zp, h_zp, a_zp = zp[0:n_batch], zp[n_batch:2 * n_batch], zp[2 * n_batch:]
+    x_zp, h_zp, a_zp = zp[0:n_batch], zp[n_batch:2 * n_batch], zp[2 * n_batch:3 * n_batch]
+    iacc = zp[3 * n_batch:]  # int32 product scratch (units)
     groups = max_time if time_major else n_batch * max_time
     rows = n_batch if time_major else 1
     for it in range(p[_R_PASSES] * groups):
@@ -440,13 +465,14 @@ def rnn_hybrid(x, aux, w, w_aux, r, bias, h, out, qx, qa, qh, sf, zp, scales, ro
             for j in range(units):
                 out[oo + j] = bias[j]
             if not x_zero:
-                _hybrid_product(qx, x_sf, x_zp, rr * n_in, b, n_in, w, scales[0], rowsums, asym, out, oo, units)
+                _hybrid_product(qx, x_sf, x_zp, rr * n_in, b, n_in, w, scales[0], rowsums, asym, out, oo, units,
+                                iacc)
             if not a_zero:
                 _hybrid_product(qa, a_sf, a_zp, rr * n_aux, b, n_aux, w_aux, scales[2], rowsums[2 * units:], asym,
-                                out, oo, units)
+                                out, oo, units, iacc)
             if not h_zero:
                 _hybrid_product(qh, h_sf, h_zp, rr * units, b, units, r, scales[1], rowsums[units:], asym, out, oo,
-                                units)
+                                units, iacc)
         for rr in range(rows):
             oo = (row0 + rr) * out_lead + out_off
             ho = (first_b + rr) * units
@@ -627,6 +653,15 @@ def _flat_i8(ctx: PrepareContext, t):
     return ctx.const(_EMPTY_I8) if t is None else ctx.view(t, (t.size,))
 
 
+def _t_i8(ctx: PrepareContext, t):
+    """A constant int8 weight matrix [rows, cols] as its flat transpose [cols, rows] (what int8_matvec_t reads), or
+    an empty array when absent."""
+    if t is None:
+        return ctx.const(_EMPTY_I8)
+    m = np.asarray(t.data, np.int8).reshape(t.shape[0], -1)
+    return ctx.const(np.ascontiguousarray(m.T).reshape(-1))
+
+
 def _schedule_lstm_hybrid(ctx: PrepareContext, d: dict, x, aux, out, *, n_batch, max_time, n_input, time_major,
                           forward, out_offset, out_lead, state_lead, use_ln, act, cell_clip, proj_clip, state_h,
                           state_c, asymmetric) -> None:
@@ -663,17 +698,18 @@ def _schedule_lstm_hybrid(ctx: PrepareContext, d: dict, x, aux, out, *, n_batch,
     rowsums = np.concatenate(sums).astype(np.int32) if sums else np.zeros(1, np.int32)
     rows = n_batch if time_major else 1
     args = [_flat(ctx, x), _flat(ctx, aux if n_aux else None)]
-    args += [_flat_i8(ctx, w[f"input_to_{g}_weights"]) for g in gates]
-    args += [_flat_i8(ctx, t) for t in d["w_aux"]]
-    args += [_flat_i8(ctx, w[f"recurrent_to_{g}_weights"]) for g in gates]
+    args += [_t_i8(ctx, w[f"input_to_{g}_weights"]) for g in gates]
+    args += [_t_i8(ctx, t) for t in d["w_aux"]]
+    args += [_t_i8(ctx, w[f"recurrent_to_{g}_weights"]) for g in gates]
     args += [_flat_i8(ctx, t) for t in peeps]
     args += [_flat(ctx, t if use_ln else None) for t in d["lns"]]
     args += [_flat(ctx, w[f"{g}_gate_bias"]) for g in gates]
-    args += [_flat_i8(ctx, w["projection_weights"]), _flat(ctx, w["projection_bias"])]
+    args += [_t_i8(ctx, w["projection_weights"]), _flat(ctx, w["projection_bias"])]
     args += [_flat(ctx, state_h), _flat(ctx, state_c), _flat(ctx, out), ctx.temp((5 * n_cell,), np.float32),
              ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * n_aux, 1),), np.int8),
              ctx.temp((max(rows * n_output, 1),), np.int8), ctx.temp((max(n_cell, 1),), np.int8),
-             ctx.temp((4 * n_batch,), np.float32), ctx.temp((4 * n_batch,), np.int32), scales, rowsums, rs_off, p,
+             ctx.temp((4 * n_batch,), np.float32), ctx.temp((4 * n_batch + max(n_cell, n_output),), np.int32),
+             scales, rowsums, rs_off, p,
              np.array([cell_clip, proj_clip], np.float32)]
     ctx.call(lstm_hybrid, *args)
 
@@ -918,11 +954,11 @@ def _schedule_rnn_hybrid(ctx: PrepareContext, x, aux, w, w_aux, r, bias, h, out,
     rowsums = np.concatenate([np.asarray(m.data, np.int8).reshape(units, -1).astype(np.int32).sum(axis=1)
                               for m in mats]).astype(np.int32)
     rows = n_batch if p[_R_TIME_MAJOR] else 1
-    ctx.call(rnn_hybrid, _flat(ctx, x), _flat(ctx, aux if n_aux else None), _flat_i8(ctx, w),
-             _flat_i8(ctx, w_aux if n_aux else None), _flat_i8(ctx, r), _flat(ctx, bias), _flat(ctx, h),
+    ctx.call(rnn_hybrid, _flat(ctx, x), _flat(ctx, aux if n_aux else None), _t_i8(ctx, w),
+             _t_i8(ctx, w_aux if n_aux else None), _t_i8(ctx, r), _flat(ctx, bias), _flat(ctx, h),
              _flat(ctx, out), ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * n_aux, 1),), np.int8),
              ctx.temp((max(rows * units, 1),), np.int8), ctx.temp((3 * n_batch,), np.float32),
-             ctx.temp((3 * n_batch,), np.int32), scales, rowsums, ph)
+             ctx.temp((3 * n_batch + units,), np.int32), scales, rowsums, ph)
 
 
 def _prepare_rnn(ctx: PrepareContext, x, n_batch: int, max_time: int, n_input: int, time_major: bool,

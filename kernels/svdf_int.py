@@ -23,7 +23,7 @@ import numpy as np
 from lite_numba.kernels import fixedpoint as fx
 from lite_numba.kernels.fixedpoint import multiply_by_quantized_multiplier as _mbqm
 from lite_numba.kernels.quantized_fully_connected import quantize_rows
-from lite_numba.kernels.rnn import _activate, _dot, _flat
+from lite_numba.kernels.rnn import _activate, _dot, _flat, int8_matvec_t
 from numba import njit
 
 from lite_numba.ops import PrepareContext
@@ -32,32 +32,6 @@ from lite_numba.ops import PrepareContext
 (_S_BATCH, _S_INPUT, _S_FILTERS, _S_MEM, _S_RANK, _S_HAS_BIAS, _S_IN_ZP, _S_OUT_ZP, _S_M1, _S_SH1, _S_M2,
  _S_SH2) = range(12)
 _S_SIZE = 12
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _feature_acc(x, xo, x_zp, w_t_f, n_in, n_f, acc):
-    """acc[f] = sum_k w_f[f, k] * (x[xo + k] - x_zp) in int32 for every filter f, with the weights stored transposed
-    (w_t_f = W_f^T, [input, filters]): one multiply-add over the filter axis per input element, which vectorizes
-    (four input elements per pass over acc)."""
-    for j in range(n_f):
-        acc[j] = 0
-    k4 = n_in - n_in % 4
-    for k in range(0, k4, 4):
-        x0 = np.int32(x[xo + k]) - np.int32(x_zp)
-        x1 = np.int32(x[xo + k + 1]) - np.int32(x_zp)
-        x2 = np.int32(x[xo + k + 2]) - np.int32(x_zp)
-        x3 = np.int32(x[xo + k + 3]) - np.int32(x_zp)
-        w0 = w_t_f[k * n_f:(k + 1) * n_f]
-        w1 = w_t_f[(k + 1) * n_f:(k + 2) * n_f]
-        w2 = w_t_f[(k + 2) * n_f:(k + 3) * n_f]
-        w3 = w_t_f[(k + 3) * n_f:(k + 4) * n_f]
-        for j in range(n_f):
-            acc[j] += x0 * np.int32(w0[j]) + x1 * np.int32(w1[j]) + x2 * np.int32(w2[j]) + x3 * np.int32(w3[j])
-    for k in range(k4, n_in):
-        x0 = np.int32(x[xo + k]) - np.int32(x_zp)
-        w0 = w_t_f[k * n_f:(k + 1) * n_f]
-        for j in range(n_f):
-            acc[j] += x0 * np.int32(w0[j])
 
 
 @njit(cache=True, nogil=True)
@@ -73,7 +47,7 @@ def svdf_integer(x, w_f, w_t, bias, state, out, scratch, p):
     for k in range(total - 1):
         state[k] = state[k + 1]
     for b in range(n_batch):
-        _feature_acc(x, b * n_in, in_zp, w_f, n_in, n_f, scratch)
+        int8_matvec_t(x, b * n_in, in_zp, w_f, n_in, n_f, scratch)
         for f in range(n_f):
             v = _mbqm(scratch[f], m1, sh1)
             v = min(max(v, -32768), 32767)
@@ -119,7 +93,7 @@ def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, acc, qx, sf, zp, rowsums
         for b in range(n_batch):
             sf[b] = sf[b] * wf_scale
         for b in range(n_batch):
-            _feature_acc(qx, b * n_in, 0, w_f, n_in, n_f, acc)
+            int8_matvec_t(qx, b * n_in, 0, w_f, n_in, n_f, acc)
             s = sf[b]
             for j in range(n_f):
                 a = acc[j]
@@ -191,7 +165,7 @@ def prepare_svdf_integer(ctx: PrepareContext, x, w_f, w_t, bias, state, dims) ->
 
 
 def _transposed(w_f, n_f: int) -> np.ndarray:
-    """W_f^T flattened ([input, filters]): the layout _feature_acc reads."""
+    """W_f^T flattened ([input, filters]): the layout int8_matvec_t reads."""
     return np.ascontiguousarray(np.asarray(w_f.data, np.int8).reshape(n_f, -1).T).reshape(-1)
 
 
