@@ -6,7 +6,9 @@ SVDF in svdf_int.py. The maths follows
 TFLite's float paths (lstm_eval.cc EvalFloat / LstmStepFloat, kernel_utils RnnBatchStep, svdf EvalFloat) in float32,
 and its hybrid paths (LstmStepHybrid, hybrid RnnBatchStep: per step and batch row the input and state are quantized
 to int8 by BatchQuantizeFloats, with the NEON rounding of the official x86 build (quantize_rows), products accumulate
-in int32 and are scaled back to float):
+in int32 and are scaled back to float). tanh and the logistic are the official build's Eigen functions bit for bit
+(tanh_f32, sigmoid_f32 below): the hybrid ops re-quantize activated states every step, where a last-bit difference
+would move int8 values. Per step:
 
 - LSTM gate: g = act(W_x x + W_aux aux + W_h h (+ w_c .* c) + bias), accumulated in that order (bias first), or
   with layer norm: g = act(ln .* normalize(W_x x + W_aux aux + W_h h (+ w_c .* c)) + bias);
