@@ -563,10 +563,10 @@ def dwconv_f32_simd_banded_par(xb, sb, s, w, bias, out, geo, toff, lim, ch, cnt,
 def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work) its parallel driver (AVX-512 or portable,
     par_portable.py) over ranges of images or bands of output rows (schedule_f32's preparation recorded and replayed
-    with a band scratch per chunk). Same arguments."""
+    with a band scratch per worker). Same arguments."""
     import numpy as np
 
-    from .dwconv import dwconv_f32_banded, schedule_f32
+    from .dwconv import schedule_f32
     from .threads import CHUNKS_PER_THREAD, MIN_DW_MACS, Recorder, bands, threads_for
 
     rec = Recorder(ctx)
@@ -579,12 +579,8 @@ def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
         from .par_portable import DW_PAR as par
     if t > 1 and N >= t:
         ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
-    elif t > 1:
-        band = 1
-        for fn, args in rec.calls:
-            if fn in (dwconv_f32_simd_banded, dwconv_f32_banded):
-                band = int(args[6][9])
-        ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-CHUNKS_PER_THREAD * t // N), band)]
+    elif t > 1:  # (a chunk runs its own bands from its first row: any split works)
+        ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-CHUNKS_PER_THREAD * t // N))]
     else:
         ch = []
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
