@@ -154,9 +154,11 @@ def _make_int_tile(pt: int, kind: str):
     acc = be[c0 + j] + sum_t ext(x[xoff + p * xstep + toff[t] + j]) * sext(w[t * wstride + c0 + j]) in wrapping
     int32; out[ooff + p * ostep + j] = clamp(requantize(acc, mult[c0 + j], shift[c0 + j]) + zp_out, qmin, qmax)
     for p < pt, j < nch. x int8 (sign-extended) or uint8 (zero-extended), w int8 or int16; out int8 or uint8.
-    kind: the rounding of the block ("up", "away", or "mixed": channels below nvec half up). The "up" tile starts
-    from 0 and takes be, mult, shift and zp_out from prm instead (simd_int8's output stage on parameters filled by
-    simd_int8._channel_params, the same arithmetic as _requantize "up" + zp_out)."""
+    kind: the rounding of the block: "up", "away", "mixed" (channels below nvec half up), or "auto", the one
+    _q_pixels uses (its blocks never straddle nvec): a block below nvec is "up", else "away", chosen at run time
+    so that one tile's main loop serves both. The "up" output stage takes be, mult, shift and zp_out from prm
+    (simd_int8's output stage on parameters filled by simd_int8._channel_params, the same arithmetic as
+    _requantize "up" + zp_out); "up" and "auto" tiles start from 0 and add be in the "away" stage."""
 
     @intrinsic
     def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out,
@@ -183,7 +185,7 @@ def _make_int_tile(pt: int, kind: str):
             mask = _lane_mask(builder, nch_)
             vx = ir.VectorType(xt, VL)
             vw = ir.VectorType(wt, VL)
-            b = ir.Constant(_v16i, None) if kind == "up" else _masked_load(builder, pbe, _v16i, mask)
+            b = ir.Constant(_v16i, None) if kind in ("up", "auto") else _masked_load(builder, pbe, _v16i, mask)
             accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
             xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), xt) for p in range(pt)]
             with cgutils.for_range(builder, ntap_) as loop:
@@ -199,7 +201,7 @@ def _make_int_tile(pt: int, kind: str):
             store = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
                 f"llvm.masked.store.{_vec_name(vo)}.p0")
-            if kind == "up":
+            def up_stage():
                 params = _requantize_params(builder, _data_ptr(context, builder, sig.args[19], prm_), c0_)
                 lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
                 hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
@@ -208,26 +210,40 @@ def _make_int_tile(pt: int, kind: str):
                     ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
                     builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
                                          ir.Constant(_i32, 1), mask])
-                return context.get_dummy_value()
-            # output stage, per channel
-            q = builder.sext(_masked_load(builder, pm, _v16i, mask), v16l)
-            sh = builder.sext(_masked_load(builder, ps, _v16i, mask), v16l)
-            zero = ir.Constant(v16l, None)
-            left = builder.select(builder.icmp_signed(">", sh, zero), sh, zero)
-            nsh = builder.sub(zero, sh)
-            right = builder.select(builder.icmp_signed(">", nsh, zero), nsh, zero)
-            lane = builder.add(ir.Constant(v16l, list(range(VL))), _splat(builder, c0_, v16l))
-            upmask = builder.icmp_signed("<", lane, _splat(builder, nvec_, v16l))
-            zpv = _splat(builder, zpo_, v16l)
-            lov = _splat(builder, qmin_, v16l)
-            hiv = _splat(builder, qmax_, v16l)
-            for p in range(pt):
-                r = builder.add(_requantize(builder, builder.load(accs[p]), q, left, right, kind, upmask), zpv)
-                r = builder.select(builder.icmp_signed("<", r, lov), lov, r)
-                r = builder.select(builder.icmp_signed(">", r, hiv), hiv, r)
-                ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
-                builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
-                                  ir.Constant(_i32, 1), mask])
+
+            def int64_stage(k):  # the output stage in int64 lanes, per channel ("away" / "mixed")
+                q = builder.sext(_masked_load(builder, pm, _v16i, mask), v16l)
+                sh = builder.sext(_masked_load(builder, ps, _v16i, mask), v16l)
+                zero = ir.Constant(v16l, None)
+                left = builder.select(builder.icmp_signed(">", sh, zero), sh, zero)
+                nsh = builder.sub(zero, sh)
+                right = builder.select(builder.icmp_signed(">", nsh, zero), nsh, zero)
+                lane = builder.add(ir.Constant(v16l, list(range(VL))), _splat(builder, c0_, v16l))
+                upmask = builder.icmp_signed("<", lane, _splat(builder, nvec_, v16l))
+                zpv = _splat(builder, zpo_, v16l)
+                lov = _splat(builder, qmin_, v16l)
+                hiv = _splat(builder, qmax_, v16l)
+                for p in range(pt):
+                    r = builder.add(_requantize(builder, builder.load(accs[p]), q, left, right, k, upmask), zpv)
+                    r = builder.select(builder.icmp_signed("<", r, lov), lov, r)
+                    r = builder.select(builder.icmp_signed(">", r, hiv), hiv, r)
+                    ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
+                    builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
+                                         ir.Constant(_i32, 1), mask])
+
+            if kind == "up":
+                up_stage()
+            elif kind == "auto":  # a block below nvec: half up (prm); else + be, rounded half away from zero
+                with builder.if_else(builder.icmp_signed("<", c0_, nvec_)) as (then, otherwise):
+                    with then:
+                        up_stage()
+                    with otherwise:
+                        bev = _masked_load(builder, pbe, _v16i, mask)
+                        for p in range(pt):
+                            builder.store(builder.add(builder.load(accs[p]), bev), accs[p])
+                        int64_stage("away")
+            else:
+                int64_stage(kind)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -294,9 +310,7 @@ dw_rows3_s1 = _make_int_rows3_tile(PT, 1)
 dw_rows3_s2 = _make_int_rows3_tile(PT, 2)
 dw_f32_tile4 = _make_f32_tile(PT)
 dw_f32_tile1 = _make_f32_tile(1)
-dw_int_tile4_up, dw_int_tile1_up = _make_int_tile(PT, "up"), _make_int_tile(1, "up")
-dw_int_tile4_away, dw_int_tile1_away = _make_int_tile(PT, "away"), _make_int_tile(1, "away")
-dw_int_tile4_mixed, dw_int_tile1_mixed = _make_int_tile(PT, "mixed"), _make_int_tile(1, "mixed")
+dw_int_tile4, dw_int_tile1 = _make_int_tile(PT, "auto"), _make_int_tile(1, "auto")
 
 
 @njit(cache=True, nogil=True)
@@ -332,28 +346,15 @@ def dwconv_f32_simd(xp, w, bias, out, geo, toff, lim):
 
 
 @njit(cache=True, inline="always")
-def _int_tile(kind, pt4, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
-              nch, prm):
+def _int_tile(pt4, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, nch,
+              prm):
+    """One generic integer tile of PT pixels or one ("auto": half up below nvec, half away from zero from it)."""
     if pt4:
-        if kind == 0:
-            dw_int_tile4_up(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C,
-                            nch, prm)
-        elif kind == 1:
-            dw_int_tile4_away(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
-                              C, nch, prm)
-        else:
-            dw_int_tile4_mixed(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
-                               ooff, C, nch, prm)
+        dw_int_tile4(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C, nch,
+                     prm)
     else:
-        if kind == 0:
-            dw_int_tile1_up(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C,
-                            nch, prm)
-        elif kind == 1:
-            dw_int_tile1_away(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
-                              C, nch, prm)
-        else:
-            dw_int_tile1_mixed(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
-                               ooff, C, nch, prm)
+        dw_int_tile1(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C, nch,
+                     prm)
 
 
 @njit(cache=True, inline="always")
@@ -383,27 +384,30 @@ def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin,
         for t in range(T):
             if toff[t] != (t // 3) * ys + (t % 3) * C:
                 ys = 0
-    for c0 in range(0, C, VL):
+    tiles = b - lo >= PT  # tiles of PT pixels, else single pixels
+    count = (b - a + PT - 1) // PT if tiles else b - a
+    # channel pieces: blocks of 16; a block with channels on both sides of nvec runs as two pieces (half up below
+    # nvec, half away from zero from it), so every tile rounds one way
+    c0 = 0
+    while c0 < C:
         nch = min(VL, C - c0)
-        kind = 0 if c0 + nch <= nvec else (1 if c0 >= nvec else 2)
-        if kind == 0 and nch == VL and ys != 0 and b - lo >= PT:
-            for t in range((b - a + PT - 1) // PT):
-                ox = min(a + t * PT, b - PT)
+        if c0 < nvec < c0 + nch:
+            nch = nvec - c0
+        kind = 0 if c0 < nvec else 1
+        rows3 = kind == 0 and nch == VL and ys != 0 and tiles
+        for t in range(count):
+            ox = min(a + t * PT, b - PT) if tiles else a + t
+            xoff = xrow + ox * xstep + c0
+            ooff = orow + ox * C + c0
+            if rows3:
                 if xstep == C:
-                    dw_rows3_s1(xf, xrow + ox * xstep + c0, C, ys, T // 3, wf, c0, of, orow + ox * C + c0, prm, qmin,
-                                qmax)
+                    dw_rows3_s1(xf, xoff, C, ys, T // 3, wf, c0, of, ooff, prm, qmin, qmax)
                 else:
-                    dw_rows3_s2(xf, xrow + ox * xstep + c0, C, ys, T // 3, wf, c0, of, orow + ox * C + c0, prm, qmin,
-                                qmax)
-        elif b - lo >= PT:
-            for t in range((b - a + PT - 1) // PT):
-                ox = min(a + t * PT, b - PT)
-                _int_tile(kind, True, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift, nvec,
-                          zp_out, qmin, qmax, of, orow + ox * C + c0, nch, prm)
-        else:
-            for ox in range(a, b):
-                _int_tile(kind, False, xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift, nvec,
-                          zp_out, qmin, qmax, of, orow + ox * C + c0, nch, prm)
+                    dw_rows3_s2(xf, xoff, C, ys, T // 3, wf, c0, of, ooff, prm, qmin, qmax)
+            else:
+                _int_tile(tiles, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
+                          ooff, nch, prm)
+        c0 += nch
 
 
 @njit(cache=True, inline="always")
@@ -415,10 +419,11 @@ def _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, pr
     xf = xp.reshape(xp.size)
     wf = w.reshape(w.size)
     of = out.reshape(out.size)
+    z = OW - OW  # 0 as a run-time int64: a literal 0 argument would compile another _q_pixels
     for n in range(N):
         for oy in range(OH):
             _q_pixels(xf, ((n * HP + oy * sh) * WP) * C, sw * C, toff, wf, C, be, mult, shift, nvec, zp_out, qmin,
-                      qmax, of, ((n * OH + oy) * OW) * C, 0, OW, 0, prm)
+                      qmax, of, ((n * OH + oy) * OW) * C, z, OW, z, prm)
 
 
 @njit(cache=True, nogil=True)
@@ -480,6 +485,7 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
     wf = w.reshape(w.size)
     of = out.reshape(out.size)
     xstep = sw * C
+    z = OW - OW  # 0 as a run-time int64: a literal 0 argument would compile another _q_pixels
     for n in range(N):
         for oy0 in range(0, OH, band):
             nb = min(band, OH - oy0)
@@ -493,15 +499,15 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
                 srow = r * sh * WP * C
                 orow = ((n * OH + oy) * OW) * C
                 if inner:
-                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, 0,
-                              xa, 0, prm)
+                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, z,
+                              xa, z, prm)
                     _q_pixels(xf, ((n * H + oy * sh - pt) * W - pl) * C, xstep, toff_x, wf, C, be, mult, shift,
                               nvec, zp_out, qmin, qmax, of, orow, xa, xe, xa, prm)
                     _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, xe,
-                              OW, 0, prm)
+                              OW, z, prm)
                 else:
-                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, 0,
-                              OW, 0, prm)
+                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, z,
+                              OW, z, prm)
 
 
 # --- multi-threaded float32 drivers (num_threads > 1, see kernels/threads.py) -----------------------------------------

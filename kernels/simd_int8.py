@@ -659,7 +659,6 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
     offs = channel_offsets(w, flip, zp_in, Np)
     MB = block_rows(Kp, P, MR if vnni else PR)
-    scratch = ctx.temp((Np // 16, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
     bias_values = const_values(bias)
     if vnni and bias_values is not None:  # the output-stage parameters once, at prepare
         off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)
@@ -678,9 +677,10 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
         runs = KH if dw == 1 else KH * KW
         ctx.call(qconv_vnni_direct, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
                  geo, flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out),
-                 int(qmin), int(qmax), xpad, scratch)
+                 int(qmin), int(qmax), xpad, ctx.temp((Np // 16, PRM_BLOCK), np.int32))
         return
     abuf = ctx.temp((MB, Kp), np.uint8)
+    scratch = ctx.temp((Np // 16, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
     fn = qconv_vnni if vnni else qconv_portable
     ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
              np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)

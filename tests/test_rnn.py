@@ -99,7 +99,12 @@ def uni_lstm_model(x_shape, w, n_output, n_cell, *, time_major=False, act="TANH"
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+# Derandomized (fixed examples in CI, like the other hypothesis tests). Layer norm over 1-2 cells is ill-conditioned:
+# two pre-activations that nearly agree normalize to +-(a - b) / sqrt((a - b)^2 / 4 + 1e-8), so a last-bit difference
+# in a and b (the official float products run through its GEMM backend, in another order) grows to ~1e-4; found by
+# hypothesis at batch 2, time 2, n_input 5, n_cell 2, CIFG, layer norm, activation NONE (1.7e-4). Such cases use
+# the hybrid ops' 1e-4 bound.
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(batch=st.integers(1, 3), time=st.integers(1, 5), n_input=st.integers(1, 7), n_cell=st.integers(1, 9),
        cifg=st.booleans(), peephole=st.booleans(), proj=st.sampled_from([None, False, True]), layer_norm=st.booleans(),
        time_major=st.booleans(), act=st.sampled_from(["TANH", "TANH", "RELU", "NONE", "RELU6"]),
@@ -115,7 +120,8 @@ def test_uni_lstm(batch, time, n_input, n_cell, cifg, peephole, proj, layer_norm
     data = uni_lstm_model(shape, w, n_output, n_cell, time_major=time_major, act=act, cell_clip=cell_clip,
                           proj_clip=proj_clip, layer_norm=layer_norm)
     # two invokes carry the state; a reset before the third restarts from zeros
-    check_sequence(data, [[rnd(rng, shape, 1.0)] for _ in range(3)], reset_before=(2,))
+    check_sequence(data, [[rnd(rng, shape, 1.0)] for _ in range(3)], reset_before=(2,),
+                   tol=1e-4 if layer_norm and n_cell <= 2 else 1e-5)
 
 
 def test_uni_lstm_20_inputs_and_zero_input():
