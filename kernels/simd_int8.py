@@ -694,6 +694,7 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
 
 from numba import prange  # noqa: E402  (kept with the parallel drivers, apart from the single-thread code)
 
+from .threads import call_at as _call_at  # noqa: E402
 from .threads import next_chunk as _next_chunk  # noqa: E402
 
 
@@ -715,10 +716,11 @@ def _chunk_views(x, out, geos, ch, j):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def qconv_vnni_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
-                   cnt, T):
-    """qconv_vnni over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers (cnt: a counter scratch);
-    worker w uses the w-th of T equal slices (first axis) of abuf and scratch."""
+def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
+              cnt, T):
+    """The serial driver at native address addr (qconv_vnni, qconv_vnni_direct or qconv_portable, called with
+    threads.call_at) over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers (cnt: a counter
+    scratch); worker w uses the w-th of T equal slices (first axis) of abuf (xpad) and scratch."""
     nch = ch.size // 4
     A = abuf.shape[0] // T
     S = scratch.shape[0] // T
@@ -729,44 +731,7 @@ def qconv_vnni_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_ou
         j = _next_chunk(cnt)
         while j < nch:
             xs, o, g = _chunk_views(x, out, geos, ch, j)
-            qconv_vnni(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc)
-            j = _next_chunk(cnt)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def qconv_portable_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch,
-                       ch, cnt, T):
-    """qconv_portable over the chunks ch, as qconv_vnni_par."""
-    nch = ch.size // 4
-    A = abuf.shape[0] // T
-    S = scratch.shape[0] // T
-    cnt[0] = 0
-    for w in prange(T):
-        ab = abuf[w * A:(w + 1) * A]
-        sc = scratch[w * S:(w + 1) * S]
-        j = _next_chunk(cnt)
-        while j < nch:
-            xs, o, g = _chunk_views(x, out, geos, ch, j)
-            qconv_portable(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc)
-            j = _next_chunk(cnt)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def qconv_vnni_direct_par(x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, xpad, scratch,
-                          ch, cnt, T):
-    """qconv_vnni_direct over the chunks ch, as qconv_vnni_par (each chunk pads the input rows it reads into the
-    worker's slice of xpad)."""
-    nch = ch.size // 4
-    A = xpad.shape[0] // T
-    S = scratch.shape[0] // T
-    cnt[0] = 0
-    for w in prange(T):
-        ab = xpad[w * A:(w + 1) * A]
-        sc = scratch[w * S:(w + 1) * S]
-        j = _next_chunk(cnt)
-        while j < nch:
-            xs, o, g = _chunk_views(x, out, geos, ch, j)
-            qconv_vnni_direct(xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc)
+            _call_at(addr, (xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc))
             j = _next_chunk(cnt)
 
 
@@ -775,7 +740,7 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
     """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
     one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf (xpad) and
     scratch slice per worker). Same arguments."""
-    from .threads import CHUNKS_PER_THREAD, MIN_Q8_MACS, Recorder, bands, threads_for
+    from .threads import CHUNKS_PER_THREAD, MIN_Q8_MACS, Recorder, bands, serial_address, threads_for
 
     rec = Recorder(ctx)
     schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax)
@@ -787,17 +752,18 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
         ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
     else:
         ch = []
-    par = {qconv_vnni: qconv_vnni_par, qconv_portable: qconv_portable_par, qconv_vnni_direct: qconv_vnni_direct_par}
+    par = {qconv_vnni: qconv_par, qconv_portable: qconv_par, qconv_vnni_direct: qconv_par}
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
 
     def edit(fn, args):
+        addr = serial_address(fn, args)  # the serial driver, compiled for the types the chunks call it with
         geo = np.asarray(args[5], np.int64)  # [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]
         geos = np.repeat(geo[None, :], len(ch), axis=0)
         for j, (_, _, y0, y1) in enumerate(ch):
             geos[j, 4] = geo[4] - y0 * geo[0]
             geos[j, 8] = y1 - y0
         args[5] = geos
-        return args
+        return [addr] + args
 
     rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import from_dtype, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 # work (multiply-adds) below which a parallel launch (~1.5-2 us with two threads) does not pay: a 3x3 conv of
@@ -58,6 +59,53 @@ def next_chunk(typingctx, cnt):
         return builder.atomic_rmw("add", arr.data, ir.Constant(ir.IntType(64), 1), "seq_cst")
 
     return types.int64(cnt), codegen
+
+
+@intrinsic
+def call_at(typingctx, addr, args):
+    """Call the compiled kernel at native address `addr` (an overload returning None, in Numba's calling
+    convention, compiled for exactly the types of the tuple `args`) with the values of `args`. A parallel driver
+    calls its serial kernel this way instead of by name, so that the driver's own compile does not link and
+    re-optimise the kernel's code (qconv_vnni_par: 6.3 s of compile; see serial_address)."""
+    if not isinstance(addr, types.Integer) or not isinstance(args, types.BaseTuple):
+        return None
+    argtys = tuple(args.types)
+
+    def codegen(context, builder, sig, llargs):
+        vals = cgutils.unpack_tuple(builder, llargs[1], len(argtys))
+        fnty = context.call_conv.get_function_type(types.none, argtys)
+        fnptr = builder.inttoptr(llargs[0], fnty.as_pointer())
+        if not hasattr(fnptr, "function_type"):  # what call_function reads from an ir.Function
+            fnptr.function_type = fnty
+        # the serial kernels raise nothing for arguments prepare validated; a status would be lost in the worker
+        context.call_conv.call_function(builder, fnptr, types.none, argtys, vals)
+        return context.get_dummy_value()
+
+    return types.none(addr, args), codegen
+
+
+def _arg_type(a):
+    """The Numba type a kernel argument is passed as (see the kernel contract in lite_numba/ops.py)."""
+    if isinstance(a, (bool, np.bool_)):
+        raise TypeError("serial_address: boolean arguments are not passed to kernels")
+    if isinstance(a, (int, np.integer)):
+        return types.int64
+    if isinstance(a, (float, np.floating)):
+        return types.float64
+    arr = getattr(a, "array", a)  # ConstArg
+    return types.Array(from_dtype(np.dtype(arr.dtype)), len(arr.shape), "C")
+
+
+def serial_address(fn, args) -> int:
+    """Compile (or load from the disk cache) the serial kernel `fn` for the types of the call arguments `args`
+    (tensors, views, scratch, arrays, ints, floats, as given to ctx.call) and return its native address, for a
+    parallel driver that calls it with `call_at`. Addresses are per process: prepare computes them each time."""
+    from lite_numba.executor import _precompile
+    from lite_numba.native_call import native_address
+
+    sig = tuple(_arg_type(a) for a in args)
+    _precompile([(fn, sig)])
+    return native_address(fn.overloads[sig])
 
 
 def _pool_size() -> int:
