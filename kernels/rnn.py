@@ -30,14 +30,13 @@ the configuration as an int64 parameter vector, so the whole family costs one si
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
-from numba import njit
-
 from lite_numba.kernels.quantized_fully_connected import quantize_rows
 from lite_numba.kernels.rnn_int import prepare_lstm_integer
-from lite_numba.kernels.vecmath import fdiv
+from lite_numba.kernels.vecmath import sigmoid_f32, tanh_f32
+from numba import njit
+
 from lite_numba.ops import PrepareContext, kernel
 
 # fused activations as TFLite's ApplyActivationToVector takes them (kTfLiteActSigmoid = 6 is internal)
@@ -49,53 +48,6 @@ _SUPPORTED_ACTS = (_ACT_NONE, _ACT_RELU, _ACT_RELU_N1_TO_1, _ACT_RELU6, _ACT_TAN
 (_P_BATCH, _P_TIME, _P_INPUT, _P_AUX, _P_CELL, _P_OUTPUT, _P_TIME_MAJOR, _P_FORWARD, _P_OUT_OFFSET, _P_OUT_LEAD,
  _P_STATE_LEAD, _P_CIFG, _P_PEEPHOLE, _P_LAYER_NORM, _P_PROJ, _P_PROJ_BIAS, _P_DIAG, _P_ACT) = range(18)
 _P_SIZE = 18
-
-
-@njit(cache=True, inline="always")
-def tanh_f32(x):
-    """tanh as the official x86 build computes it in the sequence ops (ApplyTanhToVector: Eigen's ptanh_float with
-    EIGEN_FAST_MATH and no FMA): x clamped to +-7.90738964080810547, then (x + x^3 P(x^2)) / Q(x^2), a [9/8]
-    rational minimax, in float32 Horner steps. Bit-exact with the official TANH on 1M probes over [-9, 9]
-    (float32 mul and add kept separate: no FMA contraction here)."""
-    c = np.float32(7.90738964080810547)
-    xc = min(max(x, -c), c)
-    x2 = xc * xc
-    x3 = x2 * xc
-    p = np.float32(1.394553628e-8) * x2 + np.float32(2.102733560e-5)
-    p = p * x2 + np.float32(3.520756727e-3)
-    p = p * x2 + np.float32(1.340216100e-1)
-    q = np.float32(8.015776984e-7) * x2 + np.float32(3.326951409e-4)
-    q = q * x2 + np.float32(2.597254514e-2)
-    q = q * x2 + np.float32(4.673548340e-1)
-    q = q * x2 + np.float32(1.0)
-    r = fdiv(x3 * p + xc, q)
-    return r if x == x else x
-
-
-@njit(cache=True, inline="always")
-def sigmoid_f32(x):
-    """The logistic function as the official x86 build computes it in the sequence ops (ApplySigmoidToVector:
-    Eigen's scalar_logistic_op<float> packet path, no FMA): 0 below -104; else with x' = min(x, 16.6355324) / 2,
-    m = floor(x' log2(e) + 1/2), r = x' - m ln2 (Cephes' two-part ln2), exp(r) by a degree-5 minimax polynomial,
-    e = (2^m exp(r))^2 and e / (1 + e), every step in float32. Bit-exact with the official LOGISTIC on 1M probes
-    over [-20, 20]."""
-    if x < np.float32(-104.0):
-        return np.float32(0.0)
-    if x != x:
-        return x
-    half = np.float32(0.5)
-    xv = min(x, np.float32(16.6355324)) * half
-    m = np.floor(xv * np.float32(1.44269504088896341) + half)
-    r = m * np.float32(-0.693359375) + xv
-    r = m * np.float32(2.12194440e-4) + r
-    r2 = r * r
-    p_even = r2 * np.float32(4.1898667812347412109375e-2) + np.float32(0.49999141693115234375)
-    p_odd = r2 * np.float32(8.33471305668354034423828125e-3) + np.float32(0.16666877269744873046875)
-    p = r * p_odd + p_even
-    p = r2 * p + (r + np.float32(1.0))
-    e = np.float32(math.ldexp(np.float64(p), int(m)))  # exact: a power-of-two scaling in the normal range
-    e = e * e
-    return fdiv(e, np.float32(1.0) + e)
 
 
 @njit(cache=True, nogil=True)

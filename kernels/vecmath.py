@@ -1,11 +1,12 @@
-"""Float32 exp and erfc written so that LLVM vectorizes loops calling them (np.exp / math.erfc are one libm call per
-element, which no loop vectorizer can widen).
+"""Float32 exp, erfc, tanh and the logistic function written so that LLVM vectorizes loops calling them (np.exp,
+math.erfc, np.tanh are one libm call per element, which no loop vectorizer can widen).
 
 exp: exp(t) = p(f) * 2**k with k = round(t / ln 2), f = t - k ln 2 (|f| <= ln 2 / 2, ln 2 split in two parts so
 k ln 2 is exact), p a degree-6 Taylor polynomial (truncation ~1e-7 relative) and 2**k built from its exponent bits.
 erfc: the Chebyshev-fitted form t exp(-z^2 + poly(t)), t = 1 / (1 + z/2), whose fractional error is below 1.2e-7
-for every z >= 0 (Press et al., Numerical Recipes, section 6.2). Both are compared with the official runtime's libm
-results by the activation and softmax tests."""
+for every z >= 0 (Press et al., Numerical Recipes, section 6.2); both are compared with the official runtime's libm
+results by the activation and softmax tests. tanh and the logistic function are the official build's own (Eigen's
+float approximations, reproduced step by step), so TANH, LOGISTIC and the sequence ops' gates are bit-exact."""
 
 from __future__ import annotations
 
@@ -94,24 +95,45 @@ def erfc_f32(z):
 
 @njit(cache=True, inline="always")
 def tanh_f32(x):
-    """tanh(x) for float32 x: the odd Taylor series to x**9 for |x| < 0.25 (next term below 3e-9), else
-    1 - 2 / (exp(2|x|) + 1) (absolute error ~1e-7, relative ~4e-7 at |x| = 0.25); NaN for NaN, +-1 at +-inf."""
-    a = abs(x)
-    s = x * x
-    p = np.float32(62.0 / 2835)
-    p = p * s + np.float32(-17.0 / 315)
-    p = p * s + np.float32(2.0 / 15)
-    p = p * s + np.float32(-1.0 / 3)
-    small = x + x * s * p
-    big = np.float32(1.0) - fdiv(np.float32(2.0), exp_f32(np.float32(2.0) * a) + np.float32(1.0))
-    big = big if x >= 0 else -big
-    r = small if a < np.float32(0.25) else big
+    """tanh exactly as the official x86 build computes it (TANH, and the sequence ops' ApplyTanhToVector: Eigen's
+    ptanh_float with EIGEN_FAST_MATH, no FMA): x clamped to +-7.90738964080810547, then (x + x^3 P(x^2)) / Q(x^2),
+    a [9/8] rational minimax, in float32 Horner steps (mul and add separate). Bit-exact with the official TANH on
+    1M probes over [-9, 9]."""
+    c = np.float32(7.90738964080810547)
+    xc = min(max(x, -c), c)
+    x2 = xc * xc
+    x3 = x2 * xc
+    p = np.float32(1.394553628e-8) * x2 + np.float32(2.102733560e-5)
+    p = p * x2 + np.float32(3.520756727e-3)
+    p = p * x2 + np.float32(1.340216100e-1)
+    q = np.float32(8.015776984e-7) * x2 + np.float32(3.326951409e-4)
+    q = q * x2 + np.float32(2.597254514e-2)
+    q = q * x2 + np.float32(4.673548340e-1)
+    q = q * x2 + np.float32(1.0)
+    r = fdiv(x3 * p + xc, q)
     return r if x == x else x
 
 
 @njit(cache=True, inline="always")
 def sigmoid_f32(x):
-    """1 / (1 + exp(-x)), as exp(x) / (1 + exp(x)) for negative x (no overflow); NaN for NaN."""
-    e = exp_f32(-abs(x))
-    r = fdiv(np.float32(1.0), np.float32(1.0) + e)
-    return r if x >= 0 else e * r
+    """The logistic function exactly as the official x86 build computes it (LOGISTIC, and the sequence ops'
+    ApplySigmoidToVector: Eigen's scalar_logistic_op<float> packet path, no FMA): 0 below -104; else with
+    x' = min(x, 16.6355324) / 2, m = floor(x' log2(e) + 1/2), r = x' - m ln2 (two-part ln2), exp(r) by a degree-5
+    minimax polynomial, e = (2^m exp(r))^2 and e / (1 + e), every step in float32. Bit-exact with the official
+    LOGISTIC on 1M probes over [-20, 20]. Branch-free (selects), so loops over it vectorize."""
+    half = np.float32(0.5)
+    xv = max(min(x, np.float32(16.6355324)), np.float32(-104.0)) * half
+    m = np.floor(xv * np.float32(1.44269504088896341) + half)
+    r = m * np.float32(-0.693359375) + xv
+    r = m * np.float32(2.12194440e-4) + r
+    r2 = r * r
+    p_even = r2 * np.float32(4.1898667812347412109375e-2) + np.float32(0.49999141693115234375)
+    p_odd = r2 * np.float32(8.33471305668354034423828125e-3) + np.float32(0.16666877269744873046875)
+    p = r * p_odd + p_even
+    p = r2 * p + (r + np.float32(1.0))
+    # m is in [-75, 12], so 2^m is a normal float32 and the scaling is exact (as ldexp)
+    e = p * f32_from_bits((np.int32(m) + 127) << 23)
+    e = e * e
+    v = fdiv(e, np.float32(1.0) + e)
+    v = v if x >= np.float32(-104.0) else np.float32(0.0)
+    return v if x == x else x

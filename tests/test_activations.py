@@ -72,6 +72,22 @@ def test_gelu(approximate, shape, seed, scale):
     check(one_op("GELU", [shape], shape, {"approximate": approximate}), [x])
 
 
+def test_tanh_logistic_bit_exact():
+    # kernels/vecmath reproduces the official build's Eigen tanh and logistic step by step: every value must agree
+    # bit for bit (NaN with NaN), over the whole interesting range, the clamps, the tails and the specials
+    x = np.concatenate([np.linspace(-20, 20, 200_003), np.linspace(-0.01, 0.01, 20_001), -np.logspace(-38, 2, 2000),
+                        np.logspace(-38, 2, 2000), [-104.5, -104.0, -103.9, 16.6, 16.7, 7.9, -7.9, 89.0, -89.0],
+                        SPECIAL]).astype(np.float32)
+    for op in ("TANH", "LOGISTIC"):
+        data = one_op(op, [x.shape], x.shape)
+        ours = run_ours(data, [x])
+        (ref,) = run_official(data, [x])
+        same = (ours.view(np.int32) == ref.view(np.int32)) | (np.isnan(ours) & np.isnan(ref))
+        bad = np.flatnonzero(~same)
+        assert bad.size == 0, f"{op}: {bad.size} values differ, e.g. x={x[bad[:3]]}: ours {ours[bad[:3]]}, " \
+                              f"official {ref[bad[:3]]}"
+
+
 def test_gelu_tails():
     # the exact form uses erfc, so large negative inputs give tiny (not cancelled-to-zero) values
     x = np.array([-12, -9, -6, -3, -1e-3, 0, 1e-3, 3, 6, 9, 12], np.float32)
