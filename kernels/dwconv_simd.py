@@ -517,13 +517,14 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
 
 from numba import prange  # noqa: E402  (kept with the parallel drivers)
 
+from .threads import call_at as _call_at  # noqa: E402
 from .threads import next_chunk as _next_chunk  # noqa: E402
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def dwconv_f32_simd_par(xp, w, bias, out, geo, toff, lim, ch, cnt, T):
-    """dwconv_f32_simd over the chunks ch = [n0, n1, y0, y1] * n (images x output rows), taken in turn by T workers
-    (cnt: a counter scratch)."""
+def dwconv_f32_simd_par(addr, xp, w, bias, out, geo, toff, lim, ch, cnt, T):
+    """dwconv_f32_simd (at native address addr, called with threads.call_at) over the chunks
+    ch = [n0, n1, y0, y1] * n (images x output rows), taken in turn by T workers (cnt: a counter scratch)."""
     N, HP, WP, C = xp.shape
     _, OH, OW, _ = out.shape
     sh = geo[0]
@@ -538,19 +539,20 @@ def dwconv_f32_simd_par(xp, w, bias, out, geo, toff, lim, ch, cnt, T):
                 y0, y1 = ch[4 * j + 2], ch[4 * j + 3]
                 xs = xf[(n * HP + y0 * sh) * WP * C:(n + 1) * HP * WP * C].reshape((1, HP - y0 * sh, WP, C))
                 os = of[(n * OH + y0) * OW * C:(n * OH + y1) * OW * C].reshape((1, y1 - y0, OW, C))
-                dwconv_f32_simd(xs, w, bias, os, geo, toff, lim)
+                _call_at(addr, (xs, w, bias, os, geo, toff, lim))
             j = _next_chunk(cnt)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def dwconv_f32_simd_banded_par(xb, sb, s, w, bias, out, geo, toff, lim, ch, cnt, T):
-    """dwconv_f32_simd_banded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers: worker w
-    pads its bands into s[w] (sb: its bytes, T * R rows)."""
+def dwconv_f32_simd_banded_par(addr, xb, sb, s, w, bias, out, geo, toff, lim, ch, cnt, T):
+    """dwconv_f32_simd_banded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers: worker k
+    pads its bands into s[k] (sb: its bytes, T * R rows) and runs dwconv_f32_simd (at addr) on them."""
     nch = ch.size // 4
     _, OH, OW, C = out.shape
     KH = w.shape[0]
     band = geo[9]
     R = sb.shape[0] // T
+    of = out.reshape(out.size)
     cnt[0] = 0
     for wk in prange(T):
         sj = s[wk:wk + 1]
@@ -562,7 +564,8 @@ def dwconv_f32_simd_banded_par(xb, sb, s, w, bias, out, geo, toff, lim, ch, cnt,
                 for oy0 in range(ch[4 * j + 2], y1, band):
                     nb = min(band, y1 - oy0)
                     pad_band(xb, sbj, geo, KH, n, oy0, nb)
-                    dwconv_f32_simd(sj, w, bias, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), geo, toff, lim)
+                    ob = of[(n * OH + oy0) * OW * C:(n * OH + oy0 + nb) * OW * C].reshape((1, nb, OW, C))
+                    _call_at(addr, (sj, w, bias, ob, geo, toff, lim))
             j = _next_chunk(cnt)
 
 
@@ -573,7 +576,7 @@ def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     import numpy as np
 
     from .dwconv import schedule_f32
-    from .threads import CHUNKS_PER_THREAD, MIN_DW_MACS, Recorder, bands, threads_for
+    from .threads import CHUNKS_PER_THREAD, MIN_DW_MACS, Recorder, bands, serial_address, threads_for
 
     rec = Recorder(ctx)
     schedule_f32(rec, x, w, bias, out, geo, lim)
@@ -591,4 +594,12 @@ def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
         ch = []
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
-    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t))
+
+    def edit(fn, args):  # the SIMD drivers call dwconv_f32_simd by address (compiled for the chunks' types)
+        if fn is dwconv_f32_simd:
+            return [serial_address(dwconv_f32_simd, args)] + args
+        if fn is dwconv_f32_simd_banded:
+            return [serial_address(dwconv_f32_simd, args[2:])] + args
+        return args
+
+    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

@@ -27,6 +27,7 @@ import numpy as np
 from llvmlite import ir
 from numba import from_dtype, types
 from numba.core import cgutils
+from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 # work (multiply-adds) below which a parallel launch (~1.5-2 us with two threads) does not pay: a 3x3 conv of
@@ -70,6 +71,9 @@ def call_at(typingctx, addr, args):
     if not isinstance(addr, types.Integer) or not isinstance(args, types.BaseTuple):
         return None
     argtys = tuple(args.types)
+    for t in argtys:  # serial_address compiles for C-contiguous arrays, int64 and float64 (ops.py's contract)
+        if not (isinstance(t, types.Array) and t.layout == "C" or t in (types.int64, types.float64)):
+            raise TypingError(f"call_at: argument type {t} is not one a kernel is compiled for")
 
     def codegen(context, builder, sig, llargs):
         vals = cgutils.unpack_tuple(builder, llargs[1], len(argtys))
