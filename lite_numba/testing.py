@@ -141,3 +141,36 @@ def assert_close(ours: Any, ref: Any, tol: float = 1e-5) -> None:
             f"ours={ours.flat[worst]!r}, ref={ref.flat[worst]!r}; "
             f"{n_bad}/{ref.size} elements out of tolerance; shape {ref.shape}, dtype {ref.dtype}"
         )
+
+
+def random_array(rng: np.random.Generator, dtype, shape) -> np.ndarray:
+    """Random values over a dtype's whole range (bool: 0/1; integers: every value possible; floats: normal)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def run_ours(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run a model once in lite-numba (default resolver) and return copies of its outputs."""
+    from lite_numba import Interpreter
+
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+def check_same(model: bytes, inputs: Sequence[np.ndarray]) -> None:
+    """Assert lite-numba's outputs equal the official runtime's byte for byte (data movement, integer ops)."""
+    ours = run_ours(model, inputs)
+    ref = run_official(model, inputs)
+    assert len(ours) == len(ref)
+    for o, r in zip(ours, ref):
+        assert (o.dtype, o.shape) == (r.dtype, r.shape)
+        assert o.tobytes() == r.tobytes()

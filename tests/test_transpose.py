@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import require_official, run_official
+from lite_numba.testing import require_official, run_official, run_ours
 
 require_official()
 
@@ -25,15 +25,6 @@ def rand(rng, dtype, shape):
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
     return rng.standard_normal(shape).astype(dtype)
-
-
-def run_ours(data, inputs):
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def check_same(data, inputs):

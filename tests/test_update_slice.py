@@ -9,37 +9,10 @@ import pytest
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import require_official, run_official
+from lite_numba.testing import check_same, require_official, run_official
+from lite_numba.testing import random_array as rand
 
 require_official()
-
-
-def rand(rng, dtype, shape):
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def run_ours(data, inputs):
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
-
-
-def check_same(data, inputs):
-    ours = run_ours(data, inputs)
-    ref = run_official(data, inputs)
-    assert len(ours) == len(ref)
-    for o, r in zip(ours, ref):
-        assert (o.dtype, o.shape) == (r.dtype, r.shape)
-        assert o.tobytes() == r.tobytes()
 
 
 def version_for(dtype, index_type):
