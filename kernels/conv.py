@@ -28,9 +28,7 @@ import numpy as np
 from lite_numba.ops import ConstArg, PrepareContext, Tensor, TensorView, kernel
 
 from . import conv_loops as L
-from . import dwconv
-from . import simd_f32
-from . import simd_int8
+from . import dwconv, simd_f32, simd_int8
 from .common import float_activation_range
 from .fixedpoint import activation_range_quantized, quantize_multipliers
 from .isa import has

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_int64, round_half_away
+from .fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_int64
 
 # --- helpers ------------------------------------------------------------------------------------------------------
 

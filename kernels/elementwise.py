@@ -28,11 +28,9 @@ from .common import (
     F32_MAX,
     MAX_BROADCAST_RANK,
     broadcast_shape,
-    broadcast_strides,
     collapse_broadcast,
     float_activation_range,
     int_activation_range,
-    padded_shape,
 )
 
 QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))

@@ -33,11 +33,10 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit
-
 from lite_numba.kernels import fixedpoint as fx
 from lite_numba.kernels.fixedpoint import multiply_by_quantized_multiplier as _mbqm
 from lite_numba.kernels.fixedpoint import rounding_divide_by_pot, saturating_rounding_doubling_high_mul
+from numba import njit
 
 from lite_numba.ops import PrepareContext
 

@@ -9,7 +9,6 @@ from lite_numba.ops import PrepareContext, kernel
 
 from .vecmath import exp_f32
 
-
 # The loops vectorize: exp_f32 replaces np.exp's libm call per element, and fastmath only allows re-associating
 # the sums.
 _FM = {"reassoc", "nsz"}

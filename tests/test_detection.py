@@ -288,6 +288,7 @@ def test_non_max_suppression_everything_below_threshold():
 def test_registry_custom_rows_resolve():
     """The custom ops registered by default (registry CUSTOMS) name real kernels of the same name."""
     from lite_numba.kernels.registry import CUSTOMS
+
     from lite_numba.resolver import BuiltinOpResolver
 
     resolver = BuiltinOpResolver()
