@@ -98,21 +98,27 @@ def max_pool(x, out, p, lim):
     B, H, W, C = x.shape
     _, OH, OW, _ = out.shape
     lowest, lo, hi = lim[0], lim[1], lim[2]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
     for b in range(B):
         for oy in range(OH):
             y0, fy0, fy1 = _window(oy, p[0], p[4], p[2], H)
             for ox in range(OW):
                 x0, fx0, fx1 = _window(ox, p[1], p[5], p[3], W)
+                o0 = ((b * OH + oy) * OW + ox) * C
+                orow = of[o0:o0 + C]  # (slices indexed from 0: the channel loops vectorize)
                 for c in range(C):
-                    out[b, oy, ox, c] = lowest
+                    orow[c] = lowest
                 for fy in range(fy0, fy1):
                     for fx in range(fx0, fx1):
+                        i0 = ((b * H + y0 + fy) * W + x0 + fx) * C
+                        xrow = xf[i0:i0 + C]
                         for c in range(C):
-                            v = x[b, y0 + fy, x0 + fx, c]
-                            if v > out[b, oy, ox, c]:
-                                out[b, oy, ox, c] = v
+                            v = xrow[c]
+                            m = orow[c]
+                            orow[c] = v if v > m else m
                 for c in range(C):
-                    out[b, oy, ox, c] = min(max(out[b, oy, ox, c], lo), hi)
+                    orow[c] = min(max(orow[c], lo), hi)
 
 
 @njit(cache=True, nogil=True)
