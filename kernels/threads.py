@@ -36,8 +36,10 @@ MIN_MACS = 300_000
 # the int8 VNNI GEMM does ~4x the multiply-adds per second: 16x16x16 -> 32 3x3 (1.2M) breaks even, 24x24 (2.7M)
 # gains 21 -> 15 us
 MIN_Q8_MACS = 1_000_000
-# depthwise is load-bound (few multiply-adds per byte): 16x16x24 3x3 (55k) gains 6.3 -> 4.6 us
-MIN_DW_MACS = 50_000
+# depthwise is load-bound (few multiply-adds per byte): a 48x48x16 3x3 layer (332k) gains 26 -> 13 us alone, but in
+# MobileNetV2 0.35/96 f32 parallel depthwise layers from 50k on made the model slower with 2 threads (best runs
+# 667 vs 392 us for 300k; one thread 465 us): every parallel region is one more wait for the other thread
+MIN_DW_MACS = 300_000
 
 
 # chunks per thread: a worker takes the next chunk when it is done with one (an atomic counter), so a thread the OS
