@@ -15,10 +15,14 @@ Threads: Numba's pool runs the t workers of a region at once (a thread that has 
 beyond t find no work). The drivers do not call `set_num_threads` themselves: a function using it cannot be cached
 by Numba ("dynamic globals"). Parallel drivers are compiled only when a model is prepared with num_threads > 1.
 
-The threading layer is Numba's choice (`NUMBA_THREADING_LAYER`, default: tbb, then omp, then workqueue; omp on the
-development machine, tbb is not installed). workqueue does not allow parallel regions launched from several
-threads at once (invoking two interpreters concurrently with num_threads > 1 would abort); omp and tbb do. GNU
-OpenMP is not fork-safe: a process forked after a parallel region must not run one itself.
+The threading layer is Numba's choice (`NUMBA_THREADING_LAYER`; default: tbb, then omp, then workqueue). tbb is
+much the best on a loaded machine: with one of the 2 cores busy with another process, MobileNetV2 1.0/224 int8
+with 2 threads took 3.4-3.5 ms on tbb (one thread: 3.3 ms) but 10-270 ms median on omp, whose spinning workers
+and barrier wait whole scheduler ticks for a descheduled thread; on an idle machine both give 2.5-2.7 ms. The
+`tbb` wheel puts libtbb.so.12 where the loader does not look (outside conda), so `_find_tbb` loads it by path
+before the pool starts. workqueue does not allow parallel regions launched from several threads at once
+(invoking two interpreters concurrently with num_threads > 1 would abort); omp and tbb do. GNU OpenMP is not
+fork-safe: a process forked after a parallel region must not run one itself.
 """
 
 from __future__ import annotations
@@ -114,10 +118,34 @@ def serial_address(fn, args) -> int:
     return native_address(fn.overloads[sig])
 
 
+def _find_tbb() -> None:
+    """Make TBB loadable for Numba's tbb layer when the `tbb` wheel is installed: pip puts libtbb.so.12 in
+    <prefix>/lib, which the dynamic loader does not search outside conda, so Numba would fall back to omp. Loaded
+    here (by path, before the pool starts) only when the user left NUMBA_THREADING_LAYER at its default."""
+    import ctypes
+    import os
+    import sys
+
+    import numba
+
+    if numba.config.THREADING_LAYER != "default" or not sys.platform.startswith("linux"):
+        return
+    for d in (os.path.join(sys.prefix, "lib"), os.path.join(sys.base_prefix, "lib")):
+        path = os.path.join(d, "libtbb.so.12")
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                continue
+            return
+
+
 def _pool_size() -> int:
     import numba
     from numba.np.ufunc import parallel
 
+    if not parallel._is_initialized:
+        _find_tbb()
     parallel._launch_threads()  # idempotent; a cached parallel kernel needs the layer's symbols before it loads
     return int(numba.config.NUMBA_NUM_THREADS)
 
