@@ -177,7 +177,41 @@ def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.
     else:
         check_broadcast_rank(ctx, x.shape, y.shape, out_shape)
         shp, (xs, ys) = collapse_broadcast(out_shape, x.shape, y.shape)
+        wide = _widen_rows(shp, xs, ys, x, y)
+        if wide is not None:
+            shp, xs, ys, xc, yc = wide
+            xf = ctx.const(xc) if xc is not None else xf
+            yf = ctx.const(yc) if yc is not None else yf
         ctx.call(bcast, xf, yf, of, xs, ys, shp, lim)
+
+
+# LLVM vectorizes the inner loops 8 lanes x 4 at a time, so rows shorter than 32 run scalar, and every row costs
+# a loop setup: rows of 256 are 2.8-4.9x faster than rows of 16 ([1, 32, 32, 16] + [16]: 13.4 -> 2.7 us)
+_WIDE_ROW = 256
+_MAX_TILE = 2048  # elements of a repeated constant row (8 KiB of float32) per node
+
+
+def _widen_rows(shp, xs, ys, x, y):
+    """[R, C] op [C] (or [C] op [R, C]) with C < 256 and the row operand constant — a bias, a PRELU alpha, a
+    layer-norm gamma: the row repeated t times (t dividing R) so the loop runs R/t rows of C·t elements, each element
+    computed exactly as before. Returns (shape, x strides, y strides, tiled x or None, tiled y or None) or None."""
+    if shp[:4].max() != 1 or shp[5] >= _WIDE_ROW:
+        return None
+    R, C = int(shp[4]), int(shp[5])
+    for full_s, row_s, row_t, row_is_y in ((xs, ys, y, True), (ys, xs, x, False)):
+        if not (full_s[4] == C and full_s[5] == 1 and row_s[4] == 0 and row_s[5] == 1 and row_t.data is not None):
+            continue
+        t = next((t for t in range(-(-_WIDE_ROW // C), min(R, _MAX_TILE // C) + 1) if R % t == 0), None)
+        if t is None:
+            t = next((t for t in range(min(R, _MAX_TILE // C), 1, -1) if R % t == 0), None)  # the widest that fits
+        if t is None:
+            return None
+        tiled = np.tile(np.asarray(row_t.data).reshape(-1), t)
+        shape = np.array([1, 1, 1, 1, R // t, C * t], np.int64)
+        full = np.array([0, 0, 0, 0, C * t, 1], np.int64)
+        row = np.array([0, 0, 0, 0, 0, 1], np.int64)
+        return (shape, full, row, None, tiled) if row_is_y else (shape, row, full, tiled, None)
+    return None
 
 
 def no_limits(dtype) -> np.ndarray:

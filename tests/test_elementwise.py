@@ -403,3 +403,27 @@ def test_runtime_errors_are_value_errors_naming_the_op():
                   version=2)
     _invoke_fails("FLOOR_MOD", [np.array([1, 2], np.int32), np.array([2, 0], np.int32)], np.int32, "FLOOR_MOD")
     _invoke_fails("POW", [np.array([2, 2], np.int32), np.array([1, -1], np.int32)], np.int32, "POW")
+
+
+@pytest.mark.parametrize("op,dtype,shape,row_shape,row_first,act", [
+    ("ADD", np.float32, (1, 32, 32, 16), (16,), False, "RELU6"),  # rows of 16 widened 16x (elementwise._widen_rows)
+    ("MUL", np.float32, (2, 7, 24), (1, 24), False, "NONE"),  # 14 rows: t = 14 (rows of 336)
+    ("SUB", np.float32, (13, 40), (40,), True, "NONE"),  # the constant row first; 13 rows (prime): one row of 520
+    ("SUB", np.float32, (1031, 8), (8,), False, "NONE"),  # 1031 rows (prime, > the tile limit): not widened
+    ("ADD", np.int32, (6, 10, 12), (12,), True, "RELU"),
+    ("PRELU", np.float32, (1, 9, 9, 24), (1, 1, 24), False, None),
+])
+def test_broadcast_constant_row(op, dtype, shape, row_shape, row_first, act):
+    """A constant row broadcast over many short rows (bias, PRELU alpha): the loop is widened by repeating the row;
+    every element must still equal the official result exactly."""
+    rng = np.random.default_rng(7)
+    if dtype == np.int32:
+        x, row = rng.integers(-1000, 1000, shape).astype(dtype), rng.integers(-1000, 1000, row_shape).astype(dtype)
+    else:
+        x, row = rng.standard_normal(shape).astype(dtype), rng.standard_normal(row_shape).astype(dtype)
+    options = {} if act is None else {"fused_activation_function": act}
+    inputs = [row, (x.dtype, x.shape)] if row_first else [(x.dtype, x.shape), row]
+    data = one_op(op, inputs, dtype, shape, options)
+    ours = run_ours(data, [x])
+    (ref,) = run_official(data, [x])
+    assert ours.shape == ref.shape and ours.tobytes() == ref.tobytes()
