@@ -23,7 +23,7 @@ from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
 
-from .signal import _fft_inplace, _fft_tables
+from .signal import _fft_inplace, _fft_tables, real_fft_bin
 
 # ------------------------------------------------------------------------------------------------------------------
 # AudioSpectrogram
@@ -48,14 +48,7 @@ def spectrogram(x, window, stride, squared, out, re, im, rev, twr, twi, wr, wi):
                 im[j] = np.float64(x[start + a + 1, c]) * window[a + 1] if a + 1 < w else 0.0
             _fft_inplace(re, im, h, rev, twr, twi)
             for k in range(h + 1):
-                p = k % h
-                q = (h - k) % h
-                er = 0.5 * (re[p] + re[q])  # FFT of the even samples
-                ei = 0.5 * (im[p] - im[q])
-                orr = 0.5 * (im[p] + im[q])  # FFT of the odd samples
-                oi = -0.5 * (re[p] - re[q])
-                xr = er + (orr * wr[k] - oi * wi[k])
-                xi = ei + (orr * wi[k] + oi * wr[k])
+                xr, xi = real_fft_bin(re, im, h, k, wr, wi)
                 pw = np.float32(xr * xr + xi * xi)
                 out[c, f, k] = pw if squared else np.sqrt(pw)
 

@@ -14,6 +14,17 @@ from lite_numba.ops import PrepareContext, kernel
 
 
 @njit(cache=True, inline="always")
+def _butterfly(re, im, a, half, wr, wi):
+    b = a + half
+    tr = re[b] * wr - im[b] * wi
+    ti = re[b] * wi + im[b] * wr
+    re[b] = re[a] - tr
+    im[b] = im[a] - ti
+    re[a] += tr
+    im[a] += ti
+
+
+@njit(cache=True, inline="always")
 def _fft_inplace(re, im, n, rev, twr, twi):
     """In-place radix-2 FFT (forward, e^{-2 pi i jk/n}) of the length-n complex vector (re, im)."""
     for i in range(n):
@@ -25,26 +36,41 @@ def _fft_inplace(re, im, n, rev, twr, twi):
     while size <= n:
         half = size // 2
         step = n // size
-        for start in range(0, n, size):
+        if half >= step:  # few long blocks: butterflies of a block in the inner loop
+            for start in range(0, n, size):
+                for k in range(half):
+                    _butterfly(re, im, start + k, half, twr[k * step], twi[k * step])
+        else:  # many short blocks (the early stages): one twiddle per outer pass, blocks in the inner loop
             for k in range(half):
                 wr = twr[k * step]
                 wi = twi[k * step]
-                a = start + k
-                b = a + half
-                tr = re[b] * wr - im[b] * wi
-                ti = re[b] * wi + im[b] * wr
-                re[b] = re[a] - tr
-                im[b] = im[a] - ti
-                re[a] += tr
-                im[a] += ti
+                for a in range(k, n, size):
+                    _butterfly(re, im, a, half, wr, wi)
         size *= 2
 
 
+@njit(cache=True, inline="always")
+def real_fft_bin(re, im, h, k, wr, wi):
+    """Bin k (0 <= k <= h) of the FFT of a real sequence of length 2h, from the complex FFT (re, im) of length h of
+    its (even, odd) sample pairs; wr/wi = cos/-sin(2 pi k / 2h). Returns (real, imaginary), float64."""
+    p = k % h
+    q = (h - k) % h
+    er = 0.5 * (re[p] + re[q])  # FFT of the even samples
+    ei = 0.5 * (im[p] - im[q])
+    orr = 0.5 * (im[p] + im[q])  # FFT of the odd samples
+    oi = -0.5 * (re[p] - re[q])
+    return er + (orr * wr[k] - oi * wi[k]), ei + (orr * wi[k] + oi * wr[k])
+
+
 @njit(cache=True, nogil=True)
-def rfft2d(x, out, H_in, W_in, H, W, wre, wim, cre, cim, rev_h, twr_h, twi_h, rev_w, twr_w, twi_w):
+def rfft2d(x, out, H_in, W_in, H, W, wre, wim, cre, cim, rev_h, twr_h, twi_h, zre, zim, rev_z, twr_z, twi_z, wr,
+           wi):
     """x: flat float32 slices [S, H_in, W_in]; out: flat float32 (re, im) pairs of [S, H, W // 2 + 1];
-    wre/wim: float64 [H * W] scratch; cre/cim: float64 [H] scratch."""
+    wre/wim: float64 [H * W] scratch; cre/cim: float64 [H] scratch. Each row is a real FFT: one complex FFT of
+    length W / 2 (zre/zim scratch, tables rev_z/twr_z/twi_z) over (even, odd) pairs, then split (real_fft_bin
+    with wr/wi); W = 1 is the row itself."""
     n_cols = W // 2 + 1
+    h2 = W // 2
     slices = out.size // (2 * H * n_cols)
     hv = min(H, H_in)
     wv = min(W, W_in)
@@ -53,14 +79,29 @@ def rfft2d(x, out, H_in, W_in, H, W, wre, wim, cre, cim, rev_h, twr_h, twi_h, re
         for h in range(H):
             row_re = wre[h * W:(h + 1) * W]
             row_im = wim[h * W:(h + 1) * W]
-            for w in range(W):
-                row_re[w] = 0.0
-                row_im[w] = 0.0
+            if W == 1:
+                row_re[0] = np.float64(x[xb + h * W_in]) if h < hv else 0.0
+                row_im[0] = 0.0
+                continue
+            for j in range(h2):
+                zre[j] = 0.0
+                zim[j] = 0.0
             if h < hv:
+                xr = x[xb + h * W_in:xb + h * W_in + wv]
                 for w in range(wv):
-                    row_re[w] = np.float64(x[xb + h * W_in + w])
-            _fft_inplace(row_re, row_im, W, rev_w, twr_w, twi_w)
+                    if w % 2 == 0:
+                        zre[w // 2] = np.float64(xr[w])
+                    else:
+                        zim[w // 2] = np.float64(xr[w])
+            _fft_inplace(zre, zim, h2, rev_z, twr_z, twi_z)
+            for c in range(n_cols):
+                row_re[c], row_im[c] = real_fft_bin(zre, zim, h2, c, wr, wi)
         ob = s * H * n_cols
+        if H == 1:  # the column transforms are identities
+            for c in range(n_cols):
+                out[2 * (ob + c)] = np.float32(wre[c])
+                out[2 * (ob + c) + 1] = np.float32(wim[c])
+            continue
         for c in range(n_cols):
             for h in range(H):
                 cre[h] = wre[h * W + c]
@@ -97,11 +138,16 @@ def RFFT2D(ctx: PrepareContext) -> None:
     if out.size == 0:
         return
     rev_h, twr_h, twi_h = _fft_tables(H)
-    rev_w, twr_w, twi_w = _fft_tables(W)
+    h2 = max(W // 2, 1)
+    rev_z, twr_z, twi_z = _fft_tables(h2)
+    ang = 2.0 * np.pi * np.arange(h2 + 1) / W
+    wr, wi = np.cos(ang), -np.sin(ang)
+    wr[-1], wi[-1] = (-1.0, 0.0) if W > 1 else (wr[-1], wi[-1])  # the Nyquist bin's twiddle exactly (sin(pi) != 0)
     x_arg = ctx.view(x, (x.size,)) if x.size else np.zeros(0, np.float32)
     ctx.call(rfft2d, x_arg, ctx.view(out, (2 * out.size,), np.float32), x.shape[-2], x.shape[-1], H, W,
              ctx.temp((H * W,), np.float64), ctx.temp((H * W,), np.float64), ctx.temp((H,), np.float64),
-             ctx.temp((H,), np.float64), rev_h, twr_h, twi_h, rev_w, twr_w, twi_w)
+             ctx.temp((H,), np.float64), rev_h, twr_h, twi_h, ctx.temp((h2,), np.float64),
+             ctx.temp((h2,), np.float64), rev_z, twr_z, twi_z, wr, wi)
 
 
 # --- complex parts ------------------------------------------------------------------------------------------------
