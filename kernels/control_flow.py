@@ -398,8 +398,11 @@ def _prepare_assign(ctx: PrepareContext) -> None:
 
 
 def _run_assign(ctx: PrepareContext) -> None:
-    rid = int(ctx.input_array(0).reshape(-1)[0])
-    value = ctx.input_array(1)
+    io = ctx.host_data
+    if io is None:  # (resource id storage, value storage): kept while the node's storage is, as in _run_read
+        io = ctx.host_data = (ctx.input_array(0).reshape(-1), ctx.input_array(1))
+    rid, value = io
+    rid = int(rid[0])
     old = _variables(ctx).get(rid)
     if old is not None and old.dtype != value.dtype:
         ctx.fail(f"resource variable {rid} holds {old.dtype.name}, cannot assign {value.dtype.name}")
