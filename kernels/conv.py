@@ -267,11 +267,14 @@ def CONV_2D(ctx: PrepareContext) -> None:
     qmin, qmax = _quant_limits(ctx, out)
     if out.size == 0:
         return
-    if x.dtype == np.int8 and groups == 1 and f.is_const:
-        # packed once for the int8 GEMM kernels (VNNI or portable), same ruy output stage
+    if (x.dtype == np.int8 or x.dtype == np.uint8) and groups == 1 and f.is_const:
+        # packed once for the int8 GEMM kernels (VNNI or portable), same ruy output stage; uint8 weights (per-tensor
+        # zero point) are packed as w - 128 with a per-row term (simd_int8.qconv_vnni)
         KH, KW = f.shape[1], f.shape[2]
+        zp_w = int(f.quantization.zero_point) if x.dtype == np.uint8 else None
         return simd_int8.schedule_qgemm_mt(ctx, x, f.data.reshape(CO, -1), x.zero_point, bias, out,
-                                           [int(v) for v in geo] + [KH, KW], mult, shift, out.zero_point, qmin, qmax)
+                                           [int(v) for v in geo] + [KH, KW], mult, shift, out.zero_point, qmin, qmax,
+                                           zp_w)
     w = _filter(ctx, f)
     acc = ctx.temp((CO // groups,), np.int64 if wide else np.int32)
     quant = (x.zero_point, mult, shift, out.zero_point, qmin, qmax, nvec, rq_mode)

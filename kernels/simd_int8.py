@@ -12,6 +12,11 @@ itself), followed by ruy's requantization of C + bias per output channel.
 - Weights are packed once in prepare, with the sums that fold every constant term into one per-channel int32 offset:
   sum_k (x - zp_in) * w = sum_k xu * w - (128 + zp_in) * sum_k w for xu = x + 128 (int32 arithmetic wraps, so
   computing it modulo 2^32 gives the official wrapped accumulator exactly, in any summation order).
+- uint8 weights (TFLite's asymmetric per-tensor scheme, uint8 activations, weight zero point zp_w) are packed as
+  w - 128 (int8, exact): sum (x - zp_in)(w - zp_w) = sum x (w - 128) + (128 - zp_w) * sum x - zp_in * sum (w - zp_w),
+  the last term in the channel offset, the middle one a per-row (per output pixel) term that the drivers compute
+  from the packed row (or the window in place) and the tiles add to every channel of the row (geo[11] =
+  128 - zp_w, 0 for int8; see qconv_vnni).
 - VNNI path (AVX-512 VNNI, kernels/isa.py level "avx512vnni"): weights as panels of NR = 32 output channels (16 for a
   last odd panel), each [Kp / 4, NR, 4] bytes, so that one `vpdpbusd` multiplies a 4-byte group of one activation
   row (broadcast) with 16 channels x 4 bytes and adds to 16 int32 lanes. The micro-kernel keeps an MR x NR tile of
@@ -126,18 +131,20 @@ def _make_vnni_tile(mr: int, nv: int):
     read in place: one run per filter row, or per tap when the filter is dilated along x); the panel starts at
     byte b_off of the int8 array b; prm holds the output-stage parameters (_output_params, flat) of which those of
     channels c0.. are used; rows r < nrows and channels j < ncols of the result are stored as bytes at
-    out[o_off + r * ldo + j].
+    out[o_off + r * ldo + j]. When rs_on != 0, the int32 prm[rs_off + r] is added to every channel of row r before
+    requantization (the per-row term of uint8 weights with a zero point other than 128, see qconv_vnni).
     """
 
     @intrinsic
     def tile(typingctx, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, prm, c0, out, o_off, ldo, nrows,
-             ncols, qmin, qmax):
+             ncols, qmin, qmax, rs_on, rs_off):
         ip = types.intp
-        sig = types.void(a, ip, ip, ip, ip, ip, ip, ip, b, ip, prm, ip, out, ip, ip, ip, ip, types.int32, types.int32)
+        sig = types.void(a, ip, ip, ip, ip, ip, ip, ip, b, ip, prm, ip, out, ip, ip, ip, ip, types.int32, types.int32,
+                         ip, ip)
 
         def codegen(context, builder, sig, args):
             (a_, a_off_, lda_, kg_, nrun_, rstride_, nrun2_, rstride2_, b_, b_off_, prm_, c0_, out_, o_off_, ldo_,
-             nrows_, ncols_, qmin_, qmax_) = args
+             nrows_, ncols_, qmin_, qmax_, rs_on_, rs_off_) = args
             pa = _data_ptr(context, builder, sig.args[0], a_)
             pb = _data_ptr(context, builder, sig.args[8], b_)
             pp = _data_ptr(context, builder, sig.args[10], prm_)
@@ -164,6 +171,12 @@ def _make_vnni_tile(mr: int, nv: int):
                         av = _splat16(builder, _load(builder, _byte_ptr(builder, arow[r], aoff), _i32))
                         for v in range(nv):
                             builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
+            with builder.if_then(builder.icmp_signed("!=", rs_on_, _const(0))):  # per-row terms prm[rs_off + r]
+                for r in range(mr):
+                    t = _splat16(builder, builder.load(builder.gep(pp, [builder.add(rs_off_, _const(r))],
+                                                                   inbounds=True)))
+                    for v in range(nv):
+                        builder.store(builder.add(builder.load(accs[r][v]), t), accs[r][v])
             v16i8 = ir.VectorType(_i8, 16)
             lo, hi = _splat16(builder, qmin_), _splat16(builder, qmax_)
             for v in range(nv):
@@ -396,14 +409,15 @@ def _params64(prm):
 
 
 @njit(cache=True, inline="always")
-def _output_params(prm, offs, bias, mult, shift, zp_out):
+def _output_params(prm, offs, bias, mult, shift, zp_out, nb):
     """Fill prm [Np / 16, PRM_BLOCK] int32 with the VNNI output stage's parameters (_requantize_params): per block of
     16 channels, int32 slots 0..15 offset + bias, 16..31 left shift; then as int64 (8 each, even channels before
     odd ones) the multipliers, the rounding terms 2^30 + nudge * 2^31 + zp_out * 2^(31 + right) and the shifts
-    31 + right. Channels from bias.size on (padding) get zeros. Shifts must lie in [-21, 31] (prepare checks)."""
+    31 + right. Channels from bias.size on (padding) get zeros. Only the first nb blocks are filled (rows of prm past
+    them hold per-row terms, see qconv_vnni). Shifts must lie in [-21, 31] (prepare checks)."""
     CO = bias.size
     p64 = _params64(prm)
-    for c in range(prm.shape[0] * 16):
+    for c in range(nb * 16):
         if c < CO:
             _channel_params(prm, p64, c, np.int32(offs[c] + bias[c]), mult[c], shift[c], zp_out)
         else:
@@ -449,13 +463,44 @@ def const_values(a):
 
 
 @njit(cache=True, inline="always")
-def _params_or_offsets(prm, offs, bias, mult, shift, zp_out):
+def _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rows):
     """The flat output-stage parameters: offs itself when prepare computed them (output_params_host, constant
-    bias: offs then has Np / 16 * PRM_BLOCK elements), else filled into prm from the channel offsets offs [Np]."""
-    if offs.size == prm.size:
-        return offs
-    _output_params(prm, offs, bias, mult, shift, zp_out)
-    return prm.reshape(prm.size)
+    bias: offs then has Np / 16 * PRM_BLOCK elements), else filled into prm from the channel offsets offs [Np].
+    With per-row terms (rows != 0: uint8 weights, see qconv_vnni) always prm, whose int32 slots from
+    Np / 16 * PRM_BLOCK on then hold those terms (prm has rows for them); precomputed parameters are copied."""
+    nb = Np // 16
+    npb = nb * PRM_BLOCK
+    pf = prm.reshape(prm.size)
+    if offs.size == npb:
+        if rows == 0:
+            return offs
+        for i in range(npb):
+            pf[i] = offs[i]
+        return pf
+    _output_params(prm, offs, bias, mult, shift, zp_out, nb)
+    return pf
+
+
+@njit(cache=True, inline="always")
+def _row_term(d, s):
+    """int32(d * s) wrapped like the int32 accumulator."""
+    return np.int32(((np.int64(d) * np.int64(s) + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31))
+
+
+@njit(cache=True, inline="always")
+def _byte_sum(xf, s, n):
+    """sum of the bytes xf[s:s + n] (uint8 array), int64."""
+    t = np.int64(0)
+    for i in range(n):
+        t += np.int64(xf[np.uint64(s + i)])
+    return t
+
+
+@njit(cache=True, inline="always")
+def _row_weight(geo):
+    """geo[11]: 128 - zp_w for uint8 weights of zero point zp_w (packed as w - 128), 0 for int8 ones (older
+    11-element geometries included)."""
+    return geo[11] if geo.size > 11 else 0
 
 
 @njit(cache=True, nogil=True)
@@ -464,19 +509,34 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
     by pack_weights_vnni, offs [Np] channel_offsets (or, when the bias is constant, the whole output-stage
     parameters from output_params_host, then used as they are), bias [CO] int32, out [N, OH, OW, CO];
     geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and prm
-    [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-21, 31] (prepare checks)."""
+    [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-21, 31] (prepare checks).
+
+    uint8 weights with a per-tensor zero point zp_w are packed as w - 128 (int8, exact), with geo[11] = d =
+    128 - zp_w and x uint8 (flip 0): sum (x - zp_in)(w - zp_w) = sum x (w - 128) + d * sum x - zp_in sum (w - zp_w),
+    the last term in offs (channel_offsets of w - zp_w), the middle one a per-row term: d times the sum of the
+    row's K bytes (padded taps hold zp_in, whose terms cancel), kept in prm's rows past Np / 16 (prm then has
+    ceil((max(MB, OW) + MR) / PRM_BLOCK) more, see schedule_qgemm) and added to the row's accumulators by the
+    tiles."""
     N, OH, OW, CO = out.shape
     P = N * OH * OW
     MB, Kp = abuf.shape
-    Np = prm.shape[0] * 16
+    Np = (CO + 15) // 16 * 16
     kg = Kp // 4
     a = abuf.reshape(MB * Kp)
     o = out.reshape(P * CO)
-    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out)
+    d = _row_weight(geo)
+    rs_on = 1 if d != 0 else 0
+    K = geo[6] * geo[7] * x.shape[3]
+    npb = Np // 16 * PRM_BLOCK
+    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
+    rsf = prm.reshape(prm.size)
     lo, hi = np.int32(qmin), np.int32(qmax)
     for m0 in range(0, P, MB):
         rows = min(MB, P - m0)
         _pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+        if rs_on:  # pf is prm's memory then
+            for r in range(rows):
+                rsf[npb + r] = _row_term(d, _byte_sum(a, r * Kp, K))
         full = rows // MR * MR
         rest = rows - full
         if rest > 3:  # a tile over stale rows is cheaper than several 1-row passes
@@ -489,15 +549,19 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
                 ob = (m0 + i) * CO + j0
                 nrows = rows - i
                 if Np - j0 >= NR:
-                    _tile_mr_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi)
+                    _tile_mr_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi,
+                               rs_on, npb + i)
                 else:
-                    _tile_mr_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi)
+                    _tile_mr_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi,
+                               rs_on, npb + i)
             for i in range(full, full + rest):
                 ob = (m0 + i) * CO + j0
                 if Np - j0 >= NR:
-                    _tile_1_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi)
+                    _tile_1_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi, rs_on,
+                              npb + i)
                 else:
-                    _tile_1_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi)
+                    _tile_1_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi, rs_on,
+                              npb + i)
 
 
 @njit(cache=True, nogil=True)
@@ -508,17 +572,22 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
     each output pixel's window in place as KH runs of those bytes (rounded up to 4: the extra bytes meet zero
     weights), wp packed from pad_runs(w, KH); with dilation along x, as KH * KW runs of CI bytes
     (pad_runs(w, KH * KW)). Tiles of MR pixels of one output row (rows past the row's end are
-    computed on whatever follows and not stored). Same arguments as qconv_vnni, xpad instead of abuf."""
+    computed on whatever follows and not stored). Same arguments as qconv_vnni, xpad instead of abuf (uint8
+    weights: the per-row terms of an output row's pixels in prm past Np / 16, which then has room for OW + MR)."""
     N, H, W, CI = x.shape
     _, OH, OW, CO = out.shape
     sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     HP = (OH - 1) * sh + (KH - 1) * dh + 1
     WP = (OW - 1) * sw + (KW - 1) * dw + 1
-    Np = prm.shape[0] * 16
+    Np = (CO + 15) // 16 * 16
+    d = _row_weight(geo)
+    rs_on = 1 if d != 0 else 0
+    npb = Np // 16 * PRM_BLOCK
     # runs: one per filter row of KW * CI contiguous bytes, or with dilation along x one per tap of CI bytes
     nrun2 = 1 if dw == 1 else KW
     kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
-    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out)
+    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
+    rsf = prm.reshape(prm.size)
     o = out.reshape(out.size)
     xf = x.reshape(x.size)
     fl = np.uint8(flip)
@@ -546,6 +615,17 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
         for oy in range(OH):
             arow = ((n * HP + oy * sh) * WP) * CI
             orow = ((n * OH + oy) * OW) * CO
+            if rs_on:
+                for ox in range(OW):
+                    s = np.int64(0)
+                    for ky in range(KH):
+                        b0 = arow + ox * lda + ky * rstride
+                        if dw == 1:
+                            s += _byte_sum(xpad, b0, KW * CI)
+                        else:
+                            for kx in range(KW):
+                                s += _byte_sum(xpad, b0 + kx * rstride2, CI)
+                    rsf[npb + ox] = _row_term(d, s)
             for j0 in range(0, Np, NR):
                 boff = j0 * kg * 4 * KH * nrun2
                 ncols = CO - j0
@@ -553,10 +633,10 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
                     nrows = min(MR, OW - ox0)
                     if Np - j0 >= NR:
                         _tile_mr_2(xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff, pf, j0,
-                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi)
+                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi, rs_on, npb + ox0)
                     else:
                         _tile_mr_1(xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff, pf, j0,
-                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi)
+                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi, rs_on, npb + ox0)
 
 
 @njit(cache=True, inline="always")
@@ -627,12 +707,19 @@ def qconv_portable(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out
     o = out.reshape(P, CO)
     a = abuf.reshape(MB * Kp)
     c = cbuf.reshape(MB * Np)
+    d = _row_weight(geo)
+    K = geo[6] * geo[7] * x.shape[3]
     for m0 in range(0, P, MB):
         rows = min(MB, P - m0)
         _pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
         for j in range(0, Np, PR):
             for i in range(0, rows, PR):
                 _dot_tile(a, i * Kp, wp, j * Kp, Kp, c, i * Np + j, Np)
+        if d != 0:  # uint8 weights: the per-row term (see qconv_vnni)
+            for r in range(rows):
+                t = _row_term(d, _byte_sum(a, r * Kp, K))
+                for j in range(Np):
+                    c[r * Np + j] = np.int32(c[r * Np + j] + t)
         _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, qmax)
 
 
@@ -640,12 +727,15 @@ def qconv_portable(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out
 
 
 def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
-                   qmax: int) -> None:
+                   qmax: int, zp_w: int | None = None) -> None:
     """Schedule the int8 GEMM / convolution of x [N, H, W, CI] (a tensor or view) with the constant weights
     w [CO, K] (OHWI flattened, int8) into out [N, OH, OW, CO] (tensor or view).
 
     geo_conv = [sh, sw, dh, dw, pad_t, pad_l, KH, KW] (FULLY_CONNECTED: x as [B, 1, 1, K], 1x1 geometry); bias an
-    int32 [CO] kernel argument; mult/shift int32 [CO]. Uses the VNNI kernels when kernels/isa.py allows them."""
+    int32 [CO] kernel argument; mult/shift int32 [CO]. Uses the VNNI kernels when kernels/isa.py allows them.
+
+    zp_w given: x and w are uint8 (TFLite's asymmetric per-tensor scheme) with the weight zero point zp_w; packed as
+    w - 128 with the per-row term 128 - zp_w (see qconv_vnni)."""
     from .isa import has
 
     N, OH, OW, CO = out.shape
@@ -653,11 +743,17 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     P = N * OH * OW
     Kp, Np = padded_sizes(K, CO)
     flip = 128 if x.dtype == np.int8 else 0
+    d = 0
+    if zp_w is not None:
+        w16 = np.asarray(w, np.int16)
+        w, d = (w16 - 128).astype(np.int8), 128 - int(zp_w)
+        offs = channel_offsets(w16 - int(zp_w), 0, zp_in, Np)
+    else:
+        offs = channel_offsets(w, flip, zp_in, Np)
     # the VNNI output stage shifts int32 lanes left by at most 31 and rounds in int64 lanes without overflow for
     # right shifts up to 21 (_requantize_vector); other layers take the portable path
     vnni = has("avx512vnni") and -21 <= int(np.min(shift)) and int(np.max(shift)) <= 31
     wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
-    offs = channel_offsets(w, flip, zp_in, Np)
     MB = block_rows(Kp, P, MR if vnni else PR)
     bias_values = const_values(bias)
     if vnni and bias_values is not None:  # the output-stage parameters once, at prepare
@@ -666,7 +762,9 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
                                   zp_out, CO, Np // 16)
     sh, sw, _, _, pt, pl, KH, KW = geo_conv
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
-    geo = np.array(list(geo_conv) + [OH, OW, int(pointwise)], np.int64)
+    geo = np.array(list(geo_conv) + [OH, OW, int(pointwise), d], np.int64)
+    # prm rows for the per-row terms of uint8 weights (pixels of a block, or of an output row, plus a tile's slack)
+    rs_blocks = -(-(max(MB, OW) + MR) // PRM_BLOCK) if d != 0 else 0
     dh, dw = geo_conv[2], geo_conv[3]
     if vnni and not pointwise and (KH > 1 or KW > 1):
         # KxK: read the windows in place from a padded copy of the input (no im2col)
@@ -677,10 +775,10 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
         runs = KH if dw == 1 else KH * KW
         ctx.call(qconv_vnni_direct, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
                  geo, flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out),
-                 int(qmin), int(qmax), xpad, ctx.temp((Np // 16, PRM_BLOCK), np.int32))
+                 int(qmin), int(qmax), xpad, ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32))
         return
     abuf = ctx.temp((MB, Kp), np.uint8)
-    scratch = ctx.temp((Np // 16, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
+    scratch = ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
     fn = qconv_vnni if vnni else qconv_portable
     ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
              np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
@@ -736,14 +834,14 @@ def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_o
 
 
 def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
-                      qmax: int) -> None:
+                      qmax: int, zp_w: int | None = None) -> None:
     """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
     one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf (xpad) and
-    scratch slice per worker). Same arguments."""
+    scratch slice per worker). Same arguments. (The chunks' geometries keep geo[11], the uint8 per-row weight.)"""
     from .threads import CHUNKS_PER_THREAD, MIN_Q8_MACS, Recorder, bands, serial_address, threads_for
 
     rec = Recorder(ctx)
-    schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax)
+    schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax, zp_w)
     N, OH, OW, CO = out.shape
     t = threads_for(ctx, N * OH * OW * CO * w.shape[1], MIN_Q8_MACS)
     if t > 1 and N >= t:

@@ -4,7 +4,9 @@ Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and, when
 a new Interpreter, and both outputs must equal the official builtin kernels' output exactly. The shapes cover the
 kernels' remainders: depth below and not a multiple of the 4-byte groups, output channels not a multiple of the
 16/32-channel panels, pixel counts not a multiple of the 8-row tiles, several activation blocks, strides, dilations,
-SAME/VALID padding (padded taps take the input zero point), batches, per-tensor and per-channel filters.
+SAME/VALID padding (padded taps take the input zero point), batches, per-tensor and per-channel filters; uint8
+convolutions (per-tensor weight zero points 0, 3, 128, 200, 255 and extreme input zero points: the weights are packed
+as w - 128 and the term (128 - zp_w) * sum x is added per output pixel).
 """
 
 from __future__ import annotations
@@ -174,3 +176,61 @@ def test_vnni_output_stage_extremes():
         outs.append(out)
         assert np.array_equal(outs[0], outs[1]), f"trial {trial}: {np.count_nonzero(outs[0] != outs[1])} differ"
         assert np.array_equal(outs[2], outs[1]), f"trial {trial}: prepare-time parameters differ"
+
+
+# --- uint8 (TFLite's asymmetric per-tensor scheme): weights packed as w - 128 with a per-row term ------------------
+
+
+def conv_case_uint8(g, zp_w: int, zp_in: int, zero_bias: bool):
+    """A uint8 CONV_2D with the weight zero point zp_w and the input zero point zp_in (quant_case's quantizations,
+    weights and inputs over the whole byte range). The official uint8 kernel requires a bias: zero_bias makes it 0."""
+    ci, co, oh, ow = conv_shapes(g)
+    rng = np.random.default_rng(g["seed"])
+    c = quant_case(rng, np.uint8, (g["n"], g["h"], g["w"], ci), (co, g["kh"], g["kw"], g["cig"]), co, 0,
+                   per_channel=False)
+    if zero_bias:
+        c["bias"][:] = 0
+    w_scale, _ = c["w_quant"]
+    in_scale, _ = c["x_quant"]
+    w = rng.integers(0, 256, (co, g["kh"], g["kw"], g["cig"])).astype(np.uint8)
+    x = rng.integers(0, 256, (g["n"], g["h"], g["w"], ci)).astype(np.uint8)
+    depth = g["kh"] * g["kw"] * g["cig"]
+    out_s = float(in_scale * w_scale * 128.0 * np.sqrt(depth) * 2.0 / 255.0 * rng.uniform(0.5, 2.0))
+    data = conv2d_model(g, np.uint8, w, c["bias"], np.uint8, x_quant=(in_scale, zp_in), w_quant=(w_scale, zp_w),
+                        b_quant=c["b_quant"], out_quant=(out_s, int(rng.integers(0, 256))), version=1)
+    return data, [x]
+
+
+UINT8_CASES = {
+    "1x1_pointwise_k70": geometry(h=4, w=5, ci=70, co=24, k=(1, 1), seed=20),
+    "1x1_stride2_co40": geometry(n=2, h=7, w=6, ci=12, co=40, k=(1, 1), s=(2, 2), seed=21),
+    "3x3_same_stride2": geometry(h=12, w=13, ci=3, co=16, s=(2, 2), act="RELU6", seed=22),
+    "3x3_valid_co17": geometry(n=2, h=7, w=6, ci=5, co=17, padding="VALID", seed=23),
+    "3x3_dilated_co48": geometry(h=9, w=8, ci=4, co=48, d=(2, 2), act="RELU", seed=24),
+    "5x5_same_stride3": geometry(h=10, w=7, ci=2, co=5, k=(5, 5), s=(3, 2), seed=25),
+    "several_blocks_1x1": geometry(h=20, w=12, ci=300, co=20, k=(1, 1), seed=26),
+}
+
+
+@pytest.mark.parametrize("zp_w", [0, 3, 128, 200, 255])
+@pytest.mark.parametrize("name", list(UINT8_CASES))
+def test_conv2d_uint8(name, zp_w, monkeypatch):
+    g = UINT8_CASES[name]
+    zp_in = [0, 255, 131, 7, 250][zp_w % 5]
+    check_both_paths(*conv_case_uint8(g, zp_w, zp_in, zero_bias=zp_w == 3), monkeypatch)
+
+
+@settings(max_examples=10, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                                 HealthCheck.function_scoped_fixture])
+@given(st.fixed_dictionaries({
+    "n": st.integers(1, 2), "h": st.integers(1, 10), "w": st.integers(1, 10), "cig": st.integers(1, 20),
+    "groups": st.just(1), "cog": st.integers(1, 40), "kh": st.integers(1, 3), "kw": st.integers(1, 3),
+    "sh": st.integers(1, 2), "sw": st.integers(1, 2), "dh": st.integers(1, 2), "dw": st.integers(1, 2),
+    "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(["NONE", "RELU", "RELU6"]),
+    "seed": st.integers(0, 2**31 - 1)}), st.sampled_from([0, 3, 128, 200, 255]), st.sampled_from([0, 1, 128, 254, 255]),
+    st.booleans())
+def test_conv2d_uint8_random(monkeypatch, g, zp_w, zp_in, zero_bias):
+    _, _, oh, ow = conv_shapes(g)
+    if oh <= 0 or ow <= 0:
+        return
+    check_both_paths(*conv_case_uint8(g, zp_w, zp_in, zero_bias), monkeypatch)
