@@ -14,9 +14,10 @@ the same static shapes for its inputs."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, njit, types
+from numba.extending import intrinsic
 
-from lite_numba.ops import PrepareContext, kernel
+from lite_numba.ops import NeedsValue, PrepareContext, kernel
 
 
 def _declared_static(ctx: PrepareContext, t) -> bool:
@@ -365,12 +366,73 @@ def _variables(ctx: PrepareContext) -> dict:
     return ctx.resources.setdefault("variables", {})
 
 
+# Resource variables whose shape and type the model fixes run compiled: READ_VARIABLE / ASSIGN_VARIABLE copy between
+# the arena and the variable's storage, a numpy array that never moves once a compiled node uses it ("pinned"),
+# addressed by the kernels through its data pointer; a flag array records whether it was assigned (reading before
+# that is an error, as in the official runtime). Host-side accesses (CALL_ONCE's init subgraph, subgraphs that get
+# the resource as an input) use the same storage and flag.
+
+@intrinsic
+def _voidptr(typingctx, addr):
+    """The int64 address as a void pointer (for numba.carray)."""
+    if addr != types.int64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+
+    return types.voidptr(types.int64), codegen
+
+
+@njit(cache=True, nogil=True)
+def read_variable(addr, flag_addr, out):
+    """out (bytes) = the variable's bytes at addr; flag_addr: its int64 'assigned' flag."""
+    if carray(_voidptr(flag_addr), 1, np.int64)[0] == 0:
+        raise ValueError("a resource variable is read before it was assigned")
+    src = carray(_voidptr(addr), out.size, np.uint8)
+    for i in range(out.size):
+        out[i] = src[i]
+
+
+@njit(cache=True, nogil=True)
+def assign_variable(value, addr, flag_addr):
+    dst = carray(_voidptr(addr), value.size, np.uint8)
+    for i in range(value.size):
+        dst[i] = value[i]
+    carray(_voidptr(flag_addr), 1, np.int64)[0] = 1
+
+
+def _flags(ctx: PrepareContext) -> dict:
+    return ctx.resources.setdefault("variable_flags", {})
+
+
+def _pinned_storage(ctx: PrepareContext, shape, dtype):
+    """(storage, flag) of the variable this node's resource input names, pinned for compiled access; None when the
+    resource id is known only at run time or the variable already holds another shape or type (host path)."""
+    try:
+        rid = int(np.asarray(ctx.value(0)).reshape(-1)[0])
+    except NeedsValue:
+        return None
+    v = _variables(ctx).get(rid)
+    if v is None:
+        v = _variables(ctx)[rid] = np.zeros(shape, dtype)
+        _flags(ctx)[rid] = np.zeros(1, np.int64)
+    elif v.shape != tuple(shape) or v.dtype != np.dtype(dtype):
+        return None
+    flag = _flags(ctx).setdefault(rid, np.ones(1, np.int64))  # assigned on the host before it was pinned
+    return v, flag
+
+
 def _prepare_read(ctx: PrepareContext) -> None:
     out = ctx.output(0)
     if _declared_static(ctx, out):
         # the model fixes the variable's shape: the output keeps its planned storage and what follows stays
         # compiled; a variable of another shape fails at run time with the planned and actual shapes
         ctx.set_output(0, out.shape)
+        pinned = _pinned_storage(ctx, out.shape, out.dtype) if out.size else None
+        if pinned is not None:
+            v, flag = pinned
+            ctx.call(read_variable, v.ctypes.data, flag.ctypes.data, ctx.view(out, (out.nbytes,), np.uint8))
         return
     ctx.defer()
 
@@ -382,7 +444,8 @@ def _run_read(ctx: PrepareContext) -> None:
     rid, out = io
     rid = int(rid[0])
     value = _variables(ctx).get(rid)
-    if value is None:
+    flag = _flags(ctx).get(rid)
+    if value is None or (flag is not None and flag[0] == 0):
         ctx.fail(f"resource variable {rid} is read before it was assigned")
     if out is not None and out.shape == value.shape and out.dtype == value.dtype:
         np.copyto(out, value)
@@ -395,6 +458,12 @@ READ_VARIABLE = kernel("READ_VARIABLE", host=_run_read)(_prepare_read)
 
 def _prepare_assign(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=2, outputs=0)
+    value = ctx.input(1)
+    if value.size and value.data is None and _declared_static(ctx, value):
+        pinned = _pinned_storage(ctx, value.shape, value.dtype)
+        if pinned is not None:
+            v, flag = pinned
+            ctx.call(assign_variable, ctx.view(value, (value.nbytes,), np.uint8), v.ctypes.data, flag.ctypes.data)
 
 
 def _run_assign(ctx: PrepareContext) -> None:
@@ -406,10 +475,16 @@ def _run_assign(ctx: PrepareContext) -> None:
     old = _variables(ctx).get(rid)
     if old is not None and old.dtype != value.dtype:
         ctx.fail(f"resource variable {rid} holds {old.dtype.name}, cannot assign {value.dtype.name}")
+    flag = _flags(ctx).get(rid)
     if old is not None and old.shape == value.shape:
         np.copyto(old, value)  # readers copy out of it, so the storage can be reused
+    elif flag is not None:  # pinned: compiled nodes address this storage
+        ctx.fail(f"resource variable {rid} has shape {list(old.shape)} fixed by the model, cannot assign shape "
+                 f"{list(value.shape)}")
     else:
         _variables(ctx)[rid] = np.array(value, copy=True)
+    if flag is not None:
+        flag[0] = 1
 
 
 ASSIGN_VARIABLE = kernel("ASSIGN_VARIABLE", host=_run_assign)(_prepare_assign)

@@ -470,7 +470,9 @@ class GraphRuntime:
             k = self.kernels[node.index]
             uses_dynamic = any(i >= 0 and i in self.dynamic_tensors for i in node.inputs)
             if k is not None and k.host is not None:
-                # host ops (control flow, variables) prepare statically when they can, and always run on the host
+                # host ops (control flow, variables) prepare statically when they can and run on the host, unless
+                # their prepare scheduled compiled calls (resource variables of a fixed shape): then they are
+                # static nodes like any other
                 self.prepared[node.index] = None
                 try:
                     self.prepared[node.index] = self._prepare_node(node) if not uses_dynamic else None
@@ -478,6 +480,10 @@ class GraphRuntime:
                         raise NeedsValue(-1)
                 except NeedsValue:
                     self.dynamic_tensors.update(o for o in node.outputs if o >= 0)
+                ctx = self.prepared[node.index]
+                if ctx is not None and ctx.calls and not any(o in self.dynamic_tensors for o in node.outputs):
+                    node_temps[node.index] = ctx.temps
+                    continue
                 self.dynamic_nodes.add(node.index)
                 continue
             if uses_dynamic:
