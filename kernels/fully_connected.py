@@ -155,6 +155,25 @@ def schedule_gemm_f32(ctx: PrepareContext, x, w_t, bias, out, batch: int, k: int
              batch, k, units, lim)
 
 
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def fc_rows_f32(x, w, bias, out, batch, k, units, lim):
+    """out[b, n] = clamp(dot(w[n, :], x[b, :]) + bias[n]) straight from row-major weights [units, k]: for weights
+    known only at run time (e.g. a constant passed into an IF branch or WHILE body) with few rows, where packing
+    them at every invoke would cost more than the product. The dots sum in vector lanes."""
+    lo, hi = lim[0], lim[1]
+    for b in range(batch):
+        xr = x[b * k:(b + 1) * k]
+        for n in range(units):
+            wr = w[n * k:(n + 1) * k]
+            s = np.float32(0.0)
+            for i in range(k):
+                s += wr[i] * xr[i]
+            out[b * units + n] = min(max(s + bias[n], lo), hi)
+
+
+_GEMV_ROWS = 4  # runtime weights with at most this many input rows: fc_rows_f32 instead of packing them
+
+
 @kernel("FULLY_CONNECTED")
 def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     """Float32 FULLY_CONNECTED (quantized and hybrid weights go to quantized_fully_connected)."""
@@ -182,6 +201,9 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     bias = ctx.view(b, (units,)) if b is not None else np.zeros(units, np.float32)
     lim = np.array([lo, hi], np.float32)
     dense = weights_array(ctx, w)
+    if dense is None and batch <= _GEMV_ROWS:
+        return ctx.call(fc_rows_f32, ctx.view(x, (x.size,)), ctx.view(w, (w.size,)), bias, ctx.view(out, (out.size,)),
+                        batch, k, units, lim)
     if has("avx512"):
         return schedule_fully_connected(ctx, x, w, dense, b, out, batch, k, units)
     if dense is not None:

@@ -247,3 +247,15 @@ def test_errors():
     msg = _prepare_error(fc_model([2, 6], w8, x_dtype=np.int8, x_quant=(0.1, 0), w_quant=(0.1, 0),
                                   out_dtype=np.int16, out_quant=(0.1, 0)))
     assert "type" in msg
+
+
+@pytest.mark.parametrize("x_shape,units,act", [([1, 1536], 64, "NONE"), ([3, 37], 5, "RELU6"), ([2, 2, 300], 11, "RELU")])
+def test_float_runtime_weights_few_rows(x_shape, units, act):
+    """Weights known only at run time with at most 4 input rows take the direct row-dot kernel (fc_rows_f32)."""
+    rng = np.random.default_rng(4)
+    k = x_shape[-1]
+    w = rng.standard_normal((units, k)).astype(np.float32)
+    data = fc_model(x_shape, w, bias=rng.standard_normal(units).astype(np.float32), const_weights=False, act=act)
+    inputs = [rng.standard_normal(x_shape).astype(np.float32), w]
+    ours, ref = both(data, inputs)
+    assert_close(ours, ref, 1e-5)
