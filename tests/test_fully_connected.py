@@ -249,7 +249,8 @@ def test_errors():
     assert "type" in msg
 
 
-@pytest.mark.parametrize("x_shape,units,act", [([1, 1536], 64, "NONE"), ([3, 37], 5, "RELU6"), ([2, 2, 300], 11, "RELU")])
+@pytest.mark.parametrize("x_shape,units,act", [([1, 1536], 64, "NONE"), ([3, 37], 5, "RELU6"),
+                                               ([2, 2, 300], 11, "RELU")])
 def test_float_runtime_weights_few_rows(x_shape, units, act):
     """Weights known only at run time with at most 4 input rows take the direct row-dot kernel (fc_rows_f32)."""
     rng = np.random.default_rng(4)
