@@ -78,10 +78,14 @@ def _splat16(builder, x):
 PRM_BLOCK = 128  # int32 slots of output-stage parameters per 16 output channels (see output_params)
 
 
+_EVEN_ODD = [i if i % 2 == 0 else 15 + i for i in range(16)]  # lanes from the low halves of even / odd int64 lanes
+
+
 def _requantize_params(builder, prm_ptr, c):
     """The output-stage parameter vectors of channels c..c+15 (c a multiple of 16) from their block of `prm`
     (output_params): offset, left shift (<16 x i32>), multipliers of the even and odd channels, rounding terms,
-    right shifts (<8 x i64> each)."""
+    int64 right shifts (<8 x i64> each), then the second (int32) right shift and the output zero point
+    (<16 x i32>, from the high halves of the multipliers' int64 slots: zp << 8 | shift)."""
     v8i64 = ir.VectorType(_i64, 8)
     base = builder.gep(prm_ptr, [builder.mul(c, _const(PRM_BLOCK // 16))], inbounds=True)
 
@@ -89,21 +93,32 @@ def _requantize_params(builder, prm_ptr, c):
         p = builder.gep(base, [_const(16 * k)], inbounds=True)
         return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
 
-    return (row(0, _v16i), row(1, _v16i)) + tuple(row(k, v8i64) for k in range(2, 8))
+    rows = (row(0, _v16i), row(1, _v16i)) + tuple(row(k, v8i64) for k in range(2, 8))
+    c32 = ir.Constant(v8i64, [32] * 8)
+    he = builder.bitcast(builder.ashr(rows[2], c32), _v16i)
+    ho = builder.bitcast(builder.ashr(rows[3], c32), _v16i)
+    hi = builder.shuffle_vector(he, ho, ir.Constant(_v16i, _EVEN_ODD))
+    q = builder.and_(hi, ir.Constant(_v16i, [0xFF] * 16))
+    zp = builder.ashr(hi, ir.Constant(_v16i, [8] * 16))
+    return rows + (q, zp)
 
 
 def _requantize_vector(builder, acc, params, lo, hi):
     """ruy's x86 output stage on 16 int32 lanes with the parameters of their channels (_requantize_params) and the
     limits lo, hi (<16 x i32>): x = (acc + offset) << left (int32, wrapping), then in int64 lanes
-    (x * multiplier + round) >> (31 + right), clamped; returns <16 x i32>.
+    (x * multiplier + round) >> (31 + min(right, 21)), then in int32 lanes >> max(right - 21, 0), + zp, clamped;
+    returns <16 x i32>.
 
     This is conv_loops._mbqm_half_up + zp_out in one rounding shift: floor(floor(a / 2^31) / 2^r) =
     floor(a / 2^(31 + r)), so ((x * m + 2^30) >> 31 + nudge) >> r, + zp, equals
-    (x * m + 2^30 + nudge * 2^31 + zp * 2^(31 + r)) >> (31 + r) exactly (no int64 overflow for r <= 21, which
-    prepare checks). Even and odd channels are multiplied in separate 8 x i64 halves (vpmuldq reads the low
-    32 bits of each 64-bit lane), so no lane is widened."""
+    (x * m + 2^30 + nudge * 2^31 + zp * 2^(31 + r)) >> (31 + r) exactly for r <= 21 (no int64 overflow; the
+    int32 shift is 0 and its zp 0). For 21 < r <= 31 the zp term would overflow: the channel's parameters then
+    leave it out of the rounding term ((x * m + 2^30 + nudge * 2^31) >> 52, |x * m| <= 2^62, nudge * 2^31 <= 2^61)
+    and give the int32 shift r - 21 and zp (a floor of a floor again; zp a whole multiple of the divisor). Even
+    and odd channels are multiplied in separate 8 x i64 halves (vpmuldq reads the low 32 bits of each 64-bit
+    lane), so no lane is widened."""
     v8i64 = ir.VectorType(_i64, 8)
-    off, left, me, mo, re, ro, se, so = params
+    off, left, me, mo, re, ro, se, so, q2, zp = params
     c32 = ir.Constant(v8i64, [32] * 8)
 
     def sext_low(v):  # sign-extend the low 32 bits of every 64-bit lane (lets LLVM pick vpmuldq)
@@ -115,7 +130,8 @@ def _requantize_vector(builder, acc, params, lo, hi):
     to = builder.mul(builder.ashr(xq, c32), sext_low(mo))
     ye = builder.bitcast(builder.ashr(builder.add(te, re), se), _v16i)
     yo = builder.bitcast(builder.ashr(builder.add(to, ro), so), _v16i)
-    y = builder.shuffle_vector(ye, yo, ir.Constant(_v16i, [i if i % 2 == 0 else 15 + i for i in range(16)]))
+    y = builder.shuffle_vector(ye, yo, ir.Constant(_v16i, _EVEN_ODD))
+    y = builder.add(builder.ashr(y, q2), zp)
     y = builder.select(builder.icmp_signed("<", y, lo), lo, y)
     return builder.select(builder.icmp_signed(">", y, hi), hi, y)
 
@@ -394,11 +410,15 @@ def _channel_params(prm, p64, c, off, m, sh, zp_out):
     b, lane = c // 16, c % 16
     j = 16 + (lane % 2) * 8 + lane // 2  # int64 slot of the multiplier
     right = max(-sh, 0)
+    r1 = min(right, 21)
+    big = right > r1  # zp_out and the second shift in the high half of the multiplier slot, else zp_out folded
+    hi = ((np.int64(zp_out) << 8) | np.int64(right - r1)) if big else np.int64(0)
+    zterm = np.int64(0) if big else np.int64(zp_out) << (31 + right)
     prm[b, lane] = off
     prm[b, 16 + lane] = max(sh, 0)
-    p64[b, j] = m
-    p64[b, j + 16] = (np.int64(1) << 30) + ((np.int64(1) << right) >> 1 << 31) + (np.int64(zp_out) << (31 + right))
-    p64[b, j + 32] = 31 + right
+    p64[b, j] = (hi << 32) | (np.int64(m) & np.int64(0xFFFFFFFF))
+    p64[b, j + 16] = (np.int64(1) << 30) + ((np.int64(1) << right) >> 1 << 31) + zterm
+    p64[b, j + 32] = 31 + r1
 
 
 @njit(cache=True, inline="always")
@@ -413,8 +433,10 @@ def _output_params(prm, offs, bias, mult, shift, zp_out, nb):
     """Fill prm [Np / 16, PRM_BLOCK] int32 with the VNNI output stage's parameters (_requantize_params): per block of
     16 channels, int32 slots 0..15 offset + bias, 16..31 left shift; then as int64 (8 each, even channels before
     odd ones) the multipliers, the rounding terms 2^30 + nudge * 2^31 + zp_out * 2^(31 + right) and the shifts
-    31 + right. Channels from bias.size on (padding) get zeros. Only the first nb blocks are filled (rows of prm past
-    them hold per-row terms, see qconv_vnni). Shifts must lie in [-21, 31] (prepare checks)."""
+    31 + right; for right > 21 (where zp_out * 2^(31 + right) would overflow), the rounding term without zp_out,
+    the shift 52 and, in the high half of the multiplier's slot, zp_out << 8 | (right - 21). Channels from
+    bias.size on (padding) get zeros. Only the first nb blocks are filled (rows of prm past them hold per-row
+    terms, see qconv_vnni). Shifts must lie in [-31, 31] (prepare checks)."""
     CO = bias.size
     p64 = _params64(prm)
     for c in range(nb * 16):
@@ -435,11 +457,15 @@ def output_params_host(off: np.ndarray, mult, shift, zp_out: int, nvalid: int, n
     j = 16 + (lane % 2) * 8 + lane // 2
     sh = np.asarray(shift, np.int64)[:nvalid]
     right = np.maximum(-sh, 0)
+    r1 = np.minimum(right, 21)
+    big = right > r1
+    hi = np.where(big, (np.int64(zp_out) << 8) | (right - r1), 0)
+    zterm = np.where(big, 0, np.int64(zp_out) << (31 + r1))
     prm[b, lane] = np.asarray(off, np.int32)[:nvalid]
     prm[b, 16 + lane] = np.maximum(sh, 0)
-    p64[b, j] = np.asarray(mult, np.int64)[:nvalid]
-    p64[b, j + 16] = (1 << 30) + (((1 << right) >> 1) << 31) + (int(zp_out) << (31 + right))
-    p64[b, j + 32] = 31 + right
+    p64[b, j] = (hi << 32) | (np.asarray(mult, np.int64)[:nvalid] & 0xFFFFFFFF)
+    p64[b, j + 16] = (1 << 30) + (((1 << right) >> 1) << 31) + zterm
+    p64[b, j + 32] = 31 + r1
     return prm.reshape(-1)
 
 
@@ -509,7 +535,7 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
     by pack_weights_vnni, offs [Np] channel_offsets (or, when the bias is constant, the whole output-stage
     parameters from output_params_host, then used as they are), bias [CO] int32, out [N, OH, OW, CO];
     geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and prm
-    [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-21, 31] (prepare checks).
+    [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-31, 31] (prepare checks).
 
     uint8 weights with a per-tensor zero point zp_w are packed as w - 128 (int8, exact), with geo[11] = d =
     128 - zp_w and x uint8 (flip 0): sum (x - zp_in)(w - zp_w) = sum x (w - 128) + d * sum x - zp_in sum (w - zp_w),
@@ -750,9 +776,9 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
         offs = channel_offsets(w16 - int(zp_w), 0, zp_in, Np)
     else:
         offs = channel_offsets(w, flip, zp_in, Np)
-    # the VNNI output stage shifts int32 lanes left by at most 31 and rounds in int64 lanes without overflow for
-    # right shifts up to 21 (_requantize_vector); other layers take the portable path
-    vnni = has("avx512vnni") and -21 <= int(np.min(shift)) and int(np.max(shift)) <= 31
+    # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (_requantize_vector);
+    # other layers take the portable path
+    vnni = has("avx512vnni") and -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
     wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
     MB = block_rows(Kp, P, MR if vnni else PR)
     bias_values = const_values(bias)
