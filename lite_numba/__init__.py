@@ -2,6 +2,11 @@
 
 __version__ = "0.1.0"
 
+from .numba_cache import configure as _configure_numba_cache  # noqa: E402
+
+# before any kernel is decorated: Numba's cache directory follows the hash of every source file (numba_cache.py)
+NUMBA_CACHE_DIR = _configure_numba_cache(__version__)
+
 from .interpreter import Interpreter, OpResolverType, SignatureRunner  # noqa: E402
 from .ops import OpKernel, PrepareContext, Tensor, custom_op, kernel  # noqa: E402
 from .resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver  # noqa: E402
