@@ -360,9 +360,9 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
     N, OH, OW, _ = out.shape
     xp, bands, g = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, zp_in)
     quant = (int(zp_in), mult, shift, int(zp_out), int(qmin), int(qmax), int(nvec))
-    # the AVX-512 tiles' half-up output stage (simd_int8's) needs the shifts of channels below nvec in [-21, 31]
+    # the AVX-512 tiles' half-up output stage (simd_int8's) needs the shifts of channels below nvec in [-31, 31]
     sv = np.asarray(shift)[:nvec]
-    if has("avx512") and (nvec == 0 or (-21 <= int(sv.min()) and int(sv.max()) <= 31)):
+    if has("avx512") and (nvec == 0 or (-31 <= int(sv.min()) and int(sv.max()) <= 31)):
         from .dwconv_simd import dwconv_q_simd, dwconv_q_simd_banded
         from .simd_int8 import PRM_BLOCK, const_values, output_params_host
 

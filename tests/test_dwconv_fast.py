@@ -151,3 +151,22 @@ def test_padded_bands(g, kind, budget, monkeypatch):
         results.append(run_ours(data, inputs)[0])
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tiny_multipliers_both_paths(seed, monkeypatch):
+    """Nearly dead channels (weight scales ~1e-6..1e-9 of the others, as in efficientnet_lite0) give right shifts of
+    22..31, which the AVX-512 output stage takes since it splits the shift; bit-exact on both paths."""
+    rng = np.random.default_rng(seed)
+    g = dict(n=1, h=9, w=9, ci=40, dm=1, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, padding="SAME", act="RELU6", seed=seed)
+    co = 40
+    c = quant_case(rng, np.int8, (1, 9, 9, co), (1, 3, 3, co), co, 3, per_channel=True)
+    scales = np.asarray(c["w_quant"]["scales"], np.float32)
+    scales[::3] *= np.float32(2.0) ** -rng.integers(18, 28, scales[::3].size).astype(np.float32)  # shifts 22..31
+    c["w_quant"]["scales"] = scales.tolist()
+    c["b_quant"]["scales"] = (np.float32(c["x_quant"][0]) * scales).tolist()
+    data, _ = dw_model(g, np.int8, c["w"], c["bias"], np.int8, x_quant=c["x_quant"], w_quant=c["w_quant"],
+                       b_quant=c["b_quant"], out_quant=c["out_quant"], version=3)
+    for path in PATHS:
+        monkeypatch.setenv("LITE_NUMBA_ISA", path)
+        check(data, [c["x"]])
