@@ -171,7 +171,11 @@ def _prepare_random(ctx: PrepareContext) -> None:
 
 def _host_random(normal: bool):
     def run(ctx: PrepareContext) -> None:
-        shape = [int(v) for v in np.asarray(ctx.input_array(0)).reshape(-1)]
+        shape = tuple(int(v) for v in np.asarray(ctx.input_array(0)).reshape(-1))
+        out = ctx.output_array(0)
+        if out is not None and out.shape == shape:  # the planned storage: filled in place, nothing allocated
+            random_fill(ctx.state["rng"], out.reshape(-1), int(normal))
+            return
         out = np.empty(shape, np.float32)
         random_fill(ctx.state["rng"], out.reshape(-1), int(normal))
         ctx.set_output_array(0, out)
@@ -201,8 +205,15 @@ def _prepare_multinomial(ctx: PrepareContext) -> None:
 def _host_multinomial(ctx: PrepareContext) -> None:
     logits = np.ascontiguousarray(ctx.input_array(0))
     ns = int(np.asarray(ctx.input_array(1)).reshape(-1)[0])
+    cdf = ctx.host_data
+    if cdf is None or cdf.size != logits.shape[1]:  # scratch kept while the node keeps its preparation
+        cdf = ctx.host_data = np.empty(logits.shape[1], np.float64)
+    out = ctx.output_array(0)
+    if out is not None and out.shape == (logits.shape[0], ns):  # the planned storage, filled in place
+        multinomial(ctx.state["rng"], logits, out, cdf)
+        return
     out = np.empty((logits.shape[0], ns), ctx.output(0).dtype)
-    multinomial(ctx.state["rng"], logits, out, np.empty(logits.shape[1], np.float64))
+    multinomial(ctx.state["rng"], logits, out, cdf)
     ctx.set_output_array(0, out)
 
 
