@@ -152,6 +152,19 @@ def _lstm_gate(x, xo, n_in, x_zero, w_x, aux, ao, n_aux, aux_zero, w_a, h, ho, n
     _norm_activate(buf, out_b, go, n_cell, use_ln, ln, bias, act)
 
 
+@njit(cache=True, inline="always")
+def _update_cell(scratch, gi, gf, gc, c, co, n_cell, cifg, cell_clip):
+    """c = forget * c + cell gate * input gate (1 - forget with CIFG), clipped to +-cell_clip when it is > 0."""
+    one = np.float32(1.0)
+    for j in range(n_cell):
+        v = scratch[gf + j] * c[co + j]
+        i_gate = one - scratch[gf + j] if cifg else scratch[gi + j]
+        v += scratch[gc + j] * i_gate
+        if cell_clip > 0:
+            v = min(max(v, -cell_clip), cell_clip)
+        c[co + j] = v
+
+
 @njit(cache=True, nogil=True)
 def _lstm_step(x, xo, x_zero, aux, ao, aux_zero, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_hf, w_hc,
                w_ho, w_ci, w_cf, w_co, ln_i, ln_f, ln_c, ln_o, b_i, b_f, b_c, b_o, w_p, b_p, h, ho, c, co, out, oo,
@@ -168,14 +181,7 @@ def _lstm_step(x, xo, x_zero, aux, ao, aux_zero, w_xi, w_xf, w_xc, w_xo, w_ai, w
                c, co, peep, w_cf, use_ln, ln_f, b_f, n_cell, _ACT_SIGMOID, scratch, gf, acc)
     _lstm_gate(x, xo, n_in, x_zero, w_xc, aux, ao, n_aux, aux_zero, w_ac, h, ho, n_out, w_hc, (diag & 4) != 0,
                c, co, False, w_cf, use_ln, ln_c, b_c, n_cell, act, scratch, gc, acc)
-    one = np.float32(1.0)
-    for j in range(n_cell):
-        v = scratch[gf + j] * c[co + j]
-        i_gate = one - scratch[gf + j] if cifg else scratch[gi + j]
-        v += scratch[gc + j] * i_gate
-        if cell_clip > 0:
-            v = min(max(v, -cell_clip), cell_clip)
-        c[co + j] = v
+    _update_cell(scratch, gi, gf, gc, c, co, n_cell, cifg, cell_clip)
     _lstm_gate(x, xo, n_in, x_zero, w_xo, aux, ao, n_aux, aux_zero, w_ao, h, ho, n_out, w_ho, (diag & 8) != 0,
                c, co, peep, w_co, use_ln, ln_o, b_o, n_cell, _ACT_SIGMOID, scratch, go, acc)
     # TFLite computes act(c) into the cell-gate buffer; activation NONE leaves the cell gate there
@@ -363,14 +369,7 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
             _hybrid_gate(2, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
                          ho, n_out, h_zero, b, w_xc, w_ac, w_hc, w_cf, scales, rowsums, rs_off, c, co, False,
                          use_ln, ln_c, b_c, n_cell, act, scratch, gc, asym, iacc)
-            one = np.float32(1.0)
-            for j in range(n_cell):
-                v = scratch[gf + j] * c[co + j]
-                i_gate = one - scratch[gf + j] if cifg else scratch[gi + j]
-                v += scratch[gc + j] * i_gate
-                if cell_clip > 0:
-                    v = min(max(v, -cell_clip), cell_clip)
-                c[co + j] = v
+            _update_cell(scratch, gi, gf, gc, c, co, n_cell, cifg, cell_clip)
             _hybrid_gate(3, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
                          ho, n_out, h_zero, b, w_xo, w_ao, w_ho, w_co, scales, rowsums, rs_off, c, co, peep,
                          use_ln, ln_o, b_o, n_cell, _ACT_SIGMOID, scratch, go, asym, iacc)
