@@ -12,27 +12,11 @@ from hypothesis import strategies as st
 
 import lite_numba
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, official_interpreter, require_official
+from lite_numba.testing import assert_close, require_official
 
 require_official()
 
-
-def run_sequence(data: bytes, steps, reset_before=()):
-    ours = lite_numba.Interpreter(model_content=data)
-    ours.allocate_tensors()
-    ref = official_interpreter(data)
-    results = []
-    for k, inputs in enumerate(steps):
-        if k in reset_before:
-            ours.reset_all_variables()
-            ref.reset_all_variables()
-        for it in (ours, ref):
-            for d, a in zip(it.get_input_details(), inputs):
-                it.set_tensor(d["index"], a)
-            it.invoke()
-        results.append([(ours.get_tensor(d["index"]).copy(), ref.get_tensor(r["index"]).copy())
-                        for d, r in zip(ours.get_output_details(), ref.get_output_details())])
-    return results
+from test_rnn import run_sequence  # noqa: E402  (the state-carrying runner the LSTM/RNN tests use)
 
 
 def int_svdf_model(batch, w_f, w_t, bias, rank, *, s_in=0.05, zp_in=3, s_wf=0.01, s_wt=0.002, s_state=0.004,
