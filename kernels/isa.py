@@ -1,13 +1,21 @@
 """Which instruction-set path the kernels take: chosen once per process from the CPU's features.
 
-- ``"avx512"``: explicit-SIMD micro-kernels (Numba ``@intrinsic`` + llvmlite IR) need AVX-512 F/BW/VL (+ FMA);
-- ``"avx512vnni"``: additionally the AVX-512 VNNI int8 dot product (``vpdpbusd``);
-- ``"portable"``: plain Numba loops only (any CPU LLVM targets).
+A level is named by what it needs (LLVM's feature names, what Numba compiles for):
 
-``LITE_NUMBA_ISA=portable`` (or ``avx512``) forces a lower path, e.g. to test that both paths give identical
-results; asking for more than the CPU has is an error, never a crash at run time. Prepare functions read
-``isa_level()`` to pick the functions they schedule, so the choice ends up in the runner's structure (and its cache
-key) like any other kernel choice.
+- ``"portable"``: plain Numba loops only (any CPU LLVM targets);
+- ``"avx2"``: x86-64-v3 (AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE);
+- ``"avxvnni"``: ``avx2`` plus the VEX-encoded int8 dot product ``vpdpbusd`` on 256-bit registers (Intel 12th
+  generation and later, AMD Zen 5);
+- ``"avx512"``: ``avx2`` plus AVX-512 F/BW/VL/DQ;
+- ``"avx512vnni"``: ``avx512`` plus AVX-512 VNNI;
+- ``"neon"``: aarch64 Advanced SIMD;
+- ``"neon-dotprod"``: ``neon`` plus the dot-product extension (``sdot``/``udot``).
+
+The levels are not one ladder (an AVX-VNNI CPU may lack AVX-512 and the reverse), so ``has(level)`` asks whether
+the level in force needs everything ``level`` needs. ``LITE_NUMBA_ISA`` forces any level the CPU supports (e.g.
+``avx2`` on an AVX-512 machine, to test that path); asking for one it does not support is an error naming the
+missing features, never a crash at run time. Prepare functions read the level to pick the functions they schedule,
+so the choice ends up in the runner's structure (and its cache key) like any other kernel choice.
 """
 
 from __future__ import annotations
@@ -15,41 +23,75 @@ from __future__ import annotations
 import functools
 import os
 
-LEVELS = ("portable", "avx512", "avx512vnni")
+# In order of preference within an architecture (the best supported one is the default).
+LEVELS = ("portable", "avx2", "avxvnni", "avx512", "avx512vnni", "neon", "neon-dotprod")
 
-_NEEDS = {
+_X86_V3 = ("avx", "avx2", "fma", "bmi", "bmi2", "f16c", "lzcnt", "movbe")
+_AVX512 = _X86_V3 + ("avx512f", "avx512bw", "avx512vl", "avx512dq")
+
+NEEDS: dict[str, tuple[str, ...]] = {
     "portable": (),
-    "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"),
-    "avx512vnni": ("avx512f", "avx512bw", "avx512vl", "avx512dq", "fma", "avx512vnni"),
+    "avx2": _X86_V3,
+    "avxvnni": _X86_V3 + ("avxvnni",),
+    "avx512": _AVX512,
+    "avx512vnni": _AVX512 + ("avx512vnni",),
+    "neon": ("neon",),
+    "neon-dotprod": ("neon", "dotprod"),
 }
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_features() -> dict[str, bool]:
-    """The host CPU's features as LLVM names them (what Numba compiles for)."""
+    """The features Numba compiles for: the host CPU's as LLVM names them, or the ``+f,-g`` list in
+    ``NUMBA_CPU_FEATURES`` when set (Numba then targets exactly those, e.g. an AVX2-only code generation on a newer
+    x86 machine)."""
     import llvmlite.binding as ll
 
+    explicit = os.environ.get("NUMBA_CPU_FEATURES")
+    if explicit:
+        feats: dict[str, bool] = {}
+        for item in explicit.split(","):
+            item = item.strip()
+            if item[:1] in "+-" and len(item) > 1:
+                feats[item[1:]] = item[0] == "+"
+        return feats
     return {k: bool(v) for k, v in ll.get_host_cpu_features().items()}
 
 
-def best_level(features: dict[str, bool] | None = None) -> str:
+def supports(level: str, features: dict[str, bool] | None = None) -> bool:
+    """True when the CPU (or `features`) has everything `level` needs."""
     feats = cpu_features() if features is None else features
-    best = "portable"
-    for level in LEVELS:
-        if all(feats.get(f, False) for f in _NEEDS[level]):
-            best = level
-    return best
+    return all(feats.get(f, False) for f in NEEDS[level])
+
+
+def supported_levels(features: dict[str, bool] | None = None) -> tuple[str, ...]:
+    """Every level this CPU (or `features`) can run, in LEVELS order: what the SIMD tests parametrise over."""
+    return tuple(level for level in LEVELS if supports(level, features))
+
+
+def best_level(features: dict[str, bool] | None = None) -> str:
+    """The most capable supported level (the last supported one in LEVELS order)."""
+    return supported_levels(features)[-1]
+
+
+def missing_features(level: str, features: dict[str, bool] | None = None) -> tuple[str, ...]:
+    """The features `level` needs that the CPU (or `features`) lacks: the reason a test of that level skips."""
+    feats = cpu_features() if features is None else features
+    return tuple(f for f in NEEDS[level] if not feats.get(f, False))
 
 
 @functools.lru_cache(maxsize=None)
 def _level_for(env: str | None) -> str:
-    best = best_level()
     if not env:
-        return best
+        return best_level()
     want = env.strip().lower()
     if want not in LEVELS:
         raise ValueError(f"LITE_NUMBA_ISA={env!r}: expected one of {', '.join(LEVELS)}")
-    if LEVELS.index(want) > LEVELS.index(best):
-        raise ValueError(f"LITE_NUMBA_ISA={env!r}: this CPU supports at most {best!r}")
+    if not supports(want):
+        raise ValueError(
+            f"LITE_NUMBA_ISA={env!r}: this CPU lacks {', '.join(missing_features(want))} "
+            f"(it supports {', '.join(supported_levels())})"
+        )
     return want
 
 
@@ -60,5 +102,7 @@ def isa_level() -> str:
 
 
 def has(level: str) -> bool:
-    """True when the path in force includes `level` ("avx512" is included in "avx512vnni")."""
-    return LEVELS.index(isa_level()) >= LEVELS.index(level)
+    """True when the path in force needs everything `level` needs ("avx2" is included in "avx512vnni", "avx512" is
+    not included in "avxvnni")."""
+    current = set(NEEDS[isa_level()])
+    return all(f in current for f in NEEDS[level])

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels import conv, dwconv
-from lite_numba.kernels.isa import best_level
+from lite_numba.kernels.isa import supports
 
 from lite_numba import Interpreter
 from lite_numba.testing import require_official
@@ -23,7 +23,7 @@ require_official()
 
 from test_conv import ACTS, RESOLVER, check, dw_model, quant_case, run_ours  # noqa: E402
 
-PATHS = ["portable"] + (["avx512"] if best_level() != "portable" else [])
+PATHS = ["portable"] + (["avx512"] if supports("avx512") else [])
 FEW = settings(max_examples=12, deadline=None, database=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 

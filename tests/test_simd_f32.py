@@ -27,7 +27,7 @@ from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()
 
-PATHS = ["portable"] + (["avx512"] if isa.LEVELS.index(isa.best_level()) >= isa.LEVELS.index("avx512") else [])
+PATHS = ["portable"] + (["avx512"] if isa.supports("avx512") else [])
 # each example sets LITE_NUMBA_ISA through monkeypatch before building its interpreters
 FEW = settings(max_examples=8, deadline=None, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -24,7 +24,7 @@ from lite_numba.testing import require_official, run_official
 
 require_official()
 
-PATHS = ["portable"] + (["avx512vnni"] if isa.best_level() == "avx512vnni" else [])
+PATHS = ["portable"] + (["avx512vnni"] if isa.supports("avx512vnni") else [])
 
 
 def run_ours(data: bytes, inputs, path: str, monkeypatch) -> np.ndarray:
