@@ -59,12 +59,17 @@ class _LazyModule:
         return self._kernels.setdefault(attr, LazyKernel(self._module, attr))
 
 
-def _lazy(*modules: str):
-    return [_LazyModule(m) for m in modules] if len(modules) > 1 else _LazyModule(modules[0])
+def _lazy(module: str) -> _LazyModule:
+    return _LazyModule(module)
 
 
-act, cf, ew, fc = _lazy("activations", "control_flow", "elementwise", "fully_connected")
-logic, reshape, softmax = _lazy("logic", "reshape", "softmax")
+act = _lazy("elementwise.activations")
+cf = _lazy("host.control_flow")
+ew = _lazy("elementwise.arithmetic")
+fc = _lazy("linear.fully_connected")
+logic = _lazy("elementwise.logic")
+reshape = _lazy("movement.reshape")
+softmax = _lazy("elementwise.softmax")
 
 BUILTINS = [
     # --- elementwise maths, comparison, logic (elementwise.py, logic.py); quantized inputs -> quantized_elementwise ---
@@ -132,7 +137,11 @@ BUILTINS = [
 ]
 
 # --- space/depth, resize, cast, value-generating and dynamic-shape ops (part B) ---
-cast, generate, resize, space, topk = _lazy("cast", "generate", "resize", "space", "topk")
+cast = _lazy("elementwise.cast")
+generate = _lazy("movement.generate")
+resize = _lazy("movement.resize")
+space = _lazy("movement.space")
+topk = _lazy("reduce.topk")
 
 BUILTINS += [
     ("DEPTH_TO_SPACE", 1, 2, space.DEPTH_TO_SPACE),
@@ -154,10 +163,17 @@ BUILTINS += [
 
 # --- data movement, indexing and shape ops (part A): raw-word copies, any dtype of 1/2/4/8/16 bytes ---
 # Gaps in version ranges are the types we cannot hold (STRING, INT4 packed, FLOAT8, BFLOAT16).
-concat_split, gather, pad, tile, transpose = _lazy("concat_split", "gather", "pad", "tile", "transpose")
-slice_ops = _lazy("slice")
-update_slice, misc, segment, sparse = _lazy("update_slice", "misc_ops", "segment", "sparse")
-random_ops = _lazy("random_ops")
+concat_split = _lazy("movement.concat_split")
+gather = _lazy("movement.gather")
+pad = _lazy("movement.pad")
+tile = _lazy("movement.tile")
+transpose = _lazy("movement.transpose")
+slice_ops = _lazy("movement.slice")
+update_slice = _lazy("movement.update_slice")
+misc = _lazy("elementwise.misc_ops")
+segment = _lazy("reduce.segment")
+sparse = _lazy("movement.sparse")
+random_ops = _lazy("host.random_ops")
 
 BUILTINS += [
     ("CONCATENATION", 1, 4, concat_split.CONCATENATION),  # v2 int8, v3 int16, v4 uint32
@@ -217,7 +233,9 @@ BUILTINS += [
 ]
 
 # --- pooling, reductions, normalization ---
-norm, pooling, reduce = _lazy("normalization", "pooling", "reduce")
+norm = _lazy("reduce.normalization")
+pooling = _lazy("reduce.pooling")
+reduce = _lazy("reduce.reduce")
 
 BUILTINS += [
     ("AVERAGE_POOL_2D", 1, 3, pooling.AVERAGE_POOL_2D),  # float32; int8/uint8 (v2); int16 (v3)
@@ -238,7 +256,7 @@ BUILTINS += [
 ]
 
 # --- convolution family ---
-conv = _lazy("conv")
+conv = _lazy("linear.conv")
 
 BUILTINS += [
     # v1 float32/uint8, v2 hybrid per-tensor, v3 int8, v4 int16, v5 hybrid per-channel, v6 groups,
@@ -252,7 +270,9 @@ BUILTINS += [
 ]
 
 # --- matrix multiply family, signal and sparse weights ---
-batch_matmul, densify, signal = _lazy("batch_matmul", "densify", "signal")
+batch_matmul = _lazy("linear.batch_matmul")
+densify = _lazy("movement.densify")
+signal = _lazy("signal.fft")
 
 BUILTINS += [
     # v1 float32/uint8, v3 hybrid, v4 int8, v5 keep_num_dims, v6 no bias, v7 int16 weights, v8 sparse weights,
@@ -271,7 +291,7 @@ BUILTINS += [
 
 # --- quantization (quantize.py): QUANTIZE / DEQUANTIZE; quantized elementwise and activations are reached through
 # the float kernels' dispatch to quantized_elementwise.prepare_quantized ---
-quantize = _lazy("quantize")
+quantize = _lazy("elementwise.quantize")
 
 BUILTINS += [
     # v1 float32 -> int8/uint8 and int8/uint8/int16/int32 requantization, v2 int16 output, v3 per-channel output
@@ -284,7 +304,7 @@ BUILTINS += [
 
 # --- sequence ops: LSTM / RNN / SVDF (rnn.py; float32, plus hybrid int8-weight LSTM/RNN/SVDF, the fully integer
 # UNIDIRECTIONAL_SEQUENCE_LSTM of rnn_int.py and the fully integer SVDF of svdf_int.py) ---
-rnn = _lazy("rnn")
+rnn = _lazy("sequence.rnn")
 
 BUILTINS += [
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # float32; int8 / int16-cell integer
@@ -299,7 +319,8 @@ BUILTINS += [
 
 
 # --- object detection (detection.py): float32 NMS (int8/int16 quantized NMS: no); audio features (audio.py) ---
-audio, detection = _lazy("audio", "detection")
+audio = _lazy("signal.audio")
+detection = _lazy("signal.detection")
 
 BUILTINS += [
     ("NON_MAX_SUPPRESSION_V4", 1, 1, detection.NON_MAX_SUPPRESSION_V4),

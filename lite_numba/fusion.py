@@ -5,7 +5,7 @@ begin or size taken from the loop counter). Unfused, both SLICE outputs have cou
 nodes are prepared again from Python at every loop iteration. The rewrite matches it only when the slices provably
 take all of x outside the concatenation axis (their begin/size entries there are the constants 0 and -1, traced
 through constant CONCATENATIONs of the index vectors): then the result has x's shape whatever the counter, and
-one static kernel (kernels/slice.py SLICE_UPDATE) reads the counter entries at run time, applies SLICE's range
+one static kernel (kernels/movement/slice.py SLICE_UPDATE) reads the counter entries at run time, applies SLICE's range
 checks and raises when the pieces would not add up to x's length. The SLICE nodes keep their place with empty
 outputs (FUSED_AWAY). Not applied with experimental_preserve_all_tensors (the slices' values would be missing).
 """
@@ -65,7 +65,7 @@ def _same_quantization(specs) -> bool:
 
 def fuse_slice_updates(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Replace SLICE, SLICE -> CONCATENATION(x[a], y, x[b]) by SLICE_UPDATE (see the module docstring)."""
-    from lite_numba.kernels.slice import FUSED_AWAY, SLICE_UPDATE
+    from lite_numba.kernels.movement.slice import FUSED_AWAY, SLICE_UPDATE
 
     producers = {o: n for n in plan.nodes for o in n.outputs if o >= 0}
     uses = _consumers(plan)

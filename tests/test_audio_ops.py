@@ -1,4 +1,4 @@
-"""AudioSpectrogram and Mfcc (kernels/audio.py; custom ops the official builtin resolver registers) against the
+"""AudioSpectrogram and Mfcc (kernels/signal/audio.py; custom ops the official builtin resolver registers) against the
 official runtime. Both compute in double and round to float32 at the end; our FFT is another double FFT than the
 official Ooura rdft, so spectrogram values agree to float32 rounding (1e-5 relative to the largest value)."""
 

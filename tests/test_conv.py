@@ -18,7 +18,7 @@ from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()
 
-from lite_numba.kernels import conv  # noqa: E402
+from lite_numba.kernels.linear import conv  # noqa: E402
 
 SETTINGS = settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=10, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

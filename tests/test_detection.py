@@ -1,4 +1,5 @@
-"""TFLite_Detection_PostProcess and NON_MAX_SUPPRESSION_V4/V5 (kernels/detection.py) against the official runtime.
+"""TFLite_Detection_PostProcess and NON_MAX_SUPPRESSION_V4/V5 (kernels/signal/detection.py) against the official
+runtime.
 
 Scores are drawn from a few levels so that ties are common: the tie order (stable sort, libstdc++ partial_sort and
 priority queue) is part of the official result. The official fast post-process leaves output rows past the

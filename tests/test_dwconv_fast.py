@@ -1,4 +1,4 @@
-"""The fast DEPTHWISE_CONV_2D kernels (kernels/dwconv.py, kernels/dwconv_simd.py) against the official runtime.
+"""The fast DEPTHWISE_CONV_2D kernels (kernels/linear/dwconv*.py) against the official runtime.
 
 Each case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and the explicit-SIMD "avx512" path when the
 CPU has it), each time in a new Interpreter: float32 within 1e-5 of the official builtin kernels, int8 / uint8
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels import conv, dwconv
-from lite_numba.kernels.isa import supports
+from lite_numba.kernels.base.isa import supports
+from lite_numba.kernels.linear import conv, dwconv
 
 from lite_numba import Interpreter
 from lite_numba.testing import require_official

@@ -1,4 +1,4 @@
-"""The fixed-point helpers (kernels/fixedpoint.py) checked against the official runtime through one-op models.
+"""The fixed-point helpers (kernels/base/fixedpoint.py) checked against the official runtime through one-op models.
 
 quantize_multiplier + multiply_by_quantized_multiplier are exercised by requantizing every int8 value with random
 scale ratios over nine decades (QUANTIZE int8 -> int8, int16 -> int8), and by int8 ADD / MUL with random scales;
@@ -12,8 +12,8 @@ import math
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels import fixedpoint as fx
-from lite_numba.kernels.quantized_elementwise import prepare_quantized
+from lite_numba.kernels.base import fixedpoint as fx
+from lite_numba.kernels.elementwise.arithmetic_quantized import prepare_quantized
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder

@@ -1,5 +1,6 @@
-"""The fused SLICE, SLICE -> CONCATENATION slice update (lite_numba.fusion, kernels/slice.py SLICE_UPDATE) and the
-in-place WHILE loop (kernels/control_flow.py), against the official runtime.
+"""The fused SLICE, SLICE -> CONCATENATION slice update (lite_numba.fusion,
+kernels/movement/slice.py SLICE_UPDATE) and the in-place WHILE loop (kernels/host/control_flow.py), against the
+official runtime.
 
 The pattern is what Keras 3 RNN loop bodies emit to write step t of the output sequence:
 `concat(x[0:t], y, x[t+1:])`, the slices' size and begin built from the counter t."""

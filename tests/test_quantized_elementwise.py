@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels.quantized_elementwise import prepare_quantized, process_broadcast_shapes
+from lite_numba.kernels.elementwise.arithmetic_quantized import prepare_quantized, process_broadcast_shapes
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels.densify import densify_values
+from lite_numba.kernels.movement.densify import densify_values
 
 import lite_numba
 import lite_numba.builder as builder_mod

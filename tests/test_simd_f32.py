@@ -1,4 +1,4 @@
-"""The float32 kernels of kernels/simd_f32.py (CONV_2D with one group, FULLY_CONNECTED, BATCH_MATMUL) against the
+"""The float32 kernels of kernels/linear/simd_f32.py (CONV_2D with one group, FULLY_CONNECTED, BATCH_MATMUL) against the
 official runtime.
 
 Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and, when the CPU has it, avx512), each in a
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels import isa, simd_f32
+from lite_numba.kernels.base import isa
+from lite_numba.kernels.linear import simd_f32
 from test_batch_matmul import bmm_model
 from test_batch_matmul import shapes as bmm_shapes
 from test_conv import conv2d_model, conv_shapes

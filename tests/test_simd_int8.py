@@ -1,4 +1,5 @@
-"""The int8 GEMM kernels of kernels/simd_int8.py (CONV_2D with one group, FULLY_CONNECTED) against the official runtime.
+"""The int8 GEMM kernels of kernels/linear/simd_int8.py (CONV_2D with one group, FULLY_CONNECTED) against the
+official runtime.
 
 Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and, when the CPU has it, avx512vnni), each in
 a new Interpreter, and both outputs must equal the official builtin kernels' output exactly. The shapes cover the
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels import isa, simd_int8
+from lite_numba.kernels.base import isa
+from lite_numba.kernels.linear import simd_int8
 from test_conv import conv2d_model, conv_shapes, quant_case
 from test_fully_connected import _quantized_case
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import MODELS, SHARED_MODELS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels import isa, threads
+from lite_numba.kernels.base import isa, threads
 from test_batch_matmul import bmm_model
 from test_conv import conv2d_model, dw_model, quant_case
 from test_fully_connected import _quantized_case, fc_model

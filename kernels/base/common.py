@@ -1,0 +1,102 @@
+"""Helpers shared by kernel modules: fused activations, broadcasting, axis handling."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lite_numba.ops import PrepareContext, Tensor
+
+# ActivationFunctionType: NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT
+ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH, ACT_SIGN_BIT = range(6)
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def float_activation_range(ctx: PrepareContext, act: int) -> tuple[float, float]:
+    """(min, max) clamp of a fused activation on float outputs."""
+    # TFLite clamps to the finite float range even without an activation (inf becomes FLT_MAX)
+    if act == ACT_NONE:
+        return -F32_MAX, F32_MAX
+    if act == ACT_RELU:
+        return 0.0, F32_MAX
+    if act == ACT_RELU_N1_TO_1:
+        return -1.0, 1.0
+    if act == ACT_RELU6:
+        return 0.0, 6.0
+    ctx.fail(f"fused activation {act} is not supported")
+
+
+def int_activation_range(ctx: PrepareContext, act: int, dtype) -> tuple[int, int]:
+    """(min, max) clamp of a fused activation on integer (non-quantized) outputs."""
+    info = np.iinfo(dtype)
+    lo, hi = float_activation_range(ctx, act)
+    return int(max(lo, info.min)), int(min(hi, info.max))
+
+
+def quantized_activation_range(ctx: PrepareContext, act: int, out: Tensor) -> tuple[int, int]:
+    """(min, max) clamp of a fused activation on a quantized output, as TFLite computes it (float32 division,
+    rounding half away from zero: fixedpoint.activation_range_quantized)."""
+    from lite_numba.kernels.base.fixedpoint import activation_range_quantized
+
+    try:
+        return activation_range_quantized(act, out.dtype, out.scale, out.zero_point)
+    except ValueError as e:
+        ctx.fail(str(e))
+
+
+def broadcast_shape(ctx: PrepareContext, *shapes) -> tuple[int, ...]:
+    """NumPy broadcasting of input shapes; a clear error when they do not broadcast."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes]))
+    except ValueError:
+        ctx.fail("shapes " + " and ".join(str(list(s)) for s in shapes) + " cannot be broadcast")
+
+
+MAX_BROADCAST_RANK = 6
+
+
+def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> np.ndarray:
+    """Element strides of `shape` broadcast to `out_shape`, both left-padded to rank 6 (0 where broadcast)."""
+    rank = MAX_BROADCAST_RANK
+    if len(out_shape) > rank or len(shape) > rank:
+        raise ValueError(f"broadcasting supports rank <= {rank}, got shapes {list(shape)} and {list(out_shape)}")
+    padded = (1,) * (rank - len(shape)) + tuple(shape)
+    strides = np.zeros(rank, np.int64)
+    acc = 1
+    for d in range(rank - 1, -1, -1):
+        strides[d] = 0 if padded[d] == 1 else acc
+        acc *= padded[d]
+    return strides
+
+
+def padded_shape(shape: tuple[int, ...], rank: int = MAX_BROADCAST_RANK) -> np.ndarray:
+    return np.array((1,) * (rank - len(shape)) + tuple(shape), np.int64)
+
+
+def collapse_broadcast(out_shape, *shapes) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The fewest loop dimensions for broadcasting `shapes` to `out_shape`: unit output dimensions are dropped and
+    neighbours merged where every input is broadcast in both or in neither. Returns the output shape and each
+    input's strides, padded to rank 6 like padded_shape / broadcast_strides; the innermost loop then usually has
+    unit or zero strides, which the kernels special-case."""
+    rank = len(out_shape)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+    dims: list[int] = []
+    kinds: list[tuple[bool, ...]] = []
+    for d, n in enumerate(out_shape):
+        if n == 1:
+            continue
+        kind = tuple(p[d] == 1 for p in padded)
+        if kinds and kinds[-1] == kind:
+            dims[-1] *= n
+        else:
+            dims.append(n)
+            kinds.append(kind)
+    shape = tuple(dims)
+    ins = [tuple(1 if k[i] else n for n, k in zip(dims, kinds)) for i in range(len(shapes))]
+    return padded_shape(shape), [broadcast_strides(s, shape) for s in ins]
+
+
+def normalize_axis(ctx: PrepareContext, axis: int, rank: int) -> int:
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < max(rank, 1):
+        ctx.fail(f"axis {axis} is out of range for rank {rank}")
+    return a

@@ -1,0 +1,248 @@
+"""Comparisons (EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER, GREATER_EQUAL -> bool), LOGICAL_AND/OR/NOT and
+SELECT/SELECT_V2.
+
+Comparisons and logical ops reuse elementwise.make_binary (non-clamping, bool output). Quantized int8/uint8 inputs
+(and quantized int16 for EQUAL/NOT_EQUAL) are compared as the official kernel does: each side is first rescaled to
+int32 by ((q - zero_point) << 8) * scale as a fixed-point multiplier (ComparisonWithScaling), so values closer than
+the rescaled resolution compare equal. LESS/GREATER on int16 compare raw values even when quantized, as TFLite does.
+SELECT is a conditional copy of raw bytes: one compiled loop per element size, whatever the dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.common import broadcast_shape, broadcast_strides, padded_shape
+from lite_numba.kernels.base.fixedpoint import (
+    quantize_multiplier,
+    rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+)
+from lite_numba.kernels.elementwise.arithmetic import (
+    binary_inputs,
+    check_broadcast_rank,
+    make_binary,
+    no_limits,
+    scalar,
+    schedule_binary,
+    unary_op,
+)
+from numba import njit
+
+from lite_numba.ops import PrepareContext, kernel
+
+# --- comparisons -------------------------------------------------------------------------------------------------
+
+
+@scalar
+def _eq(a, b):
+    return a == b
+
+
+@scalar
+def _ne(a, b):
+    return a != b
+
+
+@scalar
+def _lt(a, b):
+    return a < b
+
+
+@scalar
+def _le(a, b):
+    return a <= b
+
+
+@scalar
+def _gt(a, b):
+    return a > b
+
+
+@scalar
+def _ge(a, b):
+    return a >= b
+
+
+@scalar
+def _and(a, b):
+    return a and b
+
+
+@scalar
+def _or(a, b):
+    return a or b
+
+
+BOOL_BINARY = {name: make_binary(f, clamp=False) for name, f in (
+    ("EQUAL", _eq), ("NOT_EQUAL", _ne), ("LESS", _lt), ("LESS_EQUAL", _le), ("GREATER", _gt),
+    ("GREATER_EQUAL", _ge), ("LOGICAL_AND", _and), ("LOGICAL_OR", _or))}
+
+
+@njit(cache=True)
+def _rounding_divide_by_negative_pot(x, shift):
+    """gemmlowp's RoundingDivideByPOT(x, -shift) for shift > 0 as the x86 build runs it: the (undefined) negative
+    shifts take their count modulo the operand width, so the 64-bit mask is all ones and x >> (32 - shift)."""
+    s = 32 - shift
+    hi = np.int64(x) >> s
+    return hi + 1 if x >= 0 else hi
+
+
+@njit(cache=True, nogil=True)
+def rescale_for_comparison(x, out, offset, q, shift):
+    """out = MultiplyByQuantizedMultiplierSmallerThanOneExp((x + offset) << 8, q, shift) (int32)."""
+    for i in range(out.size):
+        v = (np.int64(x[i]) + offset) * 256
+        s = saturating_rounding_doubling_high_mul(v, q)
+        if shift <= 0:
+            out[i] = rounding_divide_by_pot(s, -shift)
+        else:
+            out[i] = _rounding_divide_by_negative_pot(s, shift)
+
+
+def _rescaled(ctx: PrepareContext, t):
+    """An int32 temp with t's values rescaled for comparison (see rescale_for_comparison)."""
+    scale = float(np.float32(t.scale))
+    ctx.check(scale > 0, f"quantized input {t.name!r} needs a positive scale, got {scale}")
+    # the official kernel quantizes scales >= 1 with QuantizeMultiplierGreaterThanOne, which aborts on exactly 1
+    ctx.check(scale != 1.0, f"quantized input {t.name!r} has scale 1.0, which the official kernel rejects")
+    q, shift = quantize_multiplier(scale)
+    tmp = ctx.temp(t.shape, np.int32)
+    if t.size:
+        ctx.call(rescale_for_comparison, ctx.view(t, (t.size,)), ctx.view(tmp, (t.size,)), -int(t.zero_point), q,
+                 shift)
+    return tmp
+
+
+def comparison(name: str, equality: bool):
+    """Prepare of a comparison; `equality` ops (EQUAL, NOT_EQUAL) also accept bool and rescale quantized int16."""
+    raw_types = [np.float32, np.int16, np.int32, np.int64] + ([np.bool_] if equality else [])
+    raw_types = tuple(np.dtype(d) for d in raw_types)
+
+    def prepare(ctx: PrepareContext) -> None:
+        x, y, shape = binary_inputs(ctx)
+        scaled = x.dtype in (np.int8, np.uint8) or (x.dtype == np.int16 and equality and x.quantization.scales.size)
+        if scaled:
+            ctx.check(x.quantization.scales.size > 0 and y.quantization.scales.size > 0,
+                      f"{x.dtype.name} inputs must be quantized (scale and zero point)")
+        else:
+            ctx.check_dtype(x, *raw_types)
+        out = ctx.set_output(0, shape, np.bool_)
+        if scaled:
+            x, y = _rescaled(ctx, x), _rescaled(ctx, y)
+        schedule_binary(ctx, BOOL_BINARY[name], x, y, shape, out, no_limits(np.bool_))
+
+    return kernel(name)(prepare)
+
+
+EQUAL = comparison("EQUAL", True)
+NOT_EQUAL = comparison("NOT_EQUAL", True)
+LESS = comparison("LESS", False)
+LESS_EQUAL = comparison("LESS_EQUAL", False)
+GREATER = comparison("GREATER", False)
+GREATER_EQUAL = comparison("GREATER_EQUAL", False)
+
+
+# --- logical -----------------------------------------------------------------------------------------------------
+
+def logical(name: str):
+    """Prepare of LOGICAL_AND / LOGICAL_OR on bool inputs with broadcasting."""
+
+    def prepare(ctx: PrepareContext) -> None:
+        x, y, shape = binary_inputs(ctx)
+        ctx.check_dtype(x, np.bool_)
+        out = ctx.set_output(0, shape, np.bool_)
+        schedule_binary(ctx, BOOL_BINARY[name], x, y, shape, out, no_limits(np.bool_))
+
+    return kernel(name)(prepare)
+
+
+LOGICAL_AND = logical("LOGICAL_AND")
+LOGICAL_OR = logical("LOGICAL_OR")
+
+
+@scalar
+def _not(v, p):
+    return not v
+
+
+LOGICAL_NOT = unary_op("LOGICAL_NOT", _not, (np.bool_,), quantized=False)
+
+
+# --- select ------------------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def select_same(c, x, y, out):
+    for i in range(out.size):
+        out[i] = x[i] if c[i] else y[i]
+
+
+@njit(cache=True, nogil=True)
+def select_bcast(c, x, y, out, cs, xs, ys, shp):
+    o = 0
+    for i0 in range(shp[0]):
+        for i1 in range(shp[1]):
+            for i2 in range(shp[2]):
+                for i3 in range(shp[3]):
+                    for i4 in range(shp[4]):
+                        cb = i0 * cs[0] + i1 * cs[1] + i2 * cs[2] + i3 * cs[3] + i4 * cs[4]
+                        xb = i0 * xs[0] + i1 * xs[1] + i2 * xs[2] + i3 * xs[3] + i4 * xs[4]
+                        yb = i0 * ys[0] + i1 * ys[1] + i2 * ys[2] + i3 * ys[3] + i4 * ys[4]
+                        for i5 in range(shp[5]):
+                            out[o] = x[xb + i5 * xs[5]] if c[cb + i5 * cs[5]] else y[yb + i5 * ys[5]]
+                            o += 1
+
+
+_RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def select(name: str, v2: bool):
+    """SELECT (condition same shape, rank 1 over the first dimension, or scalar) and SELECT_V2 (broadcast of all
+    three). The values are copied as raw bytes of their element size."""
+
+    def prepare(ctx: PrepareContext) -> None:
+        ctx.check_num(inputs=3, outputs=1)
+        c, x, y = ctx.input(0), ctx.input(1), ctx.input(2)
+        ctx.check(c is not None and x is not None and y is not None, "all three inputs are required")
+        ctx.check_dtype(c, np.bool_)
+        ctx.check(x.dtype == y.dtype, f"input types differ: {x.dtype.name} and {y.dtype.name}")
+        ctx.check(x.dtype.itemsize in _RAW and x.dtype.kind != "O", f"type {x.dtype.name} is not supported")
+        out_t = ctx.output(0)
+        if c.size == 1 and x.size == 1 and y.size == 1 and out_t.size == 1:
+            shape = out_t.shape  # official: a mixed-shape scalar select keeps the model's output shape
+            c_shape = x_shape = y_shape = shape
+        elif c.shape == x.shape == y.shape:
+            shape = c_shape = x_shape = y_shape = x.shape
+        elif v2:
+            shape = broadcast_shape(ctx, c.shape, x.shape, y.shape)
+            c_shape, x_shape, y_shape = c.shape, x.shape, y.shape
+        else:
+            low_rank = c.ndim == 0 or (c.ndim == 1 and x.ndim >= 1 and c.shape[0] == x.shape[0])
+            ctx.check(low_rank, f"condition of shape {list(c.shape)} must match the inputs' shape "
+                                f"{list(x.shape)}, be a scalar, or be rank 1 over their first dimension")
+            ctx.check(x.shape == y.shape, f"inputs must have the same shape, got {list(x.shape)} and "
+                                          f"{list(y.shape)}")
+            shape = x_shape = y_shape = x.shape
+            # the rank-1 condition runs along the first dimension: align it there
+            c_shape = () if c.ndim == 0 else (c.shape[0],) + (1,) * (x.ndim - 1)
+        out = ctx.set_output(0, shape, x.dtype)
+        n = out.size
+        if n == 0:
+            return
+        raw = _RAW[x.dtype.itemsize]
+        cf, xf, yf = ctx.view(c, (c.size,)), ctx.view(x, (x.size,), raw), ctx.view(y, (y.size,), raw)
+        of = ctx.view(out, (n,), raw)
+        if c.size == n and x.size == n and y.size == n:
+            ctx.call(select_same, cf, xf, yf, of)
+        else:
+            check_broadcast_rank(ctx, c_shape, x_shape, y_shape, shape)
+            ctx.call(select_bcast, cf, xf, yf, of, broadcast_strides(c_shape, shape),
+                     broadcast_strides(x_shape, shape), broadcast_strides(y_shape, shape), padded_shape(shape))
+
+    return kernel(name)(prepare)
+
+
+SELECT = select("SELECT", v2=False)
+SELECT_V2 = select("SELECT_V2", v2=True)
+
+__all__ = ["EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR",
+           "LOGICAL_NOT", "SELECT", "SELECT_V2"]

@@ -1,0 +1,2 @@
+"""Host ops that run in Python at invoke: control flow, resource variables, random generators.
+"""

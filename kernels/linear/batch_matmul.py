@@ -1,0 +1,194 @@
+"""BATCH_MATMUL: out[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n] with broadcast batch dimensions (rank 2-5),
+adj_x / adj_y transposing the last two dimensions of lhs / rhs.
+
+float32 (summed over k in order, as TFLite's reference kernel), int8 (int8 or raw int32 output), int16, int16 x int8,
+and hybrid (float32 lhs, int8 rhs with per-tensor or per-column scales). The maths is the FULLY_CONNECTED GEMMs:
+B is taken as [K, N], so rhs is used as stored unless adj_y (then transposed once into a temp, or in prepare when
+constant). Every output batch gets the offsets of its lhs and rhs matrices, precomputed here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.isa import has
+from lite_numba.kernels.linear.fully_connected import gemm_f32, transpose_batches
+from lite_numba.kernels.linear.fully_connected_quantized import (
+    REQUANT_FIXED,
+    REQUANT_FIXED64,
+    fixed_multipliers,
+    requantize,
+    schedule_hybrid_rows,
+    schedule_igemm,
+)
+from lite_numba.kernels.linear.simd_f32 import schedule_batch_matmul
+from numba import njit
+
+from lite_numba.ops import PrepareContext, kernel
+
+
+@njit(cache=True, nogil=True)
+def bmm_hybrid_finish(acc, sf, zp, row_sums, scales, out, M, N, sf_base, rs_base):
+    """Hybrid BATCH_MATMUL: scale the int32 products back to float as TFLite's reference kernel does, including
+    its float zero-point correction truncated to int32. Output batch i reads its row scaling factors and zero points
+    from sf_base[i] and its weight row sums from rs_base[i]."""
+    for i in range(sf_base.size):
+        for m in range(M):
+            row = sf_base[i] + m
+            s = sf[row]
+            off = np.float32(zp[row])
+            base = (i * M + m) * N
+            for n in range(N):
+                rs = np.float32(row_sums[rs_base[i] + n])
+                total = np.int32(np.float32(acc[base + n]) - rs * off)
+                out[base + n] = (s * scales[n]) * np.float32(total)
+
+
+def _tflite_hybrid_bases(lhs_shape, rhs_shape, out_batch, M: int, N: int):
+    """Where TFLite's hybrid kernel looks up each output batch's input scaling factors and weight row sums.
+
+    Its reference loop advances these by one matrix (M rows, N row sums) per step of *each* non-broadcast batch
+    dimension instead of by the dimension's stride, so with two or more such dimensions it reads other rows' factors.
+    We reproduce that to match the official results."""
+    ext = lambda s: (1,) * (5 - len(s)) + tuple(s)  # noqa: E731
+    lb, rb = ext(lhs_shape)[:3], ext(rhs_shape)[:3]
+    ob = (1,) * (3 - len(out_batch)) + tuple(out_batch)
+    n = int(np.prod(ob, dtype=np.int64))
+    coords = np.indices(ob).reshape(3, n) if n else np.zeros((3, 0), np.int64)
+    sf_base = sum(coords[d] * (M if lb[d] != 1 else 0) for d in range(3))
+    rs_base = sum(coords[d] * (N if rb[d] != 1 else 0) for d in range(3))
+    return np.asarray(sf_base, np.int64).reshape(-1), np.asarray(rs_base, np.int64).reshape(-1)
+
+
+def _batch_indices(lhs_b: tuple[int, ...], rhs_b: tuple[int, ...], out_b: tuple[int, ...]):
+    """For each output batch (row-major), the flat batch index of its lhs and rhs matrices."""
+    n = int(np.prod(out_b, dtype=np.int64))
+    if not out_b:
+        return np.zeros(1, np.int64), np.zeros(1, np.int64)
+    coords = np.indices(out_b).reshape(len(out_b), n)
+    lhs_c = np.where(np.array(lhs_b)[:, None] == 1, 0, coords)
+    rhs_c = np.where(np.array(rhs_b)[:, None] == 1, 0, coords)
+    return (np.ravel_multi_index(lhs_c, lhs_b).astype(np.int64),
+            np.ravel_multi_index(rhs_c, rhs_b).astype(np.int64))
+
+
+@kernel("BATCH_MATMUL")
+def BATCH_MATMUL(ctx: PrepareContext) -> None:
+    """Validate types, ranks and broadcasting, size the output and schedule the GEMM for the input types."""
+    ctx.check_num(inputs=2, outputs=1)
+    lhs, rhs, out = ctx.input(0), ctx.input(1), ctx.output(0)
+    ctx.check(lhs is not None and rhs is not None, "both inputs are required")
+    ctx.check_dtype(lhs, np.float32, np.int8, np.int16)
+    ctx.check_dtype(rhs, np.float32, np.int8, np.int16)
+    pair = (lhs.dtype.type, rhs.dtype.type)
+    ctx.check(pair in {(np.float32, np.float32), (np.float32, np.int8), (np.int8, np.int8), (np.int16, np.int16),
+                       (np.int16, np.int8)},
+              f"unsupported input types {lhs.dtype.name} and {rhs.dtype.name}")
+    ctx.check(2 <= lhs.ndim <= 5 and 2 <= rhs.ndim <= 5,
+              f"inputs must have rank 2 to 5, got {lhs.ndim} and {rhs.ndim}")
+    adj_x = bool(ctx.options.get("adj_x", False))
+    adj_y = bool(ctx.options.get("adj_y", False))
+    rank = max(lhs.ndim, rhs.ndim)
+    ls = (1,) * (rank - lhs.ndim) + lhs.shape
+    rs = (1,) * (rank - rhs.ndim) + rhs.shape
+    lhs_b, rhs_b = ls[:-2], rs[:-2]
+    for a, b in zip(lhs_b, rhs_b):
+        ctx.check(a == b or a == 1 or b == 1,
+                  f"batch dimensions of {list(lhs.shape)} and {list(rhs.shape)} cannot be broadcast")
+    out_b = tuple(max(a, b) if min(a, b) != 0 else 0 for a, b in zip(lhs_b, rhs_b))
+    M, K = (ls[-1], ls[-2]) if adj_x else (ls[-2], ls[-1])
+    K2, N = (rs[-1], rs[-2]) if adj_y else (rs[-2], rs[-1])
+    ctx.check(K == K2, f"inner dimensions differ: {K} (lhs {list(lhs.shape)}) and {K2} (rhs {list(rhs.shape)})")
+
+    quantized = lhs.dtype != np.float32
+    if quantized:
+        allowed = (np.int8, np.int32) if lhs.dtype == np.int8 else (np.int16,)
+        ctx.check_dtype(out, *allowed)
+    else:
+        ctx.check_dtype(out, np.float32)
+    o = ctx.set_output(0, out_b + (M, N))
+    if o.size == 0:
+        return
+    a_idx, b_idx = _batch_indices(lhs_b, rhs_b, out_b)
+    a_off, b_off = a_idx * (M * K), b_idx * (K * N)
+
+    # lhs as [M, K] blocks, rhs as [K, N] blocks (a constant rhs as an array: the integer GEMMs repack it)
+    a_t = lhs
+    if adj_x and lhs.size:
+        a_t = ctx.temp((lhs.size,), lhs.dtype)
+        ctx.call(transpose_batches, ctx.view(lhs, (lhs.size,)), a_t, K, M)
+    a = ctx.view(a_t, (a_t.size,)) if a_t.size else np.zeros(0, lhs.dtype)
+    b_const = None
+    if rhs.is_const:
+        b_const = np.ascontiguousarray(np.swapaxes(np.asarray(rhs.data), -1, -2) if adj_y else rhs.data).reshape(-1)
+        b = ctx.const(b_const)
+    elif not adj_y:
+        b = ctx.view(rhs, (rhs.size,)) if rhs.size else np.zeros(0, rhs.dtype)
+    else:
+        b = ctx.temp((rhs.size,), rhs.dtype)
+        ctx.call(transpose_batches, ctx.view(rhs, (rhs.size,)), b, N, K)
+    of = ctx.view(o, (o.size,))
+
+    if not quantized and rhs.dtype == np.float32 and has("avx512"):
+        schedule_batch_matmul(ctx, a, a_off, b, b_off, of, M, K, N)
+    elif not quantized and rhs.dtype == np.float32:
+        lim = np.array([-np.inf, np.inf], np.float32)
+        ctx.call(gemm_f32, a, a_off, b, b_off, np.zeros(N, np.float32), of, M, K, N, lim)
+    elif not quantized:
+        _hybrid(ctx, lhs, rhs, a_t, b_const, of, M, K, N, adj_x)
+    elif o.dtype == np.int32:
+        # int8 x int8 -> int32: the raw products, zero points ignored (as TFLite's EvalInt8Int32)
+        schedule_igemm(ctx, a, a_off, 0, lhs.dtype, None if b_const is not None else b, b_const, b_off, 0, of,
+                       M, K, N)
+    else:
+        _quantized(ctx, lhs, rhs, o, a, a_off, b, b_const, b_off, of, M, K, N)
+
+
+def _quantized(ctx: PrepareContext, lhs, rhs, o, a, a_off, b, b_const, b_off, of, M, K, N) -> None:
+    for t in (lhs, rhs, o):
+        ctx.check(t.quantization.scales.size >= 1, f"tensor {t.name!r} is not quantized")
+    if lhs.dtype == np.int16:
+        ctx.check(lhs.zero_point == 0 and rhs.zero_point == 0 and o.zero_point == 0,
+                  "int16 BATCH_MATMUL needs zero points 0")
+    # GetQuantizedConvolutionMultipler: the float32 product of the input scales, then double
+    real = np.float64(np.float32(lhs.scale) * np.float32(rhs.scale)) / np.float64(np.float32(o.scale))
+    qm, qs = fixed_multipliers([real] * N)
+    mode = REQUANT_FIXED if lhs.dtype == np.int8 else REQUANT_FIXED64
+    acc = ctx.temp((o.size,), np.int32 if mode == REQUANT_FIXED else np.int64)
+    schedule_igemm(ctx, a, a_off, int(lhs.zero_point), lhs.dtype, None if b_const is not None else b, b_const, b_off,
+                   int(rhs.zero_point), acc, M, K, N)
+    info = np.iinfo(o.dtype)
+    ctx.call(requantize, acc, np.zeros(N, np.int64), of, N, mode, qm, qs, np.zeros(N), int(o.zero_point),
+             int(info.min), int(info.max))
+
+
+def _hybrid(ctx: PrepareContext, lhs, rhs, a_t, b_const, of, M, K, N, adj_x: bool) -> None:
+    q = rhs.quantization
+    ctx.check(q.scales.size >= 1, f"int8 rhs {rhs.name!r} of a hybrid BATCH_MATMUL is not quantized")
+    if q.scales.size > 1:
+        ctx.check(q.scales.size == N, f"rhs has {q.scales.size} scales for {N} output columns")
+        scales = q.scales.astype(np.float32)
+    else:
+        scales = np.full(N, q.scales[0], np.float32)
+    ctx.check(rhs.is_const, "the int8 rhs of a hybrid BATCH_MATMUL must be constant")
+    w = np.asarray(rhs.data, np.int64)
+    w = w.reshape(-1, *w.shape[-2:])
+    if ctx.options.get("adj_y", False):
+        w = np.swapaxes(w, -1, -2)
+    row_sums = w.sum(axis=1).astype(np.int32).reshape(-1)  # per rhs matrix, per output column
+    lhs_rows = int(np.prod(lhs.shape[:-2], dtype=np.int64)) * M
+    qa, sf, zp = schedule_hybrid_rows(ctx, a_t, lhs_rows, K)
+    # TFLite folds lhs [..., Q, R, K] x rhs [..., 1, K, N] into [..., Q * R, K] x [..., K, N] before this kernel;
+    # the result is the same, but the factor lookups below follow the folded shapes
+    ls, rs = lhs.shape, rhs.shape
+    if not adj_x and len(ls) > 2 and len(rs) > 2 and rs[-3] == 1:
+        ls, rs = ls[:-3] + (ls[-3] * ls[-2], ls[-1]), rs[:-3] + rs[-2:]
+        M = ls[-2]
+    rank = max(len(ls), len(rs))
+    lb = (1,) * (rank - len(ls)) + ls[:-2]
+    rb = (1,) * (rank - len(rs)) + rs[:-2]
+    out_b = tuple(max(x, y) for x, y in zip(lb, rb))
+    a_idx, b_idx = _batch_indices(lb, rb, out_b)
+    acc = ctx.temp((of.tensor.size,), np.int32)
+    schedule_igemm(ctx, qa, a_idx * (M * K), 0, np.int8, None, b_const, b_idx * (K * N), 0, acc, M, K, N)
+    sf_base, rs_base = _tflite_hybrid_bases(ls, rs, out_b, M, N)
+    ctx.call(bmm_hybrid_finish, acc, sf, zp, row_sums, scales, of, M, N, sf_base, rs_base)

@@ -1,0 +1,545 @@
+"""Compiled loops of the convolution family (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, CONV_3D).
+
+Layouts (prepared by linear/conv.py): activations NHWC (NDHWC for 3-D); CONV_2D and TRANSPOSE_CONV weights repacked
+to [KH, KW, CI_per_group, CO] so that the innermost loop is a contiguous multiply-accumulate over output channels;
+depthwise weights [KH, KW, CO]; CONV_3D weights are DHWIO as stored. Padding is handled by computing, per output
+position, the range of filter taps that fall inside the image (no per-tap branch).
+
+Float loops accumulate in float32 starting from 0 and add the bias last, like the official GEMM-based kernels
+(depthwise starts from the bias, like the official depthwise kernel). Quantized loops accumulate
+(x - input_zero_point) * (w - filter_zero_point) in int32 (int64 for int16 activations with int64 bias) and
+requantize per output channel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_int64
+from numba import njit
+
+# --- helpers ------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _tap_range(origin, dilation, size, taps):
+    """Taps t in [t0, t1) with 0 <= origin + t * dilation < size."""
+    t0 = 0
+    if origin < 0:
+        t0 = (-origin + dilation - 1) // dilation
+    room = size - origin
+    if room <= 0:
+        return t0, 0
+    t1 = (room + dilation - 1) // dilation
+    if t1 > taps:
+        t1 = taps
+    return t0, t1
+
+
+# Output stages. The official x86 build compiles TFLite's NEON code through NEON_2_SSE, so which rounding an output
+# value gets depends on the code path and even on its position: vectorized blocks use NEON's rounding doubling
+# multiply and rounding shift (both round half up), leftover scalars use TFLite's MultiplyByQuantizedMultiplier
+# (half away from zero).
+
+
+@njit(cache=True, inline="always")
+def _mbqm_away(acc, q, shift):
+    # the official kernels add the bias to an int32 accumulator (wrapping) before requantizing
+    return multiply_by_quantized_multiplier(np.int32(acc), q, shift)
+
+
+@njit(cache=True, inline="always")
+def _mbqm_half_up(acc, q, shift):
+    """Left shift (int32 wrap), doubling high multiply rounded half up, rounding right shift rounded half up:
+    NEON vqrdmulh + vrshl, and ruy's x86 (AVX2/AVX-512) integer GEMM output stage."""
+    left = max(shift, 0)
+    right = max(-shift, 0)
+    x = np.int64(np.int32(np.int64(np.int32(acc)) << left))
+    v = (x * np.int64(q) + (np.int64(1) << 30)) >> 31
+    # branch-free (vectorizable): the nudge is 0 when right == 0
+    return (v + ((np.int64(1) << right) >> 1)) >> right
+
+
+# Requantization modes (the `rq_mode` argument of the quantized loops). Mode constants are plain ints, and the
+# loops branch on them rather than being instantiated per mode by a factory: a closure over a dispatcher changes
+# its cache key in every process (the dispatcher pickles with a fresh uuid), so it would never be cached.
+RQ_NEON = 0  # values with index < nvec: half up (NEON vqrdmulh + vrshl, ruy x86); others: half away from zero
+RQ_INT64 = 1  # TFLite's int64-accumulator MultiplyByQuantizedMultiplier (int16 reference kernels, int64 bias)
+
+
+@njit(cache=True, inline="always")
+def _store_requantized(acc, bias, mult, shift, orow, c0, count, ibase, nvec, rq_mode, zp_out, qmin, qmax):
+    """orow[c0 + j] = clamp(requantize(acc[j] + bias[c0 + j]) + zp_out, qmin, qmax) for j < count, channel c0 + j
+    using mult/shift[c0 + j]. In RQ_NEON mode the value's index is ibase + j (its channel, or its flat position
+    for a per-tensor Quantize); indices below nvec round half up, the others half away from zero. Each case is a
+    branch-free loop, so that it vectorizes."""
+    if rq_mode == RQ_INT64:
+        for j in range(count):
+            c = c0 + j
+            r = multiply_by_quantized_multiplier_int64(acc[j] + bias[c], mult[c], shift[c]) + zp_out
+            orow[c] = min(max(r, qmin), qmax)
+        return
+    split = min(max(nvec - ibase, 0), count)
+    for j in range(split):
+        c = c0 + j
+        r = _mbqm_half_up(acc[j] + bias[c], mult[c], shift[c]) + zp_out
+        orow[c] = min(max(r, qmin), qmax)
+    for j in range(split, count):
+        c = c0 + j
+        r = _mbqm_away(acc[j] + bias[c], mult[c], shift[c]) + zp_out
+        orow[c] = min(max(r, qmin), qmax)
+
+
+@njit(cache=True, nogil=True)
+def repack_to_channels_last(w, out, zp):
+    """out[k, o] = w[o, k] - zp: OHWI filters (viewed [O, K]) to [K, O] (and uint8 filters offset by their zero
+    point into int16) for filters known only at run time."""
+    rows, K = w.shape
+    for o in range(rows):
+        for k in range(K):
+            out[k, o] = w[o, k] - zp
+
+
+@njit(cache=True, nogil=True)
+def channel_sums(w, out):
+    """out[c] = sum_k w[k, c] (depthwise filters known only at run time, viewed [KH * KW, CO])."""
+    K, C = w.shape
+    for c in range(C):
+        out[c] = 0
+    for k in range(K):
+        for c in range(C):
+            out[c] += w[k, c]
+
+
+@njit(cache=True, inline="always")
+def _round_neon(v):
+    """The official RoundToNearest of NEON_2_SSE builds: trunc(v +- 0.5) in float32 (ties away from zero, but
+    v + 0.5 itself rounds, e.g. 0.49999997 -> 1)."""
+    half = np.float32(-0.5) if v < 0 else np.float32(0.5)
+    return np.float64(np.trunc(np.float32(v + half)))
+
+
+@njit(cache=True, inline="always")
+def _hybrid_value(acc, cs, s, mode):
+    """Rescale an integer accumulator to float32 with the association of each official hybrid kernel:
+    0: acc * (channel_scale * input_scale) (optimized conv), 1: (acc * channel_scale) * input_scale (grouped /
+    reference conv, transpose conv), 2: (acc * input_scale) * channel_scale (depthwise)."""
+    a = np.float32(acc)
+    if mode == 0:
+        return a * np.float32(cs * s)
+    if mode == 1:
+        return np.float32(a * cs) * s
+    return np.float32(a * s) * cs
+
+
+# --- CONV_2D --------------------------------------------------------------------------------------------------------
+
+
+# Loop-structure notes (measured on the generated code): the group loop is outermost, so the innermost loop is a
+# plain contiguous range over one group's output channels (a group loop inside the tap loops kept LLVM from
+# vectorizing: 10x slower); arrays are indexed in full rather than through row views. Integer inner loops are
+# written `acc[c] += xv * w[...]` with xv an int32 scalar and no other arithmetic: LLVM then narrows Numba's int64
+# arithmetic to 32-bit vector multiplies, while e.g. subtracting a filter zero point inside the loop leaves 64-bit
+# multiplies. So quantized filters come with their zero point already subtracted (uint8 filters as int16), and the
+# input zero point is subtracted from the scalar xv, or, where the input is the vector operand (depthwise with
+# depth multiplier 1), folded in as zp_in * (sum of the filter taps used).
+
+
+@njit(cache=True, nogil=True)
+def conv2d_f32(x, w, bias, out, acc, geo, lim):
+    """x [N,H,W,CI] float32, w [KH,KW,CIG,CO], bias [CO] -> out [N,OH,OW,CO]; acc [CO // groups] scratch;
+    geo = [sh, sw, dh, dw, pad_t, pad_l]."""
+    N, H, W, CI = x.shape
+    KH, KW, CIG, CO = w.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    G = CI // CIG
+    COG = CO // G
+    lo, hi = lim[0], lim[1]
+    for n in range(N):
+        for g in range(G):
+            ci0 = g * CIG
+            c0 = g * COG
+            for oy in range(OH):
+                iy0 = oy * sh - pt
+                ky0, ky1 = _tap_range(iy0, dh, H, KH)
+                for ox in range(OW):
+                    ix0 = ox * sw - pl
+                    kx0, kx1 = _tap_range(ix0, dw, W, KW)
+                    for co in range(COG):
+                        acc[co] = 0.0
+                    for ky in range(ky0, ky1):
+                        iy = iy0 + ky * dh
+                        for kx in range(kx0, kx1):
+                            ix = ix0 + kx * dw
+                            for ci in range(CIG):
+                                xv = x[n, iy, ix, ci0 + ci]
+                                for co in range(COG):
+                                    acc[co] += xv * w[ky, kx, ci, c0 + co]
+                    for co in range(COG):
+                        v = acc[co] + bias[c0 + co]
+                        out[n, oy, ox, c0 + co] = min(max(v, lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def gemm_f32(x, w, bias, out, lim):
+    """1x1 stride-1 CONV_2D as a GEMM: x [P, CI], w [CI, CO], bias [CO] -> out [P, CO] (accumulated in place)."""
+    P, CI = x.shape
+    CO = w.shape[1]
+    lo, hi = lim[0], lim[1]
+    for p in range(P):
+        for co in range(CO):
+            out[p, co] = 0.0
+        for ci in range(CI):
+            xv = x[p, ci]
+            for co in range(CO):
+                out[p, co] += xv * w[ci, co]
+        for co in range(CO):
+            v = out[p, co] + bias[co]
+            out[p, co] = min(max(v, lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def conv2d_q(x, w, bias, out, acc, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec, rq_mode):
+    """Quantized CONV_2D: acc = sum (x - zp_in) * w + bias (w: filter minus its zero point), requantized per output
+    channel. acc [CO // groups] is int32 (int64 for int16 activations with int64 bias)."""
+    N, H, W, CI = x.shape
+    KH, KW, CIG, CO = w.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    G = CI // CIG
+    COG = CO // G
+    for n in range(N):
+        for g in range(G):
+            ci0 = g * CIG
+            c0 = g * COG
+            for oy in range(OH):
+                iy0 = oy * sh - pt
+                ky0, ky1 = _tap_range(iy0, dh, H, KH)
+                for ox in range(OW):
+                    ix0 = ox * sw - pl
+                    kx0, kx1 = _tap_range(ix0, dw, W, KW)
+                    for co in range(COG):
+                        acc[co] = 0
+                    for ky in range(ky0, ky1):
+                        iy = iy0 + ky * dh
+                        for kx in range(kx0, kx1):
+                            ix = ix0 + kx * dw
+                            for ci in range(CIG):
+                                xv = np.int32(x[n, iy, ix, ci0 + ci] - zp_in)
+                                for co in range(COG):
+                                    acc[co] += xv * w[ky, kx, ci, c0 + co]
+                    _store_requantized(acc, bias, mult, shift, out[n, oy, ox], c0, COG, c0, nvec, rq_mode, zp_out,
+                                       qmin, qmax)
+
+
+@njit(cache=True, nogil=True)
+def gemm_q(x, w, bias, out, acc, zp_in, mult, shift, zp_out, qmin, qmax, nvec, rq_mode):
+    """Quantized 1x1 stride-1 CONV_2D as a GEMM: x [P, CI], w [CI, CO] -> out [P, CO]."""
+    P, CI = x.shape
+    CO = w.shape[1]
+    for p in range(P):
+        for co in range(CO):
+            acc[co] = 0
+        for ci in range(CI):
+            xv = np.int32(x[p, ci] - zp_in)
+            for co in range(CO):
+                acc[co] += xv * w[ci, co]
+        _store_requantized(acc, bias, mult, shift, out[p], 0, CO, 0, nvec, rq_mode, zp_out, qmin, qmax)
+
+
+@njit(cache=True, nogil=True)
+def conv2d_hybrid(q, w, bias, out, acc, geo, sf, zpb, cs, mode, lim):
+    """Hybrid CONV_2D: q [N,H,W,CI] int8 (input quantized per batch with scale sf[n], zero point zpb[n]), w int8
+    [KH,KW,CIG,CO] with per-channel scales cs [CO]; integer accumulation, float32 rescale, + bias, clamp."""
+    N, H, W, CI = q.shape
+    KH, KW, CIG, CO = w.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    G = CI // CIG
+    COG = CO // G
+    lo, hi = lim[0], lim[1]
+    for n in range(N):
+        zi = np.int32(zpb[n])
+        s = sf[n]
+        for g in range(G):
+            ci0 = g * CIG
+            c0 = g * COG
+            for oy in range(OH):
+                iy0 = oy * sh - pt
+                ky0, ky1 = _tap_range(iy0, dh, H, KH)
+                for ox in range(OW):
+                    ix0 = ox * sw - pl
+                    kx0, kx1 = _tap_range(ix0, dw, W, KW)
+                    for co in range(COG):
+                        acc[co] = 0
+                    for ky in range(ky0, ky1):
+                        iy = iy0 + ky * dh
+                        for kx in range(kx0, kx1):
+                            ix = ix0 + kx * dw
+                            for ci in range(CIG):
+                                xv = np.int32(q[n, iy, ix, ci0 + ci] - zi)
+                                for co in range(COG):
+                                    acc[co] += xv * w[ky, kx, ci, c0 + co]
+                    for co in range(COG):
+                        c = c0 + co
+                        v = _hybrid_value(acc[co], cs[c], s, mode) + bias[c]
+                        out[n, oy, ox, c] = min(max(v, lo), hi)
+
+
+# --- DEPTHWISE_CONV_2D ----------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def dwconv_f32(x, w, bias, out, geo, lim):
+    """x [N,H,W,CI] float32, w [KH,KW,CO] (CO = CI * depth multiplier) -> out [N,OH,OW,CO], accumulated in place
+    from the bias (the official depthwise kernel's order)."""
+    N, H, W, CI = x.shape
+    KH, KW, CO = w.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    dm = CO // CI
+    lo, hi = lim[0], lim[1]
+    for n in range(N):
+        for oy in range(OH):
+            iy0 = oy * sh - pt
+            ky0, ky1 = _tap_range(iy0, dh, H, KH)
+            for ox in range(OW):
+                ix0 = ox * sw - pl
+                kx0, kx1 = _tap_range(ix0, dw, W, KW)
+                for c in range(CO):
+                    out[n, oy, ox, c] = bias[c]
+                for ky in range(ky0, ky1):
+                    iy = iy0 + ky * dh
+                    for kx in range(kx0, kx1):
+                        ix = ix0 + kx * dw
+                        if dm == 1:
+                            for c in range(CO):
+                                out[n, oy, ox, c] += x[n, iy, ix, c] * w[ky, kx, c]
+                        else:
+                            for ci in range(CI):
+                                xv = x[n, iy, ix, ci]
+                                for m in range(dm):
+                                    out[n, oy, ox, ci * dm + m] += xv * w[ky, kx, ci * dm + m]
+                for c in range(CO):
+                    out[n, oy, ox, c] = min(max(out[n, oy, ox, c], lo), hi)
+
+
+@njit(cache=True, inline="always")
+def _dw_accumulate(x, w, acc, wsum, n, iy0, ix0, ky0, ky1, kx0, kx1, dh, dw, zi):
+    """acc[c] = sum over the valid taps of (x - zi) * w for one output pixel of an integer depthwise conv."""
+    CI = x.shape[3]
+    KH, KW, CO = w.shape
+    dm = CO // CI
+    for c in range(CO):
+        acc[c] = 0
+    for ky in range(ky0, ky1):
+        iy = iy0 + ky * dh
+        for kx in range(kx0, kx1):
+            ix = ix0 + kx * dw
+            if dm == 1:
+                for c in range(CO):
+                    acc[c] += x[n, iy, ix, c] * w[ky, kx, c]
+            else:
+                for ci in range(CI):
+                    xv = np.int32(x[n, iy, ix, ci] - zi)
+                    for m in range(dm):
+                        acc[ci * dm + m] += xv * w[ky, kx, ci * dm + m]
+    if dm == 1 and zi != 0:
+        # sum x * w was accumulated: subtract zi * (sum of the taps used); wsum holds the full-window sums
+        if ky1 - ky0 == KH and kx1 - kx0 == KW:
+            for c in range(CO):
+                acc[c] -= zi * wsum[c]
+        else:
+            for ky in range(ky0, ky1):
+                for kx in range(kx0, kx1):
+                    for c in range(CO):
+                        acc[c] -= zi * w[ky, kx, c]
+
+
+@njit(cache=True, nogil=True)
+def dwconv_q(x, w, bias, out, acc, wsum, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec, rq_mode):
+    """Quantized DEPTHWISE_CONV_2D with per-channel requantization: w [KH,KW,CO] minus its zero point, wsum [CO] its
+    sums over the window; acc [CO] int32 (int64 for int16 activations)."""
+    N, H, W, CI = x.shape
+    KH, KW, CO = w.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    zi = np.int32(zp_in)
+    for n in range(N):
+        for oy in range(OH):
+            iy0 = oy * sh - pt
+            ky0, ky1 = _tap_range(iy0, dh, H, KH)
+            for ox in range(OW):
+                ix0 = ox * sw - pl
+                kx0, kx1 = _tap_range(ix0, dw, W, KW)
+                _dw_accumulate(x, w, acc, wsum, n, iy0, ix0, ky0, ky1, kx0, kx1, dh, dw, zi)
+                _store_requantized(acc, bias, mult, shift, out[n, oy, ox], 0, CO, 0, nvec, rq_mode, zp_out, qmin, qmax)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_hybrid(q, w, bias, out, acc, wsum, geo, sf, zpb, cs, nvec, lim):
+    """Hybrid DEPTHWISE_CONV_2D: per-batch quantized input, int8 weights [KH,KW,CO] with per-channel scales.
+    Channels below nvec are rescaled as (acc * channel_scale) * input_scale (the vector code), the others as
+    (acc * input_scale) * channel_scale."""
+    N, H, W, CI = q.shape
+    KH, KW, CO = w.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    lo, hi = lim[0], lim[1]
+    for n in range(N):
+        zi = np.int32(zpb[n])
+        s = sf[n]
+        for oy in range(OH):
+            iy0 = oy * sh - pt
+            ky0, ky1 = _tap_range(iy0, dh, H, KH)
+            for ox in range(OW):
+                ix0 = ox * sw - pl
+                kx0, kx1 = _tap_range(ix0, dw, W, KW)
+                _dw_accumulate(q, w, acc, wsum, n, iy0, ix0, ky0, ky1, kx0, kx1, dh, dw, zi)
+                for c in range(CO):
+                    v = _hybrid_value(acc[c], cs[c], s, 1 if c < nvec else 2) + bias[c]
+                    out[n, oy, ox, c] = min(max(v, lo), hi)
+
+
+# --- TRANSPOSE_CONV -------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def tconv_f32(x, w, bias, out, acc, geo, lim):
+    """Transposed conv as a scatter: every input pixel adds x[n,iy,ix,:] . w[ky,kx,:,co] to
+    out[n, iy*sh - pad_t + ky, ix*sw - pad_l + kx, co] (in input-pixel order, like the official GEMM + col2im);
+    then bias and clamp. x [N,H,W,CI], w [KH,KW,CI,CO], acc [CO] scratch; geo = [sh, sw, pad_t, pad_l]."""
+    N, H, W, CI = x.shape
+    KH, KW, _, CO = w.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw, pt, pl = geo[0], geo[1], geo[2], geo[3]
+    lo, hi = lim[0], lim[1]
+    for n in range(N):
+        for oy in range(OH):
+            for ox in range(OW):
+                o = out[n, oy, ox]
+                for c in range(CO):
+                    o[c] = 0.0
+        for iy in range(H):
+            oy0 = iy * sh - pt
+            ky0, ky1 = _tap_range(oy0, 1, OH, KH)
+            for ix in range(W):
+                ox0 = ix * sw - pl
+                kx0, kx1 = _tap_range(ox0, 1, OW, KW)
+                xp = x[n, iy, ix]
+                for ky in range(ky0, ky1):
+                    for kx in range(kx0, kx1):
+                        wt = w[ky, kx]
+                        for c in range(CO):
+                            acc[c] = 0.0
+                        for ci in range(CI):
+                            xv = xp[ci]
+                            wr = wt[ci]
+                            for c in range(CO):
+                                acc[c] += xv * wr[c]
+                        o = out[n, oy0 + ky, ox0 + kx]
+                        for c in range(CO):
+                            o[c] += acc[c]
+        for oy in range(OH):
+            for ox in range(OW):
+                o = out[n, oy, ox]
+                for c in range(CO):
+                    v = o[c] + bias[c]
+                    o[c] = min(max(v, lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def tconv_accumulate_int(x, w, scratch, geo, zp_in):
+    """Integer transposed-conv scatter: scratch [N,OH,OW,CO] (int32 or int64) = sum (x - zp_in[n]) * w, w being
+    the filter minus its zero point; zp_in [N] holds the input zero point of each batch (per batch for hybrid)."""
+    N, H, W, CI = x.shape
+    KH, KW, _, CO = w.shape
+    OH, OW = scratch.shape[1], scratch.shape[2]
+    sh, sw, pt, pl = geo[0], geo[1], geo[2], geo[3]
+    for n in range(N):
+        zi = np.int32(zp_in[n])
+        for oy in range(OH):
+            for ox in range(OW):
+                for c in range(CO):
+                    scratch[n, oy, ox, c] = 0
+        for iy in range(H):
+            oy0 = iy * sh - pt
+            ky0, ky1 = _tap_range(oy0, 1, OH, KH)
+            for ix in range(W):
+                ox0 = ix * sw - pl
+                kx0, kx1 = _tap_range(ox0, 1, OW, KW)
+                for ky in range(ky0, ky1):
+                    for kx in range(kx0, kx1):
+                        for ci in range(CI):
+                            xv = np.int32(x[n, iy, ix, ci] - zi)
+                            for c in range(CO):
+                                scratch[n, oy0 + ky, ox0 + kx, c] += xv * w[ky, kx, ci, c]
+
+
+@njit(cache=True, nogil=True)
+def requant_rows(scratch, bias, out, mult, shift, zp_out, qmin, qmax, nvec, per_element, rq_mode):
+    """out[p, c] = clamp(requantize(scratch[p, c] + bias[c]) + zp_out) over [P, CO] views; in RQ_NEON mode a
+    value's index is its channel (per-channel Quantize) or, when per_element, its flat position."""
+    P, CO = scratch.shape
+    for p in range(P):
+        _store_requantized(scratch[p], bias, mult, shift, out[p], 0, CO, p * CO if per_element else 0, nvec,
+                           rq_mode, zp_out, qmin, qmax)
+
+
+@njit(cache=True, nogil=True)
+def hybrid_rows(scratch, bias, out, sf, cs, mode, lim):
+    """Hybrid rescale of integer accumulators [B, P, CO] (batch b uses input scale sf[b]) to float32 out."""
+    B, P, CO = scratch.shape
+    lo, hi = lim[0], lim[1]
+    for b in range(B):
+        s = sf[b]
+        for p in range(P):
+            a = scratch[b, p]
+            o = out[b, p]
+            for c in range(CO):
+                v = _hybrid_value(a[c], cs[c], s, mode) + bias[c]
+                o[c] = min(max(v, lo), hi)
+
+
+# --- CONV_3D --------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def conv3d_f32(x, w, bias, out, geo, lim):
+    """x [N,D,H,W,CI] float32, w [KD,KH,KW,CI,CO] -> out [N,OD,OH,OW,CO];
+    geo = [sd, sh, sw, dd, dh, dw, pad_front, pad_top, pad_left]."""
+    N, D, H, W, CI = x.shape
+    KD, KH, KW, _, CO = w.shape
+    OD, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    sd, sh, sw = geo[0], geo[1], geo[2]
+    dd, dh, dw = geo[3], geo[4], geo[5]
+    pf, pt, pl = geo[6], geo[7], geo[8]
+    lo, hi = lim[0], lim[1]
+    for n in range(N):
+        for od in range(OD):
+            iz0 = od * sd - pf
+            kz0, kz1 = _tap_range(iz0, dd, D, KD)
+            for oy in range(OH):
+                iy0 = oy * sh - pt
+                ky0, ky1 = _tap_range(iy0, dh, H, KH)
+                for ox in range(OW):
+                    ix0 = ox * sw - pl
+                    kx0, kx1 = _tap_range(ix0, dw, W, KW)
+                    o = out[n, od, oy, ox]
+                    for co in range(CO):
+                        o[co] = 0.0
+                    for kz in range(kz0, kz1):
+                        xplane = x[n, iz0 + kz * dd]
+                        for ky in range(ky0, ky1):
+                            xrow = xplane[iy0 + ky * dh]
+                            for kx in range(kx0, kx1):
+                                xp = xrow[ix0 + kx * dw]
+                                wt = w[kz, ky, kx]
+                                for ci in range(CI):
+                                    xv = xp[ci]
+                                    wr = wt[ci]
+                                    for co in range(CO):
+                                        o[co] += xv * wr[co]
+                    for co in range(CO):
+                        v = o[co] + bias[co]
+                        o[co] = min(max(v, lo), hi)

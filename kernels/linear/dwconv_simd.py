@@ -1,0 +1,609 @@
+"""Explicit-SIMD DEPTHWISE_CONV_2D tiles (LLVM vector IR through Numba intrinsics), the "avx512" path of
+kernels/linear/dwconv.py.
+
+A tile computes PT output pixels of one output row x one block of 16 channels over a padded NHWC input: the
+accumulators (PT vectors of 16 lanes) stay in registers for the whole window; for each tap t the 16 weights are
+loaded once and multiplied with the PT pixels' inputs at x[xoff + p * xstep + toff[t]]. Loads and stores are masked
+(`llvm.masked.load` / `llvm.masked.store`) to the block's live channels, so a channel count that is not a multiple
+of 16 needs no scalar tail and no byte outside the arrays is touched.
+
+Numerics are those of the portable loops, exactly: float32 starts from the bias and adds fmul(x, w) tap by tap
+(a separate multiply and add, no FMA), then clamps to [lo, hi]; integers accumulate ext(x) * sext(w) in wrapping
+int32 lanes starting from bias - zp_in * window_sum, and are requantized by the portable row loop.
+"""
+
+from __future__ import annotations
+
+from lite_numba.kernels.base.llvm_ir import F32 as _f32
+from lite_numba.kernels.base.llvm_ir import I32 as _i32
+from lite_numba.kernels.base.llvm_ir import I64 as _i64
+from lite_numba.kernels.base.llvm_ir import V16B as _v16b
+from lite_numba.kernels.base.llvm_ir import V16F as _v16f
+from lite_numba.kernels.base.llvm_ir import V16I as _v16i
+from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
+from lite_numba.kernels.base.llvm_ir import gep as _gep
+from lite_numba.kernels.base.llvm_ir import i64 as _i
+from lite_numba.kernels.base.llvm_ir import splat as _splat
+from lite_numba.kernels.linear.dwconv import _bias_minus_zp, pad_band, pad_band_edges
+from lite_numba.kernels.linear.simd_int8 import _channel_params, _params64, _requantize_params, _requantize_vector
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+VL = 16  # lanes per vector (one zmm of float32 / int32)
+
+assert VL == _v16f.count == _v16i.count == _v16b.count
+
+
+def _llvm_int(nbt):
+    return ir.IntType(nbt.bitwidth)
+
+
+def _vec_name(vt):
+    el = vt.element
+    return f"v{vt.count}f32" if isinstance(el, ir.FloatType) else f"v{vt.count}i{el.width}"
+
+
+def _masked_load(builder, ptr, vt, mask):
+    """vt loaded from ptr where mask is set (zero elsewhere); nothing is read outside the mask."""
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vt, [ir.PointerType(vt), _i32, _v16b, vt]),
+        f"llvm.masked.load.{_vec_name(vt)}.p0")
+    align = max(vt.element.width // 8 if not isinstance(vt.element, ir.FloatType) else 4, 1)
+    return builder.call(fn, [builder.bitcast(ptr, ir.PointerType(vt)), ir.Constant(_i32, align), mask,
+                             ir.Constant(vt, None)])
+
+
+def _masked_store(builder, v, ptr, mask):
+    vt = v.type
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [vt, ir.PointerType(vt), _i32, _v16b]),
+        f"llvm.masked.store.{_vec_name(vt)}.p0")
+    builder.call(fn, [v, builder.bitcast(ptr, ir.PointerType(vt)), ir.Constant(_i32, 4), mask])
+
+
+def _lane_mask(builder, nch):
+    iota = ir.Constant(_v16i, list(range(VL)))
+    return builder.icmp_signed("<", iota, _splat(builder, builder.trunc(nch, _i32), _v16i))
+
+
+def _make_f32_tile(pt: int):
+    """tile(x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch):
+
+    out[ooff + p * ostep + j] = clamp(bias[c0 + j] + sum_t x[xoff + p * xstep + toff[t] + j] * w[t * wstride + c0 + j])
+    for p < pt, j < nch (<= 16), float32, taps added in order."""
+
+    @intrinsic
+    def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch):
+        i64, f32 = types.int64, types.float32
+        sig = types.void(x, i64, i64, toff, i64, w, i64, bias, i64, out, i64, i64, f32, f32, i64)
+
+        def codegen(context, builder, sig, args):
+            x_, xoff_, xstep_, toff_, ntap_, w_, wstride_, bias_, c0_, out_, ooff_, ostep_, lo_, hi_, nch_ = args
+            px = _data_ptr(context, builder, sig.args[0], x_)
+            ptoff = _data_ptr(context, builder, sig.args[3], toff_)
+            pw = _gep(builder, _data_ptr(context, builder, sig.args[5], w_), c0_, _f32)
+            pbias = _gep(builder, _data_ptr(context, builder, sig.args[7], bias_), c0_, _f32)
+            po = _data_ptr(context, builder, sig.args[9], out_)
+            mask = _lane_mask(builder, nch_)
+            b = _masked_load(builder, pbias, _v16f, mask)
+            accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
+            xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), _f32) for p in range(pt)]
+            with cgutils.for_range(builder, ntap_) as loop:
+                t = loop.index
+                to = builder.load(_gep(builder, ptoff, t, _i64))
+                wv = _masked_load(builder, _gep(builder, pw, builder.mul(t, wstride_), _f32), _v16f, mask)
+                for p in range(pt):
+                    xv = _masked_load(builder, _gep(builder, xs[p], to, _f32), _v16f, mask)
+                    builder.store(builder.fadd(builder.load(accs[p]), builder.fmul(xv, wv)), accs[p])
+            lov = _splat(builder, lo_, _v16f)
+            hiv = _splat(builder, hi_, _v16f)
+            for p in range(pt):
+                v = builder.load(accs[p])
+                # min(max(v, lo), hi) as the portable loop computes it
+                v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
+                v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
+                ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), _f32)
+                _masked_store(builder, v, ptr, mask)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"dw_f32_tile{pt}"
+    return tile
+
+
+def _requantize(builder, a, q, left, right, kind, upmask):
+    """The RQ_NEON output stage on 16 int32 accumulators `a` (int64 lanes out, before the zero point):
+    kind "up": conv_loops._mbqm_half_up; "away": _mbqm_away (TFLite's MultiplyByQuantizedMultiplier); "mixed":
+    lanes of upmask half up, the others half away. q, left, right: per-lane multiplier and shifts (int64)."""
+    v16l = ir.VectorType(_i64, VL)
+
+    def c(v):
+        return ir.Constant(v16l, [v] * VL)
+
+    x = builder.sext(builder.trunc(builder.shl(builder.sext(a, v16l), left), _v16i), v16l)
+    ab = builder.mul(x, q)
+    res_up = res_away = None
+    if kind in ("up", "mixed"):
+        v = builder.ashr(builder.add(ab, c(1 << 30)), c(31))
+        nudge = builder.ashr(builder.shl(c(1), right), c(1))
+        res_up = builder.ashr(builder.add(v, nudge), right)
+    if kind in ("away", "mixed"):
+        pos = builder.icmp_signed(">=", ab, c(0))
+        hp = builder.ashr(builder.add(ab, c(1 << 30)), c(31))
+        hn = builder.sub(c(0), builder.ashr(builder.add(builder.sub(c(0), ab), c((1 << 30) - 1)), c(31)))
+        h = builder.select(pos, hp, hn)
+        mask = builder.sub(builder.shl(c(1), right), c(1))
+        rem = builder.and_(h, mask)
+        thr = builder.add(builder.ashr(mask, c(1)), builder.zext(builder.icmp_signed("<", h, c(0)), v16l))
+        res_away = builder.add(builder.ashr(h, right), builder.zext(builder.icmp_signed(">", rem, thr), v16l))
+    if kind == "up":
+        return res_up
+    if kind == "away":
+        return res_away
+    return builder.select(upmask, res_up, res_away)
+
+
+def _make_int_tile(pt: int, kind: str):
+    """tile(x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out, ooff, ostep,
+    nch, prm):
+
+    acc = be[c0 + j] + sum_t ext(x[xoff + p * xstep + toff[t] + j]) * sext(w[t * wstride + c0 + j]) in wrapping
+    int32; out[ooff + p * ostep + j] = clamp(requantize(acc, mult[c0 + j], shift[c0 + j]) + zp_out, qmin, qmax)
+    for p < pt, j < nch. x int8 (sign-extended) or uint8 (zero-extended), w int8 or int16; out int8 or uint8.
+    kind: the rounding of the block: "up", "away", "mixed" (channels below nvec half up), or "auto", the one
+    _q_pixels uses (its blocks never straddle nvec): a block below nvec is "up", else "away", chosen at run time
+    so that one tile's main loop serves both. The "up" output stage takes be, mult, shift and zp_out from prm
+    (simd_int8's output stage on parameters filled by simd_int8._channel_params, the same arithmetic as
+    _requantize "up" + zp_out); "up" and "auto" tiles start from 0 and add be in the "away" stage."""
+
+    @intrinsic
+    def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out,
+             ooff, ostep, nch, prm):
+        i64 = types.int64
+        sig = types.void(x, i64, i64, toff, i64, w, i64, be, i64, mult, shift, i64, i64, i64, i64, out, i64, i64,
+                         i64, prm)
+        x_signed = x.dtype.signed
+        xt = _llvm_int(x.dtype)
+        wt = _llvm_int(w.dtype)
+        ot = _llvm_int(out.dtype)
+
+        def codegen(context, builder, sig, args):
+            (x_, xoff_, xstep_, toff_, ntap_, w_, wstride_, be_, c0_, mult_, shift_, nvec_, zpo_, qmin_, qmax_,
+             out_, ooff_, ostep_, nch_, prm_) = args
+            v16l = ir.VectorType(_i64, VL)
+            px = _data_ptr(context, builder, sig.args[0], x_)
+            ptoff = _data_ptr(context, builder, sig.args[3], toff_)
+            pw = _gep(builder, _data_ptr(context, builder, sig.args[5], w_), c0_, wt)
+            pbe = _gep(builder, _data_ptr(context, builder, sig.args[7], be_), c0_, _i32)
+            pm = _gep(builder, _data_ptr(context, builder, sig.args[9], mult_), c0_, _i32)
+            ps = _gep(builder, _data_ptr(context, builder, sig.args[10], shift_), c0_, _i32)
+            po = _data_ptr(context, builder, sig.args[15], out_)
+            mask = _lane_mask(builder, nch_)
+            vx = ir.VectorType(xt, VL)
+            vw = ir.VectorType(wt, VL)
+            b = ir.Constant(_v16i, None) if kind in ("up", "auto") else _masked_load(builder, pbe, _v16i, mask)
+            accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
+            xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), xt) for p in range(pt)]
+            with cgutils.for_range(builder, ntap_) as loop:
+                t = loop.index
+                to = builder.load(_gep(builder, ptoff, t, _i64))
+                wv = builder.sext(_masked_load(builder, _gep(builder, pw, builder.mul(t, wstride_), wt), vw, mask),
+                                  _v16i)
+                for p in range(pt):
+                    raw = _masked_load(builder, _gep(builder, xs[p], to, xt), vx, mask)
+                    xv = builder.sext(raw, _v16i) if x_signed else builder.zext(raw, _v16i)
+                    builder.store(builder.add(builder.load(accs[p]), builder.mul(xv, wv)), accs[p])
+            vo = ir.VectorType(ot, VL)
+            store = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
+                f"llvm.masked.store.{_vec_name(vo)}.p0")
+            def up_stage():
+                params = _requantize_params(builder, _data_ptr(context, builder, sig.args[19], prm_), c0_)
+                lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
+                hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
+                for p in range(pt):
+                    r = _requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32)
+                    ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
+                    builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
+                                         ir.Constant(_i32, 1), mask])
+
+            def int64_stage(k):  # the output stage in int64 lanes, per channel ("away" / "mixed")
+                q = builder.sext(_masked_load(builder, pm, _v16i, mask), v16l)
+                sh = builder.sext(_masked_load(builder, ps, _v16i, mask), v16l)
+                zero = ir.Constant(v16l, None)
+                left = builder.select(builder.icmp_signed(">", sh, zero), sh, zero)
+                nsh = builder.sub(zero, sh)
+                right = builder.select(builder.icmp_signed(">", nsh, zero), nsh, zero)
+                lane = builder.add(ir.Constant(v16l, list(range(VL))), _splat(builder, c0_, v16l))
+                upmask = builder.icmp_signed("<", lane, _splat(builder, nvec_, v16l))
+                zpv = _splat(builder, zpo_, v16l)
+                lov = _splat(builder, qmin_, v16l)
+                hiv = _splat(builder, qmax_, v16l)
+                for p in range(pt):
+                    r = builder.add(_requantize(builder, builder.load(accs[p]), q, left, right, k, upmask), zpv)
+                    r = builder.select(builder.icmp_signed("<", r, lov), lov, r)
+                    r = builder.select(builder.icmp_signed(">", r, hiv), hiv, r)
+                    ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
+                    builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
+                                         ir.Constant(_i32, 1), mask])
+
+            if kind == "up":
+                up_stage()
+            elif kind == "auto":  # a block below nvec: half up (prm); else + be, rounded half away from zero
+                with builder.if_else(builder.icmp_signed("<", c0_, nvec_)) as (then, otherwise):
+                    with then:
+                        up_stage()
+                    with otherwise:
+                        bev = _masked_load(builder, pbe, _v16i, mask)
+                        for p in range(pt):
+                            builder.store(builder.add(builder.load(accs[p]), bev), accs[p])
+                        int64_stage("away")
+            else:
+                int64_stage(kind)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"dw_int_tile{pt}_{kind}"
+    return tile
+
+
+def _make_int_rows3_tile(pt: int, sw: int):
+    """tile(x, xoff, C, ys, nrow, w, c0, out, ooff, prm, qmin, qmax): the "up" int8 tile for windows of nrow rows of
+    3 adjacent taps (dilation 1 along x) and stride sw along x, 16 whole channels: the (pt - 1) * sw + 3 input
+    vectors of a window row are loaded once and shared by the pt pixels (pixel p, tap kx reads column
+    p * sw + kx; row ky of pixel p's window starts at x[xoff + ky * ys + p * sw * C]); weights w[(ky * 3 + kx) * C
+    + c0 + j]; output at out[ooff + p * C + j], requantized like _make_int_tile's "up" tile. Accumulates the same
+    int32 products as the generic tile (in another order: wrapping int32 sums do not depend on it)."""
+    ncol = (pt - 1) * sw + 3
+
+    @intrinsic
+    def tile(typingctx, x, xoff, C, ys, nrow, w, c0, out, ooff, prm, qmin, qmax):
+        i64 = types.int64
+        sig = types.void(x, i64, i64, i64, i64, w, i64, out, i64, prm, i64, i64)
+
+        def codegen(context, builder, sig, args):
+            x_, xoff_, C_, ys_, nrow_, w_, c0_, out_, ooff_, prm_, qmin_, qmax_ = args
+            i8p = ir.IntType(8).as_pointer()
+            v16i8 = ir.VectorType(ir.IntType(8), VL)
+            # (int8 x, w and out; the bitcasts keep the IR valid for other types, which never reach this tile)
+            px = builder.bitcast(_data_ptr(context, builder, sig.args[0], x_), i8p)
+            pw = _gep(builder, builder.bitcast(_data_ptr(context, builder, sig.args[5], w_), i8p), c0_, ir.IntType(8))
+            po = builder.bitcast(_data_ptr(context, builder, sig.args[7], out_), i8p)
+
+            def load16(ptr):
+                return builder.sext(builder.load(builder.bitcast(ptr, v16i8.as_pointer()), align=1), _v16i)
+
+            accs = [cgutils.alloca_once_value(builder, ir.Constant(_v16i, None)) for _ in range(pt)]
+            with cgutils.for_range(builder, nrow_) as loop:
+                ky = loop.index
+                xr = _gep(builder, px, builder.add(xoff_, builder.mul(ky, ys_)), ir.IntType(8))
+                wr = _gep(builder, pw, builder.mul(builder.mul(ky, _i(3)), C_), ir.IntType(8))
+                wv = [load16(_gep(builder, wr, builder.mul(C_, _i(k)), ir.IntType(8))) for k in range(3)]
+                cols = [load16(_gep(builder, xr, builder.mul(C_, _i(j)), ir.IntType(8))) for j in range(ncol)]
+                for p in range(pt):
+                    acc = builder.load(accs[p])
+                    for k in range(3):
+                        acc = builder.add(acc, builder.mul(cols[p * sw + k], wv[k]))
+                    builder.store(acc, accs[p])
+            params = _requantize_params(builder, _data_ptr(context, builder, sig.args[9], prm_), c0_)
+            lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
+            hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
+            for p in range(pt):
+                r = builder.trunc(_requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32), v16i8)
+                ptr = _gep(builder, po, builder.add(ooff_, builder.mul(C_, _i(p))), ir.IntType(8))
+                builder.store(r, builder.bitcast(ptr, v16i8.as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"dw_int_rows3_tile{pt}_s{sw}"
+    return tile
+
+
+PT = 4  # pixels per tile
+dw_rows3_s1 = _make_int_rows3_tile(PT, 1)
+dw_rows3_s2 = _make_int_rows3_tile(PT, 2)
+dw_f32_tile4 = _make_f32_tile(PT)
+dw_f32_tile1 = _make_f32_tile(1)
+dw_int_tile4, dw_int_tile1 = _make_int_tile(PT, "auto"), _make_int_tile(1, "auto")
+
+
+@njit(cache=True, nogil=True)
+def dwconv_f32_simd(xp, w, bias, out, geo, toff, lim):
+    """Float32 depthwise over a padded input xp [N, HP, WP, C] (see dwconv.dw3x3_f32), any window: w [KH, KW, C],
+    toff [KH * KW] the taps' element offsets from a window's corner, geo = [sh, sw, dh, dw]."""
+    N, HP, WP, C = xp.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw = geo[0], geo[1]
+    lo, hi = lim[0], lim[1]
+    xf = xp.reshape(xp.size)
+    wf = w.reshape(w.size)
+    of = out.reshape(out.size)
+    T = toff.size
+    xstep = sw * C
+    for n in range(N):
+        for oy in range(OH):
+            xrow = ((n * HP + oy * sh) * WP) * C
+            orow = ((n * OH + oy) * OW) * C
+            for c0 in range(0, C, VL):
+                nch = min(VL, C - c0)
+                if OW >= PT:
+                    # tiles of PT pixels; the last one is moved back to end at OW (it recomputes a few pixels, with
+                    # the same values) rather than leaving single-pixel leftovers
+                    for t in range((OW + PT - 1) // PT):
+                        ox = min(t * PT, OW - PT)
+                        dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of,
+                                     orow + ox * C + c0, C, lo, hi, nch)
+                else:
+                    for ox in range(OW):
+                        dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of,
+                                     orow + ox * C + c0, C, lo, hi, nch)
+
+
+@njit(cache=True, inline="always")
+def _int_tile(pt4, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, nch,
+              prm):
+    """One generic integer tile of PT pixels or one ("auto": half up below nvec, half away from zero from it)."""
+    if pt4:
+        dw_int_tile4(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C, nch,
+                     prm)
+    else:
+        dw_int_tile1(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C, nch,
+                     prm)
+
+
+@njit(cache=True, inline="always")
+def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
+    """be = bias - zp_in * wsum (int32, wrapping) and the half-up blocks' output-stage parameters in prm (once per
+    call of a driver)."""
+    _bias_minus_zp(bias, wsum, zp_in, be)
+    p64 = _params64(prm)
+    for c in range(prm.shape[0] * VL):
+        if c < nvec:
+            _channel_params(prm, p64, c, be[c], mult[c], shift[c], zp_out)
+        else:
+            _channel_params(prm, p64, c, 0, 0, 0, 0)
+
+
+@njit(cache=True, nogil=True)
+def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, a, b, lo, prm):
+    """Output pixels ox in [a, b) of one output row (channels last, the row's pixel 0 at of[orow]) whose windows
+    start at xf[xrow + ox * xstep] (toff: the taps' offsets from there); tiles of PT pixels, the last one moved back
+    to end at b but not before lo (it recomputes a few pixels with the same values), single pixels when
+    b - lo < PT. Whole half-up blocks of windows made of rows of 3 adjacent taps (stride 1 or 2 along x) use the
+    rows3 tiles (inputs shared between neighbouring pixels); the taps' row step ys is read off toff."""
+    T = toff.size
+    ys = 0
+    if T % 3 == 0 and (xstep == C or xstep == 2 * C) and xf.dtype == wf.dtype:
+        ys = toff[3] if T > 3 else 1
+        for t in range(T):
+            if toff[t] != (t // 3) * ys + (t % 3) * C:
+                ys = 0
+    tiles = b - lo >= PT  # tiles of PT pixels, else single pixels
+    count = (b - a + PT - 1) // PT if tiles else b - a
+    # channel pieces: blocks of 16; a block with channels on both sides of nvec runs as two pieces (half up below
+    # nvec, half away from zero from it), so every tile rounds one way
+    c0 = 0
+    while c0 < C:
+        nch = min(VL, C - c0)
+        if c0 < nvec < c0 + nch:
+            nch = nvec - c0
+        kind = 0 if c0 < nvec else 1
+        rows3 = kind == 0 and nch == VL and ys != 0 and tiles
+        for t in range(count):
+            ox = min(a + t * PT, b - PT) if tiles else a + t
+            xoff = xrow + ox * xstep + c0
+            ooff = orow + ox * C + c0
+            if rows3:
+                if xstep == C:
+                    dw_rows3_s1(xf, xoff, C, ys, T // 3, wf, c0, of, ooff, prm, qmin, qmax)
+                else:
+                    dw_rows3_s2(xf, xoff, C, ys, T // 3, wf, c0, of, ooff, prm, qmin, qmax)
+            else:
+                _int_tile(tiles, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
+                          ooff, nch, prm)
+        c0 += nch
+
+
+@njit(cache=True, inline="always")
+def _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, prm):
+    """The output rows of dwconv_q_simd over xp, with be and prm filled (_q_params)."""
+    N, HP, WP, C = xp.shape
+    OH, OW = out.shape[1], out.shape[2]
+    sh, sw = geo[0], geo[1]
+    xf = xp.reshape(xp.size)
+    wf = w.reshape(w.size)
+    of = out.reshape(out.size)
+    z = OW - OW  # 0 as a run-time int64: a literal 0 argument would compile another _q_pixels
+    for n in range(N):
+        for oy in range(OH):
+            _q_pixels(xf, ((n * HP + oy * sh) * WP) * C, sw * C, toff, wf, C, be, mult, shift, nvec, zp_out, qmin,
+                      qmax, of, ((n * OH + oy) * OW) * C, z, OW, z, prm)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm, fill):
+    """Integer depthwise over a padded input (see dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON:
+    channels below nvec rounded half up, the others half away from zero); be [C] int32 and prm
+    [ceil(nvec / 16) (at least 1), simd_int8.PRM_BLOCK] int32 scratch (the output-stage parameters of the blocks
+    below nvec; those channels' shifts must lie in [-21, 31], prepare checks). fill = 0: be and prm hold those
+    values already (computed at prepare, dwconv.schedule_q)."""
+    if fill:
+        _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
+    _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, prm)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_f32_simd_banded(xb, sb, s, w, bias, out, geo, toff, lim):
+    """dwconv_f32_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded)."""
+    N, OH, OW, C = out.shape
+    KH = w.shape[0]
+    band = geo[9]
+    for n in range(N):
+        for oy0 in range(0, OH, band):
+            nb = min(band, OH - oy0)
+            pad_band(xb, sb, geo, KH, n, oy0, nb)
+            dwconv_f32_simd(s, w, bias, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), geo, toff, lim)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out, qmin,
+                         qmax, nvec, prm, fill):
+    """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), except
+    that the interior of the image is read where it is: a band whose output rows' windows are all inside the image
+    rows only gets its edge columns padded (dwconv.pad_band_edges, for the output pixels left of xa and from xe
+    on), and its pixels xa .. xe - 1, whose windows lie inside the image, read x directly (toff_x: the taps'
+    offsets in x). Depth multiplier 1 only for that; otherwise, and in bands with a border row, every pixel reads
+    the padded band. Every output is computed by the same tile arithmetic either way."""
+    N, OH, OW, C = out.shape
+    H, W = x.shape[1], x.shape[2]
+    KH, KW = w.shape[0], w.shape[1]
+    sh, sw, dh, dw, pt, pl, dm, band = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[9]
+    WP = s.shape[2]
+    if fill:
+        _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
+    # output rows [y0, y1) and columns [x0, x1) whose windows are inside the image
+    y0 = (pt + sh - 1) // sh
+    y1 = max(min((H - 1 + pt - (KH - 1) * dh) // sh + 1, OH), y0)
+    x0 = min((pl + sw - 1) // sw, OW)
+    x1 = max(min((W - 1 + pl - (KW - 1) * dw) // sw + 1, OW), x0)
+    # pixels [xa, xe) read x: whole tiles; [0, xa) and [xe, OW) the padded edge columns, in tiles too (the last
+    # one moved back, not before OW - PT)
+    xa = max(x0, PT)
+    xe = xa + max(x1 - xa, 0) // PT * PT
+    if dm != 1 or xe - xa < PT:
+        y1 = y0
+    c_lo = (xa - 1) * sw + (KW - 1) * dw + 1  # padded columns the pixels left of xa read
+    c_hi = max(min(xe, OW - PT), 0) * sw if xe < OW else WP  # and from where on the pixels from xe on read
+    xf = x.reshape(x.size)
+    sf = s.reshape(s.size)
+    wf = w.reshape(w.size)
+    of = out.reshape(out.size)
+    xstep = sw * C
+    z = OW - OW  # 0 as a run-time int64: a literal 0 argument would compile another _q_pixels
+    for n in range(N):
+        for oy0 in range(0, OH, band):
+            nb = min(band, OH - oy0)
+            inner = oy0 >= y0 and oy0 + nb <= y1
+            if inner:
+                pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi)
+            else:
+                pad_band(xb, sb, geo, KH, n, oy0, nb)
+            for r in range(nb):
+                oy = oy0 + r
+                srow = r * sh * WP * C
+                orow = ((n * OH + oy) * OW) * C
+                if inner:
+                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, z,
+                              xa, z, prm)
+                    _q_pixels(xf, ((n * H + oy * sh - pt) * W - pl) * C, xstep, toff_x, wf, C, be, mult, shift,
+                              nvec, zp_out, qmin, qmax, of, orow, xa, xe, xa, prm)
+                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, xe,
+                              OW, z, prm)
+                else:
+                    _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, z,
+                              OW, z, prm)
+
+
+# --- multi-threaded float32 drivers (num_threads > 1, see kernels/base/threads.py) ------------------------------------
+# Appended apart from the single-thread code above, which they only call: each chunk of a fixed list (ranges of
+# images x ranges of output rows), taken in turn by the workers, runs the serial driver on its rows with the
+# worker's own band scratch, so every output is computed by the same code as with one thread.
+
+from lite_numba.kernels.base.threads import call_at as _call_at  # noqa: E402
+from lite_numba.kernels.base.threads import next_chunk as _next_chunk  # noqa: E402
+from numba import prange  # noqa: E402  (kept with the parallel drivers)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def dwconv_f32_simd_par(addr, xp, w, bias, out, geo, toff, lim, ch, cnt, T):
+    """dwconv_f32_simd (at native address addr, called with threads.call_at) over the chunks
+    ch = [n0, n1, y0, y1] * n (images x output rows), taken in turn by T workers (cnt: a counter scratch)."""
+    N, HP, WP, C = xp.shape
+    _, OH, OW, _ = out.shape
+    sh = geo[0]
+    xf = xp.reshape(xp.size)
+    of = out.reshape(out.size)
+    nch = ch.size // 4
+    cnt[0] = 0
+    for _w in prange(T):
+        j = _next_chunk(cnt)
+        while j < nch:
+            for n in range(ch[4 * j], ch[4 * j + 1]):
+                y0, y1 = ch[4 * j + 2], ch[4 * j + 3]
+                xs = xf[(n * HP + y0 * sh) * WP * C:(n + 1) * HP * WP * C].reshape((1, HP - y0 * sh, WP, C))
+                os = of[(n * OH + y0) * OW * C:(n * OH + y1) * OW * C].reshape((1, y1 - y0, OW, C))
+                _call_at(addr, (xs, w, bias, os, geo, toff, lim))
+            j = _next_chunk(cnt)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def dwconv_f32_simd_banded_par(addr, xb, sb, s, w, bias, out, geo, toff, lim, ch, cnt, T):
+    """dwconv_f32_simd_banded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers: worker k
+    pads its bands into s[k] (sb: its bytes, T * R rows) and runs dwconv_f32_simd (at addr) on them."""
+    nch = ch.size // 4
+    _, OH, OW, C = out.shape
+    KH = w.shape[0]
+    band = geo[9]
+    R = sb.shape[0] // T
+    of = out.reshape(out.size)
+    cnt[0] = 0
+    for wk in prange(T):
+        sj = s[wk:wk + 1]
+        sbj = sb[wk * R:(wk + 1) * R]
+        j = _next_chunk(cnt)
+        while j < nch:
+            for n in range(ch[4 * j], ch[4 * j + 1]):
+                y1 = ch[4 * j + 3]
+                for oy0 in range(ch[4 * j + 2], y1, band):
+                    nb = min(band, y1 - oy0)
+                    pad_band(xb, sbj, geo, KH, n, oy0, nb)
+                    ob = of[(n * OH + oy0) * OW * C:(n * OH + oy0 + nb) * OW * C].reshape((1, nb, OW, C))
+                    _call_at(addr, (sj, w, bias, ob, geo, toff, lim))
+            j = _next_chunk(cnt)
+
+
+def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
+    """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work) its parallel driver (AVX-512 or portable,
+    par_portable.py) over ranges of images or bands of output rows (schedule_f32's preparation recorded and replayed
+    with a band scratch per worker). Same arguments."""
+    import numpy as np
+    from lite_numba.kernels.base.threads import (
+        CHUNKS_PER_THREAD,
+        MIN_DW_MACS,
+        Recorder,
+        bands,
+        serial_address,
+        threads_for,
+    )
+    from lite_numba.kernels.linear.dwconv import schedule_f32
+
+    rec = Recorder(ctx)
+    schedule_f32(rec, x, w, bias, out, geo, lim)
+    N, OH, OW, C = out.shape
+    KH, KW = ctx.input(1).shape[1:3]
+    t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
+    par = {dwconv_f32_simd: dwconv_f32_simd_par, dwconv_f32_simd_banded: dwconv_f32_simd_banded_par}
+    if t > 1 and not all(fn in par for fn, _ in rec.calls):  # the portable loops
+        from lite_numba.kernels.linear.parallel import DW_PAR as par
+    if t > 1 and N >= t:
+        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
+    elif t > 1:  # (a chunk runs its own bands from its first row: any split works)
+        ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-CHUNKS_PER_THREAD * t // N))]
+    else:
+        ch = []
+    if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
+        return rec.replay()
+
+    def edit(fn, args):  # the SIMD drivers call dwconv_f32_simd by address (compiled for the chunks' types)
+        if fn is dwconv_f32_simd:
+            return [serial_address(dwconv_f32_simd, args)] + args
+        if fn is dwconv_f32_simd_banded:
+            return [serial_address(dwconv_f32_simd, args[2:])] + args
+        return args
+
+    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

@@ -1,0 +1,472 @@
+"""Explicit-SIMD float32 GEMM and direct convolution (AVX-512 FMA micro-kernels written as LLVM IR).
+
+The micro-kernel computes a tile of up to MR = 6 rows x NR = 32 columns of C = A @ B as an outer product: for each
+k it broadcasts one A value per row, loads one or two 16-float vectors of B and issues MR x NV multiplies and adds
+into accumulators that live in zmm registers for the whole reduction. The product is rounded before it is added (a
+separate fmul and fadd, not `llvm.fma`), like the official builtin kernels: a fused multiply-add changed results in
+the last bits (5e-4 relative at the output of MediaPipe's pose_landmark_full), the separate pair keeps single
+convolutions bit-identical to the official ones, and on Zen 4 it costs little (multiplies and adds issue on
+different pipes). The epilogue adds the
+bias, clamps to the fused activation range [lo, hi] (NaN passes through, as TFLite's min/max) and stores with a
+column mask (`llvm.masked.store`), so a partial panel writes no byte past the output row and nothing makes a second
+pass over the output.
+
+Operands are 1-D arrays plus offsets, so one compiled kernel serves every shape:
+
+- A rows start at `a[abase + rows[ri + r]]` (a row-offset table computed once in prepare). The reduction runs over
+  `nseg` segments of `seglen` consecutive A values, segment s starting `segs[s]` after the row start. A GEMM has
+  one segment of length K and rows i * lda; a direct convolution over a (padded) NHWC input has one row per output
+  pixel (its receptive field's corner) and one segment per filter row kh (the KW * CI values of a row of taps are
+  contiguous when the width dilation is 1) or per tap (kh, kw).
+- B is packed once (in prepare for constant weights, by `pack_panels` otherwise) into panels of 32 columns:
+  panel p holds B[k, 32p:32p + 32] for k = 0..K-1 contiguously, zero-padded past N; the bias is padded alike.
+
+Rows left over at the end (M not a multiple of 6) get a smaller tile (MR = 1..5): one kernel per (MR, NV) pair is
+generated, and narrower ones (16 columns in one zmm, 8 in one ymm) for a panel with at most 16 or 8 live columns.
+
+Numerics: every output is summed over k in order with fused multiply-adds, starting from 0, then the bias is
+added (like the official GEMM-based kernels); the order differs from the official runtime's blocking only within
+float32 rounding (the tests compare with a 1e-5 relative tolerance).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.common import float_activation_range
+from lite_numba.kernels.base.llvm_ir import F32 as _f32
+from lite_numba.kernels.base.llvm_ir import I1 as _i1
+from lite_numba.kernels.base.llvm_ir import I32 as _i32
+from lite_numba.kernels.base.llvm_ir import I64 as _i64
+from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
+from lite_numba.kernels.base.llvm_ir import gep as _gep
+from lite_numba.kernels.base.llvm_ir import i64 as _i
+from lite_numba.kernels.base.llvm_ir import splat as _splat
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, next_chunk, threads_for
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from lite_numba.ops import PrepareContext, Tensor
+
+MR = 6  # rows of the largest tile (12 zmm accumulators with two vectors per row)
+NR = 32  # columns of a packed panel (two 16-float vectors)
+
+
+
+# --- IR helpers -----------------------------------------------------------------------------------------------------
+
+
+def _vload(builder, ptr, vtype):
+    return builder.load(builder.bitcast(ptr, vtype.as_pointer()), align=4)
+
+
+def _make_tile(mr: int, lanes: int, nv: int):
+    """The (mr x lanes*nv) micro-kernel as a Numba intrinsic (vectors of `lanes` floats, nv of them per row):
+
+    tile(a, abase, rows, ri, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+
+    c[c_off + r * ldc + j] = clamp(sum_k A[r, k] * b[b_off + k * 32 + j] + bias[bias_off + j], lo, hi) for r < mr,
+    j < min(ncols, lanes * nv), where A[r, s * seglen + t] = a[abase + rows[ri + r] + segs[s] + t]."""
+    vf = ir.VectorType(_f32, lanes)
+    vi = ir.VectorType(_i32, lanes)
+    vb = ir.VectorType(_i1, lanes)
+
+    @intrinsic
+    def tile(typingctx, a, abase, rows, ri, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+             ncols):
+        i64, f32 = types.int64, types.float32
+        sig = types.void(a, i64, rows, i64, segs, i64, i64, b, i64, c, i64, i64, bias, i64, f32, f32, i64)
+
+        def codegen(context, builder, sig, args):
+            (a_, abase_, rows_, ri_, segs_, nseg_, seglen_, b_, boff_, c_, coff_, ldc_, bias_, biasoff_, lo_, hi_,
+             ncols_) = args
+            pa = _data_ptr(context, builder, sig.args[0], a_)
+            prows = _data_ptr(context, builder, sig.args[2], rows_)
+            psegs = _data_ptr(context, builder, sig.args[4], segs_)
+            pb = _gep(builder, _data_ptr(context, builder, sig.args[7], b_), boff_, _f32)
+            pc = _data_ptr(context, builder, sig.args[9], c_)
+            pbias = _data_ptr(context, builder, sig.args[12], bias_)
+            arow = []
+            for r in range(mr):
+                off = builder.load(_gep(builder, prows, builder.add(ri_, _i(r)), _i64))
+                arow.append(_gep(builder, pa, builder.add(abase_, off), _f32))
+            accs = [[cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(nv)] for _ in range(mr)]
+            with cgutils.for_range(builder, nseg_) as seg:
+                soff = builder.load(_gep(builder, psegs, seg.index, _i64))
+                srow = [_gep(builder, p, soff, _f32) for p in arow]
+                pbs = _gep(builder, pb, builder.mul(builder.mul(seg.index, seglen_), _i(NR)), _f32)
+                with cgutils.for_range(builder, seglen_) as kk:
+                    k = kk.index
+                    pbk = _gep(builder, pbs, builder.mul(k, _i(NR)), _f32)
+                    bv = [_vload(builder, _gep(builder, pbk, _i(lanes * h), _f32), vf) for h in range(nv)]
+                    for r in range(mr):
+                        av = _splat(builder, builder.load(_gep(builder, srow[r], k, _f32)), vf)
+                        for h in range(nv):
+                            # a separate multiply and add (not llvm.fma): the official kernels round the
+                            # product before adding it, and a fused multiply-add differs in the last bits
+                            prod = builder.fmul(av, bv[h])
+                            builder.store(builder.fadd(builder.load(accs[r][h]), prod), accs[r][h])
+            # epilogue: + bias, clamp to [lo, hi] (a NaN compares false and passes), masked store
+            mstore = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [vf, vf.as_pointer(), _i32, vb]),
+                f"llvm.masked.store.v{lanes}f32.p0")
+            lov = _splat(builder, lo_, vf)
+            hiv = _splat(builder, hi_, vf)
+            iota = ir.Constant(vi, list(range(lanes)))
+            ncols32 = builder.trunc(ncols_, _i32)
+            masks, biases = [], []
+            for h in range(nv):
+                live = builder.sub(ncols32, ir.Constant(_i32, lanes * h))
+                masks.append(builder.icmp_signed("<", iota, _splat(builder, live, vi)))
+                biases.append(_vload(builder, _gep(builder, pbias, builder.add(biasoff_, _i(lanes * h)), _f32), vf))
+            for r in range(mr):
+                prow = _gep(builder, pc, builder.add(coff_, builder.mul(ldc_, _i(r))), _f32)
+                for h in range(nv):
+                    v = builder.fadd(builder.load(accs[r][h]), biases[h])
+                    v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
+                    v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
+                    ptr = builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer())
+                    builder.call(mstore, [v, ptr, ir.Constant(_i32, 4), masks[h]])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"fma_tile_{mr}x{lanes * nv}"
+    return tile
+
+
+# one kernel per tile height and width: 32 columns (2 x 16 lanes), 16 (zmm) and 8 (ymm: on CPUs that split 512-bit
+# operations in two, such as Zen 4, a narrow last panel then runs at full rate)
+fma_tile_1x8, fma_tile_2x8, fma_tile_3x8, fma_tile_4x8, fma_tile_5x8, fma_tile_6x8 = (
+    _make_tile(m, 8, 1) for m in range(1, MR + 1))
+fma_tile_1x16, fma_tile_2x16, fma_tile_3x16, fma_tile_4x16, fma_tile_5x16, fma_tile_6x16 = (
+    _make_tile(m, 16, 1) for m in range(1, MR + 1))
+fma_tile_1x32, fma_tile_2x32, fma_tile_3x32, fma_tile_4x32, fma_tile_5x32, fma_tile_6x32 = (
+    _make_tile(m, 16, 2) for m in range(1, MR + 1))
+
+
+# --- drivers --------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _tile(mr, width, a, abase, rows, ri, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
+    """One tile of mr rows (1..6) and the first 8, 16 or 32 (width) columns of a panel."""
+    ns = segs.size
+    if width == 32:
+        if mr == 6:
+            fma_tile_6x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 5:
+            fma_tile_5x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 4:
+            fma_tile_4x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 3:
+            fma_tile_3x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 2:
+            fma_tile_2x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        else:
+            fma_tile_1x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+    elif width == 16:
+        if mr == 6:
+            fma_tile_6x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 5:
+            fma_tile_5x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 4:
+            fma_tile_4x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 3:
+            fma_tile_3x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 2:
+            fma_tile_2x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        else:
+            fma_tile_1x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+    else:
+        if mr == 6:
+            fma_tile_6x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 5:
+            fma_tile_5x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 4:
+            fma_tile_4x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 3:
+            fma_tile_3x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 2:
+            fma_tile_2x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        else:
+            fma_tile_1x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+
+
+@njit(cache=True, inline="always")
+def _gemm(a, abase, rows, M, segs, seglen, bp, bp_off, bias, c, c_off, N, lim):
+    """C[M, N] (rows of N floats from c[c_off]) = clamp(A @ B + bias) over a packed B (panels from bp[bp_off])."""
+    lo, hi = lim[0], lim[1]
+    panel = segs.size * seglen * NR
+    for p in range((N + NR - 1) // NR):
+        n0 = p * NR
+        ncols = min(NR, N - n0)
+        width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
+        boff = bp_off + p * panel
+        i = 0
+        while i < M:
+            mr = min(MR, M - i)
+            _tile(mr, width, a, abase, rows, i, segs, seglen, bp, boff, c, c_off + i * N + n0, N, bias, n0, lo, hi,
+                  ncols)
+            i += mr
+
+
+@njit(cache=True, nogil=True)
+def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
+    """c [M, N] = clamp(A @ B + bias, lim) with A rows at a[rows[i]] (one reduction segment per entry of segs,
+    each seglen long), B packed in panels (bp, see module doc), bias padded to whole panels, lim = [lo, hi].
+    Serves pointwise/strided/KxK convolution (rows = pixels) and FULLY_CONNECTED (rows = batches)."""
+    _gemm(a, 0, rows, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim)
+
+
+@njit(cache=True, nogil=True)
+def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
+    """For every batch i: c[i] [M, N] = clamp(A_i @ B_i + bias) with A_i rows at a[a_off[i] + rows[m]] (M =
+    rows.size, segs = [0], K values each) and B_i[k, n] = b[b_off[i] + k * sk + n * sn], packed into the scratch
+    bp (whole panels of K x 32) when it differs from the previous batch's."""
+    M = rows.size
+    last = -1
+    for i in range(a_off.size):
+        if b_off[i] != last:
+            pack_panels(b, b_off[i], K, N, sk, sn, bp)
+            last = b_off[i]
+        _gemm(a, a_off[i], rows, M, segs, K, bp, 0, bias, c, i * M * N, N, lim)
+
+
+@njit(cache=True, nogil=True)
+def pack_panels(src, off, K, N, sk, sn, bp):
+    """bp <- B in panels of 32 columns (zero-padded), B[k, n] = src[off + k * sk + n * sn]."""
+    for p in range((N + NR - 1) // NR):
+        n0 = p * NR
+        base = p * K * NR
+        live = min(NR, N - n0)
+        for k in range(K):
+            row = base + k * NR
+            s = off + k * sk + n0 * sn
+            for j in range(live):
+                bp[row + j] = src[s + j * sn]
+            for j in range(live, NR):
+                bp[row + j] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def pad_nhwc(x, xp, N, H, W, C, Hp, Wp, top, left):
+    """xp [N, Hp, Wp, C] <- x [N, H, W, C] placed at (top, left), zeros around (both flat)."""
+    for i in range(xp.size):
+        xp[i] = 0.0
+    row = W * C
+    for n in range(N):
+        for h in range(H):
+            s = (n * H + h) * row
+            d = ((n * Hp + h + top) * Wp + left) * C
+            for j in range(row):
+                xp[d + j] = x[s + j]
+
+
+# --- prepare-time helpers (numpy) -----------------------------------------------------------------------------------
+
+
+def panel_count(n: int) -> int:
+    return (n + NR - 1) // NR
+
+
+def pack_weights(w_kn: np.ndarray) -> np.ndarray:
+    """A constant B [K, N] as packed panels (flat float32, panel_count(N) * K * 32)."""
+    K, N = w_kn.shape
+    P = panel_count(N)
+    padded = np.zeros((K, P * NR), np.float32)
+    padded[:, :N] = w_kn
+    return np.ascontiguousarray(padded.reshape(K, P, NR).transpose(1, 0, 2)).reshape(-1)
+
+
+def pad_bias(bias: np.ndarray | None, n: int) -> np.ndarray:
+    """The bias (or zeros) padded to whole panels."""
+    out = np.zeros(panel_count(n) * NR, np.float32)
+    if bias is not None:
+        out[:n] = bias
+    return out
+
+
+def conv_tables(N: int, OH: int, OW: int, C: int, KH: int, KW: int, Hp: int, Wp: int, sh: int, sw: int, dh: int,
+                dw: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(rows, segs, seglen) of a direct convolution over a padded NHWC input [N, Hp, Wp, C]: one row per output
+    pixel (the offset of its receptive field's corner), one segment per filter row (KW * C contiguous values)
+    when dw == 1 or KW == 1, else per tap (C values). The reduction order (kh, kw, c) is that of the packed
+    [KH, KW, C, CO] filter."""
+    n = np.arange(N, dtype=np.int64)[:, None, None]
+    oh = np.arange(OH, dtype=np.int64)[None, :, None]
+    ow = np.arange(OW, dtype=np.int64)[None, None, :]
+    rows = (((n * Hp + oh * sh) * Wp + ow * sw) * C).reshape(-1)
+    if dw == 1 or KW == 1:
+        segs = np.arange(KH, dtype=np.int64) * (dh * Wp * C)
+        seglen = KW * C
+    else:
+        kh = np.arange(KH, dtype=np.int64)[:, None]
+        kw = np.arange(KW, dtype=np.int64)[None, :]
+        segs = ((kh * dh * Wp + kw * dw) * C).reshape(-1)
+        seglen = C
+    return np.ascontiguousarray(rows), np.ascontiguousarray(segs), seglen
+
+
+# --- scheduling (called from the prepare functions of CONV_2D, FULLY_CONNECTED, BATCH_MATMUL) ------------------------
+
+
+def _packed_bias(ctx: PrepareContext, b: Tensor | None, n: int):
+    """The bias padded to whole panels: in prepare when constant (or absent), else by a scheduled copy."""
+    if b is None or b.is_const:
+        return pad_bias(None if b is None else np.asarray(b.data, np.float32).reshape(-1), n)
+    padded = ctx.temp((panel_count(n) * NR,), np.float32)
+    ctx.call(pack_panels, ctx.view(b, (n,)), 0, 1, n, 0, 1, padded)
+    return padded
+
+
+def _packed_weights(ctx: PrepareContext, w_const: np.ndarray | None, w: Tensor, K: int, N: int):
+    """Weights stored [N, K] (FULLY_CONNECTED, OHWI filters) packed as B = W^T in panels: now when constant, else
+    by a scheduled pack_panels."""
+    if w_const is not None:
+        return ctx.const(pack_weights(np.asarray(w_const, np.float32).reshape(N, K).T))
+    bp = ctx.temp((panel_count(N) * K * NR,), np.float32)
+    ctx.call(pack_panels, ctx.view(w, (w.size,)), 0, K, N, 1, K, bp)
+    return bp
+
+
+def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None, out: Tensor, geo) -> None:
+    """CONV_2D (one group) as a direct convolution: the input is copied into a zero-padded temporary when the
+    padding (or a window reaching past the input) needs it, then gemm_packed runs with one row per output pixel."""
+    N, H, W, CI = x.shape
+    CO, KH, KW, _ = f.shape
+    _, OH, OW, _ = out.shape
+    sh, sw, dh, dw, pt, pl = (int(v) for v in geo)
+    Hp = max(H + pt, (OH - 1) * sh + (KH - 1) * dh + 1)
+    Wp = max(W + pl, (OW - 1) * sw + (KW - 1) * dw + 1)
+    xin = ctx.view(x, (x.size,))
+    if (Hp, Wp) != (H, W):
+        xp = ctx.temp((N * Hp * Wp * CI,), np.float32)
+        ctx.call(pad_nhwc, xin, xp, N, H, W, CI, Hp, Wp, pt, pl)
+        xin = xp
+    rows, segs, seglen = conv_tables(N, OH, OW, CI, KH, KW, Hp, Wp, sh, sw, dh, dw)
+    K = KH * KW * CI
+    bp = _packed_weights(ctx, f.data, f, K, CO)
+    _schedule_gemm(ctx, xin, rows, segs, seglen, bp, _packed_bias(ctx, b, CO), ctx.view(out, (out.size,)), CO,
+                   _limits(ctx))
+
+
+def schedule_fully_connected(ctx: PrepareContext, x: Tensor, w: Tensor, w_dense: np.ndarray | None,
+                             b: Tensor | None, out: Tensor, batch: int, K: int, units: int) -> None:
+    """FULLY_CONNECTED: weights [units, K] packed as B = W^T; one row per batch (with one row, each panel of
+    the weights is streamed once)."""
+    bp = _packed_weights(ctx, w_dense, w, K, units)
+    rows = np.arange(batch, dtype=np.int64) * K
+    _schedule_gemm(ctx, ctx.view(x, (x.size,)), rows, np.zeros(1, np.int64), K, bp, _packed_bias(ctx, b, units),
+                   ctx.view(out, (out.size,)), units, _limits(ctx))
+
+
+def schedule_batch_matmul(ctx: PrepareContext, a, a_off: np.ndarray, b, b_off: np.ndarray, out, M: int, K: int,
+                          N: int) -> None:
+    """BATCH_MATMUL: a, b flat [M, K] and [K, N] blocks at the given offsets (b packed at run time, once per
+    distinct rhs matrix), out the flat output."""
+    lim = np.array([-np.inf, np.inf], np.float32)
+    rows = np.arange(M, dtype=np.int64) * K
+    B = a_off.size
+    t = threads_for(ctx, B * M * K * N)
+    if t > 1 and (B >= t or M >= 2 * MR * t):
+        # batch ranges when there are enough batches, else row bands of each batch (each chunk packs its own B)
+        parts = CHUNKS_PER_THREAD * t
+        ch = [(i0, i1, 0, M) for i0, i1 in bands(B, parts)] if B >= t else \
+            [(0, B, r0, r1) for r0, r1 in bands(M, parts, MR)]
+        bp = ctx.temp((t * panel_count(N) * K * NR,), np.float32)
+        ctx.call(batch_gemm_par, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
+                 np.zeros(1, np.int64), np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
+        return
+    bp = ctx.temp((panel_count(N) * K * NR,), np.float32)
+    ctx.call(batch_gemm, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
+             np.zeros(1, np.int64))
+
+
+def _limits(ctx: PrepareContext) -> np.ndarray:
+    lo, hi = float_activation_range(ctx, ctx.options.get("fused_activation_function", 0))
+    return np.array([lo, hi], np.float32)
+
+
+# --- multi-threaded drivers (num_threads > 1, see kernels/base/threads.py) --------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1):
+    """_gemm restricted to rows [r0, r1) and panels [p0, p1): every element computed as _gemm computes it."""
+    lo, hi = lim[0], lim[1]
+    panel = segs.size * seglen * NR
+    for p in range(p0, p1):
+        n0 = p * NR
+        ncols = min(NR, N - n0)
+        width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
+        boff = bp_off + p * panel
+        i = r0
+        while i < r1:
+            mr = min(MR, r1 - i)
+            _tile(mr, width, a, abase, rows, i, segs, seglen, bp, boff, c, c_off + i * N + n0, N, bias, n0, lo, hi,
+                  ncols)
+            i += mr
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
+    """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range), taken in turn by T workers
+    (cnt: a one-int64 counter scratch)."""
+    nch = ch.size // 4
+    cnt[0] = 0
+    for _w in prange(T):
+        j = next_chunk(cnt)
+        while j < nch:
+            _gemm_part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
+                       ch[4 * j + 3])
+            j = next_chunk(cnt)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
+    """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band), taken in turn by T workers:
+    worker w packs the right-hand sides of its chunks into its own slice of bp (T slices of whole panels)."""
+    M = rows.size
+    nch = ch.size // 4
+    size = bp.size // T
+    cnt[0] = 0
+    for w in prange(T):
+        mine = bp[w * size:(w + 1) * size]
+        j = next_chunk(cnt)
+        while j < nch:
+            last = -1
+            for i in range(ch[4 * j], ch[4 * j + 1]):
+                if b_off[i] != last:
+                    pack_panels(b, b_off[i], K, N, sk, sn, mine)
+                    last = b_off[i]
+                _gemm_part(a, a_off[i], rows, ch[4 * j + 2], ch[4 * j + 3], segs, K, mine, 0, bias, c, i * M * N, N,
+                           lim, 0, (N + NR - 1) // NR)
+            j = next_chunk(cnt)
+
+
+def gemm_chunks(M: int, P: int, threads: int) -> np.ndarray:
+    """[r0, r1, p0, p1] per chunk: row bands (multiples of MR) when there are enough rows, else panel ranges."""
+    parts = CHUNKS_PER_THREAD * threads
+    if M >= 2 * MR * threads or P < threads:
+        ch = [(r0, r1, 0, P) for r0, r1 in bands(M, parts, MR)]
+    else:
+        ch = [(0, M, p0, p1) for p0, p1 in bands(P, parts)]
+    return np.array(ch, np.int64).reshape(-1)
+
+
+def _schedule_gemm(ctx: PrepareContext, a, rows: np.ndarray, segs: np.ndarray, seglen: int, bp, bias, c, N: int,
+                   lim: np.ndarray) -> None:
+    """gemm_packed, or its parallel driver when ctx.num_threads > 1 and the GEMM is big enough."""
+    M, P = rows.size, panel_count(N)
+    t = threads_for(ctx, M * N * segs.size * seglen)
+    ch = gemm_chunks(M, P, t) if t > 1 else None
+    if ch is None or ch.size <= 4:
+        ctx.call(gemm_packed, a, rows, segs, seglen, bp, bias, c, N, lim)
+    else:
+        ctx.call(gemm_packed_par, a, rows, segs, seglen, bp, bias, c, N, lim, ch, ctx.temp((1,), np.int64), t)
+
+
+__all__ = ["gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "pack_panels", "pad_nhwc",
+           "pack_weights", "pad_bias", "conv_tables", "panel_count", "MR", "NR"]

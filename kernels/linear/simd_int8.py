@@ -1,0 +1,898 @@
+"""int8 GEMM and convolution (CONV_2D with one group, FULLY_CONNECTED) on packed weights, bit-exact with the official
+x86 build's ruy path.
+
+Design. Every such layer is C[m, n] = sum_k A[m, k] * W[n, k] over the rows m of an im2col matrix A (one row per
+output pixel, k = (ky, kx, ci) in the filter's OHWI order; for a 1x1 stride-1 conv or a FULLY_CONNECTED the input
+itself), followed by ruy's requantization of C + bias per output channel.
+
+- Activations are packed, a block of `MB` rows at a time, into a small uint8 buffer `abuf [MB, Kp]` (Kp = K rounded
+  up to 4, so a row is a whole number of 4-byte groups; the tail bytes are left as they are since the matching
+  weights are zero). int8 activations are flipped to unsigned (x ^ 0x80 = x + 128), uint8 ones copied; taps outside
+  the image take the input zero point, which contributes nothing once the zero point is subtracted.
+- Weights are packed once in prepare, with the sums that fold every constant term into one per-channel int32 offset:
+  sum_k (x - zp_in) * w = sum_k xu * w - (128 + zp_in) * sum_k w for xu = x + 128 (int32 arithmetic wraps, so
+  computing it modulo 2^32 gives the official wrapped accumulator exactly, in any summation order).
+- uint8 weights (TFLite's asymmetric per-tensor scheme, uint8 activations, weight zero point zp_w) are packed as
+  w - 128 (int8, exact): sum (x - zp_in)(w - zp_w) = sum x (w - 128) + (128 - zp_w) * sum x - zp_in * sum (w - zp_w),
+  the last term in the channel offset, the middle one a per-row (per output pixel) term that the drivers compute
+  from the packed row (or the window in place) and the tiles add to every channel of the row (geo[11] =
+  128 - zp_w, 0 for int8; see qconv_vnni).
+- VNNI path (AVX-512 VNNI, base/isa.py level "avx512vnni"): weights as panels of NR = 32 output channels (16 for a
+  last odd panel), each [Kp / 4, NR, 4] bytes, so that one `vpdpbusd` multiplies a 4-byte group of one activation
+  row (broadcast) with 16 channels x 4 bytes and adds to 16 int32 lanes. The micro-kernel keeps an MR x NR tile of
+  C in 2 * MR zmm registers (MR = 8; a 1-row variant for a few leftover rows and for matrix-vector products), then
+  requantizes the lanes itself (ruy's output stage in int64 lanes, see _requantize_vector) and stores bytes. Rows
+  past the end of a block are computed on stale buffer rows and not stored.
+- Portable path: the same packing of activations, weights as [Np, Kp] rows, a plain Numba 4 x 4 tile of int32 dot
+  products (LLVM keeps the lanes 32-bit because every update is wrapped in np.int32) into an int32 buffer
+  `cbuf [MB, Np]`, and a Numba requantization loop (conv_loops._mbqm_half_up, the RQ_NEON mode for every channel).
+
+Both output stages compute out = clamp(rq(int32(C + offset + bias)) + zp_out) with rq the double rounding half up of
+ruy's x86 kernels, which the official runtime applies to every channel of a one-group int8 convolution and of an
+int8 FULLY_CONNECTED.
+
+prepare chooses the path from kernels/base/isa.py; the choice only changes which function is scheduled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.llvm_ir import I8 as _i8
+from lite_numba.kernels.base.llvm_ir import I32 as _i32
+from lite_numba.kernels.base.llvm_ir import I64 as _i64
+from lite_numba.kernels.base.llvm_ir import V16I as _v16i
+from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
+from lite_numba.kernels.base.llvm_ir import i64 as _const
+from lite_numba.kernels.base.llvm_ir import splat as _splat
+from lite_numba.kernels.linear.conv_loops import _mbqm_half_up
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+MR = 8  # rows of a VNNI tile
+NR = 32  # output channels of a packed weight panel (two zmm registers of int32)
+PR = 4  # rows and columns of a portable tile
+ABUF_BYTES = 48 * 1024  # activation rows packed per block (kept in L1/L2 while every weight panel passes over them)
+
+
+
+# --- IR helpers -------------------------------------------------------------------------------------------------------
+
+
+def _byte_ptr(builder, base, offset):
+    """i8* base + offset (offset an i64 in elements of a 1-byte array)."""
+    return builder.gep(base, [offset], inbounds=True)
+
+
+def _load(builder, ptr, ty):
+    """Unaligned load of `ty` from a byte or int32 pointer."""
+    return builder.load(builder.bitcast(ptr, ty.as_pointer()), align=1)
+
+
+def _splat16(builder, x):
+    return _splat(builder, x, _v16i)
+
+
+PRM_BLOCK = 128  # int32 slots of output-stage parameters per 16 output channels (see output_params)
+
+
+_EVEN_ODD = [i if i % 2 == 0 else 15 + i for i in range(16)]  # lanes from the low halves of even / odd int64 lanes
+
+
+def _requantize_params(builder, prm_ptr, c):
+    """The output-stage parameter vectors of channels c..c+15 (c a multiple of 16) from their block of `prm`
+    (output_params): offset, left shift (<16 x i32>), multipliers of the even and odd channels, rounding terms,
+    int64 right shifts (<8 x i64> each), then the second (int32) right shift and the output zero point
+    (<16 x i32>, from the high halves of the multipliers' int64 slots: zp << 8 | shift)."""
+    v8i64 = ir.VectorType(_i64, 8)
+    base = builder.gep(prm_ptr, [builder.mul(c, _const(PRM_BLOCK // 16))], inbounds=True)
+
+    def row(k, ty):  # 16 int32 slots k*16.. of the block as `ty`
+        p = builder.gep(base, [_const(16 * k)], inbounds=True)
+        return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
+
+    rows = (row(0, _v16i), row(1, _v16i)) + tuple(row(k, v8i64) for k in range(2, 8))
+    c32 = ir.Constant(v8i64, [32] * 8)
+    he = builder.bitcast(builder.ashr(rows[2], c32), _v16i)
+    ho = builder.bitcast(builder.ashr(rows[3], c32), _v16i)
+    hi = builder.shuffle_vector(he, ho, ir.Constant(_v16i, _EVEN_ODD))
+    q = builder.and_(hi, ir.Constant(_v16i, [0xFF] * 16))
+    zp = builder.ashr(hi, ir.Constant(_v16i, [8] * 16))
+    return rows + (q, zp)
+
+
+def _requantize_vector(builder, acc, params, lo, hi):
+    """ruy's x86 output stage on 16 int32 lanes with the parameters of their channels (_requantize_params) and the
+    limits lo, hi (<16 x i32>): x = (acc + offset) << left (int32, wrapping), then in int64 lanes
+    (x * multiplier + round) >> (31 + min(right, 21)), then in int32 lanes >> max(right - 21, 0), + zp, clamped;
+    returns <16 x i32>.
+
+    This is conv_loops._mbqm_half_up + zp_out in one rounding shift: floor(floor(a / 2^31) / 2^r) =
+    floor(a / 2^(31 + r)), so ((x * m + 2^30) >> 31 + nudge) >> r, + zp, equals
+    (x * m + 2^30 + nudge * 2^31 + zp * 2^(31 + r)) >> (31 + r) exactly for r <= 21 (no int64 overflow; the
+    int32 shift is 0 and its zp 0). For 21 < r <= 31 the zp term would overflow: the channel's parameters then
+    leave it out of the rounding term ((x * m + 2^30 + nudge * 2^31) >> 52, |x * m| <= 2^62, nudge * 2^31 <= 2^61)
+    and give the int32 shift r - 21 and zp (a floor of a floor again; zp a whole multiple of the divisor). Even
+    and odd channels are multiplied in separate 8 x i64 halves (vpmuldq reads the low 32 bits of each 64-bit
+    lane), so no lane is widened."""
+    v8i64 = ir.VectorType(_i64, 8)
+    off, left, me, mo, re, ro, se, so, q2, zp = params
+    c32 = ir.Constant(v8i64, [32] * 8)
+
+    def sext_low(v):  # sign-extend the low 32 bits of every 64-bit lane (lets LLVM pick vpmuldq)
+        return builder.ashr(builder.shl(v, c32), c32)
+
+    x = builder.shl(builder.add(acc, off), left)
+    xq = builder.bitcast(x, v8i64)
+    te = builder.mul(sext_low(xq), sext_low(me))
+    to = builder.mul(builder.ashr(xq, c32), sext_low(mo))
+    ye = builder.bitcast(builder.ashr(builder.add(te, re), se), _v16i)
+    yo = builder.bitcast(builder.ashr(builder.add(to, ro), so), _v16i)
+    y = builder.shuffle_vector(ye, yo, ir.Constant(_v16i, _EVEN_ODD))
+    y = builder.add(builder.ashr(y, q2), zp)
+    y = builder.select(builder.icmp_signed("<", y, lo), lo, y)
+    return builder.select(builder.icmp_signed(">", y, hi), hi, y)
+
+
+def _make_vnni_tile(mr: int, nv: int):
+    """An intrinsic computing an [mr, 16 * nv] tile of the quantized output with vpdpbusd:
+    C = A[mr, 4 * kg * nrun * nrun2] (uint8) . panel (int8, [kg * nrun * nrun2, 16 * nv, 4]), requantized by
+    _requantize_vector.
+
+    tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, prm, c0, out, o_off, ldo, nrows, ncols, qmin,
+    qmax): row r of A is nrun * nrun2 runs of 4 * kg bytes, run (u, v) starting at byte
+    a_off + u * rstride + v * rstride2 + r * lda of the uint8 array a (an im2col matrix: one run; a padded image
+    read in place: one run per filter row, or per tap when the filter is dilated along x); the panel starts at
+    byte b_off of the int8 array b; prm holds the output-stage parameters (_output_params, flat) of which those of
+    channels c0.. are used; rows r < nrows and channels j < ncols of the result are stored as bytes at
+    out[o_off + r * ldo + j]. When rs_on != 0, the int32 prm[rs_off + r] is added to every channel of row r before
+    requantization (the per-row term of uint8 weights with a zero point other than 128, see qconv_vnni).
+    """
+
+    @intrinsic
+    def tile(typingctx, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, prm, c0, out, o_off, ldo, nrows,
+             ncols, qmin, qmax, rs_on, rs_off):
+        ip = types.intp
+        sig = types.void(a, ip, ip, ip, ip, ip, ip, ip, b, ip, prm, ip, out, ip, ip, ip, ip, types.int32, types.int32,
+                         ip, ip)
+
+        def codegen(context, builder, sig, args):
+            (a_, a_off_, lda_, kg_, nrun_, rstride_, nrun2_, rstride2_, b_, b_off_, prm_, c0_, out_, o_off_, ldo_,
+             nrows_, ncols_, qmin_, qmax_, rs_on_, rs_off_) = args
+            pa = _data_ptr(context, builder, sig.args[0], a_)
+            pb = _data_ptr(context, builder, sig.args[8], b_)
+            pp = _data_ptr(context, builder, sig.args[10], prm_)
+            po = _data_ptr(context, builder, sig.args[12], out_)
+            dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i, [_v16i, _v16i, _v16i]),
+                                                "llvm.x86.avx512.vpdpbusd.512")
+            accs = [[cgutils.alloca_once(builder, _v16i) for _ in range(nv)] for _ in range(mr)]
+            for row in accs:
+                for acc in row:
+                    builder.store(ir.Constant(_v16i, None), acc)
+            with cgutils.for_range(builder, nrun_) as run, cgutils.for_range(builder, nrun2_) as run2:
+                u, u2 = run.index, run2.index
+                a0 = builder.add(a_off_, builder.add(builder.mul(u, rstride_), builder.mul(u2, rstride2_)))
+                arow = [_byte_ptr(builder, pa, builder.add(a0, builder.mul(lda_, _const(r)))) for r in range(mr)]
+                k0 = builder.mul(builder.add(builder.mul(u, nrun2_), u2), kg_)  # groups before this run
+                pb0 = _byte_ptr(builder, pb, builder.add(b_off_, builder.mul(k0, _const(64 * nv))))
+                with cgutils.for_range(builder, kg_) as loop:
+                    g = loop.index
+                    boff = builder.mul(g, _const(64 * nv))
+                    bv = [_load(builder, _byte_ptr(builder, pb0, builder.add(boff, _const(64 * v))), _v16i)
+                          for v in range(nv)]
+                    aoff = builder.mul(g, _const(4))
+                    for r in range(mr):
+                        av = _splat16(builder, _load(builder, _byte_ptr(builder, arow[r], aoff), _i32))
+                        for v in range(nv):
+                            builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
+            with builder.if_then(builder.icmp_signed("!=", rs_on_, _const(0))):  # per-row terms prm[rs_off + r]
+                for r in range(mr):
+                    t = _splat16(builder, builder.load(builder.gep(pp, [builder.add(rs_off_, _const(r))],
+                                                                   inbounds=True)))
+                    for v in range(nv):
+                        builder.store(builder.add(builder.load(accs[r][v]), t), accs[r][v])
+            v16i8 = ir.VectorType(_i8, 16)
+            lo, hi = _splat16(builder, qmin_), _splat16(builder, qmax_)
+            for v in range(nv):
+                count = builder.sub(ncols_, _const(16 * v))  # valid channels of this vector (may be <= 0 or > 16)
+                params = _requantize_params(builder, pp, builder.add(c0_, _const(16 * v)))
+                for r in range(mr):
+                    with builder.if_then(builder.and_(builder.icmp_signed("<", _const(r), nrows_),
+                                                      builder.icmp_signed(">", count, _const(0)))):
+                        y = builder.trunc(_requantize_vector(builder, builder.load(accs[r][v]), params, lo, hi),
+                                          v16i8)
+                        dst = builder.gep(po, [builder.add(builder.add(o_off_, builder.mul(ldo_, _const(r))),
+                                                           _const(16 * v))], inbounds=True)
+                        with builder.if_else(builder.icmp_signed(">=", count, _const(16))) as (whole, part):
+                            with whole:
+                                builder.store(y, builder.bitcast(dst, v16i8.as_pointer()), align=1)
+                            with part:
+                                with cgutils.for_range(builder, count) as lane:
+                                    e = builder.extract_element(y, builder.trunc(lane.index, _i32))
+                                    builder.store(e, builder.gep(dst, [lane.index], inbounds=True))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_tile_mr_2 = _make_vnni_tile(MR, 2)
+_tile_mr_1 = _make_vnni_tile(MR, 1)
+_tile_1_2 = _make_vnni_tile(1, 2)
+_tile_1_1 = _make_vnni_tile(1, 1)
+
+
+# --- weight packing (prepare time, numpy) -----------------------------------------------------------------------------
+
+
+def padded_sizes(K: int, N: int) -> tuple[int, int]:
+    """(Kp, Np): depth rounded up to 4 bytes, output channels to 16."""
+    return -(-K // 4) * 4, -(-N // 16) * 16
+
+
+def pack_weights_vnni(w: np.ndarray) -> np.ndarray:
+    """w [N, K] int8 -> flat int8 panels: panel j0 (NR channels, 16 for a last odd panel) at byte j0 * Kp holds
+    w[j0 + j, 4 * g + i] at (g * width + j) * 4 + i; zero beyond N and K."""
+    N, K = w.shape
+    Kp, Np = padded_sizes(K, N)
+    wp = np.zeros((Np, Kp), np.int8)
+    wp[:N, :K] = w
+    out = np.empty(Np * Kp, np.int8)
+    for j0 in range(0, Np, NR):
+        width = min(NR, Np - j0)
+        panel = wp[j0:j0 + width].reshape(width, Kp // 4, 4).transpose(1, 0, 2)
+        out[j0 * Kp:(j0 + width) * Kp] = panel.reshape(-1)
+    return out
+
+
+def pad_runs(w: np.ndarray, runs: int) -> np.ndarray:
+    """w [N, K] with K = runs * L -> [N, runs * Lp], each run of L columns zero-padded to Lp = L rounded up to 4
+    (the filter rows of a KxK convolution read in place from a padded image: see qconv_vnni_direct)."""
+    N, K = w.shape
+    L = K // runs
+    Lp = -(-L // 4) * 4
+    out = np.zeros((N, runs, Lp), w.dtype)
+    out[:, :, :L] = w.reshape(N, runs, L)
+    return out.reshape(N, runs * Lp)
+
+
+def pack_weights_portable(w: np.ndarray) -> np.ndarray:
+    """w [N, K] int8 -> [Np, Kp] zero-padded, flattened."""
+    N, K = w.shape
+    Kp, Np = padded_sizes(K, N)
+    wp = np.zeros((Np, Kp), np.int8)
+    wp[:N, :K] = w
+    return wp.reshape(-1)
+
+
+def channel_offsets(w: np.ndarray, flip: int, zp_in: int, Np: int) -> np.ndarray:
+    """Per-channel int32 offset -(flip + zp_in) * sum_k w[n, k] (wrapped like the int32 accumulator), padded to Np.
+
+    `flip` is 128 when int8 activations are packed as x + 128, 0 for uint8."""
+    s = w.astype(np.int64).sum(axis=1) * -(int(flip) + int(zp_in))
+    out = np.zeros(Np, np.int64)
+    out[:w.shape[0]] = s
+    return ((out + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
+def block_rows(Kp: int, P: int, mr: int) -> int:
+    """Rows packed per block: a multiple of `mr`, at most ABUF_BYTES of activations, no more than P needs."""
+    rows = max(mr, (ABUF_BYTES // Kp) // mr * mr)
+    return min(rows, -(-P // mr) * mr)
+
+
+# --- activation packing and epilogue (shared by both paths) -----------------------------------------------------------
+
+
+@intrinsic
+def _copy16(typingctx, dst, d, src, s, flip):
+    """dst[d:d + 16] = src[s:s + 16] ^ flip (bytes of uint8/int8 arrays, one unaligned 16-byte vector; plain IR that
+    any target lowers)."""
+    sig = types.void(dst, types.intp, src, types.intp, types.uint8)
+
+    def codegen(context, builder, sig, args):
+        dst_, d_, src_, s_, flip_ = args
+        v16i8 = ir.VectorType(_i8, 16)
+        pd = _byte_ptr(builder, _data_ptr(context, builder, sig.args[0], dst_), d_)
+        ps = _byte_ptr(builder, _data_ptr(context, builder, sig.args[2], src_), s_)
+        v = builder.xor(_load(builder, ps, v16i8), _splat(builder, flip_, v16i8))
+        builder.store(v, builder.bitcast(pd, v16i8.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _copy_flipped(af, d, xf, s, n, fl):
+    """af[d:d + n] = xf[s:s + n] ^ fl as bytes (unsigned indices, so that LLVM vectorizes the loop)."""
+    for i in range(n):
+        af[np.uint64(d + i)] = np.uint8(xf[np.uint64(s + i)]) ^ fl
+
+
+@njit(cache=True, inline="always")
+def _fill(af, d, n, v):
+    for i in range(n):
+        af[np.uint64(d + i)] = v
+
+
+@njit(cache=True, inline="always")
+def _pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
+    """abuf[r, :K] = row m0 + r of x's im2col matrix, bytes flipped by `flip`; taps outside the image hold zp_in.
+    geo[10] != 0 marks a pointwise layer (1x1, stride 1, no padding), whose im2col rows are the rows of x.
+
+    A row whose taps are all inside the image (dilation 1 along x) is KH runs of KW * CI contiguous bytes of x,
+    copied in 16-byte vectors that may write up to 15 bytes past a run (the next runs and rows of the block are
+    written after it; bytes K.. of a row meet zero weights) and read up to 15 bytes past it, when both arrays have
+    room for that; other rows go tap by tap."""
+    N, H, W, CI = x.shape
+    sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    OH, OW = geo[8], geo[9]
+    Kp = abuf.shape[1]
+    fl = np.uint8(flip)
+    pad = np.uint8((zp_in + flip) & 0xFF)
+    xf = x.reshape(N * H * W * CI)
+    af = abuf.reshape(abuf.size)
+    if geo[10] != 0:
+        if CI == Kp:
+            _copy_flipped(af, 0, xf, m0 * CI, rows * CI, fl)
+        else:
+            for r in range(rows):
+                _copy_flipped(af, r * Kp, xf, (m0 + r) * CI, CI, fl)
+        return
+    ox = m0 % OW
+    t = m0 // OW
+    oy = t % OH
+    n = t // OH
+    KWC = KW * CI
+    ystep = dh * W * CI
+    xlast = xf.size - KWC - 16  # last run start with 16 readable bytes past the run
+    alast = af.size - (KH - 1) * KWC - KWC - 16  # last row start with 16 writable bytes past its last run
+    for r in range(rows):
+        iy0 = oy * sh - pt
+        ix0 = ox * sw - pl
+        d0 = r * Kp
+        row_inside = dw == 1 and ix0 >= 0 and ix0 + KW <= W
+        iyl = iy0 + (KH - 1) * dh
+        s0 = ((n * H + iy0) * W + ix0) * CI
+        if row_inside and iy0 >= 0 and iyl < H and d0 <= alast and s0 + (KH - 1) * ystep <= xlast:
+            for _ky in range(KH):
+                i = 0
+                while i < KWC:
+                    _copy16(af, d0 + i, xf, s0 + i, fl)
+                    i += 16
+                d0 += KWC
+                s0 += ystep
+        else:
+            for ky in range(KH):
+                iy = iy0 + ky * dh
+                k = d0 + ky * KWC
+                if iy < 0 or iy >= H:
+                    _fill(af, k, KWC, pad)
+                    continue
+                base = (n * H + iy) * W
+                if row_inside:
+                    _copy_flipped(af, k, xf, (base + ix0) * CI, KWC, fl)
+                    continue
+                for kx in range(KW):
+                    ix = ix0 + kx * dw
+                    if 0 <= ix < W:
+                        _copy_flipped(af, k + kx * CI, xf, (base + ix) * CI, CI, fl)
+                    else:
+                        _fill(af, k + kx * CI, CI, pad)
+        ox += 1
+        if ox == OW:
+            ox = 0
+            oy += 1
+            if oy == OH:
+                oy = 0
+                n += 1
+
+
+@njit(cache=True, inline="always")
+def _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, qmax):
+    """o[m0 + r, c] = clamp(rq(int32(cbuf[r, c] + offs[c] + bias[c])) + zp_out) (ruy's x86 output stage)."""
+    CO = o.shape[1]
+    for r in range(rows):
+        crow = cbuf[r]
+        orow = o[m0 + r]
+        for c in range(CO):
+            v = _mbqm_half_up(np.int32(crow[c] + offs[c] + bias[c]), mult[c], shift[c]) + zp_out
+            orow[c] = min(max(v, qmin), qmax)
+
+
+@njit(cache=True, inline="always")
+def _channel_params(prm, p64, c, off, m, sh, zp_out):
+    """Channel c's slots of the output-stage parameters (see _output_params); p64 is prm's bytes as int64
+    [Np / 16, PRM_BLOCK / 2]. off is the int32 added to the accumulator, m and sh the multiplier and shift."""
+    b, lane = c // 16, c % 16
+    j = 16 + (lane % 2) * 8 + lane // 2  # int64 slot of the multiplier
+    right = max(-sh, 0)
+    r1 = min(right, 21)
+    big = right > r1  # zp_out and the second shift in the high half of the multiplier slot, else zp_out folded
+    hi = ((np.int64(zp_out) << 8) | np.int64(right - r1)) if big else np.int64(0)
+    zterm = np.int64(0) if big else np.int64(zp_out) << (31 + right)
+    prm[b, lane] = off
+    prm[b, 16 + lane] = max(sh, 0)
+    p64[b, j] = (hi << 32) | (np.int64(m) & np.int64(0xFFFFFFFF))
+    p64[b, j + 16] = (np.int64(1) << 30) + ((np.int64(1) << right) >> 1 << 31) + zterm
+    p64[b, j + 32] = 31 + r1
+
+
+@njit(cache=True, inline="always")
+def _params64(prm):
+    """prm [Np / 16, PRM_BLOCK] int32 as int64 [Np / 16, PRM_BLOCK / 2]."""
+    nb = prm.shape[0]
+    return prm.reshape(nb * PRM_BLOCK).view(np.int64).reshape(nb, PRM_BLOCK // 2)
+
+
+@njit(cache=True, inline="always")
+def _output_params(prm, offs, bias, mult, shift, zp_out, nb):
+    """Fill prm [Np / 16, PRM_BLOCK] int32 with the VNNI output stage's parameters (_requantize_params): per block of
+    16 channels, int32 slots 0..15 offset + bias, 16..31 left shift; then as int64 (8 each, even channels before
+    odd ones) the multipliers, the rounding terms 2^30 + nudge * 2^31 + zp_out * 2^(31 + right) and the shifts
+    31 + right; for right > 21 (where zp_out * 2^(31 + right) would overflow), the rounding term without zp_out,
+    the shift 52 and, in the high half of the multiplier's slot, zp_out << 8 | (right - 21). Channels from
+    bias.size on (padding) get zeros. Only the first nb blocks are filled (rows of prm past them hold per-row
+    terms, see qconv_vnni). Shifts must lie in [-31, 31] (prepare checks)."""
+    CO = bias.size
+    p64 = _params64(prm)
+    for c in range(nb * 16):
+        if c < CO:
+            _channel_params(prm, p64, c, np.int32(offs[c] + bias[c]), mult[c], shift[c], zp_out)
+        else:
+            _channel_params(prm, p64, c, 0, 0, 0, 0)
+
+
+def output_params_host(off: np.ndarray, mult, shift, zp_out: int, nvalid: int, nblocks: int) -> np.ndarray:
+    """_output_params computed at prepare (numpy), flat int32 [nblocks * PRM_BLOCK]: channel c < nvalid gets the
+    offset off[c] (int32, offset + bias already summed), mult[c], shift[c]; the others zeros. The same values as
+    _channel_params / _output_params."""
+    prm = np.zeros((nblocks, PRM_BLOCK), np.int32)
+    p64 = prm.view(np.int64)
+    c = np.arange(nvalid)
+    b, lane = c // 16, c % 16
+    j = 16 + (lane % 2) * 8 + lane // 2
+    sh = np.asarray(shift, np.int64)[:nvalid]
+    right = np.maximum(-sh, 0)
+    r1 = np.minimum(right, 21)
+    big = right > r1
+    hi = np.where(big, (np.int64(zp_out) << 8) | (right - r1), 0)
+    zterm = np.where(big, 0, np.int64(zp_out) << (31 + r1))
+    prm[b, lane] = np.asarray(off, np.int32)[:nvalid]
+    prm[b, 16 + lane] = np.maximum(sh, 0)
+    p64[b, j] = (hi << 32) | (np.asarray(mult, np.int64)[:nvalid] & 0xFFFFFFFF)
+    p64[b, j + 16] = (1 << 30) + (((1 << right) >> 1) << 31) + zterm
+    p64[b, j + 32] = 31 + r1
+    return prm.reshape(-1)
+
+
+def const_values(a):
+    """The values of a kernel argument known at prepare (a numpy array, a ConstArg, or a view of / a constant
+    tensor), else None."""
+    if isinstance(a, np.ndarray):
+        return a
+    arr = getattr(a, "array", None)
+    if isinstance(arr, np.ndarray):
+        return arr
+    t = getattr(a, "tensor", a)
+    data = getattr(t, "data", None)
+    if data is None:
+        return None
+    dt = getattr(a, "dtype", None) or t.dtype
+    return np.ascontiguousarray(data).view(np.uint8).view(dt).reshape(-1)
+
+
+# --- drivers ----------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rows):
+    """The flat output-stage parameters: offs itself when prepare computed them (output_params_host, constant
+    bias: offs then has Np / 16 * PRM_BLOCK elements), else filled into prm from the channel offsets offs [Np].
+    With per-row terms (rows != 0: uint8 weights, see qconv_vnni) always prm, whose int32 slots from
+    Np / 16 * PRM_BLOCK on then hold those terms (prm has rows for them); precomputed parameters are copied."""
+    nb = Np // 16
+    npb = nb * PRM_BLOCK
+    pf = prm.reshape(prm.size)
+    if offs.size == npb:
+        if rows == 0:
+            return offs
+        for i in range(npb):
+            pf[i] = offs[i]
+        return pf
+    _output_params(prm, offs, bias, mult, shift, zp_out, nb)
+    return pf
+
+
+@njit(cache=True, inline="always")
+def _row_term(d, s):
+    """int32(d * s) wrapped like the int32 accumulator."""
+    return np.int32(((np.int64(d) * np.int64(s) + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31))
+
+
+@njit(cache=True, inline="always")
+def _byte_sum(xf, s, n):
+    """sum of the bytes xf[s:s + n] (uint8 array), int64."""
+    t = np.int64(0)
+    for i in range(n):
+        t += np.int64(xf[np.uint64(s + i)])
+    return t
+
+
+@njit(cache=True, inline="always")
+def _row_weight(geo):
+    """geo[11]: 128 - zp_w for uint8 weights of zero point zp_w (packed as w - 128), 0 for int8 ones (older
+    11-element geometries included)."""
+    return geo[11] if geo.size > 11 else 0
+
+
+@njit(cache=True, nogil=True)
+def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
+    """Quantized CONV_2D (one group) / FULLY_CONNECTED on VNNI: x [N, H, W, CI] (int8 or uint8), wp weights packed
+    by pack_weights_vnni, offs [Np] channel_offsets (or, when the bias is constant, the whole output-stage
+    parameters from output_params_host, then used as they are), bias [CO] int32, out [N, OH, OW, CO];
+    geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and prm
+    [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-31, 31] (prepare checks).
+
+    uint8 weights with a per-tensor zero point zp_w are packed as w - 128 (int8, exact), with geo[11] = d =
+    128 - zp_w and x uint8 (flip 0): sum (x - zp_in)(w - zp_w) = sum x (w - 128) + d * sum x - zp_in sum (w - zp_w),
+    the last term in offs (channel_offsets of w - zp_w), the middle one a per-row term: d times the sum of the
+    row's K bytes (padded taps hold zp_in, whose terms cancel), kept in prm's rows past Np / 16 (prm then has
+    ceil((max(MB, OW) + MR) / PRM_BLOCK) more, see schedule_qgemm) and added to the row's accumulators by the
+    tiles."""
+    N, OH, OW, CO = out.shape
+    P = N * OH * OW
+    MB, Kp = abuf.shape
+    Np = (CO + 15) // 16 * 16
+    kg = Kp // 4
+    a = abuf.reshape(MB * Kp)
+    o = out.reshape(P * CO)
+    d = _row_weight(geo)
+    rs_on = 1 if d != 0 else 0
+    K = geo[6] * geo[7] * x.shape[3]
+    npb = Np // 16 * PRM_BLOCK
+    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
+    rsf = prm.reshape(prm.size)
+    lo, hi = np.int32(qmin), np.int32(qmax)
+    for m0 in range(0, P, MB):
+        rows = min(MB, P - m0)
+        _pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+        if rs_on:  # pf is prm's memory then
+            for r in range(rows):
+                rsf[npb + r] = _row_term(d, _byte_sum(a, r * Kp, K))
+        full = rows // MR * MR
+        rest = rows - full
+        if rest > 3:  # a tile over stale rows is cheaper than several 1-row passes
+            full += MR
+            rest = 0
+        for j0 in range(0, Np, NR):
+            boff = j0 * Kp
+            ncols = CO - j0
+            for i in range(0, full, MR):
+                ob = (m0 + i) * CO + j0
+                nrows = rows - i
+                if Np - j0 >= NR:
+                    _tile_mr_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi,
+                               rs_on, npb + i)
+                else:
+                    _tile_mr_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi,
+                               rs_on, npb + i)
+            for i in range(full, full + rest):
+                ob = (m0 + i) * CO + j0
+                if Np - j0 >= NR:
+                    _tile_1_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi, rs_on,
+                              npb + i)
+                else:
+                    _tile_1_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi, rs_on,
+                              npb + i)
+
+
+@njit(cache=True, nogil=True)
+def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, xpad, prm):
+    """qconv_vnni for a KxK convolution without an im2col matrix: the input is copied once, flipped to uint8 and
+    padded with the input zero point, into xpad (flat uint8, [N, HP, WP, CI] plus at least MR * sw * CI + 4 slack
+    bytes), where the KW taps of a filter row are KW * CI contiguous bytes (dilation 1 along x); the tiles read
+    each output pixel's window in place as KH runs of those bytes (rounded up to 4: the extra bytes meet zero
+    weights), wp packed from pad_runs(w, KH); with dilation along x, as KH * KW runs of CI bytes
+    (pad_runs(w, KH * KW)). Tiles of MR pixels of one output row (rows past the row's end are
+    computed on whatever follows and not stored). Same arguments as qconv_vnni, xpad instead of abuf (uint8
+    weights: the per-row terms of an output row's pixels in prm past Np / 16, which then has room for OW + MR)."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    HP = (OH - 1) * sh + (KH - 1) * dh + 1
+    WP = (OW - 1) * sw + (KW - 1) * dw + 1
+    Np = (CO + 15) // 16 * 16
+    d = _row_weight(geo)
+    rs_on = 1 if d != 0 else 0
+    npb = Np // 16 * PRM_BLOCK
+    # runs: one per filter row of KW * CI contiguous bytes, or with dilation along x one per tap of CI bytes
+    nrun2 = 1 if dw == 1 else KW
+    kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
+    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
+    rsf = prm.reshape(prm.size)
+    o = out.reshape(out.size)
+    xf = x.reshape(x.size)
+    fl = np.uint8(flip)
+    pad = np.uint8((zp_in + flip) & 0xFF)
+    # the padded, flipped copy
+    used = N * HP * WP * CI
+    for n in range(N):
+        for yp in range(HP):
+            iy = yp - pt
+            d0 = ((n * HP + yp) * WP) * CI
+            if iy < 0 or iy >= H:
+                _fill(xpad, d0, WP * CI, pad)
+                continue
+            a = min(pl, WP)  # padded columns [a, b) are the image's columns a - pl .. b - pl - 1
+            b = max(min(WP, pl + W), a)
+            _fill(xpad, d0, a * CI, pad)
+            _copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
+            _fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
+    _fill(xpad, used, xpad.size - used, pad)
+    lo, hi = np.int32(qmin), np.int32(qmax)
+    lda = sw * CI
+    rstride = dh * WP * CI
+    rstride2 = dw * CI
+    for n in range(N):
+        for oy in range(OH):
+            arow = ((n * HP + oy * sh) * WP) * CI
+            orow = ((n * OH + oy) * OW) * CO
+            if rs_on:
+                for ox in range(OW):
+                    s = np.int64(0)
+                    for ky in range(KH):
+                        b0 = arow + ox * lda + ky * rstride
+                        if dw == 1:
+                            s += _byte_sum(xpad, b0, KW * CI)
+                        else:
+                            for kx in range(KW):
+                                s += _byte_sum(xpad, b0 + kx * rstride2, CI)
+                    rsf[npb + ox] = _row_term(d, s)
+            for j0 in range(0, Np, NR):
+                boff = j0 * kg * 4 * KH * nrun2
+                ncols = CO - j0
+                for ox0 in range(0, OW, MR):
+                    nrows = min(MR, OW - ox0)
+                    if Np - j0 >= NR:
+                        _tile_mr_2(xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff, pf, j0,
+                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi, rs_on, npb + ox0)
+                    else:
+                        _tile_mr_1(xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff, pf, j0,
+                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi, rs_on, npb + ox0)
+
+
+@njit(cache=True, inline="always")
+def _dot_tile(a, a0, b, b0, Kp, c, c0, Np):
+    """c[c0 + r * Np + j] = sum_k a[a0 + r * Kp + k] * b[b0 + j * Kp + k] for a 4 x 4 tile (uint8 x int8, int32)."""
+    c00 = c01 = c02 = c03 = np.int32(0)
+    c10 = c11 = c12 = c13 = np.int32(0)
+    c20 = c21 = c22 = c23 = np.int32(0)
+    c30 = c31 = c32 = c33 = np.int32(0)
+    a_0 = a[a0:a0 + Kp]
+    a_1 = a[a0 + Kp:a0 + 2 * Kp]
+    a_2 = a[a0 + 2 * Kp:a0 + 3 * Kp]
+    a_3 = a[a0 + 3 * Kp:a0 + 4 * Kp]
+    b_0 = b[b0:b0 + Kp]
+    b_1 = b[b0 + Kp:b0 + 2 * Kp]
+    b_2 = b[b0 + 2 * Kp:b0 + 3 * Kp]
+    b_3 = b[b0 + 3 * Kp:b0 + 4 * Kp]
+    for k in range(Kp):
+        x0 = np.int32(a_0[k])
+        x1 = np.int32(a_1[k])
+        x2 = np.int32(a_2[k])
+        x3 = np.int32(a_3[k])
+        y0 = np.int32(b_0[k])
+        y1 = np.int32(b_1[k])
+        y2 = np.int32(b_2[k])
+        y3 = np.int32(b_3[k])
+        c00 = np.int32(c00 + x0 * y0)
+        c01 = np.int32(c01 + x0 * y1)
+        c02 = np.int32(c02 + x0 * y2)
+        c03 = np.int32(c03 + x0 * y3)
+        c10 = np.int32(c10 + x1 * y0)
+        c11 = np.int32(c11 + x1 * y1)
+        c12 = np.int32(c12 + x1 * y2)
+        c13 = np.int32(c13 + x1 * y3)
+        c20 = np.int32(c20 + x2 * y0)
+        c21 = np.int32(c21 + x2 * y1)
+        c22 = np.int32(c22 + x2 * y2)
+        c23 = np.int32(c23 + x2 * y3)
+        c30 = np.int32(c30 + x3 * y0)
+        c31 = np.int32(c31 + x3 * y1)
+        c32 = np.int32(c32 + x3 * y2)
+        c33 = np.int32(c33 + x3 * y3)
+    c[c0] = c00
+    c[c0 + 1] = c01
+    c[c0 + 2] = c02
+    c[c0 + 3] = c03
+    c[c0 + Np] = c10
+    c[c0 + Np + 1] = c11
+    c[c0 + Np + 2] = c12
+    c[c0 + Np + 3] = c13
+    c[c0 + 2 * Np] = c20
+    c[c0 + 2 * Np + 1] = c21
+    c[c0 + 2 * Np + 2] = c22
+    c[c0 + 2 * Np + 3] = c23
+    c[c0 + 3 * Np] = c30
+    c[c0 + 3 * Np + 1] = c31
+    c[c0 + 3 * Np + 2] = c32
+    c[c0 + 3 * Np + 3] = c33
+
+
+@njit(cache=True, nogil=True)
+def qconv_portable(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, cbuf):
+    """qconv_vnni in plain Numba: the same arguments, with wp packed by pack_weights_portable ([Np, Kp])."""
+    N, OH, OW, CO = out.shape
+    P = N * OH * OW
+    MB, Kp = abuf.shape
+    Np = cbuf.shape[1]
+    o = out.reshape(P, CO)
+    a = abuf.reshape(MB * Kp)
+    c = cbuf.reshape(MB * Np)
+    d = _row_weight(geo)
+    K = geo[6] * geo[7] * x.shape[3]
+    for m0 in range(0, P, MB):
+        rows = min(MB, P - m0)
+        _pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+        for j in range(0, Np, PR):
+            for i in range(0, rows, PR):
+                _dot_tile(a, i * Kp, wp, j * Kp, Kp, c, i * Np + j, Np)
+        if d != 0:  # uint8 weights: the per-row term (see qconv_vnni)
+            for r in range(rows):
+                t = _row_term(d, _byte_sum(a, r * Kp, K))
+                for j in range(Np):
+                    c[r * Np + j] = np.int32(c[r * Np + j] + t)
+        _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, qmax)
+
+
+# --- prepare helper ---------------------------------------------------------------------------------------------------
+
+
+def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
+                   qmax: int, zp_w: int | None = None) -> None:
+    """Schedule the int8 GEMM / convolution of x [N, H, W, CI] (a tensor or view) with the constant weights
+    w [CO, K] (OHWI flattened, int8) into out [N, OH, OW, CO] (tensor or view).
+
+    geo_conv = [sh, sw, dh, dw, pad_t, pad_l, KH, KW] (FULLY_CONNECTED: x as [B, 1, 1, K], 1x1 geometry); bias an
+    int32 [CO] kernel argument; mult/shift int32 [CO]. Uses the VNNI kernels when kernels/base/isa.py allows them.
+
+    zp_w given: x and w are uint8 (TFLite's asymmetric per-tensor scheme) with the weight zero point zp_w; packed as
+    w - 128 with the per-row term 128 - zp_w (see qconv_vnni)."""
+    from lite_numba.kernels.base.isa import has
+
+    N, OH, OW, CO = out.shape
+    K = w.shape[1]
+    P = N * OH * OW
+    Kp, Np = padded_sizes(K, CO)
+    flip = 128 if x.dtype == np.int8 else 0
+    d = 0
+    if zp_w is not None:
+        w16 = np.asarray(w, np.int16)
+        w, d = (w16 - 128).astype(np.int8), 128 - int(zp_w)
+        offs = channel_offsets(w16 - int(zp_w), 0, zp_in, Np)
+    else:
+        offs = channel_offsets(w, flip, zp_in, Np)
+    # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (_requantize_vector);
+    # other layers take the portable path
+    vnni = has("avx512vnni") and -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
+    wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
+    MB = block_rows(Kp, P, MR if vnni else PR)
+    bias_values = const_values(bias)
+    if vnni and bias_values is not None:  # the output-stage parameters once, at prepare
+        off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)
+        offs = output_params_host(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
+                                  zp_out, CO, Np // 16)
+    sh, sw, _, _, pt, pl, KH, KW = geo_conv
+    pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
+    geo = np.array(list(geo_conv) + [OH, OW, int(pointwise), d], np.int64)
+    # prm rows for the per-row terms of uint8 weights (pixels of a block, or of an output row, plus a tile's slack)
+    rs_blocks = -(-(max(MB, OW) + MR) // PRM_BLOCK) if d != 0 else 0
+    dh, dw = geo_conv[2], geo_conv[3]
+    if vnni and not pointwise and (KH > 1 or KW > 1):
+        # KxK: read the windows in place from a padded copy of the input (no im2col)
+        HP = (OH - 1) * sh + (KH - 1) * dh + 1
+        WP = (OW - 1) * sw + (KW - 1) * dw + 1
+        CI = x.shape[3]
+        xpad = ctx.temp((N * HP * WP * CI + MR * sw * CI + 64,), np.uint8)
+        runs = KH if dw == 1 else KH * KW
+        ctx.call(qconv_vnni_direct, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
+                 geo, flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out),
+                 int(qmin), int(qmax), xpad, ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32))
+        return
+    abuf = ctx.temp((MB, Kp), np.uint8)
+    scratch = ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
+    fn = qconv_vnni if vnni else qconv_portable
+    ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
+             np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
+
+
+# --- multi-threaded drivers (num_threads > 1, see kernels/base/threads.py) --------------------------------------------
+# Appended apart from the single-thread code above, which they only call: each chunk of a fixed list (ranges of
+# images, or bands of output rows of one image), taken in turn by the workers, runs the serial driver on views of
+# its rows with the worker's own slice of abuf and scratch, so every output byte is computed by the same code as
+# with one thread.
+
+from lite_numba.kernels.base.threads import call_at as _call_at  # noqa: E402
+from lite_numba.kernels.base.threads import next_chunk as _next_chunk  # noqa: E402
+from numba import prange  # noqa: E402  (kept with the parallel drivers, apart from the single-thread code)
+
+
+@njit(cache=True, inline="always")
+def _chunk_views(x, out, geos, ch, j):
+    """The input, output and geometry of chunk j = images [n0, n1) x output rows [y0, y1) (C-contiguous views)."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    n0, n1, y0, y1 = ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]
+    g = geos[j]
+    of = out.reshape(out.size)
+    xf = x.reshape(x.size)
+    o = of[(n0 * OH + y0) * OW * CO:((n1 - 1) * OH + y1) * OW * CO].reshape((n1 - n0, y1 - y0, OW, CO))
+    if g[10] != 0:  # pointwise: input row = output row
+        xs = xf[(n0 * H + y0) * W * CI:((n1 - 1) * H + y1) * W * CI].reshape((n1 - n0, y1 - y0, W, CI))
+    else:  # the whole images; geos[j] moves the top padding up by y0 rows
+        xs = xf[n0 * H * W * CI:n1 * H * W * CI].reshape((n1 - n0, H, W, CI))
+    return xs, o, g
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
+              cnt, T):
+    """The serial driver at native address addr (qconv_vnni, qconv_vnni_direct or qconv_portable, called with
+    threads.call_at) over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers (cnt: a counter
+    scratch); worker w uses the w-th of T equal slices (first axis) of abuf (xpad) and scratch."""
+    nch = ch.size // 4
+    A = abuf.shape[0] // T
+    S = scratch.shape[0] // T
+    cnt[0] = 0
+    for w in prange(T):
+        ab = abuf[w * A:(w + 1) * A]
+        sc = scratch[w * S:(w + 1) * S]
+        j = _next_chunk(cnt)
+        while j < nch:
+            xs, o, g = _chunk_views(x, out, geos, ch, j)
+            _call_at(addr, (xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc))
+            j = _next_chunk(cnt)
+
+
+def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
+                      qmax: int, zp_w: int | None = None) -> None:
+    """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
+    one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf (xpad) and
+    scratch slice per worker). Same arguments. (The chunks' geometries keep geo[11], the uint8 per-row weight.)"""
+    from lite_numba.kernels.base.threads import (
+        CHUNKS_PER_THREAD,
+        MIN_Q8_MACS,
+        Recorder,
+        bands,
+        serial_address,
+        threads_for,
+    )
+
+    rec = Recorder(ctx)
+    schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax, zp_w)
+    N, OH, OW, CO = out.shape
+    t = threads_for(ctx, N * OH * OW * CO * w.shape[1], MIN_Q8_MACS)
+    if t > 1 and N >= t:
+        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
+    elif t > 1 and N == 1 and OH >= t:
+        ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
+    else:
+        ch = []
+    par = {qconv_vnni: qconv_par, qconv_portable: qconv_par, qconv_vnni_direct: qconv_par}
+    if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
+        return rec.replay()
+
+    def edit(fn, args):
+        addr = serial_address(fn, args)  # the serial driver, compiled for the types the chunks call it with
+        geo = np.asarray(args[5], np.int64)  # [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]
+        geos = np.repeat(geo[None, :], len(ch), axis=0)
+        for j, (_, _, y0, y1) in enumerate(ch):
+            geos[j, 4] = geo[4] - y0 * geo[0]
+            geos[j, 8] = y1 - y0
+        args[5] = geos
+        return [addr] + args
+
+    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

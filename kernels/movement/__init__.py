@@ -1,0 +1,3 @@
+"""Data movement: gather/scatter, slice, pad, concat/split, reshape, transpose, tile, space/depth, resize, generators,
+sparse.
+"""

@@ -1,0 +1,274 @@
+"""GATHER, GATHER_ND, EMBEDDING_LOOKUP (row copies of raw words picked by run-time indices) and SCATTER_ND.
+
+Indices exist only at run time, so the kernels check every one and raise instead of reading out of bounds (the
+official runtime fails the invoke the same way). Rows are copied as unsigned words of the element size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.common import normalize_axis
+from lite_numba.kernels.movement.transpose import WORDS
+from numba import njit
+
+from lite_numba.ops import PrepareContext, Tensor, kernel
+
+INDEX_TYPES = (np.int16, np.int32, np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _check_gather_index(c, n):
+    if c < 0 or c >= n:
+        raise ValueError("GATHER: index out of range")
+
+
+@njit(cache=True, nogil=True)
+def _check_embedding_index(c, n):
+    if c < 0 or c >= n:
+        raise ValueError("EMBEDDING_LOOKUP: index out of range")
+
+
+def make_row_gather(check):
+    """The GATHER loop, raising check's "<op>: index out of range": x is [batch, outer, axis_n, inner] and out is
+    [batch, outer, n_idx, inner] (words); idx is [batch, n_idx]. `check` is a module-level function, so each variant
+    has its own stable name and disk-cache key (see lite_numba/symbols.py)."""
+
+    @njit(cache=True, nogil=True)
+    def gather_rows(x, idx, out, batch, outer, axis_n, inner, n_idx):
+        for b in range(batch):
+            for o in range(outer):
+                xrow = (b * outer + o) * axis_n
+                orow = (b * outer + o) * n_idx
+                for i in range(n_idx):
+                    c = np.int64(idx[b * n_idx + i])
+                    check(c, axis_n)
+                    # slices: Numba then skips negative-index handling and vectorizes the row copy
+                    src = x[(xrow + c) * inner:(xrow + c + 1) * inner]
+                    dst = out[(orow + i) * inner:(orow + i + 1) * inner]
+                    for j in range(inner):
+                        dst[j] = src[j]
+
+    return gather_rows
+
+
+GATHER_ROWS = make_row_gather(_check_gather_index)
+EMBEDDING_ROWS = make_row_gather(_check_embedding_index)
+
+
+def elem_word(t: Tensor) -> int:
+    """Word size for t's elements (16-byte elements are two 8-byte words): fixed by the dtype, so the compiled runner
+    does not depend on shapes."""
+    return min(t.dtype.itemsize, 8)
+
+
+def check_indices(ctx: PrepareContext, t: Tensor, types=INDEX_TYPES) -> None:
+    ctx.check(t.dtype in [np.dtype(d) for d in types],
+              f"indices have type {t.dtype.name}, expected one of " + ", ".join(np.dtype(d).name for d in types))
+
+
+def schedule_row_gather(ctx: PrepareContext, loop, x: Tensor, idx: Tensor, out: Tensor, batch: int, outer: int,
+                        axis_n: int, inner: int, n_idx: int) -> None:
+    w = elem_word(x)
+    ctx.call(loop, ctx.view(x, (x.nbytes // w,), WORDS[w]), ctx.view(idx, (idx.size,)),
+             ctx.view(out, (out.nbytes // w,), WORDS[w]), batch, outer, axis_n,
+             inner * x.dtype.itemsize // w, n_idx)
+
+
+@kernel("GATHER")
+def GATHER(ctx: PrepareContext) -> None:
+    """out = x.take(indices, axis) with `batch_dims` leading dimensions shared by x and indices."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, idx = ctx.input(0), ctx.input(1)
+    check_indices(ctx, idx)
+    ctx.check(x.dtype.itemsize in (1, 2, 4, 8, 16), f"input type {x.dtype.name} is not supported")
+    axis = normalize_axis(ctx, int(ctx.options.get("axis", 0)), x.ndim)
+    bd = int(ctx.options.get("batch_dims", 0) or 0)
+    if bd < 0:
+        bd += idx.ndim
+    ctx.check(0 <= bd <= axis and bd < x.ndim and bd <= idx.ndim,
+              f"batch_dims {ctx.options.get('batch_dims')} is invalid for axis {axis}, input rank {x.ndim} and "
+              f"indices rank {idx.ndim}")
+    for d in range(bd):
+        ctx.check(x.shape[d] == idx.shape[d], f"batch dimension {d} differs: {x.shape[d]} vs {idx.shape[d]}")
+    shape = list(x.shape[:axis]) + list(idx.shape[bd:]) + list(x.shape[axis + 1:])
+    out = ctx.set_output(0, shape, x.dtype)
+    batch = int(np.prod(x.shape[:bd], dtype=np.int64))
+    outer = int(np.prod(x.shape[bd:axis], dtype=np.int64))
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    n_idx = int(np.prod(idx.shape[bd:], dtype=np.int64))
+    schedule_row_gather(ctx, GATHER_ROWS, x, idx, out, batch, outer, x.shape[axis], inner, n_idx)
+
+
+@njit(cache=True, nogil=True)
+def gather_nd(x, idx, out, dims, strides, n_slices, slice_len):
+    """out[i] = x[idx[i, :] . strides : + slice_len] (words); every coordinate is checked against dims."""
+    nd = dims.size
+    for i in range(n_slices):
+        pos = 0
+        for j in range(nd):
+            c = np.int64(idx[i * nd + j])
+            if c < 0 or c >= dims[j]:
+                raise ValueError("GATHER_ND: index out of range")
+            pos += c * strides[j]
+        src = x[pos:pos + slice_len]
+        dst = out[i * slice_len:(i + 1) * slice_len]
+        for k in range(slice_len):
+            dst[k] = src[k]
+
+
+def nd_layout(shape, nd: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(dims, element strides) of the first nd dimensions of `shape`, and the element count of the rest."""
+    rest = int(np.prod(shape[nd:], dtype=np.int64))
+    strides = np.zeros(nd, np.int64)
+    acc = rest
+    for d in range(nd - 1, -1, -1):
+        strides[d] = acc
+        acc *= shape[d]
+    return np.array(shape[:nd], np.int64), strides, rest
+
+
+@kernel("GATHER_ND")
+def GATHER_ND(ctx: PrepareContext) -> None:
+    """out[i...] = params[indices[i..., :]] (slices of the remaining dimensions)."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, idx = ctx.input(0), ctx.input(1)
+    check_indices(ctx, idx)
+    ctx.check(x.dtype.itemsize in (1, 2, 4, 8, 16), f"params type {x.dtype.name} is not supported")
+    ctx.check(x.ndim >= 1, "params must be at least a vector")
+    ctx.check(idx.ndim >= 1, "indices must be at least a vector")
+    nd = idx.shape[-1]
+    ctx.check(0 <= nd <= x.ndim, f"indices innermost dimension {nd} must be in [0, {x.ndim}]")
+    shape = list(idx.shape[:-1]) + list(x.shape[nd:])
+    out = ctx.set_output(0, shape, x.dtype)
+    n_slices = int(np.prod(idx.shape[:-1], dtype=np.int64))
+    dims, strides, rest = nd_layout(x.shape, nd)
+    w = elem_word(x)
+    wstrides = strides * (x.dtype.itemsize // w)
+    if nd == 0:  # every slice is the whole params tensor
+        dims, wstrides = np.zeros(1, np.int64) + 1, np.zeros(1, np.int64)
+        idx_arg = np.zeros(n_slices, np.int32)
+    else:
+        idx_arg = ctx.view(idx, (idx.size,))
+    ctx.call(gather_nd, ctx.view(x, (x.nbytes // w,), WORDS[w]), idx_arg, ctx.view(out, (out.nbytes // w,), WORDS[w]),
+             dims, wstrides, n_slices, rest * x.dtype.itemsize // w)
+
+
+def make_scatter(combine):
+    """SCATTER_ND's loop: zero the output, then out[idx[i] . strides + k] = combine(out, upd[i, k])."""
+
+    @njit(cache=True, nogil=True)
+    def scatter_nd(idx, upd, out, dims, strides, n_slices, slice_len):
+        for i in range(out.size):
+            out[i] = 0
+        nd = dims.size
+        for i in range(n_slices):
+            pos = 0
+            for j in range(nd):
+                c = np.int64(idx[i * nd + j])
+                if c < 0 or c >= dims[j]:
+                    raise ValueError("SCATTER_ND: index out of range")
+                pos += c * strides[j]
+            src = upd[i * slice_len:(i + 1) * slice_len]
+            dst = out[pos:pos + slice_len]
+            for k in range(slice_len):
+                dst[k] = combine(dst[k], src[k])
+
+    return scatter_nd
+
+
+@njit(cache=True, inline="always")
+def _add(a, b):
+    return a + b
+
+
+@njit(cache=True, inline="always")
+def _or(a, b):
+    return a | b
+
+
+SCATTER_ADD = make_scatter(_add)
+SCATTER_OR = make_scatter(_or)
+
+
+@kernel("SCATTER_ND")
+def SCATTER_ND(ctx: PrepareContext) -> None:
+    """out = zeros(shape); out[indices[i]] += updates[i] (integers wrap around; bool ORs)."""
+    ctx.check_num(inputs=3, outputs=1)
+    idx, upd, shape_t = ctx.input(0), ctx.input(1), ctx.input(2)
+    ctx.check_dtype(upd, np.float32, np.uint8, np.bool_, np.int8, np.int32, np.int64)
+    check_indices(ctx, idx, (np.int32,))
+    ctx.check(shape_t.dtype == idx.dtype, "indices and shape must have the same type")
+    ctx.check(idx.ndim >= 1 and upd.ndim >= 1 and shape_t.ndim == 1,
+              f"indices {list(idx.shape)}, updates {list(upd.shape)} or shape {list(shape_t.shape)} has a bad rank")
+    shape = [int(v) for v in np.asarray(ctx.value(2)).reshape(-1)]
+    ctx.check(all(s >= 0 for s in shape), f"shape {shape} has a negative dimension")
+    outer = idx.ndim - 1
+    nd = idx.shape[-1]
+    ctx.check(nd <= len(shape), f"indices innermost dimension {nd} exceeds the output rank {len(shape)}")
+    ctx.check(list(idx.shape[:outer]) == list(upd.shape[:outer]),
+              f"indices {list(idx.shape)} and updates {list(upd.shape)} differ in the leading dimensions")
+    ctx.check(list(upd.shape[outer:]) == shape[nd:],
+              f"updates {list(upd.shape)} do not match shape {shape} after {nd} indexed dimensions")
+    out = ctx.set_output(0, shape, upd.dtype)
+    dims, strides, rest = nd_layout(shape, nd)
+    n_slices = int(np.prod(idx.shape[:outer], dtype=np.int64))
+    if upd.dtype == np.bool_:
+        loop, u, o = SCATTER_OR, ctx.view(upd, (upd.size,), np.uint8), ctx.view(out, (out.size,), np.uint8)
+    else:
+        loop, u, o = SCATTER_ADD, ctx.view(upd, (upd.size,)), ctx.view(out, (out.size,))
+    if nd == 0:
+        dims, strides = np.ones(1, np.int64), np.zeros(1, np.int64)
+        idx_arg = np.zeros(n_slices, np.int32)
+    else:
+        idx_arg = ctx.view(idx, (idx.size,))
+    ctx.call(loop, idx_arg, u, o, dims, strides, n_slices, rest)
+
+
+@njit(cache=True, nogil=True)
+def embedding_hybrid(lookup, value, out, rows, cols, scales):
+    """out[i, :] = float32(value[lookup[i], :]) * scale of that row (int8 bytes, as TFLite reads them)."""
+    per_row = scales.size > 1
+    for i in range(lookup.size):
+        c = np.int64(lookup[i])
+        if c < 0 or c >= rows:
+            raise ValueError("EMBEDDING_LOOKUP: index out of range")
+        s = scales[c] if per_row else scales[0]
+        src = value[c * cols:(c + 1) * cols]
+        dst = out[i * cols:(i + 1) * cols]
+        for j in range(cols):
+            dst[j] = np.float32(src[j]) * s
+
+
+@kernel("EMBEDDING_LOOKUP")
+def EMBEDDING_LOOKUP(ctx: PrepareContext) -> None:
+    """out[i] = value[lookup[i]]; int8/uint8 (or unpacked int4) values with float32 output are dequantized
+    (per-tensor or per-row scale, zero point 0) the way TFLite's hybrid path does."""
+    ctx.check_num(inputs=2, outputs=1)
+    lookup, value = ctx.input(0), ctx.input(1)
+    ctx.check(lookup.ndim == 1 and lookup.dtype == np.int32,
+              f"lookup must be a 1-D int32 tensor, got {lookup.dtype.name}{list(lookup.shape)}")
+    ctx.check(value.ndim >= 2, f"value must have rank 2 or more, got {list(value.shape)}")
+    out_t = ctx.output(0)
+    shape = [lookup.shape[0]] + list(value.shape[1:])
+    rows = value.shape[0]
+    cols = int(np.prod(value.shape[1:], dtype=np.int64))
+    q = value.quantization
+    if out_t.dtype != value.dtype and out_t.dtype == np.float32:
+        ctx.check(value.dtype in (np.int8, np.uint8), f"cannot dequantize {value.dtype.name} values")
+        ctx.check(q.scales.size in (1, rows) and q.scales.size > 0, "value needs one scale or one per row")
+        ctx.check(bool(np.all(q.zero_points == 0)) or q.scales.size == 0,
+                  "hybrid lookup needs zero point 0")
+        if q.scales.size > 1:
+            ctx.check(q.quantized_dimension == 0, "per-row scales must be on dimension 0")
+        out = ctx.set_output(0, shape, np.float32)
+        # TFLite reads the value bytes as int8 whatever the declared type
+        ctx.call(embedding_hybrid, ctx.view(lookup, (lookup.size,)), ctx.view(value, (value.size,), np.int8),
+                 ctx.view(out, (out.size,)), rows, cols, q.scales.astype(np.float32))
+        return
+    ctx.check(out_t.dtype == value.dtype, f"output type {out_t.dtype.name} differs from value type {value.dtype.name}")
+    ctx.check(value.dtype.itemsize in (1, 2, 4, 8, 16), f"value type {value.dtype.name} is not supported")
+    out = ctx.set_output(0, shape, value.dtype)
+    schedule_row_gather(ctx, EMBEDDING_ROWS, value, lookup, out, 1, 1, rows, cols, lookup.shape[0])
+
+
+__all__ = ["GATHER", "GATHER_ND", "SCATTER_ND", "EMBEDDING_LOOKUP"]

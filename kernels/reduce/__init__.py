@@ -1,0 +1,2 @@
+"""Reductions: reduce ops, pooling, normalization, segment ops, top-k.
+"""

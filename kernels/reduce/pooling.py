@@ -1,0 +1,228 @@
+"""AVERAGE_POOL_2D, MAX_POOL_2D, L2_POOL_2D over NHWC tensors (float32; int8/uint8/int16 for average and max).
+
+Semantics follow TFLite's optimized builtin kernels: windows are clipped to the input (padding values never
+count), float averages divide the float32 window sum (summed in window order) by the float32 element count,
+quantized averages divide the int32 sum by the count rounding half away from zero, with no requantization (the
+input and output share scale and zero point). Every kernel loops over one output pixel at a time and accumulates
+a whole channel row, so the inner loop is contiguous.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.common import float_activation_range
+from lite_numba.kernels.base.fixedpoint import activation_range_quantized
+from lite_numba.kernels.base.vecmath import fdiv
+from numba import njit
+
+from lite_numba.ops import PrepareContext, kernel
+
+PADDING_SAME, PADDING_VALID = 0, 1
+
+
+def windowed_output(ctx: PrepareContext, padding: int, size: int, filt: int, stride: int) -> tuple[int, int]:
+    """(output size, leading padding) of one spatial dimension, as TFLite's ComputePaddingHeightWidth."""
+    if padding == PADDING_SAME:
+        out = (size + stride - 1) // stride
+    elif padding == PADDING_VALID:
+        num = size + stride - filt
+        out = abs(num) // stride * (1 if num >= 0 else -1)  # C division truncates toward zero
+    else:
+        ctx.fail(f"unknown padding {padding}")
+    ctx.check(out >= 0, f"filter {filt} does not fit an input of size {size} with VALID padding")
+    total = max((out - 1) * stride + filt - size, 0)
+    return out, total // 2
+
+
+@njit(cache=True, inline="always")
+def _window(o, stride, pad, filt, size):
+    """[start, end) of the filter taps of output o that fall inside the input, and the input origin."""
+    origin = o * stride - pad
+    start = max(0, -origin)
+    end = min(filt, size - origin)
+    return origin, start, end
+
+
+@njit(cache=True, nogil=True)
+def avg_pool_float(x, out, p, lim):
+    """out = clamp(window sum / count) in float32; p = [stride_h, stride_w, filter_h, filter_w, pad_h, pad_w].
+    Channel rows as flat slices indexed from 0 and a check-free division (fdiv), so the channel loops vectorize."""
+    B, H, W, C = x.shape
+    _, OH, OW, _ = out.shape
+    lo, hi = lim[0], lim[1]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for b in range(B):
+        for oy in range(OH):
+            y0, fy0, fy1 = _window(oy, p[0], p[4], p[2], H)
+            for ox in range(OW):
+                x0, fx0, fx1 = _window(ox, p[1], p[5], p[3], W)
+                o0 = ((b * OH + oy) * OW + ox) * C
+                orow = of[o0:o0 + C]
+                for c in range(C):
+                    orow[c] = np.float32(0.0)
+                for fy in range(fy0, fy1):
+                    for fx in range(fx0, fx1):
+                        i0 = ((b * H + y0 + fy) * W + x0 + fx) * C
+                        xrow = xf[i0:i0 + C]
+                        for c in range(C):
+                            orow[c] += xrow[c]
+                count = np.float32((fy1 - fy0) * (fx1 - fx0))
+                for c in range(C):
+                    orow[c] = min(max(fdiv(orow[c], count), lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def avg_pool_int(x, out, acc, p, lim):
+    """Quantized average: int32 window sums in `acc` (one channel row), divided rounding half away from zero."""
+    B, H, W, C = x.shape
+    _, OH, OW, _ = out.shape
+    lo, hi = lim[0], lim[1]
+    for b in range(B):
+        for oy in range(OH):
+            y0, fy0, fy1 = _window(oy, p[0], p[4], p[2], H)
+            for ox in range(OW):
+                x0, fx0, fx1 = _window(ox, p[1], p[5], p[3], W)
+                for c in range(C):
+                    acc[c] = 0
+                for fy in range(fy0, fy1):
+                    for fx in range(fx0, fx1):
+                        for c in range(C):
+                            acc[c] += x[b, y0 + fy, x0 + fx, c]
+                n = (fy1 - fy0) * (fx1 - fx0)
+                half = n // 2
+                for c in range(C):
+                    a = np.int64(acc[c])
+                    # C integer division truncates toward zero
+                    q = (a + half) // n if a > 0 else -((half - a) // n)
+                    out[b, oy, ox, c] = min(max(q, lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def max_pool(x, out, p, lim):
+    """out = clamp(window max); lim = [lowest, act_min, act_max] typed as the data."""
+    B, H, W, C = x.shape
+    _, OH, OW, _ = out.shape
+    lowest, lo, hi = lim[0], lim[1], lim[2]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for b in range(B):
+        for oy in range(OH):
+            y0, fy0, fy1 = _window(oy, p[0], p[4], p[2], H)
+            for ox in range(OW):
+                x0, fx0, fx1 = _window(ox, p[1], p[5], p[3], W)
+                o0 = ((b * OH + oy) * OW + ox) * C
+                orow = of[o0:o0 + C]  # (slices indexed from 0: the channel loops vectorize)
+                for c in range(C):
+                    orow[c] = lowest
+                for fy in range(fy0, fy1):
+                    for fx in range(fx0, fx1):
+                        i0 = ((b * H + y0 + fy) * W + x0 + fx) * C
+                        xrow = xf[i0:i0 + C]
+                        for c in range(C):
+                            v = xrow[c]
+                            m = orow[c]
+                            orow[c] = v if v > m else m
+                for c in range(C):
+                    orow[c] = min(max(orow[c], lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def l2_pool_float(x, out, p, lim):
+    """out = clamp(sqrt(window sum of squares * (1 / count))) in float32."""
+    B, H, W, C = x.shape
+    _, OH, OW, _ = out.shape
+    lo, hi = lim[0], lim[1]
+    for b in range(B):
+        for oy in range(OH):
+            y0, fy0, fy1 = _window(oy, p[0], p[4], p[2], H)
+            for ox in range(OW):
+                x0, fx0, fx1 = _window(ox, p[1], p[5], p[3], W)
+                for c in range(C):
+                    out[b, oy, ox, c] = np.float32(0.0)
+                for fy in range(fy0, fy1):
+                    for fx in range(fx0, fx1):
+                        for c in range(C):
+                            v = x[b, y0 + fy, x0 + fx, c]
+                            out[b, oy, ox, c] += v * v
+                # TFLite multiplies by the float32 reciprocal of the count
+                inv = np.float32(1.0) / np.float32((fy1 - fy0) * (fx1 - fx0))
+                for c in range(C):
+                    v = np.sqrt(out[b, oy, ox, c] * inv)
+                    out[b, oy, ox, c] = min(max(v, lo), hi)
+
+
+_QUANTIZED = (np.int8, np.uint8, np.int16)
+
+
+def _prepare_pool(ctx: PrepareContext, dtypes):
+    """Validate a pooling node; set the output shape. Returns (x, out, params array, activation)."""
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    ctx.check(x.ndim == 4, f"input must be 4-D (NHWC), got shape {list(x.shape)}")
+    ctx.check_dtype(x, *dtypes)
+    o = ctx.options
+    sh, sw = int(o.get("stride_h", 1)), int(o.get("stride_w", 1))
+    fh, fw = int(o.get("filter_height", 1)), int(o.get("filter_width", 1))
+    ctx.check(sh > 0 and sw > 0, f"strides must be positive, got stride_h={sh}, stride_w={sw}")
+    ctx.check(fh > 0 and fw > 0, f"filter sizes must be positive, got filter_height={fh}, filter_width={fw}")
+    padding = int(o.get("padding", PADDING_SAME))
+    B, H, W, C = x.shape
+    oh, ph = windowed_output(ctx, padding, H, fh, sh)
+    ow, pw = windowed_output(ctx, padding, W, fw, sw)
+    out = ctx.set_output(0, (B, oh, ow, C), x.dtype)
+    return x, out, np.array([sh, sw, fh, fw, ph, pw], np.int64), int(o.get("fused_activation_function", 0))
+
+
+def _quantized_limits(ctx: PrepareContext, act: int, out) -> tuple[int, int]:
+    """The clamp of a fused activation on an integer output (the whole range without quantization)."""
+    ctx.check(out.quantization.scales.size > 0 or act == 0,
+              f"fused activation {act} on a non-quantized {out.dtype.name} output")
+    try:
+        return activation_range_quantized(act, out.dtype, out.scale, out.zero_point)
+    except ValueError as e:
+        ctx.fail(str(e))
+
+
+@kernel("AVERAGE_POOL_2D")
+def AVERAGE_POOL_2D(ctx: PrepareContext) -> None:
+    """Window averages of float32, or of int8/uint8/int16 without requantization (rounded half away from zero)."""
+    x, out, p, act = _prepare_pool(ctx, (np.float32,) + _QUANTIZED)
+    if out.size == 0:
+        return
+    if x.dtype == np.float32:
+        lo, hi = float_activation_range(ctx, act)
+        ctx.call(avg_pool_float, x, out, p, np.array([lo, hi], np.float32))
+    else:
+        lo, hi = _quantized_limits(ctx, act, out)
+        acc = ctx.temp((x.shape[3],), np.int32)
+        ctx.call(avg_pool_int, x, out, acc, p, np.array([lo, hi], x.dtype))
+
+
+@kernel("MAX_POOL_2D")
+def MAX_POOL_2D(ctx: PrepareContext) -> None:
+    """Window maxima of float32, int8, uint8 or int16."""
+    x, out, p, act = _prepare_pool(ctx, (np.float32,) + _QUANTIZED)
+    if out.size == 0:
+        return
+    if x.dtype == np.float32:
+        lo, hi = float_activation_range(ctx, act)
+        lim = np.array([np.finfo(np.float32).min, lo, hi], np.float32)
+    else:
+        lo, hi = _quantized_limits(ctx, act, out)
+        lim = np.array([np.iinfo(x.dtype).min, lo, hi], x.dtype)
+    ctx.call(max_pool, x, out, p, lim)
+
+
+@kernel("L2_POOL_2D")
+def L2_POOL_2D(ctx: PrepareContext) -> None:
+    """sqrt(mean of squares) over each window, float32 only."""
+    # TFLite has no quantized L2 pooling
+    x, out, p, act = _prepare_pool(ctx, (np.float32,))
+    if out.size == 0:
+        return
+    lo, hi = float_activation_range(ctx, act)
+    ctx.call(l2_pool_float, x, out, p, np.array([lo, hi], np.float32))
+
+
+__all__ = ["AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "windowed_output"]

@@ -1,0 +1,751 @@
+"""Reductions: MEAN, SUM, REDUCE_PROD, REDUCE_MAX, REDUCE_MIN, REDUCE_ANY, REDUCE_ALL; ARG_MAX, ARG_MIN; CUMSUM.
+
+Reduced axes are resolved as TFLite does (negative axes wrap, repeats are ignored), then size-1 dimensions are
+dropped and neighbouring dimensions that are both reduced or both kept are merged. When the reduced dimensions
+form one block, the input is seen as (outer, reduced, inner); otherwise a general loop walks the input (padded to
+rank 6) in memory order and accumulates into output offsets. Either way every output accumulates its inputs in
+increasing input order, the order of TFLite's optimized ReduceImpl, so float sums match bit for bit.
+
+Quantized MEAN and SUM sum into an int32 scratch and then requantize with the rounding of the official optimized
+builtin path for each case (see `_prepare_quantized_mean_sum`). Two official code paths are replayed exactly
+because they round differently from the scalar code: the SSE-translated NEON blocks of Mean4D (16 channels at a
+time, ties rounded up) and Eigen's 4-lane float sum of a MEAN over the last axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.fixedpoint import (
+    INT32_MAX,
+    INT32_MIN,
+    multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier_int64,
+    quantize_multiplier,
+    round_half_away,
+)
+from numba import njit
+
+from lite_numba.ops import PrepareContext, kernel
+
+MAX_RANK = 6
+
+# --- reduction loops ------------------------------------------------------------------------------------------
+
+
+def make_reducer(op):
+    """Loops computing out[j] = op(...op(op(init, x_first), x_next)...) over the inputs of each output j, in order."""
+
+    @njit(cache=True, nogil=True)
+    def reduce3(x, out, init, outer, n, inner):
+        """x viewed as (outer, n, inner), out as (outer, inner), both flat."""
+        if inner == 1:
+            for o in range(outer):
+                acc = init[0]
+                base = o * n
+                for r in range(n):
+                    acc = op(acc, x[base + r])
+                out[o] = acc
+            return
+        for o in range(outer):
+            ob = o * inner
+            for i in range(inner):
+                out[ob + i] = init[0]
+            for r in range(n):
+                xb = (o * n + r) * inner
+                for i in range(inner):
+                    out[ob + i] = op(out[ob + i], x[xb + i])
+
+    @njit(cache=True, nogil=True)
+    def reduce_nd(x, out, init, shp, ostr):
+        """x of shape shp (rank 6); output offset of an input index = dot(index, ostr) (0 on reduced dims)."""
+        for j in range(out.size):
+            out[j] = init[0]
+        k = 0
+        for i0 in range(shp[0]):
+            for i1 in range(shp[1]):
+                for i2 in range(shp[2]):
+                    for i3 in range(shp[3]):
+                        for i4 in range(shp[4]):
+                            ob = i0 * ostr[0] + i1 * ostr[1] + i2 * ostr[2] + i3 * ostr[3] + i4 * ostr[4]
+                            for i5 in range(shp[5]):
+                                j = ob + i5 * ostr[5]
+                                out[j] = op(out[j], x[k])
+                                k += 1
+
+    return reduce3, reduce_nd
+
+
+@njit(cache=True, inline="always")
+def _sum(a, b):
+    return a + b
+
+
+@njit(cache=True, inline="always")
+def _prod(a, b):
+    return a * b
+
+
+@njit(cache=True, inline="always")
+def _max(a, b):
+    # TFLite's MaxOp(current, in): (current > in) ? current : in -- the same NaN behaviour
+    return a if a > b else b
+
+
+@njit(cache=True, inline="always")
+def _min(a, b):
+    return a if a < b else b
+
+
+@njit(cache=True, inline="always")
+def _any(a, b):
+    return a or b
+
+
+@njit(cache=True, inline="always")
+def _all(a, b):
+    return a and b
+
+
+REDUCERS = {name: make_reducer(f) for name, f in
+            (("sum", _sum), ("prod", _prod), ("max", _max), ("min", _min), ("any", _any), ("all", _all))}
+
+
+@njit(cache=True, nogil=True)
+def fill(out, value):
+    """out[:] = value[0] (what TFLite writes for reductions of an empty input)."""
+    for j in range(out.size):
+        out[j] = value[0]
+
+
+# --- finishing steps ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def mean_float(out, n):
+    """In place: float32 sum / float32 count."""
+    d = np.float32(n)
+    for j in range(out.size):
+        out[j] = out[j] / d
+
+
+@njit(cache=True, nogil=True)
+def mean_last_axis_f32(x, out, outer, n):
+    """Float MEAN over the last (merged) axis, summed like the official kernel's Eigen colwise().sum() with SSE
+    packets of 4: from the first 16-byte aligned element of each row (the tensor base is aligned), two packet
+    accumulators, a horizontal (p0 + p2) + (p1 + p3), then the unaligned head and the tail elements."""
+    d = np.float32(n)
+    for j in range(outer):
+        base = j * n
+        start = min((4 - base % 4) % 4, n)
+        s1 = (n - start) // 4 * 4
+        s2 = (n - start) // 8 * 8
+        if s1 == 0:
+            res = x[base]
+            for i in range(1, n):
+                res += x[base + i]
+        else:
+            k = base + start
+            p0, p1, p2, p3 = x[k], x[k + 1], x[k + 2], x[k + 3]
+            if s1 > 4:
+                q0, q1, q2, q3 = x[k + 4], x[k + 5], x[k + 6], x[k + 7]
+                for i in range(k + 8, k + s2, 8):
+                    p0 += x[i]
+                    p1 += x[i + 1]
+                    p2 += x[i + 2]
+                    p3 += x[i + 3]
+                    q0 += x[i + 4]
+                    q1 += x[i + 5]
+                    q2 += x[i + 6]
+                    q3 += x[i + 7]
+                p0 += q0
+                p1 += q1
+                p2 += q2
+                p3 += q3
+                if s1 > s2:
+                    i = k + s2
+                    p0 += x[i]
+                    p1 += x[i + 1]
+                    p2 += x[i + 2]
+                    p3 += x[i + 3]
+            res = (p0 + p2) + (p1 + p3)
+            for i in range(start):
+                res += x[base + i]
+            for i in range(start + s1, n):
+                res += x[base + i]
+        out[j] = res / d
+
+
+@njit(cache=True, nogil=True)
+def mean_int(acc, out, n):
+    """out = int64 sum / count, truncated toward zero (C division)."""
+    for j in range(out.size):
+        a = acc[j]
+        q = abs(a) // n
+        out[j] = q if a >= 0 else -q
+
+
+@njit(cache=True, nogil=True)
+def requantize_mbqm(acc, out, c, m, s, b, lo, hi):
+    """out = clamp(MultiplyByQuantizedMultiplier(int32(acc - c), m, s) + b) (TFLite's integer MEAN)."""
+    for j in range(out.size):
+        v = np.int64(acc[j]) - c
+        v = np.int64(np.int32(v))  # the shifted sum is an int32 in TFLite
+        r = multiply_by_quantized_multiplier(v, m, s) + b
+        out[j] = min(max(r, lo), hi)
+
+
+@njit(cache=True, inline="always")
+def _mbqm_simd(x, q, shift):
+    """MultiplyByQuantizedMultiplier4Rows: the NEON lanes (vshl, vqrdmulh, vrshl) round ties up, not away from zero.
+    The official x86 wheels run these NEON paths through an SSE translation (neon_check.h)."""
+    left = shift if shift > 0 else 0
+    right = -shift if shift < 0 else 0
+    v = np.int64(np.int32(np.int64(x) << left))
+    if v == INT32_MIN and q == INT32_MIN:
+        h = np.int64(INT32_MAX)
+    else:
+        h = (v * q + (np.int64(1) << 30)) >> 31
+    if right > 0:
+        h = (h + (np.int64(1) << (right - 1))) >> right
+    return h
+
+
+@njit(cache=True, nogil=True)
+def requantize_mean4d(acc, out, simd, depth, m, s, b, lo, hi):
+    """Optimized Mean4D: out = clamp(MBQM(sum, m, s) + b); channels with simd[c] took the 16-lane NEON path."""
+    for j in range(out.size):
+        if simd[j % depth]:
+            r = _mbqm_simd(acc[j], m, s) + b
+        else:
+            r = multiply_by_quantized_multiplier(acc[j], m, s) + b
+        out[j] = min(max(r, lo), hi)
+
+
+def simd_channels(depth: int, num_threads: int, lanes: int = 16, min_per_thread: int = 8) -> np.ndarray:
+    """Which channels an optimized depth-parallel kernel handles in `lanes`-wide vector blocks: depth is split
+    into as many tasks as TFLite would start (depth // min_per_thread, capped by the thread count) and each task
+    runs vector blocks from its start while `lanes` channels remain, then scalar code."""
+    tasks = max(depth // min_per_thread, 1)
+    tasks = max(min(tasks, num_threads), 1)
+    flags = np.zeros(depth, np.uint8)
+    start = 0
+    for i in range(tasks):
+        end = start + (depth - start) // (tasks - i)
+        d = start
+        while d <= end - lanes:
+            flags[d:d + lanes] = 1
+            d += lanes
+        start = end
+    return flags
+
+
+@njit(cache=True, nogil=True)
+def requantize_float(acc, out, scale, bias, zp, lo, hi):
+    """out = clamp(int32(round(float32(acc) * scale + bias)) + zp) in float32 (TFLite's optimized quantized SUM)."""
+    sc = np.float32(scale)
+    bi = np.float32(bias)
+    for j in range(out.size):
+        v = np.float32(acc[j]) * sc + bi
+        r = np.int64(np.int32(np.int64(round_half_away(v)))) + zp
+        out[j] = min(max(r, lo), hi)
+
+
+# --- axes and loop plans --------------------------------------------------------------------------------------
+
+
+def resolve_axes(ctx: PrepareContext, rank: int) -> list[int]:
+    """The reduction axes from input 1: negative axes wrap, repeats are dropped, order of first appearance."""
+    axis_t = ctx.input(1)
+    ctx.check(axis_t is not None, "the axis input is missing")
+    ctx.check_dtype(axis_t, np.int32)
+    values = np.asarray(ctx.value(1)).reshape(-1)
+    if rank == 0:
+        return []
+    axes: list[int] = []
+    for v in values:
+        a = int(v) + rank if int(v) < 0 else int(v)
+        ctx.check(0 <= a < rank, f"axis {int(v)} is out of range for input rank {rank}")
+        if a not in axes:
+            axes.append(a)
+    return axes
+
+
+def reduced_shape(shape: tuple[int, ...], axes: list[int], keep_dims: bool) -> tuple[int, ...]:
+    """The output shape: reduced dimensions become 1 (keep_dims) or disappear."""
+    if keep_dims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def loop_plan(ctx: PrepareContext, shape: tuple[int, ...], axes: list[int]):
+    """("3d", outer, n, inner) when the reduced dims (size-1 dims ignored) form one block, else
+    ("nd", shape6, out_strides6). Assumes no zero-size dimension."""
+    merged: list[list] = []
+    for i, d in enumerate(shape):
+        if d == 1:
+            continue
+        red = i in axes
+        if merged and merged[-1][1] == red:
+            merged[-1][0] *= d
+        else:
+            merged.append([d, red])
+    blocks = [k for k, (_, red) in enumerate(merged) if red]
+    if len(blocks) <= 1:
+        if not blocks:
+            return "3d", int(np.prod([d for d, _ in merged], dtype=np.int64)), 1, 1
+        k = blocks[0]
+        outer = int(np.prod([d for d, _ in merged[:k]], dtype=np.int64))
+        inner = int(np.prod([d for d, _ in merged[k + 1:]], dtype=np.int64))
+        return "3d", outer, merged[k][0], inner
+    ctx.check(len(merged) <= MAX_RANK,
+              f"reducing axes {axes} of shape {list(shape)} needs {len(merged)} alternating dimensions "
+              f"(at most {MAX_RANK} supported)")
+    merged = [[1, False]] * (MAX_RANK - len(merged)) + merged
+    shp = np.array([d for d, _ in merged], np.int64)
+    ostr = np.zeros(MAX_RANK, np.int64)
+    acc = 1
+    for k in range(MAX_RANK - 1, -1, -1):
+        if not merged[k][1]:
+            ostr[k] = acc
+            acc *= merged[k][0]
+    return "nd", shp, ostr
+
+
+def schedule_reduce(ctx: PrepareContext, name: str, x, out, init, plan) -> None:
+    """Schedule the reduction `name` of x into out (a Tensor or temp, any accumulator dtype), init typed as out."""
+    reduce3, reduce_nd = REDUCERS[name]
+    xf = ctx.view(x, (x.size,))
+    of = ctx.view(out, (out.size,))
+    if plan[0] == "3d":
+        ctx.call(reduce3, xf, of, init, plan[1], plan[2], plan[3])
+    else:
+        ctx.call(reduce_nd, xf, of, init, plan[1], plan[2])
+
+
+# --- prepares ---------------------------------------------------------------------------------------------------
+
+
+def _common(ctx: PrepareContext):
+    """Validate a reducer node; resolve axes and set the output shape. Returns (x, out, axes, plan or None)."""
+    ctx.check_num(inputs=2, outputs=1)
+    x = ctx.input(0)
+    axes = resolve_axes(ctx, x.ndim)
+    shape = reduced_shape(x.shape, axes, bool(ctx.options.get("keep_dims", False)))
+    out = ctx.set_output(0, shape)
+    ctx.check(out.dtype == x.dtype, f"output type {out.dtype.name} differs from input type {x.dtype.name}")
+    plan = loop_plan(ctx, x.shape, axes) if x.size else None
+    return x, out, axes, plan
+
+
+def _is_quantized(t) -> bool:
+    return t.dtype in (np.int8, np.uint8, np.int16) and t.quantization.scales.size > 0
+
+
+def _neutral(name: str, dtype) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if name == "sum":
+        # -0.0 + x == x for every float x (TFLite starts from the first element, not from +0.0)
+        v = -0.0 if dt.kind == "f" else 0
+    elif name == "prod":
+        v = 1
+    elif name == "max":
+        v = -np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)
+    elif name == "min":
+        v = np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)
+    elif name == "any":
+        v = False
+    else:
+        v = True
+    return np.array([v], dt)
+
+
+def _empty_fill(name: str, dtype) -> np.ndarray:
+    """What TFLite writes for reductions of an empty input (its neutral elements; lowest()/max() for max/min)."""
+    dt = np.dtype(dtype)
+    if name == "sum":
+        return np.zeros(1, dt)
+    if name in ("max", "min") and dt.kind == "f":
+        fi = np.finfo(dt)
+        return np.array([fi.min if name == "max" else fi.max], dt)
+    return _neutral(name, dt)
+
+
+def generic_reducer(op_name: str, name: str, dtypes):
+    """A plain reduction (no requantization): SUM, REDUCE_PROD, REDUCE_MAX, REDUCE_MIN, REDUCE_ANY, REDUCE_ALL."""
+
+    def prepare(ctx: PrepareContext) -> None:
+        x, out, axes, plan = _common(ctx)
+        ctx.check_dtype(x, *dtypes)
+        if name in ("max", "min") and _is_quantized(x):
+            ctx.check(x.scale == out.scale and x.zero_point == out.zero_point,
+                      f"input and output quantization differ (scale {x.scale} vs {out.scale}, "
+                      f"zero point {x.zero_point} vs {out.zero_point})")
+        if out.size == 0:
+            return
+        if x.size == 0:
+            ctx.call(fill, ctx.view(out, (out.size,)), _empty_fill(name, x.dtype))
+            return
+        schedule_reduce(ctx, name, x, out, _neutral(name, x.dtype), plan)
+
+    return kernel(op_name)(prepare)
+
+
+@kernel("SUM")
+def SUM(ctx: PrepareContext) -> None:
+    """float32/int32/int64 sums (wrapping integers); int8/uint8/int16 sums are requantized."""
+    x = ctx.input(0)
+    if x is not None and x.dtype in (np.int8, np.uint8, np.int16):
+        return _prepare_quantized_mean_sum(ctx, compute_sum=True)
+    return _SUM_PLAIN.prepare(ctx)
+
+
+_SUM_PLAIN = generic_reducer("SUM", "sum", (np.float32, np.int32, np.int64))
+
+
+@kernel("MEAN")
+def MEAN(ctx: PrepareContext) -> None:
+    """float32 means (float32 sum / count); int32/int64 means truncate; int8/uint8/int16 means are requantized."""
+    x = ctx.input(0)
+    if x is not None and x.dtype in (np.int8, np.uint8, np.int16):
+        return _prepare_quantized_mean_sum(ctx, compute_sum=False)
+    x, out, axes, plan = _common(ctx)
+    ctx.check_dtype(x, np.float32, np.int32, np.int64)
+    if out.size == 0:
+        return
+    of = ctx.view(out, (out.size,))
+    if x.size == 0:
+        # TFLite fills the output with quiet_NaN<T>() (0 for integers)
+        ctx.call(fill, of, np.array([np.nan if x.dtype.kind == "f" else 0], x.dtype))
+        return
+    n = x.size // out.size
+    if x.dtype == np.float32 and plan[0] == "3d" and plan[3] == 1 and plan[1] > 1 and plan[2] > 1:
+        # only the last of several (merged) dimensions is reduced: TFLite sums the rows with Eigen
+        ctx.call(mean_last_axis_f32, ctx.view(x, (x.size,)), of, plan[1], plan[2])
+    elif x.dtype == np.float32:
+        schedule_reduce(ctx, "sum", x, out, _neutral("sum", np.float32), plan)
+        ctx.call(mean_float, of, n)
+    else:
+        acc = ctx.temp((out.size,), np.int64)
+        schedule_reduce(ctx, "sum", x, acc, np.zeros(1, np.int64), plan)
+        ctx.call(mean_int, acc, of, n)
+
+
+def _prepare_quantized_mean_sum(ctx: PrepareContext, compute_sum: bool) -> None:
+    """int8/uint8/int16 MEAN and SUM: int32 sums, then the official optimized builtin's requantization:
+
+    - SUM (all three types): optimized QuantizedMeanOrSum, float32 maths:
+      round(sum * (s_in / s_out) + (-zp_in * (s_in / s_out) * n)) + zp_out;
+    - MEAN int8/uint8 with keep_dims over axes {1, 2} of a 4-D input: optimized Mean4D,
+      MultiplyByQuantizedMultiplier(sum, QuantizeMultiplier(s_in / (n * s_out)))
+      + (zp_out - round(zp_in * s_in / s_out));
+    - other MEAN: reference QuantizedMeanOrSum, MultiplyByQuantizedMultiplier(sum - zp_in * n, multiplier of
+      s_in / s_out with 1/n folded in by (multiplier << k) / n, shift - k with k = floor(log2 n) clamped).
+    """
+    x, out, axes, plan = _common(ctx)
+    ctx.check(_is_quantized(x) and _is_quantized(out),
+              f"{x.dtype.name} input and output must be quantized (scale and zero point)")
+    if x.dtype == np.int16:
+        ctx.check(x.zero_point == 0 and out.zero_point == 0,
+                  f"int16 zero points must be 0, got {x.zero_point} and {out.zero_point}")
+    if out.size == 0:
+        return
+    of = ctx.view(out, (out.size,))
+    info = np.iinfo(x.dtype)
+    lo, hi = int(info.min), int(info.max)
+    if x.size == 0:
+        ctx.call(fill, of, np.zeros(1, x.dtype))
+        return
+    n = x.size // out.size
+    s_in, s_out = np.float32(x.scale), np.float32(out.scale)
+    zp_in, zp_out = int(x.zero_point), int(out.zero_point)
+    acc = ctx.temp((out.size,), np.int32)
+    schedule_reduce(ctx, "sum", x, acc, np.zeros(1, np.int32), plan)
+    if compute_sum:
+        scale = np.float32(s_in / s_out)
+        bias = np.float32(np.float32(-zp_in) * scale) * np.float32(n)
+        ctx.call(requantize_float, acc, of, float(scale), float(bias), zp_out, lo, hi)
+        return
+    hw_mean = (x.dtype in (np.int8, np.uint8) and ctx.options.get("keep_dims", False) and x.ndim == 4
+               and sorted(axes) == [1, 2] and len(axes) == 2)
+    if hw_mean:
+        temp = np.float32(np.float32(zp_in) * s_in) / s_out
+        temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
+        bias = zp_out - int(temp)  # truncation toward zero, as static_cast<int32_t>
+        real_scale = s_in / (np.float32(n) * s_out)
+        m, s = quantize_multiplier(float(real_scale))
+        depth = x.shape[3]
+        ctx.call(requantize_mean4d, acc, of, simd_channels(depth, ctx.num_threads), depth, m, s, bias, lo, hi)
+        return
+    m, s = quantize_multiplier(float(s_in) / float(s_out))
+    k = min(n.bit_length() - 1, 32, 31 + s)
+    m = (m << k) // n
+    ctx.check(m <= INT32_MAX, "MEAN: requantization multiplier overflows")
+    ctx.call(requantize_mbqm, acc, of, zp_in * n, m, s - k, zp_out, lo, hi)
+
+
+# --- quantized REDUCE_PROD ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def fill_copy(x, out):
+    """out[:] = x[:] (same dtype and size)."""
+    for j in range(out.size):
+        out[j] = x[j]
+
+
+@njit(cache=True, nogil=True)
+def qprod3(x, acc, outer, n, inner, zp, m, s):
+    """int32 running products of (x - zp) over the middle axis of (outer, n, inner), rescaled by (m, s) at every
+    step after the first (TFLite's ReducerFirst / ReducerNext)."""
+    for o in range(outer):
+        for i in range(inner):
+            base = o * n * inner + i
+            p = np.int64(x[base]) - zp
+            for r in range(1, n):
+                p = multiply_by_quantized_multiplier_int64(p * (np.int64(x[base + r * inner]) - zp), m, s)
+            acc[o * inner + i] = p
+
+
+@njit(cache=True, nogil=True)
+def qprod_nd(x, acc, seen, shp, ostr, zp, m, s):
+    """qprod3 for scattered reduced axes: the input is walked in memory order; `seen` marks started outputs."""
+    for j in range(seen.size):
+        seen[j] = 0
+    k = 0
+    for i0 in range(shp[0]):
+        for i1 in range(shp[1]):
+            for i2 in range(shp[2]):
+                for i3 in range(shp[3]):
+                    for i4 in range(shp[4]):
+                        ob = i0 * ostr[0] + i1 * ostr[1] + i2 * ostr[2] + i3 * ostr[3] + i4 * ostr[4]
+                        for i5 in range(shp[5]):
+                            j = ob + i5 * ostr[5]
+                            d = np.int64(x[k]) - zp
+                            if seen[j]:
+                                acc[j] = multiply_by_quantized_multiplier_int64(np.int64(acc[j]) * d, m, s)
+                            else:
+                                acc[j] = d
+                                seen[j] = 1
+                            k += 1
+
+
+@njit(cache=True, nogil=True)
+def qprod_finish(acc, out, zp, m, s, lo, hi):
+    """out = clamp(MultiplyByQuantizedMultiplier(int64 product, m, s) + zp), the product's last rescale."""
+    for j in range(out.size):
+        r = multiply_by_quantized_multiplier_int64(np.int64(acc[j]), m, s) + zp
+        out[j] = min(max(r, lo), hi)
+
+
+_PROD_PLAIN = generic_reducer("REDUCE_PROD", "prod", (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16))
+
+
+@kernel("REDUCE_PROD")
+def REDUCE_PROD(ctx: PrepareContext) -> None:
+    """Products of float32/int32/int64 (and non-quantized 8/16-bit integers, wrapping); quantized int8/int16."""
+    x = ctx.input(0)
+    if x is None or x.quantization.scales.size == 0:
+        return _PROD_PLAIN.prepare(ctx)
+    # quantized int8/int16: each step's product is rescaled by s_in / s_out^(1/n) so the int32 never overflows
+    x, out, axes, plan = _common(ctx)
+    ctx.check_dtype(x, np.int8, np.int16)
+    ctx.check(_is_quantized(out), "the output must be quantized like the input")
+    if x.dtype == np.int16:
+        ctx.check(x.zero_point == 0 and out.zero_point == 0,
+                  f"int16 zero points must be 0, got {x.zero_point} and {out.zero_point}")
+    if x.size == 0 or out.size == 0:
+        return  # TFLite leaves the output as it is
+    of = ctx.view(out, (out.size,))
+    if plan[0] == "3d" and plan[2] == 1:
+        # nothing is reduced: TFLite copies the input as is (no requantization)
+        ctx.call(fill_copy, ctx.view(x, (x.size,)), of)
+        return
+    n = x.size // out.size
+    m, s = quantize_multiplier(float(x.scale) / float(out.scale) ** (1.0 / n))
+    ctx.check(-31 <= s < 8, f"product rescaling {float(x.scale)} / {float(out.scale)}^(1/{n}) is out of range")
+    acc = ctx.temp((out.size,), np.int32)
+    xf = ctx.view(x, (x.size,))
+    if plan[0] == "3d":
+        ctx.call(qprod3, xf, acc, plan[1], plan[2], plan[3], x.zero_point, m, s)
+    else:
+        seen = ctx.temp((out.size,), np.uint8)
+        ctx.call(qprod_nd, xf, acc, seen, plan[1], plan[2], x.zero_point, m, s)
+    info = np.iinfo(x.dtype)
+    ctx.call(qprod_finish, acc, of, out.zero_point, m, s, int(info.min), int(info.max))
+
+
+REDUCE_MAX = generic_reducer("REDUCE_MAX", "max", (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16))
+REDUCE_MIN = generic_reducer("REDUCE_MIN", "min", (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16))
+REDUCE_ANY = generic_reducer("REDUCE_ANY", "any", (np.bool_,))
+REDUCE_ALL = generic_reducer("REDUCE_ALL", "all", (np.bool_,))
+
+
+# --- ARG_MAX / ARG_MIN ------------------------------------------------------------------------------------------
+
+
+def make_arg(greater: bool):
+    """out[o, i] = first index r of the extreme value of x[o, :, i] (strict comparisons, as TFLite)."""
+
+    @njit(cache=True, nogil=True)
+    def arg(x, out, outer, n, inner):
+        for o in range(outer):
+            for i in range(inner):
+                base = o * n * inner + i
+                best = x[base]
+                idx = 0
+                for r in range(1, n):
+                    v = x[base + r * inner]
+                    if (v > best) if greater else (v < best):
+                        best = v
+                        idx = r
+                out[o * inner + i] = idx
+
+    return arg
+
+
+def make_arg_float(greater: bool):
+    """ARG_MAX / ARG_MIN of float32 with the official NaN handling: a NaN never wins and any number replaces a NaN
+    (reference kernel, inner size > 1). Over the last axis the official kernel keeps 4 lanes (elements i mod 4 of
+    the first n // 4 * 4), reduces them pairwise with an SSE max/min that returns its first argument when it is NaN,
+    finishes the tail serially, and answers 0 if the extreme is still NaN; that is replayed here."""
+
+    @njit(cache=True, inline="always")
+    def wins(c, cur):
+        if np.isnan(c):
+            return False
+        if np.isnan(cur):
+            return True
+        return c > cur if greater else c < cur
+
+    @njit(cache=True, inline="always")
+    def pair(a, b):
+        if greater:
+            return b if a < b else a
+        return b if a > b else a
+
+    @njit(cache=True, nogil=True)
+    def arg_f32(x, out, outer, n, inner):
+        for o in range(outer):
+            for i in range(inner):
+                base = o * n * inner + i
+                best = x[base]
+                idx = 0
+                r = 1
+                if inner == 1 and n >= 4:
+                    v0, v1, v2, v3 = x[base], x[base + 1], x[base + 2], x[base + 3]
+                    i0, i1, i2, i3 = 0, 1, 2, 3
+                    r = 4
+                    while r <= n - 4:
+                        if wins(x[base + r], v0):
+                            v0, i0 = x[base + r], r
+                        if wins(x[base + r + 1], v1):
+                            v1, i1 = x[base + r + 1], r + 1
+                        if wins(x[base + r + 2], v2):
+                            v2, i2 = x[base + r + 2], r + 2
+                        if wins(x[base + r + 3], v3):
+                            v3, i3 = x[base + r + 3], r + 3
+                        r += 4
+                    best = pair(pair(v0, v1), pair(v2, v3))
+                    idx = 2147483647
+                    if v0 == best:
+                        idx = min(idx, i0)
+                    if v1 == best:
+                        idx = min(idx, i1)
+                    if v2 == best:
+                        idx = min(idx, i2)
+                    if v3 == best:
+                        idx = min(idx, i3)
+                for k in range(r, n):
+                    v = x[base + k * inner]
+                    if wins(v, best):
+                        best = v
+                        idx = k
+                out[o * inner + i] = 0 if (inner == 1 and np.isnan(best)) else idx
+
+    return arg_f32
+
+
+_ARG = {True: make_arg(True), False: make_arg(False)}
+_ARG_F32 = {True: make_arg_float(True), False: make_arg_float(False)}
+_TENSOR_TYPE_INT32, _TENSOR_TYPE_INT64 = 2, 4
+
+
+def arg_op(op_name: str, greater: bool):
+    """ARG_MAX (greater) or ARG_MIN over one axis given by a 1-element int32/int64 tensor; int32/int64 output."""
+    def prepare(ctx: PrepareContext) -> None:
+        ctx.check_num(inputs=2, outputs=1)
+        x, axis_t = ctx.input(0), ctx.input(1)
+        ctx.check_dtype(x, np.float32, np.uint8, np.int8, np.int32, np.bool_)
+        ctx.check(x.ndim >= 1, "input must have rank >= 1")
+        ctx.check(axis_t.size == 1, f"axis must have one element, got shape {list(axis_t.shape)}")
+        ctx.check_dtype(axis_t, np.int32, np.int64)
+        out_type = int(ctx.options.get("output_type", _TENSOR_TYPE_INT64))
+        ctx.check(out_type in (_TENSOR_TYPE_INT32, _TENSOR_TYPE_INT64),
+                  f"output_type must be INT32 or INT64, got TensorType {out_type}")
+        out_dtype = np.int32 if out_type == _TENSOR_TYPE_INT32 else np.int64
+        v = int(np.asarray(ctx.value(1)).reshape(-1)[0])
+        a = v + x.ndim if v < 0 else v
+        ctx.check(0 <= a < x.ndim, f"axis {v} is out of range for input rank {x.ndim}")
+        n = x.shape[a]
+        ctx.check(n > 0, "cannot compute ArgMin/ArgMax over an empty axis")
+        out = ctx.set_output(0, x.shape[:a] + x.shape[a + 1:], out_dtype)
+        if out.size == 0:
+            return
+        outer = int(np.prod(x.shape[:a], dtype=np.int64))
+        inner = int(np.prod(x.shape[a + 1:], dtype=np.int64))
+        # bool compares like uint8 (False < True); one compiled loop serves both
+        xv = ctx.view(x, (x.size,), np.uint8 if x.dtype == np.bool_ else None)
+        fn = _ARG_F32[greater] if x.dtype == np.float32 else _ARG[greater]
+        ctx.call(fn, xv, ctx.view(out, (out.size,)), outer, n, inner)
+
+    return kernel(op_name)(prepare)
+
+
+ARG_MAX = arg_op("ARG_MAX", True)
+ARG_MIN = arg_op("ARG_MIN", False)
+
+
+# --- CUMSUM ----------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def cumsum(x, out, zero, outer, n, inner, exclusive, reverse):
+    """Running sums along the middle axis of (outer, n, inner), from +0 like Eigen's scan."""
+    for o in range(outer):
+        for i in range(inner):
+            base = o * n * inner + i
+            acc = zero[0]
+            for r in range(n):
+                k = base + ((n - 1 - r) if reverse else r) * inner
+                v = x[k]
+                if exclusive:
+                    out[k] = acc
+                    acc = acc + v
+                else:
+                    acc = acc + v
+                    out[k] = acc
+
+
+@kernel("CUMSUM")
+def CUMSUM(ctx: PrepareContext) -> None:
+    """Inclusive or exclusive, forward or reverse running sums of float32/int32/int64 along one axis."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, axis_t = ctx.input(0), ctx.input(1)
+    ctx.check_dtype(x, np.float32, np.int32, np.int64)
+    ctx.check_dtype(axis_t, np.int32)
+    ctx.check(axis_t.size == 1, f"axis must have one element, got shape {list(axis_t.shape)}")
+    ctx.check(x.ndim >= 1, "input must have rank >= 1")
+    v = int(np.asarray(ctx.value(1)).reshape(-1)[0])
+    a = v + x.ndim if v < 0 else v
+    ctx.check(0 <= a < x.ndim, f"axis {v} is out of range for input rank {x.ndim}")
+    out = ctx.set_output(0, x.shape, x.dtype)
+    if x.size == 0:
+        return
+    outer = int(np.prod(x.shape[:a], dtype=np.int64))
+    inner = int(np.prod(x.shape[a + 1:], dtype=np.int64))
+    ctx.call(cumsum, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), np.zeros(1, x.dtype), outer, x.shape[a],
+             inner, bool(ctx.options.get("exclusive", False)), bool(ctx.options.get("reverse", False)))
+
+
+__all__ = ["MEAN", "SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL", "ARG_MAX",
+           "ARG_MIN", "CUMSUM", "make_reducer", "loop_plan", "resolve_axes"]

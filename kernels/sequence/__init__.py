@@ -1,0 +1,2 @@
+"""Sequence ops: LSTM, RNN, SVDF (float, hybrid and fully integer).
+"""

@@ -1,0 +1,2 @@
+"""Signal processing: FFT, audio front ends, detection post-processing.
+"""
