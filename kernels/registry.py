@@ -15,9 +15,10 @@ class LazyKernel(OpKernel):
     """A row's kernel, imported from its module on first use: a process imports only the kernel modules its models
     use (importing every module costs ~0.3-0.6 s of start-up). Behaves as the OpKernel it stands for."""
 
-    def __init__(self, module: str, attr: str):  # noqa: D107 - no dataclass __init__: the fields are properties
+    def __init__(self, module: str, attr: str, quantized: LazyKernel | None = None):  # noqa: D107 - fields are properties
         self._where = (module, attr)
         self._kernel: OpKernel | None = None
+        self.quantized = quantized
 
     def resolve(self) -> OpKernel:
         k = self._kernel
@@ -45,6 +46,17 @@ class LazyKernel(OpKernel):
     def __repr__(self) -> str:
         return f"OpKernel({self._where[1]}, lazy from kernels.{self._where[0]})"
 
+    @property
+    def module(self) -> str:
+        """The kernel module (relative to lite_numba.kernels) this row's kernel comes from."""
+        return self._where[0]
+
+
+def with_quantized(kernel: LazyKernel, quantized: LazyKernel) -> LazyKernel:
+    """A row's float kernel together with its integer-quantized variant (another module of the family), which the
+    float prepare reaches through ctx.prepare_quantized()."""
+    return LazyKernel(*kernel._where, quantized=quantized)
+
 
 class _LazyModule:
     """`ew.ADD` in the table below -> LazyKernel("elementwise", "ADD"), without importing the module."""
@@ -64,31 +76,37 @@ def _lazy(module: str) -> _LazyModule:
 
 
 act = _lazy("elementwise.activations")
+q_act = _lazy("elementwise.activations_quantized")
 cf = _lazy("host.control_flow")
 ew = _lazy("elementwise.arithmetic")
+q_ew = _lazy("elementwise.arithmetic_quantized")
 fc = _lazy("linear.fully_connected")
+q_fc = _lazy("linear.fully_connected_quantized")
 logic = _lazy("elementwise.logic")
 reshape = _lazy("movement.reshape")
 softmax = _lazy("elementwise.softmax")
 
 BUILTINS = [
     # --- elementwise maths, comparison, logic (elementwise.py, logic.py); quantized inputs -> quantized_elementwise ---
-    ("ADD", 1, 5, ew.ADD),  # f32/i32; v2 int8, v3 int16 quantized, v4 int64, v5 int16 (v6 float16: no)
-    ("SUB", 1, 5, ew.SUB),  # f32/i32; v2 int8, v3 rank>4 broadcast, v4 int64, v5 int16 quantized
-    ("MUL", 1, 7, ew.MUL),  # v2/v3 int8, v4 int16 quantized, v5 int64, v6 complex64, v7 int16/uint32 (v8 f16: no)
+    # f32/i32; v2 int8, v3 int16 quantized, v4 int64, v5 int16 (v6 float16: no)
+    ("ADD", 1, 5, with_quantized(ew.ADD, q_ew.ADD)),
+    # f32/i32; v2 int8, v3 rank>4 broadcast, v4 int64, v5 int16 quantized
+    ("SUB", 1, 5, with_quantized(ew.SUB, q_ew.SUB)),
+    # v2/v3 int8, v4 int16 quantized, v5 int64, v6 complex64, v7 int16/uint32 (v8 f16: no)
+    ("MUL", 1, 7, with_quantized(ew.MUL, q_ew.MUL)),
     ("DIV", 1, 2, ew.DIV),  # f32/i32; v2 rank>4 broadcast
-    ("SQUARED_DIFFERENCE", 1, 2, ew.SQUARED_DIFFERENCE),  # f32/i32; v2 int8
+    ("SQUARED_DIFFERENCE", 1, 2, with_quantized(ew.SQUARED_DIFFERENCE, q_ew.SQUARED_DIFFERENCE)),  # f32/i32; v2 int8
     ("POW", 1, 1, ew.POW),  # f32/i32
     ("FLOOR_DIV", 1, 3, ew.FLOOR_DIV),  # v1 i32, v2 f32, v3 int8/int16 (raw values)
     ("FLOOR_MOD", 1, 2, ew.FLOOR_MOD),  # f32/i32/i64; v2 int8/int16 (raw values)
-    ("MAXIMUM", 1, 4, ew.MAXIMUM),  # v2 int8, v3 rank>4 broadcast, v4 int16
-    ("MINIMUM", 1, 4, ew.MINIMUM),
-    ("EXP", 1, 2, ew.EXP),  # f32; v2 int8/int16
-    ("LOG", 1, 2, ew.LOG),
-    ("SQRT", 1, 2, ew.SQRT),
-    ("RSQRT", 1, 3, ew.RSQRT),  # v2 int8, v3 int16
+    ("MAXIMUM", 1, 4, with_quantized(ew.MAXIMUM, q_ew.MAXIMUM)),  # v2 int8, v3 rank>4 broadcast, v4 int16
+    ("MINIMUM", 1, 4, with_quantized(ew.MINIMUM, q_ew.MINIMUM)),
+    ("EXP", 1, 2, with_quantized(ew.EXP, q_ew.EXP)),  # f32; v2 int8/int16
+    ("LOG", 1, 2, with_quantized(ew.LOG, q_ew.LOG)),
+    ("SQRT", 1, 2, with_quantized(ew.SQRT, q_ew.SQRT)),
+    ("RSQRT", 1, 3, with_quantized(ew.RSQRT, q_ew.RSQRT)),  # v2 int8, v3 int16
     ("SQUARE", 1, 1, ew.SQUARE),
-    ("ABS", 1, 5, ew.ABS),  # f32; v2 int8, v3 int16 quantized, v4 int16, v5 int32
+    ("ABS", 1, 5, with_quantized(ew.ABS, q_ew.ABS)),  # f32; v2 int8, v3 int16 quantized, v4 int16, v5 int32
     ("NEG", 1, 1, ew.NEG),  # f32/i32/i64/int8/int16 (raw values)
     ("SIGN", 1, 2, ew.SIGN),  # f32/f64; v2 int32
     ("SIN", 1, 1, ew.SIN),  # (v2 float16: no)
@@ -110,19 +128,19 @@ BUILTINS = [
     ("SELECT", 1, 4, logic.SELECT),  # any 1/2/4/8-byte type; v3 5-D, v4 uint32
     ("SELECT_V2", 1, 2, logic.SELECT_V2),
     # --- activations (activations.py; float32, quantized inputs -> quantized_elementwise) ---
-    ("RELU", 1, 3, act.RELU),  # v2 int8/uint8, v3 int16
-    ("RELU6", 1, 3, act.RELU6),
-    ("RELU_N1_TO_1", 1, 1, act.RELU_N1_TO_1),
-    ("RELU_0_TO_1", 1, 1, act.RELU_0_TO_1),
-    ("LOGISTIC", 1, 3, act.LOGISTIC),  # v2 int8, v3 int16
-    ("TANH", 1, 3, act.TANH),
-    ("HARD_SWISH", 1, 1, act.HARD_SWISH),
-    ("ELU", 1, 1, act.ELU),
-    ("GELU", 1, 2, act.GELU),  # v2 int8/uint8 (v3 float16: no)
-    ("LEAKY_RELU", 1, 2, act.LEAKY_RELU),  # v2 int16
-    ("PRELU", 1, 1, act.PRELU),
-    ("SOFTMAX", 1, 3, softmax.SOFTMAX),
-    ("LOG_SOFTMAX", 1, 2, softmax.LOG_SOFTMAX),
+    ("RELU", 1, 3, with_quantized(act.RELU, q_act.RELU)),  # v2 int8/uint8, v3 int16
+    ("RELU6", 1, 3, with_quantized(act.RELU6, q_act.RELU6)),
+    ("RELU_N1_TO_1", 1, 1, with_quantized(act.RELU_N1_TO_1, q_act.RELU_N1_TO_1)),
+    ("RELU_0_TO_1", 1, 1, with_quantized(act.RELU_0_TO_1, q_act.RELU_0_TO_1)),
+    ("LOGISTIC", 1, 3, with_quantized(act.LOGISTIC, q_act.LOGISTIC)),  # v2 int8, v3 int16
+    ("TANH", 1, 3, with_quantized(act.TANH, q_act.TANH)),
+    ("HARD_SWISH", 1, 1, with_quantized(act.HARD_SWISH, q_act.HARD_SWISH)),
+    ("ELU", 1, 1, with_quantized(act.ELU, q_act.ELU)),
+    ("GELU", 1, 2, with_quantized(act.GELU, q_act.GELU)),  # v2 int8/uint8 (v3 float16: no)
+    ("LEAKY_RELU", 1, 2, with_quantized(act.LEAKY_RELU, q_act.LEAKY_RELU)),  # v2 int16
+    ("PRELU", 1, 1, with_quantized(act.PRELU, q_act.PRELU)),
+    ("SOFTMAX", 1, 3, with_quantized(softmax.SOFTMAX, q_act.SOFTMAX)),
+    ("LOG_SOFTMAX", 1, 2, with_quantized(softmax.LOG_SOFTMAX, q_act.LOG_SOFTMAX)),
     # --- shape ---
     ("RESHAPE", 1, 1, reshape.RESHAPE),
     ("SQUEEZE", 1, 2, reshape.SQUEEZE),
@@ -278,8 +296,8 @@ BUILTINS += [
     # v1 float32/uint8, v3 hybrid, v4 int8, v5 keep_num_dims, v6 no bias, v7 int16 weights, v8 sparse weights,
     # v9 asymmetric hybrid, v10 int4 weights (unpacked to int8 on load), v11 int16x8 quantized_bias_type,
     # v12 per-channel hybrid, v13 int16 input with int4 weights (v2 shuffled weights and v14 int2 are not supported)
-    ("FULLY_CONNECTED", 1, 1, fc.FULLY_CONNECTED),
-    ("FULLY_CONNECTED", 3, 13, fc.FULLY_CONNECTED),
+    ("FULLY_CONNECTED", 1, 1, with_quantized(fc.FULLY_CONNECTED, q_fc.FULLY_CONNECTED)),
+    ("FULLY_CONNECTED", 3, 13, with_quantized(fc.FULLY_CONNECTED, q_fc.FULLY_CONNECTED)),
     # v1 float32 and hybrid, v2 int8, v3 int16, v4 asymmetric hybrid
     ("BATCH_MATMUL", 1, 4, batch_matmul.BATCH_MATMUL),
     ("DENSIFY", 1, 1, densify.DENSIFY),  # float32, float16, int8
@@ -289,8 +307,8 @@ BUILTINS += [
     ("IMAG", 1, 1, signal.IMAG),
 ]
 
-# --- quantization (quantize.py): QUANTIZE / DEQUANTIZE; quantized elementwise and activations are reached through
-# the float kernels' dispatch to quantized_elementwise.prepare_quantized ---
+# --- quantization (quantize.py): QUANTIZE / DEQUANTIZE (the quantized variants of elementwise ops, activations and
+# FULLY_CONNECTED are named in their ops' rows above) ---
 quantize = _lazy("elementwise.quantize")
 
 BUILTINS += [
@@ -303,8 +321,9 @@ BUILTINS += [
 ]
 
 # --- sequence ops: LSTM / RNN / SVDF (rnn.py; float32, plus hybrid int8-weight LSTM/RNN/SVDF, the fully integer
-# UNIDIRECTIONAL_SEQUENCE_LSTM of rnn_int.py and the fully integer SVDF of svdf_int.py) ---
+# UNIDIRECTIONAL_SEQUENCE_LSTM of rnn_int.py; SVDF of every kind in svdf.py) ---
 rnn = _lazy("sequence.rnn")
+svdf = _lazy("sequence.svdf")
 
 BUILTINS += [
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # float32; int8 / int16-cell integer
@@ -314,7 +333,7 @@ BUILTINS += [
     ("UNIDIRECTIONAL_SEQUENCE_RNN", 1, 3, rnn.UNIDIRECTIONAL_SEQUENCE_RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("RNN", 1, 3, rnn.RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("BIDIRECTIONAL_SEQUENCE_RNN", 1, 3, rnn.BIDIRECTIONAL_SEQUENCE_RNN),  # float32; v2/v3 hybrid (int8 weights)
-    ("SVDF", 1, 4, rnn.SVDF),  # float32; v2/v4 hybrid (int8 weights, v4 asymmetric); v3 int8 (svdf_int.py)
+    ("SVDF", 1, 4, svdf.SVDF),  # float32; v2/v4 hybrid (int8 weights, v4 asymmetric); v3 int8
 ]
 
 
@@ -334,3 +353,9 @@ CUSTOMS = [
     ("AudioSpectrogram", 1, 1, audio.AUDIO_SPECTROGRAM),  # float32
     ("Mfcc", 1, 1, audio.MFCC),  # float32, int32 sample rate
 ]
+
+# Kernels of ops that graph rewrites (lite_numba/fusion.py) put in place of a model's nodes; no model names them.
+REWRITES = {
+    "SLICE_UPDATE": slice_ops.SLICE_UPDATE,  # SLICE, SLICE -> CONCATENATION becomes one slice update
+    "FUSED_AWAY": slice_ops.FUSED_AWAY,  # the nodes it replaces
+}

@@ -1,8 +1,7 @@
 """lite-numba: a TensorFlow Lite–compatible inference runtime whose kernels are compiled with Numba."""
 
-__version__ = "0.1.0"
-
 from .numba_cache import configure as _configure_numba_cache  # noqa: E402
+from .version import __version__  # noqa: E402, F401
 
 # before any kernel is decorated: Numba's cache directory follows the hash of every source file (numba_cache.py)
 NUMBA_CACHE_DIR = _configure_numba_cache(__version__)

@@ -32,6 +32,7 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
+from .interpreter import Interpreter, resize_input, set_tensor
 from .profiling import RunStats, format_stats_tables, init_rows, profile_runtime
 
 OUTPUT_MODES = ("stdout", "csv", "json", "html")
@@ -227,8 +228,6 @@ class OurRunner:
     label = "lite-numba"
 
     def __init__(self, graph: str, num_threads: int, signature: str):
-        from .interpreter import Interpreter
-
         self.interp = Interpreter(model_path=graph, num_threads=num_threads)
         sigs = self.interp.model.signatures
         self.signature = _choose_signature([s.key for s in sigs], signature)
@@ -246,16 +245,12 @@ class OurRunner:
         return [(name, self.rt.tensors[i].dtype, tuple(self.rt.tensors[i].shape)) for name, i in self.inputs]
 
     def resize(self, k: int, shape: tuple[int, ...]) -> None:
-        from .interpreter import resize_input
-
         resize_input(self.rt, self.inputs[k][1], shape, False)
 
     def allocate(self) -> None:
         self.rt.allocate()
 
     def set_inputs(self, arrays: list[np.ndarray]) -> None:
-        from .interpreter import set_tensor
-
         for (_, i), a in zip(self.inputs, arrays):
             set_tensor(self.rt, i, a)
 

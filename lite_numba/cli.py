@@ -19,6 +19,8 @@ import sys
 
 import numpy as np
 
+from .version import __version__
+
 __all__ = ["main", "run_model", "sanitize_name"]
 
 _USAGE = """usage: lite-numba {benchmark,inspect,run} ...
@@ -66,8 +68,8 @@ def _load_inputs(specs: list[str], details: list[dict]) -> list[np.ndarray | Non
 def run_model(model: str, inputs: list[str], output_dir: str, *, trace: bool = False, all_tensors: bool = False,
               num_threads: int = 1, out=sys.stdout) -> list[str]:
     """Run `model` once on the .npy `inputs` and write its outputs to `output_dir`; returns the files written."""
-    from .benchmark import random_input
-    from .interpreter import Interpreter
+    from .benchmark import random_input  # lazy: a command's modules load only when it runs (fast --help)
+    from .interpreter import Interpreter  # lazy: as above
 
     interp = Interpreter(model_path=model, num_threads=num_threads, experimental_preserve_all_tensors=all_tensors)
     details = interp.get_input_details()
@@ -143,17 +145,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(_USAGE)
         return 0 if argv else 2
     if argv[0] == "--version":
-        from . import __version__
-
         print(f"lite-numba {__version__}")
         return 0
     command, rest = argv[0], argv[1:]
     if command == "benchmark":
-        from .benchmark import main as benchmark_main
+        from .benchmark import main as benchmark_main  # lazy: a command's modules load only when it runs
 
         return benchmark_main(rest)
     if command == "inspect":
-        from .inspect_model import main as inspect_main
+        from .inspect_model import main as inspect_main  # lazy: a command's modules load only when it runs
 
         return inspect_main(rest)
     if command == "run":

@@ -16,6 +16,7 @@ import dataclasses
 
 import numpy as np
 
+from .kernels.registry import REWRITES
 from .plan import Node, SubgraphPlan
 
 
@@ -65,8 +66,6 @@ def _same_quantization(specs) -> bool:
 
 def fuse_slice_updates(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Replace SLICE, SLICE -> CONCATENATION(x[a], y, x[b]) by SLICE_UPDATE (see the module docstring)."""
-    from lite_numba.kernels.movement.slice import FUSED_AWAY, SLICE_UPDATE
-
     producers = {o: n for n in plan.nodes for o in n.outputs if o >= 0}
     uses = _consumers(plan)
     pinned = set(plan.outputs) | set(plan.inputs)
@@ -108,10 +107,10 @@ def fuse_slice_updates(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan,
         inputs = (x, y, sa.inputs[1], sa.inputs[2], sb.inputs[1], sb.inputs[2])
         nodes[c.index] = dataclasses.replace(c, inputs=inputs, options={**c.options, "axis": axis,
                                                                         "fused": (sa.index, sb.index)})
-        kernels[c.index] = SLICE_UPDATE
+        kernels[c.index] = REWRITES["SLICE_UPDATE"]
         for s in (sa, sb):
             nodes[s.index] = dataclasses.replace(s, inputs=(), options={**s.options, "fused_into": c.index})
-            kernels[s.index] = FUSED_AWAY
+            kernels[s.index] = REWRITES["FUSED_AWAY"]
         changed = True
     if not changed:
         return plan, kernels

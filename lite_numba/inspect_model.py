@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .interpreter import Interpreter
 from .model import load_model, read_model_bytes
 from .plan import ModelPlan, SubgraphPlan, TensorSpec
 from .resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver
@@ -102,8 +103,6 @@ def _python_executor() -> Iterator[None]:
 
 def _arena(data, resolver: OpResolver) -> tuple[int | None, str]:
     """Activation arena bytes of subgraph 0 after preparing every node, or (None, why not)."""
-    from .interpreter import Interpreter
-
     try:
         with _python_executor():
             interp = Interpreter(model_content=data, op_resolver=resolver)

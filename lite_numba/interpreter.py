@@ -13,6 +13,7 @@ from .executor import GraphRuntime, InvokeError
 from .fusion import fuse
 from .model import ModelError, load_model, read_model_bytes
 from .plan import ModelPlan, TensorSpec
+from .profiling import profile_interpreter, trace_invoke
 from .resolver import OpResolver, default_op_resolver
 
 _TYPE_NAMES = {
@@ -136,16 +137,12 @@ class Interpreter:
     def invoke(self) -> None:
         """Run the model once on the inputs set. With $LITE_NUMBA_TRACE set, prints every node as it runs."""
         if self._trace:
-            from .profiling import trace_invoke
-
             trace_invoke(self)
             return
         self._main.invoke()
 
     def profile(self, num_runs: int = 10, warmup_runs: int = 1):
         """Run the model `num_runs` times timing every node; returns a `lite_numba.profiling.Profile`."""
-        from .profiling import profile_interpreter
-
         return profile_interpreter(self, num_runs=num_runs, warmup_runs=warmup_runs)
 
     @property

@@ -29,6 +29,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .compiler import precompile
+from .native_call import native_address
 from .plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
 from .symbols import stable_kernel
 
@@ -124,9 +126,20 @@ class OpKernel:
     # host(rt) is called at invoke time with the runtime (see executor.HostContext).
     host: Callable[..., None] | None = None
     meta: dict = field(default_factory=dict)
+    # The op's integer-quantized variant, named in the same registry row: the float prepare hands a node with
+    # quantized inputs to it through ctx.prepare_quantized() (the variant lives in another module of the family).
+    quantized: "OpKernel | None" = None
 
     def __repr__(self) -> str:
         return f"OpKernel({self.name})"
+
+
+def compiled_address(fn, argtypes: tuple) -> int:
+    """Compile (or load from Numba's disk cache) the njit kernel `fn` for the Numba types `argtypes` and return its
+    native entry address, for a kernel that calls another by address (parallel drivers). Addresses are per process:
+    a prepare asks for them each time."""
+    precompile([(fn, argtypes)])
+    return native_address(fn.overloads[argtypes])
 
 
 def kernel(name: str | None = None, *, init=None, free=None, host=None) -> Callable[[Callable], OpKernel]:
@@ -210,6 +223,15 @@ class PrepareContext:
     def check(self, cond: bool, msg: str) -> None:
         if not cond:
             self.fail(msg)
+
+    def prepare_quantized(self) -> None:
+        """Prepare this node with its op's integer-quantized variant (the `quantized=` kernel of its registry row);
+        a float prepare calls this when its inputs are quantized."""
+        variant = getattr(self.kernel, "quantized", None)
+        if variant is None:
+            x = self.input(0)
+            self.fail(f"quantized {x.dtype.name if x is not None else ''} inputs are not supported by this op")
+        variant.prepare(self)
 
     def check_dtype(self, t: Tensor, *dtypes) -> None:
         if t.dtype not in [np.dtype(d) for d in dtypes]:

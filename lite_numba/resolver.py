@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
+from .kernels.registry import BUILTINS, CUSTOMS
 from .ops import CustomOp, OpKernel, default_custom_ops
 from .options import BUILTIN_CODES, BUILTIN_NAMES
 
@@ -81,8 +82,6 @@ class BuiltinOpResolver(MutableOpResolver):
 
     def __init__(self):
         super().__init__()
-        from lite_numba.kernels.registry import BUILTINS, CUSTOMS
-
         for op, lo, hi, k in BUILTINS:
             self.add_builtin(op, k, lo, hi)
         for name, lo, hi, k in CUSTOMS:

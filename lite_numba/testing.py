@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .interpreter import Interpreter
+
 __all__ = ["assert_close", "official_interpreter", "require_official", "run_official"]
 
 
@@ -156,8 +158,6 @@ def random_array(rng: np.random.Generator, dtype, shape) -> np.ndarray:
 
 def run_ours(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run a model once in lite-numba (default resolver) and return copies of its outputs."""
-    from lite_numba import Interpreter
-
     it = Interpreter(model_content=model)
     it.allocate_tensors()
     for d, x in zip(it.get_input_details(), inputs):

@@ -22,6 +22,7 @@ import struct
 
 import numpy as np
 
+from lite_numba.model import decode_custom_options
 from lite_numba.ops import custom_op
 
 PADDING_UNKNOWN, PADDING_SAME, PADDING_VALID = 0, 1, 2
@@ -128,8 +129,6 @@ def convolution2d_transpose_bias(x, w, b, out, stride_h, stride_w, pad_top, pad_
 
 
 def _flex_options(ctx, required: tuple[str, ...]) -> dict:
-    from lite_numba.model import decode_custom_options
-
     opts = decode_custom_options(ctx.node.custom_options)
     ctx.check(isinstance(opts, dict), f"{ctx.op_name}: custom options must be a flexbuffer map")
     missing = [k for k in required if k not in opts]

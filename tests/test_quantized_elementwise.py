@@ -1,8 +1,7 @@
 """Quantized elementwise ops and activations (int8 / uint8 / int16) against the official runtime, bit-exact.
 
 Every model is a one-op model run in the official runtime (BUILTIN_WITHOUT_DEFAULT_DELEGATES) and in ours through
-a resolver that sends quantized inputs straight to quantized_elementwise.prepare_quantized, so the maths is tested
-independently of the float kernels' dispatch (scripts/parity.py covers the registry path). Sizes are chosen so
+the builtin op table, whose rows name each op's quantized variant (kernels/registry.py). Sizes are chosen so
 that both the official kernels' vector blocks and their scalar tails are exercised.
 """
 
@@ -12,11 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels.elementwise.arithmetic_quantized import prepare_quantized, process_broadcast_shapes
+from lite_numba.kernels.elementwise.arithmetic_quantized import process_broadcast_shapes
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.ops import OpKernel
 from lite_numba.resolver import BuiltinOpResolver
 from lite_numba.testing import require_official, run_official
 
@@ -27,15 +25,8 @@ QUANTIZED_OPS = ["ADD", "SUB", "MUL", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM"
                  "PRELU", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1"]
 
 
-def _resolver() -> BuiltinOpResolver:
-    r = BuiltinOpResolver()
-    kernel = OpKernel("quantized", prepare_quantized)
-    for op in QUANTIZED_OPS:
-        r.add_builtin(op, kernel, 1, 10)
-    return r
-
-
-RESOLVER = _resolver()
+# the builtin table as users get it: each op's row names its quantized variant (kernels/registry.py)
+RESOLVER = BuiltinOpResolver()
 
 
 def run_ours(model: bytes, inputs):

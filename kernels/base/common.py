@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.fixedpoint import activation_range_quantized
 
 from lite_numba.ops import PrepareContext, Tensor
 
@@ -35,8 +36,6 @@ def int_activation_range(ctx: PrepareContext, act: int, dtype) -> tuple[int, int
 def quantized_activation_range(ctx: PrepareContext, act: int, out: Tensor) -> tuple[int, int]:
     """(min, max) clamp of a fused activation on a quantized output, as TFLite computes it (float32 division,
     rounding half away from zero: fixedpoint.activation_range_quantized)."""
-    from lite_numba.kernels.base.fixedpoint import activation_range_quantized
-
     try:
         return activation_range_quantized(act, out.dtype, out.scale, out.zero_point)
     except ValueError as e:

@@ -34,6 +34,8 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
+from lite_numba.ops import compiled_address
+
 # work (multiply-adds) below which a parallel launch (~1.5-2 us with two threads) does not pay: a 3x3 conv of
 # 12x12x16 -> 16 (330k) gains 7.8 -> 6.7 us, 8x8x16 -> 16 (150k) loses 3.8 -> 4.3 us (2-core Zen 4, omp layer)
 MIN_MACS = 300_000
@@ -110,12 +112,7 @@ def serial_address(fn, args) -> int:
     """Compile (or load from the disk cache) the serial kernel `fn` for the types of the call arguments `args`
     (tensors, views, scratch, arrays, ints, floats, as given to ctx.call) and return its native address, for a
     parallel driver that calls it with `call_at`. Addresses are per process: prepare computes them each time."""
-    from lite_numba.executor import _precompile
-    from lite_numba.native_call import native_address
-
-    sig = tuple(_arg_type(a) for a in args)
-    _precompile([(fn, sig)])
-    return native_address(fn.overloads[sig])
+    return compiled_address(fn, tuple(_arg_type(a) for a in args))
 
 
 def _find_tbb() -> None:

@@ -10,7 +10,6 @@ from lite_numba.kernels.base.vecmath import erfc_f32, sigmoid_f32, tanh_f32
 from lite_numba.kernels.elementwise.arithmetic import (
     BINARY_PLAIN,
     binary_inputs,
-    dispatch_quantized,
     is_quantized,
     make_binary,
     no_limits,
@@ -116,7 +115,7 @@ def PRELU(ctx: PrepareContext) -> None:
     """PRELU: x if x >= 0 else alpha * x, alpha broadcast against x (the output keeps x's shape)."""
     x, alpha, shape = binary_inputs(ctx, same_type=False)
     if is_quantized(x):
-        return dispatch_quantized(ctx)
+        return ctx.prepare_quantized()
     ctx.check_dtype(x, np.float32)
     ctx.check_dtype(alpha, np.float32)
     ctx.check(shape == x.shape, f"alpha of shape {list(alpha.shape)} broadcasts input {list(x.shape)} to "

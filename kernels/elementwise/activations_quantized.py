@@ -14,10 +14,10 @@ from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.common import broadcast_shape
 from lite_numba.kernels.elementwise.arithmetic_quantized import (
     MODE_PRELU,
-    _prepare_unary_common,
     all_values,
     check_per_tensor,
     float_function_table,
+    prepare_unary_common,
     raw_view_dtype,
     schedule_binary_table_op,
     schedule_lookup,
@@ -25,7 +25,7 @@ from lite_numba.kernels.elementwise.arithmetic_quantized import (
 )
 from numba import njit
 
-from lite_numba.ops import PrepareContext
+from lite_numba.ops import PrepareContext, kernel
 
 f32 = np.float32
 
@@ -104,7 +104,7 @@ def _int16_gemmlowp(values: np.ndarray, left_shift: int, tanh: bool, simd: bool)
 
 def _logistic_tanh(ctx: PrepareContext) -> None:
     tanh = ctx.op_name == "TANH"
-    x, out = _prepare_unary_common(ctx, (np.int8, np.uint8, np.int16))
+    x, out = prepare_unary_common(ctx, (np.int8, np.uint8, np.int16))
     if x.dtype == np.int16:
         ok, out_log2 = fx.checked_log2(out.scale)
         ctx.check(ok and out_log2 == -15, f"int16 output scale must be 2^-15, got {out.scale}")
@@ -125,12 +125,12 @@ def _logistic_tanh(ctx: PrepareContext) -> None:
 
 
 def _elu(ctx: PrepareContext) -> None:
-    x, out = _prepare_unary_common(ctx, (np.int8,))
+    x, out = prepare_unary_common(ctx, (np.int8,))
     schedule_lookup(ctx, x, out, float_function_table(ctx, x, out, _elu_f32))
 
 
 def _gelu(ctx: PrepareContext) -> None:
-    x, out = _prepare_unary_common(ctx, (np.int8, np.uint8, np.int16))
+    x, out = prepare_unary_common(ctx, (np.int8, np.uint8, np.int16))
     fn = _gelu_tanh_f32 if ctx.options.get("approximate", False) else _gelu_f32
     schedule_lookup(ctx, x, out, float_function_table(ctx, x, out, fn))
 
@@ -143,7 +143,7 @@ _RELU_BOUNDS = {"RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0,
 def _relu(ctx: PrepareContext) -> None:
     """ReluX: requantize (x - zin) * sin / sout, then clamp to the quantized activation bounds."""
     dtypes = (np.int8, np.uint8, np.int16) if ctx.op_name in ("RELU", "RELU6") else (np.int8, np.uint8)
-    x, out = _prepare_unary_common(ctx, dtypes)
+    x, out = prepare_unary_common(ctx, dtypes)
     info = np.iinfo(x.dtype)
     q, sh = fx.quantize_multiplier(float(f32(x.scale) / f32(out.scale)))
     act_min, act_max = _RELU_BOUNDS[ctx.op_name]
@@ -156,7 +156,7 @@ def _relu(ctx: PrepareContext) -> None:
 
 def _leaky_relu(ctx: PrepareContext) -> None:
     """x >= zin: requantize by sin / sout; else by sin * alpha / sout (both computed in float)."""
-    x, out = _prepare_unary_common(ctx, (np.int8, np.uint8, np.int16))
+    x, out = prepare_unary_common(ctx, (np.int8, np.uint8, np.int16))
     alpha = f32(ctx.options.get("alpha", 0.0))
     q_alpha, s_alpha = fx.quantize_multiplier(float(f32(f32(x.scale) * alpha) / f32(out.scale)))
     q_id, s_id = fx.quantize_multiplier(float(f32(x.scale) / f32(out.scale)))
@@ -169,7 +169,7 @@ def _leaky_relu(ctx: PrepareContext) -> None:
 
 def _hard_swish(ctx: PrepareContext) -> None:
     """The reference int16 fixed-point HARD_SWISH (the x86 build does not use the NEON path)."""
-    x, out = _prepare_unary_common(ctx, (np.int8, np.uint8))
+    x, out = prepare_unary_common(ctx, (np.int8, np.uint8))
     hires_input_scale = f32(f32(1.0 / 128.0) * f32(x.scale))
     reluish_scale = f32(f32(3.0) / f32(32768.0))
     q_out, e_out = fx.quantize_multiplier(float(f32(hires_input_scale / f32(out.scale))))
@@ -399,18 +399,17 @@ def _log_softmax(ctx: PrepareContext) -> None:
              int(info.min), int(info.max))
 
 
-PREPARES = {
-    "LOGISTIC": _logistic_tanh,
-    "TANH": _logistic_tanh,
-    "ELU": _elu,
-    "GELU": _gelu,
-    "RELU": _relu,
-    "RELU6": _relu,
-    "RELU_N1_TO_1": _relu,
-    "RELU_0_TO_1": _relu,
-    "LEAKY_RELU": _leaky_relu,
-    "HARD_SWISH": _hard_swish,
-    "PRELU": _prelu,
-    "SOFTMAX": _softmax,
-    "LOG_SOFTMAX": _log_softmax,
-}
+# The quantized variants, named by op: the `quantized=` kernels of the activation and softmax rows of the registry.
+LOGISTIC = kernel("LOGISTIC")(_logistic_tanh)
+TANH = kernel("TANH")(_logistic_tanh)
+ELU = kernel("ELU")(_elu)
+GELU = kernel("GELU")(_gelu)
+RELU = kernel("RELU")(_relu)
+RELU6 = kernel("RELU6")(_relu)
+RELU_N1_TO_1 = kernel("RELU_N1_TO_1")(_relu)
+RELU_0_TO_1 = kernel("RELU_0_TO_1")(_relu)
+LEAKY_RELU = kernel("LEAKY_RELU")(_leaky_relu)
+HARD_SWISH = kernel("HARD_SWISH")(_hard_swish)
+PRELU = kernel("PRELU")(_prelu)
+SOFTMAX = kernel("SOFTMAX")(_softmax)
+LOG_SOFTMAX = kernel("LOG_SOFTMAX")(_log_softmax)

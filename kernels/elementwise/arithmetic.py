@@ -36,15 +36,8 @@ QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
 
 
 def is_quantized(t) -> bool:
-    """True for an int8/uint8/int16 tensor with quantization scales: its maths lives in quantized_elementwise."""
+    """True for an int8/uint8/int16 tensor with quantization scales: its maths lives in the op's quantized variant."""
     return t is not None and t.dtype in QUANTIZED_TYPES and t.quantization.scales.size > 0
-
-
-def dispatch_quantized(ctx: PrepareContext):
-    """Hand the node to the quantized kernels (another module, dispatching on ctx.op_name)."""
-    from lite_numba.kernels.elementwise.arithmetic_quantized import prepare_quantized
-
-    return prepare_quantized(ctx)
 
 
 def scalar(fn):
@@ -415,7 +408,7 @@ def arithmetic(op: str, dtypes):
     def prepare(ctx: PrepareContext) -> None:
         x, y, shape = binary_inputs(ctx)
         if is_quantized(x):
-            return dispatch_quantized(ctx)
+            return ctx.prepare_quantized()
         ctx.check_dtype(x, *dtypes)
         out = ctx.set_output(0, shape, x.dtype)
         act = ctx.options.get("fused_activation_function", 0)
@@ -449,7 +442,7 @@ def binary_op(name: str, table: dict, quantized: bool = False):
     def prepare(ctx: PrepareContext) -> None:
         x, y, shape = binary_inputs(ctx)
         if quantized and is_quantized(x):
-            return dispatch_quantized(ctx)
+            return ctx.prepare_quantized()
         ctx.check_dtype(x, *table)
         out = ctx.set_output(0, shape, x.dtype)
         schedule_binary(ctx, BINARY_PLAIN[table[x.dtype]], x, y, shape, out, no_limits(x.dtype))
@@ -502,7 +495,7 @@ def unary_op(name: str, f, dtypes=(np.float32,), quantized: bool = True, params=
         x = ctx.input(0)
         ctx.check(x is not None, "input 0 is required")
         if quantized and is_quantized(x):
-            return dispatch_quantized(ctx)
+            return ctx.prepare_quantized()
         ctx.check_dtype(x, *dtypes)
         out = ctx.set_output(0, x.shape, x.dtype)
         p = NO_PARAMS if params is None else np.asarray(params(ctx), np.float32).reshape(-1)

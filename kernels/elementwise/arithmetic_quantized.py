@@ -1,7 +1,8 @@
 """Quantized (int8 / uint8 / int16) elementwise ops, bit-exact with TFLite's optimized builtin kernels.
 
-`prepare_quantized(ctx)` is the single entry point: the float kernel modules call it for any quantized input, and
-it dispatches on the op name (activations live in quantized_activations). Three compiled loops do the work:
+Each op's quantized variant is a kernel named like the op (`ADD`, `EXP`, ...), the `quantized=` kernel of its row in
+the registry; the float prepare hands a quantized node to it with ctx.prepare_quantized() (activations' variants live
+in activations_quantized.py). Three compiled loops do the work:
 
 - `lookup_bytes`: a unary op of an 8- or 16-bit input is a function of one of 256 / 65536 values, so prepare
   tabulates it (with the exact integer or float arithmetic of the official kernel, see fixedpoint.py) and the
@@ -22,7 +23,7 @@ from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.common import broadcast_shape, broadcast_strides, padded_shape
 from numba import njit
 
-from lite_numba.ops import PrepareContext, Tensor
+from lite_numba.ops import PrepareContext, Tensor, kernel
 
 # --- table lookup ---------------------------------------------------------------------------------------------
 
@@ -559,7 +560,7 @@ def _maximum_minimum(ctx: PrepareContext) -> None:
 
 # --- unary ops ------------------------------------------------------------------------------------------------
 
-def _prepare_unary_common(ctx: PrepareContext, dtypes) -> tuple[Tensor, Tensor]:
+def prepare_unary_common(ctx: PrepareContext, dtypes) -> tuple[Tensor, Tensor]:
     ctx.check_num(inputs=1, outputs=1)
     x = ctx.input(0)
     ctx.check(x.dtype in [np.dtype(d) for d in dtypes],
@@ -581,12 +582,12 @@ def float_function_table(ctx: PrepareContext, x: Tensor, out: Tensor, transform)
 
 
 def _exp(ctx: PrepareContext) -> None:
-    x, out = _prepare_unary_common(ctx, (np.int8, np.int16))
+    x, out = prepare_unary_common(ctx, (np.int8, np.int16))
     schedule_lookup(ctx, x, out, float_function_table(ctx, x, out, fx.libm_expf))
 
 
 def _log(ctx: PrepareContext) -> None:
-    x, out = _prepare_unary_common(ctx, (np.int8, np.int16))
+    x, out = prepare_unary_common(ctx, (np.int8, np.int16))
     output_min = np.float32(np.float32(np.iinfo(x.dtype).min - out.zero_point) * np.float32(out.scale))
 
     def log(v):
@@ -598,7 +599,7 @@ def _log(ctx: PrepareContext) -> None:
 
 def _rsqrt(ctx: PrepareContext) -> None:
     """RSQRT int8: 1/sqrt of (x - zero point) by integer Newton-Raphson, then requantized; int16: LUT."""
-    x, out = _prepare_unary_common(ctx, (np.int8, np.int16))
+    x, out = prepare_unary_common(ctx, (np.int8, np.int16))
     values = all_values(x.dtype)
     invalid = values < x.zero_point
     if x.dtype == np.int16:
@@ -630,7 +631,7 @@ def _rsqrt(ctx: PrepareContext) -> None:
 
 def _sqrt(ctx: PrepareContext) -> None:
     """SQRT: dequantize, sqrtf, divide by the output scale and truncate (the official kernel does not round)."""
-    x, out = _prepare_unary_common(ctx, (np.int8, np.int16))
+    x, out = prepare_unary_common(ctx, (np.int8, np.int16))
     f32 = np.float32
     values = all_values(x.dtype)
     deq = f32(x.scale) * (values - x.zero_point).astype(f32)
@@ -641,7 +642,7 @@ def _sqrt(ctx: PrepareContext) -> None:
 
 
 def _abs(ctx: PrepareContext) -> None:
-    x, out = _prepare_unary_common(ctx, (np.int8, np.int16))
+    x, out = prepare_unary_common(ctx, (np.int8, np.int16))
     values = np.abs(all_values(x.dtype) - x.zero_point)
     if np.float32(x.scale) != np.float32(out.scale):
         q, sh = fx.quantize_multiplier(float(np.float32(x.scale) / np.float32(out.scale)))
@@ -649,31 +650,16 @@ def _abs(ctx: PrepareContext) -> None:
     schedule_lookup(ctx, x, out, to_output_table(values + out.zero_point, x.dtype))
 
 
-def _activations():
-    from lite_numba.kernels.elementwise import activations_quantized as qa
-
-    return qa.PREPARES
-
-
-_PREPARES = {
-    "ADD": _add_sub,
-    "SUB": _add_sub,
-    "MUL": _mul,
-    "SQUARED_DIFFERENCE": _squared_difference,
-    "MAXIMUM": _maximum_minimum,
-    "MINIMUM": _maximum_minimum,
-    "EXP": _exp,
-    "LOG": _log,
-    "RSQRT": _rsqrt,
-    "SQRT": _sqrt,
-    "ABS": _abs,
-}
-
-
-def prepare_quantized(ctx: PrepareContext) -> None:
-    """Prepare the quantized (int8/uint8/int16) variant of ctx's op: the entry point for the float modules."""
-    prepare = _PREPARES.get(ctx.op_name) or _activations().get(ctx.op_name)
-    if prepare is None:
-        x = ctx.input(0)
-        ctx.fail(f"quantized {x.dtype.name if x is not None else ''} inputs are not supported by this op")
-    prepare(ctx)
+# The quantized variants, named by op: each is the `quantized=` kernel of its op's registry row, reached from the
+# float prepare (arithmetic.py) through ctx.prepare_quantized().
+ADD = kernel("ADD")(_add_sub)
+SUB = kernel("SUB")(_add_sub)
+MUL = kernel("MUL")(_mul)
+SQUARED_DIFFERENCE = kernel("SQUARED_DIFFERENCE")(_squared_difference)
+MAXIMUM = kernel("MAXIMUM")(_maximum_minimum)
+MINIMUM = kernel("MINIMUM")(_maximum_minimum)
+EXP = kernel("EXP")(_exp)
+LOG = kernel("LOG")(_log)
+RSQRT = kernel("RSQRT")(_rsqrt)
+SQRT = kernel("SQRT")(_sqrt)
+ABS = kernel("ABS")(_abs)

@@ -68,9 +68,7 @@ def _rows(ctx: PrepareContext):
 def SOFTMAX(ctx: PrepareContext) -> None:
     x, rows, n = _rows(ctx)
     if x.dtype != np.float32:
-        from lite_numba.kernels.elementwise.arithmetic_quantized import prepare_quantized
-
-        return prepare_quantized(ctx)
+        return ctx.prepare_quantized()
     out = ctx.set_output(0, x.shape, np.float32)
     if x.size:
         ctx.call(softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)), float(ctx.options.get("beta", 1.0)))
@@ -80,9 +78,7 @@ def SOFTMAX(ctx: PrepareContext) -> None:
 def LOG_SOFTMAX(ctx: PrepareContext) -> None:
     x, rows, n = _rows(ctx)
     if x.dtype != np.float32:
-        from lite_numba.kernels.elementwise.arithmetic_quantized import prepare_quantized
-
-        return prepare_quantized(ctx)
+        return ctx.prepare_quantized()
     out = ctx.set_output(0, x.shape, np.float32)
     if x.size:
         ctx.call(log_softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.isa import has
-from lite_numba.kernels.linear.fully_connected import gemm_f32, transpose_batches
+from lite_numba.kernels.linear.fc_loops import gemm_f32, transpose_batches
 from lite_numba.kernels.linear.fully_connected_quantized import (
     REQUANT_FIXED,
     REQUANT_FIXED64,

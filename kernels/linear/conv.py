@@ -27,9 +27,11 @@ import numpy as np
 from lite_numba.kernels.base.common import float_activation_range
 from lite_numba.kernels.base.fixedpoint import activation_range_quantized, quantize_multipliers
 from lite_numba.kernels.base.isa import has
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.linear import conv_loops as L
 from lite_numba.kernels.linear import dwconv, simd_f32, simd_int8
 from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows
+from lite_numba.kernels.linear.parallel import conv2d_f32_par, gemm_f32_par, image_row_chunks
 
 from lite_numba.ops import ConstArg, PrepareContext, Tensor, TensorView, kernel
 
@@ -231,10 +233,6 @@ def CONV_2D(ctx: PrepareContext) -> None:
         if groups == 1 and has("avx512"):
             return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo)
         w = _filter(ctx, f)
-        from lite_numba.kernels.linear.parallel import (
-            schedule_conv2d_f32,  # L.gemm_f32 / L.conv2d_f32, or parallel (num_threads > 1)
-        )
-
         schedule_conv2d_f32(ctx, x, _as_matrix(ctx, w, CI, CO) if pointwise else w, bias, out, geo, lim, CO, groups,
                             pointwise)
         return
@@ -339,11 +337,8 @@ def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
         bias = _bias(ctx, b, CO, (np.float32,), np.float32)
         lim = _float_limits(ctx)
         if out.size:
-            from lite_numba.kernels.linear.dwconv_simd import (
-                schedule_f32_mt,  # dwconv.schedule_f32, or its parallel driver
-            )
 
-            schedule_f32_mt(ctx, x, ctx.view(f, (KH, KW, CO)), bias, out, geo, lim)
+            dwconv.schedule_f32_mt(ctx, x, ctx.view(f, (KH, KW, CO)), bias, out, geo, lim)
         return
 
     if x.dtype == np.float32:
@@ -520,3 +515,30 @@ def CONV_3D(ctx: PrepareContext) -> None:
 
 
 __all__ = ["CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D"]
+
+
+def schedule_conv2d_f32(ctx, x, w, bias, out, geo, lim, CO: int, groups: int, pointwise: bool) -> None:
+    """The portable float CONV_2D calls: gemm_f32 for a pointwise layer, else conv2d_f32, or their
+    parallel drivers when ctx.num_threads > 1 and the layer is big enough. w: the [KH, KW, CIG, CO] filter
+    argument (pointwise: [CI, CO])."""
+    N, H, W, CI = x.shape
+    _, OH, OW, _ = out.shape
+    P = N * OH * OW
+    KK = 1 if pointwise else int(np.prod(ctx.input(1).shape[1:3]))
+    t = threads_for(ctx, P * CO * KK * CI // groups)
+    if pointwise:
+        ch = bands(P, CHUNKS_PER_THREAD * t) if t > 1 else []
+        xv, ov = ctx.view(x, (P, CI)), ctx.view(out, (P, CO))
+        if len(ch) < 2:
+            return ctx.call(L.gemm_f32, xv, w, bias, ov, lim)
+        return ctx.call(gemm_f32_par, xv, w, bias, ov, lim, np.array(ch, np.int64).reshape(-1),
+                        ctx.temp((1,), np.int64), t)
+    ch = image_row_chunks(N, OH, t) if t > 1 else []
+    if len(ch) < 2:
+        return ctx.call(L.conv2d_f32, x, w, bias, out, ctx.temp((CO // groups,), np.float32), geo, lim)
+    g = np.asarray(geo, np.int64)  # [sh, sw, dh, dw, pad_t, pad_l]
+    geos = np.repeat(g[None, :], len(ch), axis=0)
+    for j, (_, _, y0, _) in enumerate(ch):
+        geos[j, 4] = g[4] - y0 * g[0]
+    ctx.call(conv2d_f32_par, x, w, bias, out, ctx.temp((t * (CO // groups),), np.float32), geos, lim,
+             np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)

@@ -42,13 +42,13 @@ def _tap_range(origin, dilation, size, taps):
 
 
 @njit(cache=True, inline="always")
-def _mbqm_away(acc, q, shift):
+def mbqm_away(acc, q, shift):
     # the official kernels add the bias to an int32 accumulator (wrapping) before requantizing
     return multiply_by_quantized_multiplier(np.int32(acc), q, shift)
 
 
 @njit(cache=True, inline="always")
-def _mbqm_half_up(acc, q, shift):
+def mbqm_half_up(acc, q, shift):
     """Left shift (int32 wrap), doubling high multiply rounded half up, rounding right shift rounded half up:
     NEON vqrdmulh + vrshl, and ruy's x86 (AVX2/AVX-512) integer GEMM output stage."""
     left = max(shift, 0)
@@ -81,11 +81,11 @@ def _store_requantized(acc, bias, mult, shift, orow, c0, count, ibase, nvec, rq_
     split = min(max(nvec - ibase, 0), count)
     for j in range(split):
         c = c0 + j
-        r = _mbqm_half_up(acc[j] + bias[c], mult[c], shift[c]) + zp_out
+        r = mbqm_half_up(acc[j] + bias[c], mult[c], shift[c]) + zp_out
         orow[c] = min(max(r, qmin), qmax)
     for j in range(split, count):
         c = c0 + j
-        r = _mbqm_away(acc[j] + bias[c], mult[c], shift[c]) + zp_out
+        r = mbqm_away(acc[j] + bias[c], mult[c], shift[c]) + zp_out
         orow[c] = min(max(r, qmin), qmax)
 
 
@@ -111,7 +111,7 @@ def channel_sums(w, out):
 
 
 @njit(cache=True, inline="always")
-def _round_neon(v):
+def round_neon(v):
     """The official RoundToNearest of NEON_2_SSE builds: trunc(v +- 0.5) in float32 (ties away from zero, but
     v + 0.5 itself rounds, e.g. 0.49999997 -> 1)."""
     half = np.float32(-0.5) if v < 0 else np.float32(0.5)

@@ -24,8 +24,8 @@ from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import gep as _gep
 from lite_numba.kernels.base.llvm_ir import i64 as _i
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.linear.dwconv import _bias_minus_zp, pad_band, pad_band_edges
-from lite_numba.kernels.linear.simd_int8 import _channel_params, _params64, _requantize_params, _requantize_vector
+from lite_numba.kernels.linear.dwconv_loops import bias_minus_zp, pad_band, pad_band_edges
+from lite_numba.kernels.linear.simd_int8 import channel_params, params64, requantize_params, requantize_vector
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -116,7 +116,7 @@ def _make_f32_tile(pt: int):
 
 def _requantize(builder, a, q, left, right, kind, upmask):
     """The RQ_NEON output stage on 16 int32 accumulators `a` (int64 lanes out, before the zero point):
-    kind "up": conv_loops._mbqm_half_up; "away": _mbqm_away (TFLite's MultiplyByQuantizedMultiplier); "mixed":
+    kind "up": conv_loops.mbqm_half_up; "away": mbqm_away (TFLite's MultiplyByQuantizedMultiplier); "mixed":
     lanes of upmask half up, the others half away. q, left, right: per-lane multiplier and shifts (int64)."""
     v16l = ir.VectorType(_i64, VL)
 
@@ -156,7 +156,7 @@ def _make_int_tile(pt: int, kind: str):
     kind: the rounding of the block: "up", "away", "mixed" (channels below nvec half up), or "auto", the one
     _q_pixels uses (its blocks never straddle nvec): a block below nvec is "up", else "away", chosen at run time
     so that one tile's main loop serves both. The "up" output stage takes be, mult, shift and zp_out from prm
-    (simd_int8's output stage on parameters filled by simd_int8._channel_params, the same arithmetic as
+    (simd_int8's output stage on parameters filled by simd_int8.channel_params, the same arithmetic as
     _requantize "up" + zp_out); "up" and "auto" tiles start from 0 and add be in the "away" stage."""
 
     @intrinsic
@@ -201,11 +201,11 @@ def _make_int_tile(pt: int, kind: str):
                 builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
                 f"llvm.masked.store.{_vec_name(vo)}.p0")
             def up_stage():
-                params = _requantize_params(builder, _data_ptr(context, builder, sig.args[19], prm_), c0_)
+                params = requantize_params(builder, _data_ptr(context, builder, sig.args[19], prm_), c0_)
                 lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
                 hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
                 for p in range(pt):
-                    r = _requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32)
+                    r = requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32)
                     ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
                     builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
                                          ir.Constant(_i32, 1), mask])
@@ -289,11 +289,11 @@ def _make_int_rows3_tile(pt: int, sw: int):
                     for k in range(3):
                         acc = builder.add(acc, builder.mul(cols[p * sw + k], wv[k]))
                     builder.store(acc, accs[p])
-            params = _requantize_params(builder, _data_ptr(context, builder, sig.args[9], prm_), c0_)
+            params = requantize_params(builder, _data_ptr(context, builder, sig.args[9], prm_), c0_)
             lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
             hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
             for p in range(pt):
-                r = builder.trunc(_requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32), v16i8)
+                r = builder.trunc(requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32), v16i8)
                 ptr = _gep(builder, po, builder.add(ooff_, builder.mul(C_, _i(p))), ir.IntType(8))
                 builder.store(r, builder.bitcast(ptr, v16i8.as_pointer()), align=1)
             return context.get_dummy_value()
@@ -360,13 +360,13 @@ def _int_tile(pt4, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, z
 def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
     """be = bias - zp_in * wsum (int32, wrapping) and the half-up blocks' output-stage parameters in prm (once per
     call of a driver)."""
-    _bias_minus_zp(bias, wsum, zp_in, be)
-    p64 = _params64(prm)
+    bias_minus_zp(bias, wsum, zp_in, be)
+    p64 = params64(prm)
     for c in range(prm.shape[0] * VL):
         if c < nvec:
-            _channel_params(prm, p64, c, be[c], mult[c], shift[c], zp_out)
+            channel_params(prm, p64, c, be[c], mult[c], shift[c], zp_out)
         else:
-            _channel_params(prm, p64, c, 0, 0, 0, 0)
+            channel_params(prm, p64, c, 0, 0, 0, 0)
 
 
 @njit(cache=True, nogil=True)
@@ -567,43 +567,3 @@ def dwconv_f32_simd_banded_par(addr, xb, sb, s, w, bias, out, geo, toff, lim, ch
             j = _next_chunk(cnt)
 
 
-def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
-    """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work) its parallel driver (AVX-512 or portable,
-    par_portable.py) over ranges of images or bands of output rows (schedule_f32's preparation recorded and replayed
-    with a band scratch per worker). Same arguments."""
-    import numpy as np
-    from lite_numba.kernels.base.threads import (
-        CHUNKS_PER_THREAD,
-        MIN_DW_MACS,
-        Recorder,
-        bands,
-        serial_address,
-        threads_for,
-    )
-    from lite_numba.kernels.linear.dwconv import schedule_f32
-
-    rec = Recorder(ctx)
-    schedule_f32(rec, x, w, bias, out, geo, lim)
-    N, OH, OW, C = out.shape
-    KH, KW = ctx.input(1).shape[1:3]
-    t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
-    par = {dwconv_f32_simd: dwconv_f32_simd_par, dwconv_f32_simd_banded: dwconv_f32_simd_banded_par}
-    if t > 1 and not all(fn in par for fn, _ in rec.calls):  # the portable loops
-        from lite_numba.kernels.linear.parallel import DW_PAR as par
-    if t > 1 and N >= t:
-        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
-    elif t > 1:  # (a chunk runs its own bands from its first row: any split works)
-        ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-CHUNKS_PER_THREAD * t // N))]
-    else:
-        ch = []
-    if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
-        return rec.replay()
-
-    def edit(fn, args):  # the SIMD drivers call dwconv_f32_simd by address (compiled for the chunks' types)
-        if fn is dwconv_f32_simd:
-            return [serial_address(dwconv_f32_simd, args)] + args
-        if fn is dwconv_f32_simd_banded:
-            return [serial_address(dwconv_f32_simd, args[2:])] + args
-        return args
-
-    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

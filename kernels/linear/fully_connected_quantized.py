@@ -24,10 +24,13 @@ from lite_numba.kernels.base.fixedpoint import (
     quantize_multiplier,
     round_half_away,
 )
-from lite_numba.kernels.linear.conv_loops import _round_neon
+from lite_numba.kernels.linear.conv_loops import round_neon
+from lite_numba.kernels.linear.fc_loops import transpose_batches
+from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
+from lite_numba.kernels.linear.simd_int8 import schedule_qgemm_mt
 from numba import njit
 
-from lite_numba.ops import PrepareContext
+from lite_numba.ops import PrepareContext, kernel
 
 REQUANT_FIXED, REQUANT_FLOAT, REQUANT_FIXED64, REQUANT_RUY = 0, 1, 2, 3
 TYPE_INT32, TYPE_INT64 = 2, 4  # schema TensorType values used by quantized_bias_type
@@ -238,7 +241,7 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
     sf[r] and zero point zp[r] (0 when symmetric).
 
     As the official x86 build computes it (NeonSymmetricQuantizeFloats / NeonAsymmetricQuantizeFloats through
-    NEON_2_SSE): blocks of 8 values are rounded by the vector code (conv_loops._round_neon: trunc(v +- 0.5) in
+    NEON_2_SSE): blocks of 8 values are rounded by the vector code (conv_loops.round_neon: trunc(v +- 0.5) in
     float32), the tail by std::round; the asymmetric zero point is added after rounding, the asymmetric range is
     a float32 difference and its inverse scale a double division."""
     nvec = (K // 8) * 8
@@ -266,7 +269,7 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
             inv = np.float32(127.0) / rng
             for k in range(K):
                 p = x[base + k] * inv
-                v = _round_neon(p) if k < nvec else _round_f(p)
+                v = round_neon(p) if k < nvec else _round_f(p)
                 q[base + k] = np.int8(min(127.0, max(-127.0, v)))
         else:
             rmin = np.float64(min(np.float32(0.0), mn))
@@ -294,7 +297,7 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
             inv = np.float32(1.0 / np.float64(np.float32(scale)))
             for k in range(K):
                 p = x[base + k] * inv
-                v = off + (_round_neon(p) if k < nvec else _round_f(p))
+                v = off + (round_neon(p) if k < nvec else _round_f(p))
                 q[base + k] = np.int8(min(127.0, max(-128.0, v)))
 
 
@@ -352,17 +355,14 @@ def fixed_multipliers(reals) -> tuple[np.ndarray, np.ndarray]:
 
 def schedule_transpose(ctx: PrepareContext, t, rows: int, cols: int):
     """A temp holding the flat transpose of tensor t seen as consecutive [rows, cols] blocks."""
-    from lite_numba.kernels.linear.fully_connected import transpose_batches
-
     out = ctx.temp((t.size,), t.dtype)
     ctx.call(transpose_batches, ctx.view(t, (t.size,)), out, rows, cols)
     return out
 
 
-def prepare_quantized_fc(ctx: PrepareContext) -> None:
+@kernel("FULLY_CONNECTED")
+def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     """FULLY_CONNECTED with quantized weights: integer kernels, or hybrid when the input is float32."""
-    from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
-
     x, w, b, out = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
     units, k = w.shape
     ctx.check_dtype(w, np.int8, np.uint8, np.int16)
@@ -427,8 +427,6 @@ def prepare_quantized_fc(ctx: PrepareContext) -> None:
     dense = weights_array(ctx, w)
     if x.dtype == np.int8 and w.dtype == np.int8 and wzp == 0 and dense is not None:
         # constant int8 weights: packed once for the int8 GEMM kernels (VNNI or portable); ruy's output stage
-        from lite_numba.kernels.linear.simd_int8 import schedule_qgemm_mt
-
         if b is None:
             bias32 = np.zeros(units, np.int32)
         elif b.is_const:
@@ -457,8 +455,6 @@ def prepare_quantized_fc(ctx: PrepareContext) -> None:
 
 
 def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) -> None:
-    from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
-
     ctx.check(w.dtype == np.int8, f"hybrid FULLY_CONNECTED needs int8 weights, got {w.dtype.name}")
     ctx.check_dtype(out, np.float32)
     act = ctx.options.get("fused_activation_function", 0)

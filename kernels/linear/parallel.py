@@ -10,11 +10,10 @@ dwconv_f32_padded over the input, dwconv_f32_banded over a band scratch per work
 
 from __future__ import annotations
 
-import numpy as np
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, next_chunk, threads_for
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, next_chunk
 from lite_numba.kernels.linear.conv_loops import conv2d_f32, gemm_f32
-from lite_numba.kernels.linear.dwconv import dw3x3_f32, dwconv_f32_banded, dwconv_f32_padded, pad_band
-from lite_numba.kernels.linear.fully_connected import gemm_f32 as fc_gemm_f32
+from lite_numba.kernels.linear.dwconv_loops import dw3x3_f32, dwconv_f32_banded, dwconv_f32_padded, pad_band
+from lite_numba.kernels.linear.fc_loops import gemm_f32 as fc_gemm_f32
 from numba import njit, prange
 
 
@@ -149,47 +148,3 @@ def image_row_chunks(N: int, OH: int, t: int, align: int = 1) -> list[tuple[int,
     return [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-parts // N), align)]
 
 
-def schedule_conv2d_f32(ctx, x, w, bias, out, geo, lim, CO: int, groups: int, pointwise: bool) -> None:
-    """The portable float CONV_2D calls (conv.py): gemm_f32 for a pointwise layer, else conv2d_f32, or their
-    parallel drivers when ctx.num_threads > 1 and the layer is big enough. w: the [KH, KW, CIG, CO] filter
-    argument (pointwise: [CI, CO])."""
-    N, H, W, CI = x.shape
-    _, OH, OW, _ = out.shape
-    P = N * OH * OW
-    KK = 1 if pointwise else int(np.prod(ctx.input(1).shape[1:3]))
-    t = threads_for(ctx, P * CO * KK * CI // groups)
-    if pointwise:
-        ch = bands(P, CHUNKS_PER_THREAD * t) if t > 1 else []
-        xv, ov = ctx.view(x, (P, CI)), ctx.view(out, (P, CO))
-        if len(ch) < 2:
-            return ctx.call(gemm_f32, xv, w, bias, ov, lim)
-        return ctx.call(gemm_f32_par, xv, w, bias, ov, lim, np.array(ch, np.int64).reshape(-1),
-                        ctx.temp((1,), np.int64), t)
-    ch = image_row_chunks(N, OH, t) if t > 1 else []
-    if len(ch) < 2:
-        return ctx.call(conv2d_f32, x, w, bias, out, ctx.temp((CO // groups,), np.float32), geo, lim)
-    g = np.asarray(geo, np.int64)  # [sh, sw, dh, dw, pad_t, pad_l]
-    geos = np.repeat(g[None, :], len(ch), axis=0)
-    for j, (_, _, y0, _) in enumerate(ch):
-        geos[j, 4] = g[4] - y0 * g[0]
-    ctx.call(conv2d_f32_par, x, w, bias, out, ctx.temp((t * (CO // groups),), np.float32), geos, lim,
-             np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
-
-
-def schedule_fc_gemm_f32(ctx, x, w_t, bias, out, batch: int, k: int, units: int, lim) -> None:
-    """fully_connected.schedule_gemm_f32, or its parallel driver over bands of rows."""
-    from lite_numba.kernels.linear.fully_connected import schedule_gemm_f32
-
-    t = threads_for(ctx, batch * k * units)
-    # starts multiples of 4: the kernel's 4-row groups stay the same
-    ch = bands(batch, CHUNKS_PER_THREAD * t, 4) if t > 1 else []
-    if len(ch) < 2:
-        return schedule_gemm_f32(ctx, x, w_t, bias, out, batch, k, units, lim)
-    zero = np.zeros(1, np.int64)
-    tab = np.array([(r0, r1, r0 * k) for r0, r1 in ch], np.int64).reshape(-1)
-    ctx.call(fc_gemm_f32_par, ctx.view(x, (x.size,)), zero, w_t, zero, bias, ctx.view(out, (out.size,)), batch, k,
-             units, lim, tab, ctx.temp((1,), np.int64), t)
-
-
-__all__ = ["conv2d_f32_par", "gemm_f32_par", "fc_gemm_f32_par", "dw3x3_f32_par", "dwconv_f32_padded_par",
-           "dwconv_f32_banded_par", "DW_PAR", "image_row_chunks", "schedule_conv2d_f32", "schedule_fc_gemm_f32"]

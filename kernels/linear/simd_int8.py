@@ -21,11 +21,11 @@ itself), followed by ruy's requantization of C + bias per output channel.
   last odd panel), each [Kp / 4, NR, 4] bytes, so that one `vpdpbusd` multiplies a 4-byte group of one activation
   row (broadcast) with 16 channels x 4 bytes and adds to 16 int32 lanes. The micro-kernel keeps an MR x NR tile of
   C in 2 * MR zmm registers (MR = 8; a 1-row variant for a few leftover rows and for matrix-vector products), then
-  requantizes the lanes itself (ruy's output stage in int64 lanes, see _requantize_vector) and stores bytes. Rows
+  requantizes the lanes itself (ruy's output stage in int64 lanes, see requantize_vector) and stores bytes. Rows
   past the end of a block are computed on stale buffer rows and not stored.
 - Portable path: the same packing of activations, weights as [Np, Kp] rows, a plain Numba 4 x 4 tile of int32 dot
   products (LLVM keeps the lanes 32-bit because every update is wrapped in np.int32) into an int32 buffer
-  `cbuf [MB, Np]`, and a Numba requantization loop (conv_loops._mbqm_half_up, the RQ_NEON mode for every channel).
+  `cbuf [MB, Np]`, and a Numba requantization loop (conv_loops.mbqm_half_up, the RQ_NEON mode for every channel).
 
 Both output stages compute out = clamp(rq(int32(C + offset + bias)) + zp_out) with rq the double rounding half up of
 ruy's x86 kernels, which the official runtime applies to every channel of a one-group int8 convolution and of an
@@ -37,6 +37,7 @@ prepare chooses the path from kernels/base/isa.py; the choice only changes which
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.llvm_ir import I8 as _i8
 from lite_numba.kernels.base.llvm_ir import I32 as _i32
 from lite_numba.kernels.base.llvm_ir import I64 as _i64
@@ -44,7 +45,15 @@ from lite_numba.kernels.base.llvm_ir import V16I as _v16i
 from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import i64 as _const
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.linear.conv_loops import _mbqm_half_up
+from lite_numba.kernels.base.threads import (
+    CHUNKS_PER_THREAD,
+    MIN_Q8_MACS,
+    Recorder,
+    bands,
+    serial_address,
+    threads_for,
+)
+from lite_numba.kernels.linear.conv_loops import mbqm_half_up
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -80,7 +89,7 @@ PRM_BLOCK = 128  # int32 slots of output-stage parameters per 16 output channels
 _EVEN_ODD = [i if i % 2 == 0 else 15 + i for i in range(16)]  # lanes from the low halves of even / odd int64 lanes
 
 
-def _requantize_params(builder, prm_ptr, c):
+def requantize_params(builder, prm_ptr, c):
     """The output-stage parameter vectors of channels c..c+15 (c a multiple of 16) from their block of `prm`
     (output_params): offset, left shift (<16 x i32>), multipliers of the even and odd channels, rounding terms,
     int64 right shifts (<8 x i64> each), then the second (int32) right shift and the output zero point
@@ -102,13 +111,13 @@ def _requantize_params(builder, prm_ptr, c):
     return rows + (q, zp)
 
 
-def _requantize_vector(builder, acc, params, lo, hi):
-    """ruy's x86 output stage on 16 int32 lanes with the parameters of their channels (_requantize_params) and the
+def requantize_vector(builder, acc, params, lo, hi):
+    """ruy's x86 output stage on 16 int32 lanes with the parameters of their channels (requantize_params) and the
     limits lo, hi (<16 x i32>): x = (acc + offset) << left (int32, wrapping), then in int64 lanes
     (x * multiplier + round) >> (31 + min(right, 21)), then in int32 lanes >> max(right - 21, 0), + zp, clamped;
     returns <16 x i32>.
 
-    This is conv_loops._mbqm_half_up + zp_out in one rounding shift: floor(floor(a / 2^31) / 2^r) =
+    This is conv_loops.mbqm_half_up + zp_out in one rounding shift: floor(floor(a / 2^31) / 2^r) =
     floor(a / 2^(31 + r)), so ((x * m + 2^30) >> 31 + nudge) >> r, + zp, equals
     (x * m + 2^30 + nudge * 2^31 + zp * 2^(31 + r)) >> (31 + r) exactly for r <= 21 (no int64 overflow; the
     int32 shift is 0 and its zp 0). For 21 < r <= 31 the zp term would overflow: the channel's parameters then
@@ -138,7 +147,7 @@ def _requantize_vector(builder, acc, params, lo, hi):
 def _make_vnni_tile(mr: int, nv: int):
     """An intrinsic computing an [mr, 16 * nv] tile of the quantized output with vpdpbusd:
     C = A[mr, 4 * kg * nrun * nrun2] (uint8) . panel (int8, [kg * nrun * nrun2, 16 * nv, 4]), requantized by
-    _requantize_vector.
+    requantize_vector.
 
     tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, prm, c0, out, o_off, ldo, nrows, ncols, qmin,
     qmax): row r of A is nrun * nrun2 runs of 4 * kg bytes, run (u, v) starting at byte
@@ -196,11 +205,11 @@ def _make_vnni_tile(mr: int, nv: int):
             lo, hi = _splat16(builder, qmin_), _splat16(builder, qmax_)
             for v in range(nv):
                 count = builder.sub(ncols_, _const(16 * v))  # valid channels of this vector (may be <= 0 or > 16)
-                params = _requantize_params(builder, pp, builder.add(c0_, _const(16 * v)))
+                params = requantize_params(builder, pp, builder.add(c0_, _const(16 * v)))
                 for r in range(mr):
                     with builder.if_then(builder.and_(builder.icmp_signed("<", _const(r), nrows_),
                                                       builder.icmp_signed(">", count, _const(0)))):
-                        y = builder.trunc(_requantize_vector(builder, builder.load(accs[r][v]), params, lo, hi),
+                        y = builder.trunc(requantize_vector(builder, builder.load(accs[r][v]), params, lo, hi),
                                           v16i8)
                         dst = builder.gep(po, [builder.add(builder.add(o_off_, builder.mul(ldo_, _const(r))),
                                                            _const(16 * v))], inbounds=True)
@@ -398,12 +407,12 @@ def _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, q
         crow = cbuf[r]
         orow = o[m0 + r]
         for c in range(CO):
-            v = _mbqm_half_up(np.int32(crow[c] + offs[c] + bias[c]), mult[c], shift[c]) + zp_out
+            v = mbqm_half_up(np.int32(crow[c] + offs[c] + bias[c]), mult[c], shift[c]) + zp_out
             orow[c] = min(max(v, qmin), qmax)
 
 
 @njit(cache=True, inline="always")
-def _channel_params(prm, p64, c, off, m, sh, zp_out):
+def channel_params(prm, p64, c, off, m, sh, zp_out):
     """Channel c's slots of the output-stage parameters (see _output_params); p64 is prm's bytes as int64
     [Np / 16, PRM_BLOCK / 2]. off is the int32 added to the accumulator, m and sh the multiplier and shift."""
     b, lane = c // 16, c % 16
@@ -421,7 +430,7 @@ def _channel_params(prm, p64, c, off, m, sh, zp_out):
 
 
 @njit(cache=True, inline="always")
-def _params64(prm):
+def params64(prm):
     """prm [Np / 16, PRM_BLOCK] int32 as int64 [Np / 16, PRM_BLOCK / 2]."""
     nb = prm.shape[0]
     return prm.reshape(nb * PRM_BLOCK).view(np.int64).reshape(nb, PRM_BLOCK // 2)
@@ -429,7 +438,7 @@ def _params64(prm):
 
 @njit(cache=True, inline="always")
 def _output_params(prm, offs, bias, mult, shift, zp_out, nb):
-    """Fill prm [Np / 16, PRM_BLOCK] int32 with the VNNI output stage's parameters (_requantize_params): per block of
+    """Fill prm [Np / 16, PRM_BLOCK] int32 with the VNNI output stage's parameters (requantize_params): per block of
     16 channels, int32 slots 0..15 offset + bias, 16..31 left shift; then as int64 (8 each, even channels before
     odd ones) the multipliers, the rounding terms 2^30 + nudge * 2^31 + zp_out * 2^(31 + right) and the shifts
     31 + right; for right > 21 (where zp_out * 2^(31 + right) would overflow), the rounding term without zp_out,
@@ -437,18 +446,18 @@ def _output_params(prm, offs, bias, mult, shift, zp_out, nb):
     bias.size on (padding) get zeros. Only the first nb blocks are filled (rows of prm past them hold per-row
     terms, see qconv_vnni). Shifts must lie in [-31, 31] (prepare checks)."""
     CO = bias.size
-    p64 = _params64(prm)
+    p64 = params64(prm)
     for c in range(nb * 16):
         if c < CO:
-            _channel_params(prm, p64, c, np.int32(offs[c] + bias[c]), mult[c], shift[c], zp_out)
+            channel_params(prm, p64, c, np.int32(offs[c] + bias[c]), mult[c], shift[c], zp_out)
         else:
-            _channel_params(prm, p64, c, 0, 0, 0, 0)
+            channel_params(prm, p64, c, 0, 0, 0, 0)
 
 
 def output_params_host(off: np.ndarray, mult, shift, zp_out: int, nvalid: int, nblocks: int) -> np.ndarray:
     """_output_params computed at prepare (numpy), flat int32 [nblocks * PRM_BLOCK]: channel c < nvalid gets the
     offset off[c] (int32, offset + bias already summed), mult[c], shift[c]; the others zeros. The same values as
-    _channel_params / _output_params."""
+    channel_params / _output_params."""
     prm = np.zeros((nblocks, PRM_BLOCK), np.int32)
     p64 = prm.view(np.int64)
     c = np.arange(nvalid)
@@ -761,8 +770,6 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
 
     zp_w given: x and w are uint8 (TFLite's asymmetric per-tensor scheme) with the weight zero point zp_w; packed as
     w - 128 with the per-row term 128 - zp_w (see qconv_vnni)."""
-    from lite_numba.kernels.base.isa import has
-
     N, OH, OW, CO = out.shape
     K = w.shape[1]
     P = N * OH * OW
@@ -775,7 +782,7 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
         offs = channel_offsets(w16 - int(zp_w), 0, zp_in, Np)
     else:
         offs = channel_offsets(w, flip, zp_in, Np)
-    # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (_requantize_vector);
+    # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (requantize_vector);
     # other layers take the portable path
     vnni = has("avx512vnni") and -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
     wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
@@ -862,15 +869,6 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
     """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
     one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf (xpad) and
     scratch slice per worker). Same arguments. (The chunks' geometries keep geo[11], the uint8 per-row weight.)"""
-    from lite_numba.kernels.base.threads import (
-        CHUNKS_PER_THREAD,
-        MIN_Q8_MACS,
-        Recorder,
-        bands,
-        serial_address,
-        threads_for,
-    )
-
     rec = Recorder(ctx)
     schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax, zp_w)
     N, OH, OW, CO = out.shape

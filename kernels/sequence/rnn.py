@@ -2,7 +2,7 @@
 
 Float32, and hybrid (float activations, int8 weights: what dynamic-range quantization emits) for every op; the
 fully integer (int8 activations / int16 cell) UNIDIRECTIONAL_SEQUENCE_LSTM is in rnn_int.py, the integer and hybrid
-SVDF in svdf_int.py. The maths follows
+SVDF in svdf.py. The maths follows
 TFLite's float paths (lstm_eval.cc EvalFloat / LstmStepFloat, kernel_utils RnnBatchStep, svdf EvalFloat) in float32,
 and its hybrid paths (LstmStepHybrid, hybrid RnnBatchStep: per step and batch row the input and state are quantized
 to int8 by BatchQuantizeFloats, with the NEON rounding of the official x86 build (quantize_rows), products accumulate
@@ -51,7 +51,7 @@ _P_SIZE = 18
 
 
 @njit(cache=True, nogil=True)
-def _activate(x, code):
+def activate(x, code):
     """One float32 value through a TFLite activation (codes as in ApplyActivationToVector)."""
     zero = np.float32(0.0)
     one = np.float32(1.0)
@@ -82,11 +82,11 @@ def _activate_run(src, so, dst, do, n, code):
             d[j] = tanh_f32(s[j])
     else:
         for j in range(n):
-            d[j] = _activate(s[j], code)
+            d[j] = activate(s[j], code)
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc"})
-def _dot(w, w_off, x, x_off, n):
+def dot(w, w_off, x, x_off, n):
     """float32 sum over k of w[w_off + k] * x[x_off + k]. Summed in vector lanes (reassociated): the official
     kernel's order (NEON-style 4-lane partial sums on x86) is not sequential either; results agree to ~1e-7."""
     s = np.float32(0.0)
@@ -133,11 +133,11 @@ def _lstm_gate(x, xo, n_in, x_zero, w_x, aux, ao, n_aux, aux_zero, w_a, h, ho, n
         buf[go + j] = np.float32(0.0) if use_ln else bias[j]
     if not x_zero:
         for j in range(n_cell):
-            buf[out_b + j] = _dot(w_x, j * n_in, x, xo, n_in) + buf[acc_b + j]
+            buf[out_b + j] = dot(w_x, j * n_in, x, xo, n_in) + buf[acc_b + j]
         acc_b, out_b = out_b, acc_b
     if n_aux > 0 and not aux_zero:
         for j in range(n_cell):
-            buf[out_b + j] = _dot(w_a, j * n_aux, aux, ao, n_aux) + buf[acc_b + j]
+            buf[out_b + j] = dot(w_a, j * n_aux, aux, ao, n_aux) + buf[acc_b + j]
         acc_b, out_b = out_b, acc_b
     if diag:
         for j in range(n_cell):
@@ -145,7 +145,7 @@ def _lstm_gate(x, xo, n_in, x_zero, w_x, aux, ao, n_aux, aux_zero, w_a, h, ho, n
         acc_b, out_b = out_b, acc_b
     else:
         for j in range(n_cell):
-            buf[out_b + j] = _dot(w_h, j * n_out, h, ho, n_out) + buf[acc_b + j]
+            buf[out_b + j] = dot(w_h, j * n_out, h, ho, n_out) + buf[acc_b + j]
     if use_peep:
         for j in range(n_cell):
             buf[out_b + j] += w_c[j] * c[co + j]
@@ -195,7 +195,7 @@ def _lstm_step(x, xo, x_zero, aux, ao, aux_zero, w_xi, w_xf, w_xc, w_xo, w_ai, w
     if p[_P_PROJ] != 0:
         for k in range(n_out):
             v = b_p[k] if p[_P_PROJ_BIAS] != 0 else np.float32(0.0)
-            v = _dot(w_p, k * n_cell, scratch, tmp, n_cell) + v
+            v = dot(w_p, k * n_cell, scratch, tmp, n_cell) + v
             if proj_clip > 0:
                 v = min(max(v, -proj_clip), proj_clip)
             h[ho + k] = v
@@ -375,7 +375,7 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
                          use_ln, ln_o, b_o, n_cell, _ACT_SIGMOID, scratch, go, asym, iacc)
             all_zero = True
             for j in range(n_cell):
-                a = scratch[gc + j] if act == _ACT_NONE else _activate(c[co + j], act)
+                a = scratch[gc + j] if act == _ACT_NONE else activate(c[co + j], act)
                 v = scratch[go + j] * a
                 scratch[tmp + j] = v
                 if v != 0:
@@ -457,7 +457,7 @@ def rnn_hybrid(x, aux, w, w_aux, r, bias, h, out, qx, qa, qh, sf, zp, scales, ro
             oo = (row0 + rr) * out_lead + out_off
             ho = (first_b + rr) * units
             for j in range(units):
-                v = _activate(out[oo + j], act)
+                v = activate(out[oo + j], act)
                 out[oo + j] = v
                 h[ho + j] = v
 
@@ -465,7 +465,7 @@ def rnn_hybrid(x, aux, w, w_aux, r, bias, h, out, qx, qa, qh, sf, zp, scales, ro
 _EMPTY = np.zeros(0, np.float32)
 
 
-def _flat(ctx: PrepareContext, t):
+def flat(ctx: PrepareContext, t):
     """A tensor as a flat float32 argument, or an empty array when absent."""
     if t is None:
         return ctx.const(_EMPTY)
@@ -495,7 +495,7 @@ def _check_hybrid(ctx: PrepareContext, tensors: dict) -> None:
             ctx.check(t.quantization.scales.size == 1, f"{name} must have one (per-tensor) scale")
 
 
-def _cell_activation(ctx: PrepareContext) -> int:
+def cell_activation(ctx: PrepareContext) -> int:
     act = int(ctx.options.get("fused_activation_function", 0))
     ctx.check(act in _SUPPORTED_ACTS, f"fused activation {act} is not supported")
     return act
@@ -613,15 +613,15 @@ def _schedule_lstm(ctx: PrepareContext, d: dict, x, aux, out, *, n_batch, max_ti
     w = d["w"]
     gates = ("input", "forget", "cell", "output")
     scratch = ctx.temp((6 * d["n_cell"],), np.float32)
-    args = [_flat(ctx, x), _flat(ctx, aux if d["n_aux"] else None)]
-    args += [_flat(ctx, w[f"input_to_{g}_weights"]) for g in gates]
-    args += [_flat(ctx, t) for t in d["w_aux"]]
-    args += [_flat(ctx, w[f"recurrent_to_{g}_weights"]) for g in gates]
-    args += [_flat(ctx, w[f"cell_to_{g}_weights"]) for g in ("input", "forget", "output")]
-    args += [_flat(ctx, t if use_ln else None) for t in d["lns"]]
-    args += [_flat(ctx, w[f"{g}_gate_bias"]) for g in gates]
-    args += [_flat(ctx, w["projection_weights"]), _flat(ctx, w["projection_bias"])]
-    args += [_flat(ctx, state_h), _flat(ctx, state_c), _flat(ctx, out), scratch, p,
+    args = [flat(ctx, x), flat(ctx, aux if d["n_aux"] else None)]
+    args += [flat(ctx, w[f"input_to_{g}_weights"]) for g in gates]
+    args += [flat(ctx, t) for t in d["w_aux"]]
+    args += [flat(ctx, w[f"recurrent_to_{g}_weights"]) for g in gates]
+    args += [flat(ctx, w[f"cell_to_{g}_weights"]) for g in ("input", "forget", "output")]
+    args += [flat(ctx, t if use_ln else None) for t in d["lns"]]
+    args += [flat(ctx, w[f"{g}_gate_bias"]) for g in gates]
+    args += [flat(ctx, w["projection_weights"]), flat(ctx, w["projection_bias"])]
+    args += [flat(ctx, state_h), flat(ctx, state_c), flat(ctx, out), scratch, p,
              np.array([cell_clip, proj_clip], np.float32)]
     ctx.call(lstm_float, *args)
 
@@ -677,15 +677,15 @@ def _schedule_lstm_hybrid(ctx: PrepareContext, d: dict, x, aux, out, *, n_batch,
             scales[12 + k] = m.quantization.scales[0]
     rowsums = np.concatenate(sums).astype(np.int32) if sums else np.zeros(1, np.int32)
     rows = n_batch if time_major else 1
-    args = [_flat(ctx, x), _flat(ctx, aux if n_aux else None)]
+    args = [flat(ctx, x), flat(ctx, aux if n_aux else None)]
     args += [_t_i8(ctx, w[f"input_to_{g}_weights"]) for g in gates]
     args += [_t_i8(ctx, t) for t in d["w_aux"]]
     args += [_t_i8(ctx, w[f"recurrent_to_{g}_weights"]) for g in gates]
     args += [_flat_i8(ctx, t) for t in peeps]
-    args += [_flat(ctx, t if use_ln else None) for t in d["lns"]]
-    args += [_flat(ctx, w[f"{g}_gate_bias"]) for g in gates]
-    args += [_t_i8(ctx, w["projection_weights"]), _flat(ctx, w["projection_bias"])]
-    args += [_flat(ctx, state_h), _flat(ctx, state_c), _flat(ctx, out), ctx.temp((5 * n_cell,), np.float32),
+    args += [flat(ctx, t if use_ln else None) for t in d["lns"]]
+    args += [flat(ctx, w[f"{g}_gate_bias"]) for g in gates]
+    args += [_t_i8(ctx, w["projection_weights"]), flat(ctx, w["projection_bias"])]
+    args += [flat(ctx, state_h), flat(ctx, state_c), flat(ctx, out), ctx.temp((5 * n_cell,), np.float32),
              ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * n_aux, 1),), np.int8),
              ctx.temp((max(rows * n_output, 1),), np.int8), ctx.temp((max(n_cell, 1),), np.int8),
              ctx.temp((4 * n_batch,), np.float32), ctx.temp((4 * n_batch + max(n_cell, n_output),), np.int32),
@@ -734,7 +734,7 @@ def UNIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
         prepare_lstm_integer(ctx, weights, use_ln, time_major)
         return
     n_batch, max_time, n_input = _sequence_dims(ctx, x, time_major)
-    act = _cell_activation(ctx)
+    act = cell_activation(ctx)
     cell_clip, proj_clip = _clips(ctx)
     state_h, state_c = ctx.input(18), ctx.input(19)
     wxo = weights["input_to_output_weights"]
@@ -769,7 +769,7 @@ def BIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
     time_major = bool(ctx.options.get("time_major", False))
     x = ctx.input(0)
     n_batch, max_time, n_input = _sequence_dims(ctx, x, time_major)
-    act = _cell_activation(ctx)
+    act = cell_activation(ctx)
     cell_clip, proj_clip = _clips(ctx)
     aux = ctx.input(39)
     use_aux = ctx.input(41) is not None
@@ -849,11 +849,11 @@ def rnn_float(x, aux, w, w_aux, r, bias, h, out, p):
             ao = t * aux_step + b * n_aux if time_major else row * n_aux
             for j in range(units):
                 acc = bias[j]
-                acc += _dot(w, j * n_in, x, xo, n_in)
+                acc += dot(w, j * n_in, x, xo, n_in)
                 if n_aux > 0:
-                    acc += _dot(w_aux, j * n_aux, aux, ao, n_aux)
-                acc += _dot(r, j * units, h, ho, units)
-                out[oo + j] = _activate(acc, act)
+                    acc += dot(w_aux, j * n_aux, aux, ao, n_aux)
+                acc += dot(r, j * units, h, ho, units)
+                out[oo + j] = activate(acc, act)
             for j in range(units):
                 h[ho + j] = out[oo + j]
 
@@ -911,7 +911,7 @@ def _prepare_rnn_hybrid(ctx: PrepareContext, x, n_batch: int, max_time: int, n_i
     ctx.check(bias.shape == (units,), f"bias has shape {list(bias.shape)}, expected [{units}]")
     ctx.check(r.shape == (units, units), f"recurrent_weights have shape {list(r.shape)}, expected {[units, units]}")
     ctx.check(h.shape == (n_batch, units), f"hidden_state has shape {list(h.shape)}, expected {[n_batch, units]}")
-    act = _cell_activation(ctx)
+    act = cell_activation(ctx)
     out = ctx.set_output(0, out_shape_prefix + (units,), np.float32)
     if out.size == 0:
         return
@@ -934,9 +934,9 @@ def _schedule_rnn_hybrid(ctx: PrepareContext, x, aux, w, w_aux, r, bias, h, out,
     rowsums = np.concatenate([np.asarray(m.data, np.int8).reshape(units, -1).astype(np.int32).sum(axis=1)
                               for m in mats]).astype(np.int32)
     rows = n_batch if p[_R_TIME_MAJOR] else 1
-    ctx.call(rnn_hybrid, _flat(ctx, x), _flat(ctx, aux if n_aux else None), _t_i8(ctx, w),
-             _t_i8(ctx, w_aux if n_aux else None), _t_i8(ctx, r), _flat(ctx, bias), _flat(ctx, h),
-             _flat(ctx, out), ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * n_aux, 1),), np.int8),
+    ctx.call(rnn_hybrid, flat(ctx, x), flat(ctx, aux if n_aux else None), _t_i8(ctx, w),
+             _t_i8(ctx, w_aux if n_aux else None), _t_i8(ctx, r), flat(ctx, bias), flat(ctx, h),
+             flat(ctx, out), ctx.temp((max(rows * n_input, 1),), np.int8), ctx.temp((max(rows * n_aux, 1),), np.int8),
              ctx.temp((max(rows * units, 1),), np.int8), ctx.temp((3 * n_batch,), np.float32),
              ctx.temp((3 * n_batch + units,), np.int32), scales, rowsums, ph)
 
@@ -948,13 +948,13 @@ def _prepare_rnn(ctx: PrepareContext, x, n_batch: int, max_time: int, n_input: i
         _prepare_rnn_hybrid(ctx, x, n_batch, max_time, n_input, time_major, out_shape_prefix)
         return
     units = _check_rnn_cell(ctx, "", w, r, bias, h, n_batch, n_input)
-    act = _cell_activation(ctx)
+    act = cell_activation(ctx)
     out = ctx.set_output(0, out_shape_prefix + (units,), np.float32)
     if out.size == 0:
         return
     p = _rnn_params(n_batch, max_time, n_input, 0, units, time_major, act)
-    ctx.call(rnn_float, _flat(ctx, x), _flat(ctx, None), _flat(ctx, w), _flat(ctx, None), _flat(ctx, r),
-             _flat(ctx, bias), _flat(ctx, h), _flat(ctx, out), p)
+    ctx.call(rnn_float, flat(ctx, x), flat(ctx, None), flat(ctx, w), flat(ctx, None), flat(ctx, r),
+             flat(ctx, bias), flat(ctx, h), flat(ctx, out), p)
 
 
 @kernel("UNIDIRECTIONAL_SEQUENCE_RNN")
@@ -994,7 +994,7 @@ def BIDIRECTIONAL_SEQUENCE_RNN(ctx: PrepareContext) -> None:
     time_major = bool(ctx.options.get("time_major", False))
     x = ctx.input(0)
     n_batch, max_time, n_input = _sequence_dims(ctx, x, time_major)
-    act = _cell_activation(ctx)
+    act = cell_activation(ctx)
     aux, fw_aux_w, bw_aux_w = ctx.input(9), ctx.input(10), ctx.input(11)
     ctx.check((fw_aux_w is None) == (bw_aux_w is None), "fw and bw aux weights must be both present or absent")
     use_aux = fw_aux_w is not None
@@ -1055,80 +1055,11 @@ def BIDIRECTIONAL_SEQUENCE_RNN(ctx: PrepareContext) -> None:
                                  p, bool(ctx.options.get("asymmetric_quantize_inputs", False)), aux_row=n_input,
                                  passes=max_time if time_major else 1)
             continue
-        ctx.call(rnn_float, _flat(ctx, d_in), _flat(ctx, aux if use_aux else None), _flat(ctx, w),
-                 _flat(ctx, aux_w if use_aux else None), _flat(ctx, r), _flat(ctx, bias), _flat(ctx, h),
-                 _flat(ctx, out), p)
+        ctx.call(rnn_float, flat(ctx, d_in), flat(ctx, aux if use_aux else None), flat(ctx, w),
+                 flat(ctx, aux_w if use_aux else None), flat(ctx, r), flat(ctx, bias), flat(ctx, h),
+                 flat(ctx, out), p)
 
 
 # --- SVDF ---------------------------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
-def svdf_float(x, w_f, w_t, bias, state, out, scratch, p):
-    """One SVDF step. p = [batch, input, filters, memory, rank, has_bias, act]; state [batch, filters, memory]
-    (flat) shifts left by one, takes W_f x in its last column; out[b, u] = act(bias[u] +
-    sum over the rank filters f of u: W_t[f] . state[b, f])."""
-    n_batch, n_in, n_f, mem, rank, has_bias, act = p[0], p[1], p[2], p[3], p[4], p[5] != 0, p[6]
-    units = n_f // rank
-    total = n_batch * n_f * mem
-    for k in range(total - 1):
-        state[k] = state[k + 1]
-    for b in range(n_batch):
-        for f in range(n_f):
-            acc = np.float32(0.0)
-            acc += _dot(w_f, f * n_in, x, b * n_in, n_in)
-            state[(b * n_f + f) * mem + mem - 1] = acc
-    for b in range(n_batch):
-        for f in range(n_f):
-            scratch[b * n_f + f] = _dot(w_t, f * mem, state, (b * n_f + f) * mem, mem)
-    for i in range(n_batch * units):
-        s = np.float32(0.0)
-        for k in range(rank):
-            s += scratch[i * rank + k]
-        if has_bias:
-            s += bias[i % units]
-        out[i] = _activate(s, act)
 
-
-@kernel("SVDF")
-def SVDF(ctx: PrepareContext) -> None:
-    """SVDF (float here; int8 v3 and hybrid v2/v4 in svdf_int.py): inputs (x [batch, input], weights_feature
-    [filters, input], weights_time [filters, memory], bias [units] optional, activation state variable
-    [batch, filters * memory]); output [batch, units]."""
-    ctx.check_num(inputs=5, outputs=1)
-    x, w_f, w_t, bias, state = (ctx.input(i) for i in range(5))
-    ctx.check(x is not None and w_f is not None and w_t is not None and state is not None,
-              "input, weights_feature, weights_time and state are required")
-    ctx.check(x.dtype in (np.float32, np.int8), f"input has type {x.dtype.name}: SVDF takes float32 or int8")
-    quantized = x.dtype == np.int8 or w_f.dtype != np.float32
-    if not quantized:
-        for name, t in (("weights_time", w_t), ("bias", bias), ("state", state)):
-            if t is not None and t.dtype != np.float32:
-                ctx.fail(f"{name} has type {t.dtype.name}: a float SVDF takes float32")
-    ctx.check(x.ndim == 2, f"input must be 2-D, got shape {list(x.shape)}")
-    ctx.check(w_f.ndim == 2 and w_t.ndim == 2, "weights_feature and weights_time must be 2-D")
-    rank = int(ctx.options.get("rank", 0))
-    n_f = w_f.shape[0]
-    ctx.check(rank > 0 and n_f % rank == 0, f"rank {rank} must be > 0 and divide the {n_f} filters")
-    units, mem = n_f // rank, w_t.shape[1]
-    n_batch, n_in = x.shape
-    ctx.check(w_f.shape[1] == n_in, f"weights_feature has depth {w_f.shape[1]}, input has {n_in}")
-    ctx.check(w_t.shape[0] == n_f, f"weights_time has {w_t.shape[0]} rows, expected {n_f}")
-    if bias is not None:
-        ctx.check(bias.shape == (units,), f"bias has shape {list(bias.shape)}, expected [{units}]")
-    ctx.check(state.shape == (n_batch, mem * n_f),
-              f"state has shape {list(state.shape)}, expected {[n_batch, mem * n_f]}")
-    if quantized:  # integer (v3) or hybrid (v2 / v4): svdf_int.py
-        from lite_numba.kernels.sequence import svdf_int
-        dims = (n_batch, n_in, n_f, mem, rank, units)
-        if x.dtype == np.int8:
-            svdf_int.prepare_svdf_integer(ctx, x, w_f, w_t, bias, state, dims)
-        else:
-            svdf_int.prepare_svdf_hybrid(ctx, x, w_f, w_t, bias, state, dims, _cell_activation(ctx))
-        return
-    act = _cell_activation(ctx)
-    out = ctx.set_output(0, (n_batch, units), np.float32)
-    if out.size == 0 or mem == 0:
-        return
-    p = np.array([n_batch, n_in, n_f, mem, rank, bias is not None, act], np.int64)
-    ctx.call(svdf_float, _flat(ctx, x), _flat(ctx, w_f), _flat(ctx, w_t), _flat(ctx, bias), _flat(ctx, state),
-             _flat(ctx, out), ctx.temp((n_batch * n_f,), np.float32), p)

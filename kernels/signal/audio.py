@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from lite_numba.kernels.signal.fft import _fft_inplace, _fft_tables, real_fft_bin
+from lite_numba.kernels.signal.fft import fft_inplace, fft_tables, real_fft_bin
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -45,7 +45,7 @@ def spectrogram(x, window, stride, squared, out, re, im, rev, twr, twi, wr, wi):
                 a = 2 * j
                 re[j] = np.float64(x[start + a, c]) * window[a] if a < w else 0.0
                 im[j] = np.float64(x[start + a + 1, c]) * window[a + 1] if a + 1 < w else 0.0
-            _fft_inplace(re, im, h, rev, twr, twi)
+            fft_inplace(re, im, h, rev, twr, twi)
             for k in range(h + 1):
                 xr, xi = real_fft_bin(re, im, h, k, wr, wi)
                 pw = np.float32(xr * xr + xi * xi)
@@ -86,7 +86,7 @@ def AUDIO_SPECTROGRAM(ctx: PrepareContext) -> None:
     pi = math.atan(1.0) * 4.0
     window = np.array([0.5 - 0.5 * math.cos((2.0 * pi * i) / window_size) for i in range(window_size)])
     h = fft_length // 2
-    rev, twr, twi = _fft_tables(h)
+    rev, twr, twi = fft_tables(h)
     ang = 2.0 * np.pi * np.arange(h + 1) / fft_length
     ctx.call(spectrogram, x, window, stride, int(squared), out, ctx.temp((h,), np.float64),
              ctx.temp((h,), np.float64), rev, twr, twi, np.cos(ang), -np.sin(ang))

@@ -25,7 +25,7 @@ def _butterfly(re, im, a, half, wr, wi):
 
 
 @njit(cache=True, inline="always")
-def _fft_inplace(re, im, n, rev, twr, twi):
+def fft_inplace(re, im, n, rev, twr, twi):
     """In-place radix-2 FFT (forward, e^{-2 pi i jk/n}) of the length-n complex vector (re, im)."""
     for i in range(n):
         j = rev[i]
@@ -93,7 +93,7 @@ def rfft2d(x, out, H_in, W_in, H, W, wre, wim, cre, cim, rev_h, twr_h, twi_h, zr
                         zre[w // 2] = np.float64(xr[w])
                     else:
                         zim[w // 2] = np.float64(xr[w])
-            _fft_inplace(zre, zim, h2, rev_z, twr_z, twi_z)
+            fft_inplace(zre, zim, h2, rev_z, twr_z, twi_z)
             for c in range(n_cols):
                 row_re[c], row_im[c] = real_fft_bin(zre, zim, h2, c, wr, wi)
         ob = s * H * n_cols
@@ -106,14 +106,14 @@ def rfft2d(x, out, H_in, W_in, H, W, wre, wim, cre, cim, rev_h, twr_h, twi_h, zr
             for h in range(H):
                 cre[h] = wre[h * W + c]
                 cim[h] = wim[h * W + c]
-            _fft_inplace(cre, cim, H, rev_h, twr_h, twi_h)
+            fft_inplace(cre, cim, H, rev_h, twr_h, twi_h)
             for h in range(H):
                 o = 2 * (ob + h * n_cols + c)
                 out[o] = np.float32(cre[h])
                 out[o + 1] = np.float32(cim[h])
 
 
-def _fft_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fft_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bit-reversal permutation and forward twiddles cos/-sin(2 pi k / n), k < n / 2 (at least one entry)."""
     bits = n.bit_length() - 1
     rev = np.array([int(format(i, f"0{bits}b")[::-1], 2) if bits else 0 for i in range(n)], np.int64)
@@ -137,9 +137,9 @@ def RFFT2D(ctx: PrepareContext) -> None:
     out = ctx.set_output(0, x.shape[:-2] + (H, W // 2 + 1), np.complex64)
     if out.size == 0:
         return
-    rev_h, twr_h, twi_h = _fft_tables(H)
+    rev_h, twr_h, twi_h = fft_tables(H)
     h2 = max(W // 2, 1)
-    rev_z, twr_z, twi_z = _fft_tables(h2)
+    rev_z, twr_z, twi_z = fft_tables(h2)
     ang = 2.0 * np.pi * np.arange(h2 + 1) / W
     wr, wi = np.cos(ang), -np.sin(ang)
     wr[-1], wi[-1] = (-1.0, 0.0) if W > 1 else (wr[-1], wi[-1])  # the Nyquist bin's twiddle exactly (sin(pi) != 0)

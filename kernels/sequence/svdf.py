@@ -1,5 +1,5 @@
-"""Quantized SVDF: fully integer (v3: int8 input / weights_feature / output, int16 weights_time and state, int32
-bias) and hybrid (v2 / v4: float input, state, bias and output, int8 weights_feature and weights_time).
+"""SVDF: float32 (svdf_float), fully integer (v3: int8 input / weights_feature / output, int16 weights_time and
+state, int32 bias) and hybrid (v2 / v4: float input, state, bias and output, int8 weights_feature and weights_time).
 
 Semantics as TFLite's svdf.cc Prepare / Eval and reference_ops EvalIntegerSVDF / EvalHybridSVDF (which the x86
 build runs too), per invoke:
@@ -23,10 +23,10 @@ import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.fixedpoint import multiply_by_quantized_multiplier as _mbqm
 from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows
-from lite_numba.kernels.sequence.rnn import _activate, _dot, _flat, int8_matvec_t
+from lite_numba.kernels.sequence.rnn import activate, cell_activation, dot, flat, int8_matvec_t
 from numba import njit
 
-from lite_numba.ops import PrepareContext
+from lite_numba.ops import PrepareContext, kernel
 
 # integer parameter vector (int64)
 (_S_BATCH, _S_INPUT, _S_FILTERS, _S_MEM, _S_RANK, _S_HAS_BIAS, _S_IN_ZP, _S_OUT_ZP, _S_M1, _S_SH1, _S_M2,
@@ -105,14 +105,14 @@ def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, acc, qx, sf, zp, rowsums
     for b in range(n_batch):
         for f in range(n_f):
             o = (b * n_f + f) * mem
-            scratch[b * n_f + f] = _dot(w_t, f * mem, state, o, mem)
+            scratch[b * n_f + f] = dot(w_t, f * mem, state, o, mem)
     for i in range(n_batch * units):
         s = np.float32(0.0)
         for k in range(rank):
             s += scratch[i * rank + k]
         if has_bias:
             s += bias[i % units]
-        out[i] = _activate(s, act)
+        out[i] = activate(s, act)
 
 
 # --- prepare --------------------------------------------------------------------------------------------------------
@@ -186,7 +186,78 @@ def prepare_svdf_hybrid(ctx: PrepareContext, x, w_f, w_t, bias, state, dims, act
     rowsums = np.asarray(w_f.data, np.int8).reshape(n_f, -1).astype(np.int32).sum(axis=1, dtype=np.int32)
     asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
     p = np.array([n_batch, n_in, n_f, mem, rank, bias is not None, act, asym], np.int64)
-    ctx.call(svdf_hybrid, _flat(ctx, x), ctx.const(_transposed(w_f, n_f)), ctx.const(wt_float), _flat(ctx, bias),
-             _flat(ctx, state), _flat(ctx, out), ctx.temp((n_batch * n_f,), np.float32), ctx.temp((n_f,), np.int32),
+    ctx.call(svdf_hybrid, flat(ctx, x), ctx.const(_transposed(w_f, n_f)), ctx.const(wt_float), flat(ctx, bias),
+             flat(ctx, state), flat(ctx, out), ctx.temp((n_batch * n_f,), np.float32), ctx.temp((n_f,), np.int32),
              ctx.temp((max(n_batch * n_in, 1),), np.int8), ctx.temp((n_batch,), np.float32),
              ctx.temp((n_batch,), np.int32), rowsums.astype(np.int32), p, _scale(w_f))
+
+
+@njit(cache=True, nogil=True)
+def svdf_float(x, w_f, w_t, bias, state, out, scratch, p):
+    """One SVDF step. p = [batch, input, filters, memory, rank, has_bias, act]; state [batch, filters, memory]
+    (flat) shifts left by one, takes W_f x in its last column; out[b, u] = act(bias[u] +
+    sum over the rank filters f of u: W_t[f] . state[b, f])."""
+    n_batch, n_in, n_f, mem, rank, has_bias, act = p[0], p[1], p[2], p[3], p[4], p[5] != 0, p[6]
+    units = n_f // rank
+    total = n_batch * n_f * mem
+    for k in range(total - 1):
+        state[k] = state[k + 1]
+    for b in range(n_batch):
+        for f in range(n_f):
+            acc = np.float32(0.0)
+            acc += dot(w_f, f * n_in, x, b * n_in, n_in)
+            state[(b * n_f + f) * mem + mem - 1] = acc
+    for b in range(n_batch):
+        for f in range(n_f):
+            scratch[b * n_f + f] = dot(w_t, f * mem, state, (b * n_f + f) * mem, mem)
+    for i in range(n_batch * units):
+        s = np.float32(0.0)
+        for k in range(rank):
+            s += scratch[i * rank + k]
+        if has_bias:
+            s += bias[i % units]
+        out[i] = activate(s, act)
+
+
+@kernel("SVDF")
+def SVDF(ctx: PrepareContext) -> None:
+    """SVDF (float32; int8 v3 and hybrid v2/v4 above): inputs (x [batch, input], weights_feature
+    [filters, input], weights_time [filters, memory], bias [units] optional, activation state variable
+    [batch, filters * memory]); output [batch, units]."""
+    ctx.check_num(inputs=5, outputs=1)
+    x, w_f, w_t, bias, state = (ctx.input(i) for i in range(5))
+    ctx.check(x is not None and w_f is not None and w_t is not None and state is not None,
+              "input, weights_feature, weights_time and state are required")
+    ctx.check(x.dtype in (np.float32, np.int8), f"input has type {x.dtype.name}: SVDF takes float32 or int8")
+    quantized = x.dtype == np.int8 or w_f.dtype != np.float32
+    if not quantized:
+        for name, t in (("weights_time", w_t), ("bias", bias), ("state", state)):
+            if t is not None and t.dtype != np.float32:
+                ctx.fail(f"{name} has type {t.dtype.name}: a float SVDF takes float32")
+    ctx.check(x.ndim == 2, f"input must be 2-D, got shape {list(x.shape)}")
+    ctx.check(w_f.ndim == 2 and w_t.ndim == 2, "weights_feature and weights_time must be 2-D")
+    rank = int(ctx.options.get("rank", 0))
+    n_f = w_f.shape[0]
+    ctx.check(rank > 0 and n_f % rank == 0, f"rank {rank} must be > 0 and divide the {n_f} filters")
+    units, mem = n_f // rank, w_t.shape[1]
+    n_batch, n_in = x.shape
+    ctx.check(w_f.shape[1] == n_in, f"weights_feature has depth {w_f.shape[1]}, input has {n_in}")
+    ctx.check(w_t.shape[0] == n_f, f"weights_time has {w_t.shape[0]} rows, expected {n_f}")
+    if bias is not None:
+        ctx.check(bias.shape == (units,), f"bias has shape {list(bias.shape)}, expected [{units}]")
+    ctx.check(state.shape == (n_batch, mem * n_f),
+              f"state has shape {list(state.shape)}, expected {[n_batch, mem * n_f]}")
+    if quantized:  # integer (v3) or hybrid (v2 / v4)
+        dims = (n_batch, n_in, n_f, mem, rank, units)
+        if x.dtype == np.int8:
+            prepare_svdf_integer(ctx, x, w_f, w_t, bias, state, dims)
+        else:
+            prepare_svdf_hybrid(ctx, x, w_f, w_t, bias, state, dims, cell_activation(ctx))
+        return
+    act = cell_activation(ctx)
+    out = ctx.set_output(0, (n_batch, units), np.float32)
+    if out.size == 0 or mem == 0:
+        return
+    p = np.array([n_batch, n_in, n_f, mem, rank, bias is not None, act], np.int64)
+    ctx.call(svdf_float, flat(ctx, x), flat(ctx, w_f), flat(ctx, w_t), flat(ctx, bias), flat(ctx, state),
+             flat(ctx, out), ctx.temp((n_batch * n_f,), np.float32), p)
