@@ -32,8 +32,6 @@ import numpy as np
 from flatbuffers import flexbuffers
 from tflite.ActivationFunctionType import ActivationFunctionType
 from tflite.BuiltinOperator import BuiltinOperator
-from tflite.BuiltinOptions import BuiltinOptions
-from tflite.BuiltinOptions2 import BuiltinOptions2
 from tflite.CombinerType import CombinerType
 from tflite.CustomOptionsFormat import CustomOptionsFormat
 from tflite.FullyConnectedOptionsWeightsFormat import FullyConnectedOptionsWeightsFormat
@@ -47,6 +45,15 @@ from tflite.StablehloComparisonDirection import StablehloComparisonDirection
 from tflite.StablehloComparisonType import StablehloComparisonType
 from tflite.StablehloPrecisionConfig import StablehloPrecisionConfig
 from tflite.TensorType import TensorType
+
+from .schema import (
+    BUILTIN_CODES,
+    BUILTIN_NAMES,
+    DTYPE_TO_TENSOR_TYPE,
+    TENSOR_TYPE_TO_DTYPE,
+    options_table_for,
+    snake_case,
+)
 
 
 def _tfl_module(name: str):
@@ -89,30 +96,11 @@ DTypeLike = Any
 # Types
 # ---------------------------------------------------------------------------
 
-_NP_TO_TFLITE: dict[np.dtype, int] = {
-    np.dtype(np.float32): TensorType.FLOAT32,
-    np.dtype(np.float16): TensorType.FLOAT16,
-    np.dtype(np.float64): TensorType.FLOAT64,
-    np.dtype(np.int8): TensorType.INT8,
-    np.dtype(np.uint8): TensorType.UINT8,
-    np.dtype(np.int16): TensorType.INT16,
-    np.dtype(np.uint16): TensorType.UINT16,
-    np.dtype(np.int32): TensorType.INT32,
-    np.dtype(np.uint32): TensorType.UINT32,
-    np.dtype(np.int64): TensorType.INT64,
-    np.dtype(np.uint64): TensorType.UINT64,
-    np.dtype(np.bool_): TensorType.BOOL,
-    np.dtype(np.complex64): TensorType.COMPLEX64,
-    np.dtype(np.complex128): TensorType.COMPLEX128,
-}
-_TFLITE_TO_NP: dict[int, np.dtype] = {v: k for k, v in _NP_TO_TFLITE.items()}
-
-
 def numpy_to_tensor_type(dtype: DTypeLike) -> int:
     """Return the ``tflite.TensorType`` value for a numpy dtype (or dtype-like)."""
     dt = np.dtype(dtype)
     try:
-        return _NP_TO_TFLITE[dt.newbyteorder("=")]
+        return DTYPE_TO_TENSOR_TYPE[dt.newbyteorder("=")]
     except KeyError:
         raise ValueError(f"unsupported tensor dtype {dt}") from None
 
@@ -120,7 +108,7 @@ def numpy_to_tensor_type(dtype: DTypeLike) -> int:
 def tensor_type_to_numpy(tensor_type: int) -> np.dtype:
     """Return the numpy dtype for a ``tflite.TensorType`` value."""
     try:
-        return _TFLITE_TO_NP[int(tensor_type)]
+        return TENSOR_TYPE_TO_DTYPE[int(tensor_type)]
     except KeyError:
         raise ValueError(f"unsupported tflite TensorType {tensor_type}") from None
 
@@ -129,20 +117,18 @@ def _enum_members(enum_cls: type) -> dict[str, int]:
     return {k: v for k, v in vars(enum_cls).items() if not k.startswith("_") and isinstance(v, int)}
 
 
-_BUILTIN_OPS: dict[str, int] = _enum_members(BuiltinOperator)
-_BUILTIN_NAMES: dict[int, str] = {v: k for k, v in _BUILTIN_OPS.items()}
 
 
 def builtin_code(op: str | int) -> int:
     """Resolve a builtin operator given by name (``"CONV_2D"``) or code to its code."""
     if isinstance(op, (int, np.integer)) and not isinstance(op, bool):
-        if int(op) not in _BUILTIN_NAMES:
+        if int(op) not in BUILTIN_NAMES:
             raise ValueError(f"unknown builtin operator code {op}")
         return int(op)
     if isinstance(op, str):
         key = op.upper()
-        if key in _BUILTIN_OPS:
-            return _BUILTIN_OPS[key]
+        if key in BUILTIN_CODES:
+            return BUILTIN_CODES[key]
         raise ValueError(f"unknown builtin operator {op!r}")
     raise TypeError(f"builtin operator must be a name or an int, got {type(op).__name__}")
 
@@ -151,60 +137,9 @@ def builtin_code(op: str | int) -> int:
 # Builtin operator -> options table
 # ---------------------------------------------------------------------------
 
-# Operators whose options table name does not follow from the operator name.
-_OPTIONS_EXCEPTIONS: dict[str, str] = {
-    "AVERAGE_POOL_2D": "Pool2DOptions",
-    "MAX_POOL_2D": "Pool2DOptions",
-    "L2_POOL_2D": "Pool2DOptions",
-    "L2_NORMALIZATION": "L2NormOptions",
-    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
-    "CONV_3D_TRANSPOSE": "Conv3DOptions",
-    "MEAN": "ReducerOptions",
-    "SUM": "ReducerOptions",
-    "REDUCE_PROD": "ReducerOptions",
-    "REDUCE_MAX": "ReducerOptions",
-    "REDUCE_MIN": "ReducerOptions",
-    "REDUCE_ANY": "ReducerOptions",
-    "REDUCE_ALL": "ReducerOptions",
-    "MAXIMUM": "MaximumMinimumOptions",
-    "MINIMUM": "MaximumMinimumOptions",
-    "RANDOM_STANDARD_NORMAL": "RandomOptions",
-    "RANDOM_UNIFORM": "RandomOptions",
-    "MULTINOMIAL": "RandomOptions",
-}
-
-
-def _norm(name: str) -> str:
-    return name.replace("_", "").lower()
-
-
-@functools.cache
-def _op_options_table() -> dict[int, tuple[str, int, int]]:
-    """Map builtin code -> (options table name, union (1 or 2), union type value).
-
-    Most operators map to ``<CamelName>Options``; matching is done on the
-    lower-cased name without underscores (``GATHER_ND`` <-> ``GatherNdOptions``,
-    ``TOPK_V2`` <-> ``TopKV2Options``), and the irregular ones are listed in
-    ``_OPTIONS_EXCEPTIONS``.
-    """
-    unions: dict[str, tuple[str, int, int]] = {}
-    for union_id, enum_cls in ((1, BuiltinOptions), (2, BuiltinOptions2)):
-        for name, value in _enum_members(enum_cls).items():
-            if name != "NONE":
-                unions[_norm(name[: -len("Options")])] = (name, union_id, value)
-    by_name = {v[0]: v for v in unions.values()}
-    table: dict[int, tuple[str, int, int]] = {}
-    for op_name, code in _BUILTIN_OPS.items():
-        if op_name in _OPTIONS_EXCEPTIONS:
-            table[code] = by_name[_OPTIONS_EXCEPTIONS[op_name]]
-        elif _norm(op_name) in unions:
-            table[code] = unions[_norm(op_name)]
-    return table
-
-
 def builtin_options_table(op: str | int) -> str | None:
     """Name of the options table (e.g. ``"Conv2DOptions"``) of a builtin op, or None."""
-    entry = _op_options_table().get(builtin_code(op))
+    entry = options_table_for(BUILTIN_NAMES[builtin_code(op)])
     return entry[0] if entry else None
 
 
@@ -257,11 +192,6 @@ _FLAGS_TO_NUMPY = {
 }
 
 
-def _snake(camel: str) -> str:
-    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", camel)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
-
-
 @dataclass(frozen=True)
 class _Field:
     """One field of an options table."""
@@ -297,7 +227,7 @@ def _options_spec(table: str) -> _OptionsSpec:
         if m is None:  # pragma: no cover - generated code always matches
             continue
         slot_type = m.group(1)
-        name = _snake(camel)
+        name = snake_case(camel)
         enum = _ENUM_FIELDS_BY_TABLE.get((table, name), _ENUM_FIELDS.get(name))
         if slot_type != "UOffsetTRelative":
             fields[name] = _Field(name, "scalar", slot_type, adder, enum)
@@ -581,10 +511,10 @@ class SubgraphBuilder:
             self._check_tensor(t, allow_absent=False)
         rec = _OpRec(("builtin", code, int(version)), ins, outs,
                      intermediates=_int_list(intermediates, "intermediates"))
-        entry = _op_options_table().get(code)
+        entry = options_table_for(BUILTIN_NAMES[code])
         if entry is None:
             if options:
-                raise ValueError(f"builtin op {_BUILTIN_NAMES[code]} has no options table, "
+                raise ValueError(f"builtin op {BUILTIN_NAMES[code]} has no options table, "
                                  f"got options {sorted(options)}")
         else:
             rec.options_table, rec.options_union, rec.options_type = entry

@@ -260,6 +260,3 @@ def cached_address(cres) -> int:
         hit = _ADDRESSES[id(cres)] = (cres, native_address(cres))
     return hit[1]
 
-
-def align64(n: int) -> int:
-    return (n + 63) // 64 * 64

@@ -27,7 +27,6 @@ import numba
 import numpy as np
 
 from .compiler import (
-    align64,
     cached_address,
     cached_spec_types,
     compile_runner,
@@ -43,7 +42,7 @@ from .guards import guard_equal, is_guard_failure
 from .model import decode_custom_options
 from .ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
 from .plan import Node, SubgraphPlan
-from .planner import Allocation, plan_arena
+from .planner import Allocation, align64, plan_arena
 from .symbols import symbol_name
 
 

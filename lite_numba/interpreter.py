@@ -15,14 +15,7 @@ from .model import ModelError, load_model, read_model_bytes
 from .plan import ModelPlan, TensorSpec
 from .profiling import profile_interpreter, trace_invoke
 from .resolver import OpResolver, default_op_resolver
-
-_TYPE_NAMES = {
-    np.dtype(np.float32): "FLOAT32", np.dtype(np.float16): "FLOAT16", np.dtype(np.float64): "FLOAT64",
-    np.dtype(np.int8): "INT8", np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16", np.dtype(np.uint16): "UINT16",
-    np.dtype(np.int32): "INT32", np.dtype(np.uint32): "UINT32", np.dtype(np.int64): "INT64",
-    np.dtype(np.uint64): "UINT64", np.dtype(np.bool_): "BOOL", np.dtype(np.complex64): "COMPLEX64",
-    np.dtype(np.complex128): "COMPLEX128", np.dtype(np.object_): "STRING",
-}
+from .schema import type_name
 
 
 class OpResolverType(enum.Enum):
@@ -32,10 +25,6 @@ class OpResolverType(enum.Enum):
     BUILTIN = 1
     BUILTIN_REF = 2
     BUILTIN_WITHOUT_DEFAULT_DELEGATES = 3
-
-
-def _type_name(dt: np.dtype) -> str:
-    return _TYPE_NAMES.get(np.dtype(dt), np.dtype(dt).name.upper())
 
 
 def _detail(spec: TensorSpec, shape: tuple[int, ...]) -> dict:
@@ -430,8 +419,8 @@ def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:
     value = np.asarray(value)
     pos = rt.plan.inputs.index(tensor_index) if tensor_index in rt.plan.inputs else tensor_index
     if value.dtype != t.dtype:
-        raise ValueError(f"Cannot set tensor: Got value of type {_type_name(value.dtype)} but expected type "
-                         f"{_type_name(t.dtype)} for input {pos}, name: {t.name} ")
+        raise ValueError(f"Cannot set tensor: Got value of type {type_name(value.dtype)} but expected type "
+                         f"{type_name(t.dtype)} for input {pos}, name: {t.name} ")
     if value.ndim != len(t.shape):
         raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {value.ndim} but expected {len(t.shape)} "
                          f"for input {pos}.")

@@ -15,24 +15,10 @@ import numpy as np
 import tflite
 from flatbuffers import flexbuffers
 
-from .options import BUILTIN_NAMES, parse_options
+from .options import parse_options
 from .plan import NO_QUANTIZATION, ModelPlan, Node, Quantization, Signature, SubgraphPlan, TensorSpec
+from .schema import BUILTIN_NAMES, TENSOR_TYPES
 
-# TensorType -> (numpy dtype, name). Types we cannot hold in numpy map to None.
-TENSOR_TYPES: dict[int, tuple[np.dtype | None, str]] = {
-    0: (np.dtype(np.float32), "FLOAT32"), 1: (np.dtype(np.float16), "FLOAT16"), 2: (np.dtype(np.int32), "INT32"),
-    3: (np.dtype(np.uint8), "UINT8"), 4: (np.dtype(np.int64), "INT64"), 5: (np.dtype(np.object_), "STRING"),
-    6: (np.dtype(np.bool_), "BOOL"), 7: (np.dtype(np.int16), "INT16"), 8: (np.dtype(np.complex64), "COMPLEX64"),
-    9: (np.dtype(np.int8), "INT8"), 10: (np.dtype(np.float64), "FLOAT64"), 11: (np.dtype(np.complex128), "COMPLEX128"),
-    12: (np.dtype(np.uint64), "UINT64"), 13: (np.dtype(np.int32), "RESOURCE"), 14: (np.dtype(np.int32), "VARIANT"),
-    15: (np.dtype(np.uint32), "UINT32"), 16: (np.dtype(np.uint16), "UINT16"), 17: (np.dtype(np.int8), "INT4"),
-}
-DTYPE_TO_TYPE_NAME = {
-    np.dtype(np.float32): "FLOAT32", np.dtype(np.float16): "FLOAT16", np.dtype(np.int32): "INT32",
-    np.dtype(np.uint8): "UINT8", np.dtype(np.int64): "INT64", np.dtype(np.bool_): "BOOL", np.dtype(np.int16): "INT16",
-    np.dtype(np.complex64): "COMPLEX64", np.dtype(np.int8): "INT8", np.dtype(np.float64): "FLOAT64",
-    np.dtype(np.uint32): "UINT32", np.dtype(np.uint16): "UINT16", np.dtype(np.uint64): "UINT64",
-}
 MAX_TENSOR_BYTES = 1 << 34  # 16 GiB: larger declared shapes are treated as corruption
 CUSTOM_CODE = 32
 

@@ -13,55 +13,10 @@ from functools import lru_cache
 import flatbuffers
 import numpy as np
 import tflite
-from tflite.BuiltinOperator import BuiltinOperator
-from tflite.BuiltinOptions import BuiltinOptions
-from tflite.BuiltinOptions2 import BuiltinOptions2
 
-BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
-BUILTIN_CODES: dict[str, int] = {v: k for k, v in BUILTIN_NAMES.items()}
-_UNION1: dict[int, str] = {v: k for k, v in vars(BuiltinOptions).items() if not k.startswith("_")}
-_UNION2: dict[int, str] = {v: k for k, v in vars(BuiltinOptions2).items() if not k.startswith("_")}
-
-# Ops whose options table is not simply "<CamelName>Options".
-_EXCEPTIONS = {
-    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions", "CONV_3D": "Conv3DOptions",
-    "CONV_3D_TRANSPOSE": "Conv3DOptions",
-    "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
-    "L2_POOL_2D": "Pool2DOptions", "L2_NORMALIZATION": "L2NormOptions", "LSH_PROJECTION": "LSHProjectionOptions",
-    "LSTM": "LSTMOptions", "RNN": "RNNOptions", "SVDF": "SVDFOptions",
-    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
-    "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
-    "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "BATCH_TO_SPACE_ND": "BatchToSpaceNDOptions",
-    "SPACE_TO_BATCH_ND": "SpaceToBatchNDOptions", "TOPK_V2": "TopKV2Options", "MAXIMUM": "MaximumMinimumOptions",
-    "MINIMUM": "MaximumMinimumOptions", "PADV2": "PadV2Options", "BATCH_MATMUL": "BatchMatMulOptions",
-    "MEAN": "ReducerOptions", "SUM": "ReducerOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_MAX": "ReducerOptions",
-    "REDUCE_MIN": "ReducerOptions", "REDUCE_ANY": "ReducerOptions", "REDUCE_ALL": "ReducerOptions",
-    "ATAN2": "ATan2Options", "RANDOM_STANDARD_NORMAL": "RandomOptions", "RANDOM_UNIFORM": "RandomOptions",
-    "MULTINOMIAL": "RandomOptions", "STABLEHLO_COMPOSITE": "StableHLOCompositeOptions",
-}
-
-
-def _camel(name: str) -> str:
-    return "".join(p.capitalize() for p in name.split("_"))
-
-
-@lru_cache(maxsize=None)
-def options_table_for(op_name: str) -> tuple[str, int, int] | None:
-    """(options table name, union (1 or 2), union type value) for a builtin op, or None if it has no options."""
-    table = _EXCEPTIONS.get(op_name, _camel(op_name) + "Options")
-    for union, members in ((1, _UNION1), (2, _UNION2)):
-        for value, member in members.items():
-            if member == table:
-                return table, union, value
-    return None
-
+from .schema import OPTIONS_UNION1, OPTIONS_UNION2, options_table_for, snake_case
 
 _SKIP = re.compile(r"^(Init|GetRootAs.*|.*BufferHasIdentifier|.*Length|.*IsNone|.*AsNumpy)$")
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 @lru_cache(maxsize=None)
@@ -73,7 +28,7 @@ def _fields(table: str) -> tuple[tuple[str, str, bool], ...]:
         if attr.startswith("_") or _SKIP.match(attr) or not callable(cls.__dict__[attr]):
             continue
         is_vector = hasattr(cls, attr + "Length")
-        out.append((attr, _snake(attr), is_vector))
+        out.append((attr, snake_case(attr), is_vector))
     return tuple(out)
 
 
@@ -128,8 +83,8 @@ def default_options(op_name: str) -> dict:
 def parse_options(op, op_name: str, data_len: int) -> dict:
     """Read the options of a tflite.Operator into a dict (defaults for absent fields and absent tables)."""
     for type_getter, getter, members in (
-        (op.BuiltinOptionsType, op.BuiltinOptions, _UNION1),
-        (op.BuiltinOptions2Type, op.BuiltinOptions2, _UNION2),
+        (op.BuiltinOptionsType, op.BuiltinOptions, OPTIONS_UNION1),
+        (op.BuiltinOptions2Type, op.BuiltinOptions2, OPTIONS_UNION2),
     ):
         kind = type_getter()
         if kind:

@@ -17,7 +17,8 @@ class Allocation:
     last: int
 
 
-def _align(n: int) -> int:
+def align64(n: int) -> int:
+    """n rounded up to the arena alignment (64 bytes: a cache line, and any SIMD load)."""
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
@@ -30,13 +31,13 @@ def plan_arena(allocs: list[Allocation]) -> tuple[dict[int, int], int]:
     offsets: dict[int, int] = {}
     total = 0
     for a in sorted(allocs, key=lambda a: (-a.nbytes, a.first, a.key)):
-        size = _align(max(a.nbytes, 1))
+        size = align64(max(a.nbytes, 1))
         live = sorted((off, end) for off, end, b in placed if b.first <= a.last and a.first <= b.last)
         offset = 0
         for off, end in live:
             if offset + size <= off:
                 break
-            offset = max(offset, _align(end))
+            offset = max(offset, align64(end))
         offsets[a.key] = offset
         placed.append((offset, offset + size, a))
         total = max(total, offset + size)

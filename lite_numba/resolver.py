@@ -7,7 +7,7 @@ from typing import Callable
 
 from .kernels.registry import BUILTINS, CUSTOMS
 from .ops import CustomOp, OpKernel, default_custom_ops
-from .options import BUILTIN_CODES, BUILTIN_NAMES
+from .schema import BUILTIN_CODES, BUILTIN_NAMES
 
 
 def _op_name(op: str | int) -> str:
