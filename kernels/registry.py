@@ -79,6 +79,7 @@ act = _lazy("elementwise.activations")
 q_act = _lazy("elementwise.activations_quantized")
 cf = _lazy("host.control_flow")
 ew = _lazy("elementwise.arithmetic")
+unary = _lazy("elementwise.unary")
 q_ew = _lazy("elementwise.arithmetic_quantized")
 fc = _lazy("linear.fully_connected")
 q_fc = _lazy("linear.fully_connected_quantized")
@@ -101,19 +102,19 @@ BUILTINS = [
     ("FLOOR_MOD", 1, 2, ew.FLOOR_MOD),  # f32/i32/i64; v2 int8/int16 (raw values)
     ("MAXIMUM", 1, 4, with_quantized(ew.MAXIMUM, q_ew.MAXIMUM)),  # v2 int8, v3 rank>4 broadcast, v4 int16
     ("MINIMUM", 1, 4, with_quantized(ew.MINIMUM, q_ew.MINIMUM)),
-    ("EXP", 1, 2, with_quantized(ew.EXP, q_ew.EXP)),  # f32; v2 int8/int16
-    ("LOG", 1, 2, with_quantized(ew.LOG, q_ew.LOG)),
-    ("SQRT", 1, 2, with_quantized(ew.SQRT, q_ew.SQRT)),
-    ("RSQRT", 1, 3, with_quantized(ew.RSQRT, q_ew.RSQRT)),  # v2 int8, v3 int16
-    ("SQUARE", 1, 1, ew.SQUARE),
-    ("ABS", 1, 5, with_quantized(ew.ABS, q_ew.ABS)),  # f32; v2 int8, v3 int16 quantized, v4 int16, v5 int32
-    ("NEG", 1, 1, ew.NEG),  # f32/i32/i64/int8/int16 (raw values)
-    ("SIGN", 1, 2, ew.SIGN),  # f32/f64; v2 int32
-    ("SIN", 1, 1, ew.SIN),  # (v2 float16: no)
-    ("COS", 1, 1, ew.COS),
-    ("FLOOR", 1, 1, ew.FLOOR),
-    ("CEIL", 1, 1, ew.CEIL),
-    ("ROUND", 1, 1, ew.ROUND),
+    ("EXP", 1, 2, with_quantized(unary.EXP, q_ew.EXP)),  # f32; v2 int8/int16
+    ("LOG", 1, 2, with_quantized(unary.LOG, q_ew.LOG)),
+    ("SQRT", 1, 2, with_quantized(unary.SQRT, q_ew.SQRT)),
+    ("RSQRT", 1, 3, with_quantized(unary.RSQRT, q_ew.RSQRT)),  # v2 int8, v3 int16
+    ("SQUARE", 1, 1, unary.SQUARE),
+    ("ABS", 1, 5, with_quantized(unary.ABS, q_ew.ABS)),  # f32; v2 int8, v3 int16 quantized, v4 int16, v5 int32
+    ("NEG", 1, 1, unary.NEG),  # f32/i32/i64/int8/int16 (raw values)
+    ("SIGN", 1, 2, unary.SIGN),  # f32/f64; v2 int32
+    ("SIN", 1, 1, unary.SIN),  # (v2 float16: no)
+    ("COS", 1, 1, unary.COS),
+    ("FLOOR", 1, 1, unary.FLOOR),
+    ("CEIL", 1, 1, unary.CEIL),
+    ("ROUND", 1, 1, unary.ROUND),
     ("EQUAL", 1, 2, logic.EQUAL),  # f32/i32/i64/bool; v2 int8 (v3 string: no)
     ("EQUAL", 4, 5, logic.EQUAL),  # v5 int16
     ("NOT_EQUAL", 1, 2, logic.NOT_EQUAL),
@@ -188,7 +189,6 @@ tile = _lazy("movement.tile")
 transpose = _lazy("movement.transpose")
 slice_ops = _lazy("movement.slice")
 update_slice = _lazy("movement.update_slice")
-misc = _lazy("elementwise.misc_ops")
 segment = _lazy("reduce.segment")
 sparse = _lazy("movement.sparse")
 random_ops = _lazy("host.random_ops")
@@ -221,17 +221,17 @@ BUILTINS += [
     # raw-word copy, start indices clamped; v1 int32 indices, v2 int64 indices, v3 float16, v4 int16
     # (v5 packed int4, v6 bfloat16: no)
     ("DYNAMIC_UPDATE_SLICE", 1, 4, update_slice.DYNAMIC_UPDATE_SLICE),
-    # misc_ops.py (all version 1, as the official runtime registers them)
-    ("ADD_N", 1, 1, misc.ADD_N),  # float32, int32
-    ("BROADCAST_ARGS", 1, 1, misc.BROADCAST_ARGS),  # int32, int64 shapes
-    ("ATAN2", 1, 1, misc.ATAN2),  # float32, float64 (float16/bfloat16: no)
-    ("BITWISE_XOR", 1, 1, misc.BITWISE_XOR),  # 8/16/32-bit signed and unsigned
-    ("RIGHT_SHIFT", 1, 1, misc.RIGHT_SHIFT),
-    ("REVERSE_SEQUENCE", 1, 1, misc.REVERSE_SEQUENCE),  # any 1/2/4/8/16-byte type; int32/int64 lengths
-    ("BITCAST", 1, 1, misc.BITCAST),
-    ("MATRIX_DIAG", 1, 1, misc.MATRIX_DIAG),
-    ("MATRIX_SET_DIAG", 1, 1, misc.MATRIX_SET_DIAG),
-    ("BUCKETIZE", 1, 1, misc.BUCKETIZE),  # float32/float64/int32/int64 -> int32
+    # small ops real converter output uses (all version 1, as the official runtime registers them)
+    ("ADD_N", 1, 1, ew.ADD_N),  # float32, int32
+    ("BROADCAST_ARGS", 1, 1, generate.BROADCAST_ARGS),  # int32, int64 shapes
+    ("ATAN2", 1, 1, ew.ATAN2),  # float32, float64 (float16/bfloat16: no)
+    ("BITWISE_XOR", 1, 1, logic.BITWISE_XOR),  # 8/16/32-bit signed and unsigned
+    ("RIGHT_SHIFT", 1, 1, logic.RIGHT_SHIFT),
+    ("REVERSE_SEQUENCE", 1, 1, gather.REVERSE_SEQUENCE),  # any 1/2/4/8/16-byte type; int32/int64 lengths
+    ("BITCAST", 1, 1, reshape.BITCAST),
+    ("MATRIX_DIAG", 1, 1, generate.MATRIX_DIAG),
+    ("MATRIX_SET_DIAG", 1, 1, generate.MATRIX_SET_DIAG),
+    ("BUCKETIZE", 1, 1, logic.BUCKETIZE),  # float32/float64/int32/int64 -> int32
     # segment.py: float32 / int32 data, int32 ids
     ("SEGMENT_SUM", 1, 1, segment.SEGMENT_SUM),
     ("UNSORTED_SEGMENT_SUM", 1, 1, segment.UNSORTED_SEGMENT_SUM),

@@ -15,8 +15,8 @@ from lite_numba.kernels.elementwise.arithmetic import (
     no_limits,
     scalar,
     schedule_binary,
-    unary_op,
 )
+from lite_numba.kernels.elementwise.unary import unary_op
 
 from lite_numba.ops import PrepareContext, kernel
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
-from lite_numba.kernels.base.common import broadcast_shape
+from lite_numba.kernels.base.shapes import broadcast_shape
 from lite_numba.kernels.elementwise.arithmetic_quantized import (
     MODE_PRELU,
     all_values,

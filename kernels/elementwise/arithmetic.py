@@ -1,15 +1,15 @@
 """Elementwise maths as tables of scalar definitions: binary ops with broadcasting (arithmetic with fused activation,
-SQUARED_DIFFERENCE, POW, FLOOR_DIV, FLOOR_MOD, MINIMUM, MAXIMUM) and unary maths (EXP, LOG, SQRT, ..., ROUND).
+SQUARED_DIFFERENCE, POW, FLOOR_DIV, FLOOR_MOD, MINIMUM, MAXIMUM, ATAN2, ADD_N); unary maths is in unary.py.
 
 One loop nest per shape class (same shape, scalar operand, strided 6-D broadcast), instantiated per scalar op by a
-factory (make_binary, make_unary); the scalar ops are plain functions marked @scalar so that Numba's disk cache of
-the closures works across processes (see `scalar`). A loop is compiled only for the (op, dtypes) pairs a model
-uses. Activations live in activations.py, comparisons/logic/select in logic.py; all of them reuse these factories.
+factory (make_binary here, make_unary in unary.py); the scalar ops are plain functions marked @scalar so that
+Numba's disk cache of the closures works across processes (see `scalar`). A loop is compiled only for the (op,
+dtypes) pairs a model uses. Activations live in activations.py, comparisons/logic/select in logic.py; all of them
+reuse these factories.
 
 Integer semantics follow the official kernels: arithmetic wraps in the tensor's type (Numba widens to int64, and the
-store into the output truncates back), then the fused activation clamps. Float results of ADD/SUB/MUL/DIV are clamped
-to the finite float32 range even without an activation, as TFLite's CalculateActivationRange does.
-"""
+store into the output truncates back), then the fused activation clamps. Float results of ADD/SUB/MUL/DIV are
+clamped to the finite float32 range even without an activation, as TFLite's CalculateActivationRange does."""
 
 from __future__ import annotations
 
@@ -19,14 +19,8 @@ import math
 from pathlib import Path
 
 import numpy as np
-from lite_numba.kernels.base.common import (
-    F32_MAX,
-    MAX_BROADCAST_RANK,
-    broadcast_shape,
-    collapse_broadcast,
-    float_activation_range,
-    int_activation_range,
-)
+from lite_numba.kernels.base.activation import F32_MAX, float_activation_range, int_activation_range
+from lite_numba.kernels.base.shapes import MAX_BROADCAST_RANK, broadcast_shape, collapse_broadcast
 from numba import njit
 from numba.extending import register_jitable
 
@@ -462,139 +456,64 @@ FLOOR_MOD = binary_op("FLOOR_MOD", {np.float32: "FLOOR_MOD_F", np.int8: "FLOOR_M
                                     np.int32: "FLOOR_MOD_I", np.int64: "FLOOR_MOD_I"})
 
 
-# --- unary -------------------------------------------------------------------------------------------------------
-
-def make_unary(f):
-    """out[i] = f(x[i], p) over flat arrays (f a @scalar function); p is a small float32 array of op parameters."""
-
-    tag = source_tag(f)
-
-    @njit(cache=True, nogil=True, error_model="numpy")
-    def unary(x, out, p):
-        tag  # noqa: B018 (a closure cell: see source_tag)
-        for i in range(out.size):
-            out[i] = f(x[i], p)
-
-    return unary
-
-
-NO_PARAMS = np.zeros(1, np.float32)
+@njit(cache=True, nogil=True)
+def add_n_step(a, b, out, lim):
+    """out = clamp(a + b, lim[0], lim[1]): the official kernel adds the inputs pairwise in order, each sum stored in
+    the type (int32 wraps) and clamped to the type's [lowest, max] (a float overflow gives +-FLT_MAX, not inf; NaN
+    stays NaN)."""
+    lo, hi = lim[0], lim[1]
+    for i in range(out.size):
+        out[i] = a[i] + b[i]
+        v = out[i]
+        if v > hi:
+            out[i] = hi
+        elif v < lo:
+            out[i] = lo
 
 
-def unary_op(name: str, f, dtypes=(np.float32,), quantized: bool = True, params=None):
-    """A unary elementwise op: the output has the input's shape and dtype.
-
-    `f(v, p)` is the scalar definition; `params(ctx)` (optional) returns the float32 values passed as p.
-    With `quantized`, a quantized int8/uint8/int16 input goes to the quantized kernels; otherwise integer inputs
-    are computed on their raw values (NEG)."""
-    loop = make_unary(f)
-    dtypes = tuple(np.dtype(d) for d in dtypes)
-
-    def prepare(ctx: PrepareContext) -> None:
-        ctx.check_num(inputs=1, outputs=1)
-        x = ctx.input(0)
-        ctx.check(x is not None, "input 0 is required")
-        if quantized and is_quantized(x):
-            return ctx.prepare_quantized()
-        ctx.check_dtype(x, *dtypes)
-        out = ctx.set_output(0, x.shape, x.dtype)
-        p = NO_PARAMS if params is None else np.asarray(params(ctx), np.float32).reshape(-1)
-        if x.size:
-            ctx.call(loop, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), p)
-
-    return kernel(name)(prepare)
+@kernel("ADD_N")
+def ADD_N(ctx: PrepareContext) -> None:
+    """out = x0 + x1 + ... (float32 or int32, same shapes; int32 wraps, float saturates at +-FLT_MAX)."""
+    ctx.check(ctx.num_inputs >= 2, f"ADD_N needs at least 2 inputs, got {ctx.num_inputs}")
+    ctx.check_num(outputs=1)
+    xs = ctx.inputs
+    ctx.check(all(x is not None for x in xs), "every input is required")
+    x0 = xs[0]
+    ctx.check_dtype(x0, np.float32, np.int32)
+    for i, x in enumerate(xs[1:], 1):
+        ctx.check(x.shape == x0.shape, f"input {i} has shape {list(x.shape)}, input 0 {list(x0.shape)}")
+        ctx.check(x.dtype == x0.dtype, f"input {i} has type {x.dtype.name}, input 0 {x0.dtype.name}")
+    out = ctx.set_output(0, x0.shape, x0.dtype)
+    n = x0.size
+    if n == 0:
+        return
+    info = np.finfo(x0.dtype) if x0.dtype.kind == "f" else np.iinfo(x0.dtype)
+    lim = np.array([info.min, info.max], x0.dtype)
+    of = ctx.view(out, (n,))
+    ctx.call(add_n_step, ctx.view(x0, (n,)), ctx.view(xs[1], (n,)), of, lim)
+    for x in xs[2:]:
+        ctx.call(add_n_step, of, ctx.view(x, (n,)), of, lim)
 
 
 @scalar
-def _exp(v, p):
-    return np.exp(v)
+def _atan2(y, x):
+    return np.arctan2(y, x)
 
 
-@scalar
-def _log(v, p):
-    return np.log(v)
+@kernel("ATAN2")
+def ATAN2(ctx: PrepareContext) -> None:
+    """out = atan2(y, x) elementwise (float32 / float64, same shapes, libm's atan2f / atan2 as the official kernel)."""
+    ctx.check_num(inputs=2, outputs=1)
+    y, x = ctx.input(0), ctx.input(1)
+    ctx.check_dtype(y, np.float32, np.float64)
+    ctx.check(x.dtype == y.dtype, f"input types differ: {y.dtype.name} and {x.dtype.name}")
+    # the official kernel checks only the ranks and pairs elements by flat index: equal element counts suffice
+    ctx.check(x.ndim == y.ndim and x.size == y.size, f"input shapes {list(y.shape)} and {list(x.shape)} differ in "
+              "rank or element count")
+    out = ctx.set_output(0, y.shape, y.dtype)
+    if out.size:
+        n = out.size
+        ctx.call(ATAN2_LOOPS[0], ctx.view(y, (n,)), ctx.view(x, (n,)), ctx.view(out, (n,)), no_limits(y.dtype))
 
 
-@scalar
-def _sqrt(v, p):
-    return np.sqrt(v)
-
-
-@scalar
-def _rsqrt(v, p):
-    return np.float32(1.0) / np.sqrt(v)
-
-
-@scalar
-def _square(v, p):
-    return v * v
-
-
-@scalar
-def _abs(v, p):
-    return abs(v)  # int: abs(INT_MIN) wraps back to INT_MIN on store, like std::abs
-
-
-@scalar
-def _neg(v, p):
-    return -v
-
-
-@scalar
-def _sign(v, p):
-    if v != v:  # NaN stays NaN
-        return v
-    if v > 0:
-        return 1
-    if v < 0:
-        return -1
-    return 0
-
-
-@scalar
-def _sin(v, p):
-    return np.sin(v)
-
-
-@scalar
-def _cos(v, p):
-    return np.cos(v)
-
-
-@scalar
-def _floor(v, p):
-    return np.floor(v)
-
-
-@scalar
-def _ceil(v, p):
-    return np.ceil(v)
-
-
-@scalar
-def _round(v, p):
-    # round half to even, written as reference_ops::RoundToNearest
-    fl = np.floor(v)
-    d = v - fl
-    if d < 0.5 or (d == 0.5 and int(fl) % 2 == 0):
-        return fl
-    return fl + np.float32(1.0)
-
-
-EXP = unary_op("EXP", _exp)
-LOG = unary_op("LOG", _log)
-SQRT = unary_op("SQRT", _sqrt)
-RSQRT = unary_op("RSQRT", _rsqrt)
-SQUARE = unary_op("SQUARE", _square)
-ABS = unary_op("ABS", _abs, (np.float32, np.int16, np.int32))
-NEG = unary_op("NEG", _neg, (np.float32, np.int8, np.int16, np.int32, np.int64), quantized=False)
-SIGN = unary_op("SIGN", _sign, (np.float32, np.float64, np.int32))
-SIN = unary_op("SIN", _sin)
-COS = unary_op("COS", _cos)
-FLOOR = unary_op("FLOOR", _floor)
-CEIL = unary_op("CEIL", _ceil)
-ROUND = unary_op("ROUND", _round)
-
-__all__ = ["ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW", "FLOOR_DIV", "FLOOR_MOD",
-           "EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "ABS", "NEG", "SIGN", "SIN", "COS", "FLOOR", "CEIL", "ROUND",
-           "make_binary", "schedule_binary", "make_unary", "unary_op", "binary_op"]
+ATAN2_LOOPS = make_binary(_atan2, clamp=False)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
-from lite_numba.kernels.base.common import broadcast_shape, broadcast_strides, padded_shape
+from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, kernel

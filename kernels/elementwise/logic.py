@@ -11,12 +11,12 @@ SELECT is a conditional copy of raw bytes: one compiled loop per element size, w
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.common import broadcast_shape, broadcast_strides, padded_shape
 from lite_numba.kernels.base.fixedpoint import (
     quantize_multiplier,
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
+from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
 from lite_numba.kernels.elementwise.arithmetic import (
     binary_inputs,
     check_broadcast_rank,
@@ -24,8 +24,9 @@ from lite_numba.kernels.elementwise.arithmetic import (
     no_limits,
     scalar,
     schedule_binary,
-    unary_op,
 )
+from lite_numba.kernels.elementwise.unary import unary_op
+from lite_numba.kernels.movement.transpose import WORDS
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -246,3 +247,128 @@ SELECT_V2 = select("SELECT_V2", v2=True)
 
 __all__ = ["EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR",
            "LOGICAL_NOT", "SELECT", "SELECT_V2"]
+
+
+@scalar
+def _xor(a, b):
+    return a ^ b
+
+
+@scalar
+def _rshift8(a, b):
+    return np.int64(a) >> min(max(np.int64(b), 0), 7)
+
+
+@scalar
+def _rshift16(a, b):
+    return np.int64(a) >> min(max(np.int64(b), 0), 15)
+
+
+@scalar
+def _rshift32(a, b):
+    return np.int64(a) >> min(max(np.int64(b), 0), 31)
+
+
+XOR_LOOPS = make_binary(_xor, clamp=False)
+
+
+RSHIFT_LOOPS = {1: make_binary(_rshift8, clamp=False), 2: make_binary(_rshift16, clamp=False),
+                4: make_binary(_rshift32, clamp=False)}
+
+
+def _int_binary_shape(ctx: PrepareContext):
+    ctx.check_num(inputs=2, outputs=1)
+    a, b = ctx.input(0), ctx.input(1)
+    ctx.check_dtype(a, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)
+    ctx.check(b.dtype == a.dtype, f"input types differ: {a.dtype.name} and {b.dtype.name}")
+    if a.shape == b.shape:
+        return a, b, a.shape
+    try:
+        shape = tuple(int(d) for d in np.broadcast_shapes(a.shape, b.shape))
+    except ValueError:
+        ctx.fail(f"shapes {list(a.shape)} and {list(b.shape)} cannot be broadcast")
+    return a, b, shape
+
+
+@kernel("BITWISE_XOR")
+def BITWISE_XOR(ctx: PrepareContext) -> None:
+    """out = a ^ b (8/16/32-bit integers, signed or not: computed on the unsigned words)."""
+    a, b, shape = _int_binary_shape(ctx)
+    out = ctx.set_output(0, shape, a.dtype)
+    _schedule_words(ctx, XOR_LOOPS, a, b, shape, out, WORDS[a.dtype.itemsize])
+
+
+def _schedule_words(ctx: PrepareContext, loops, a, b, shape, out, w) -> None:
+    """schedule_binary on the tensors' bytes read as unsigned words of their element size."""
+    same, scalar_y, scalar_x, bcast = loops
+    n = int(np.prod(shape, dtype=np.int64))
+    if n == 0:
+        return
+    af, bf, of = ctx.view(a, (a.size,), w), ctx.view(b, (b.size,), w), ctx.view(out, (n,), w)
+    lim = no_limits(w)
+    if a.shape == b.shape:
+        ctx.call(same, af, bf, of, lim)
+    elif b.size == 1 and a.size == n:
+        ctx.call(scalar_y, af, bf, of, lim)
+    elif a.size == 1 and b.size == n:
+        ctx.call(scalar_x, af, bf, of, lim)
+    else:
+        check_broadcast_rank(ctx, a.shape, b.shape, shape)
+        ctx.call(bcast, af, bf, of, broadcast_strides(a.shape, shape), broadcast_strides(b.shape, shape),
+                 padded_shape(shape), lim)
+
+
+@kernel("RIGHT_SHIFT")
+def RIGHT_SHIFT(ctx: PrepareContext) -> None:
+    """out = a >> clamp(b, 0, bits - 1) (arithmetic for signed types, logical for unsigned)."""
+    a, b, shape = _int_binary_shape(ctx)
+    out = ctx.set_output(0, shape, a.dtype)
+    schedule_binary(ctx, RSHIFT_LOOPS[a.dtype.itemsize], a, b, shape, out, no_limits(a.dtype))
+
+
+@njit(cache=True, nogil=True)
+def bucketize(x, bounds, out):
+    """out[i] = the number of boundaries <= x[i] (std::upper_bound's halving search, so unordered or NaN boundaries
+    give the official answer too); int inputs are compared as float32 as C++ converts them."""
+    nb = bounds.size
+    for i in range(x.size):
+        v = x[i]
+        first = 0
+        n = nb
+        while n > 0:
+            half = n >> 1
+            if v < bounds[first + half]:
+                n = half
+            else:
+                first += half + 1
+                n -= half + 1
+        out[i] = first
+
+
+@njit(cache=True, nogil=True)
+def to_float32(x, out):
+    for i in range(x.size):
+        out[i] = np.float32(x[i])
+
+
+@kernel("BUCKETIZE")
+def BUCKETIZE(ctx: PrepareContext) -> None:
+    """out (int32) = index of the bucket of each input value among the sorted float boundaries."""
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    ctx.check_dtype(x, np.float32, np.float64, np.int32, np.int64)
+    bounds = np.asarray(ctx.options.get("boundaries") or [], np.float32).reshape(-1)
+    ctx.check(not bool(np.any(bounds[1:] < bounds[:-1])), "boundaries must be sorted")
+    out = ctx.set_output(0, x.shape, np.int32)
+    if out.size == 0:
+        return
+    flat = ctx.view(x, (x.size,))
+    of = ctx.view(out, (out.size,))
+    if x.dtype == np.float64:  # float vs double: C++ widens the float boundary (exact)
+        ctx.call(bucketize, flat, bounds.astype(np.float64), of)
+    elif x.dtype == np.float32:
+        ctx.call(bucketize, flat, bounds, of)
+    else:  # int32/int64 vs float: C++ converts the integer to float
+        tmp = ctx.temp((x.size,), np.float32)
+        ctx.call(to_float32, flat, tmp)
+        ctx.call(bucketize, tmp, bounds, of)

@@ -24,7 +24,7 @@ without one) is treated as zeros; grouped hybrid convolution and hybrid depthwis
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.common import float_activation_range
+from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.fixedpoint import activation_range_quantized, quantize_multipliers
 from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for

@@ -9,7 +9,7 @@ that of the sequential float32 dot product (as TFLite's reference kernels comput
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.common import float_activation_range
+from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.linear.fc_loops import fc_rows_f32, gemm_f32, transpose_batches

@@ -16,7 +16,7 @@ int32 dot products back to float, as TFLite's EvalHybrid does.
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_SIGN_BIT, ACT_TANH
+from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_SIGN_BIT, ACT_TANH
 from lite_numba.kernels.base.fixedpoint import (
     activation_range_quantized,
     multiply_by_quantized_multiplier,

@@ -32,7 +32,7 @@ float32 rounding (the tests compare with a 1e-5 relative tolerance).
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.common import float_activation_range
+from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
 from lite_numba.kernels.base.llvm_ir import I1 as _i1
 from lite_numba.kernels.base.llvm_ir import I32 as _i32

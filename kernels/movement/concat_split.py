@@ -8,7 +8,8 @@ output's, with TFLite's float formula (ConcatenationWithScaling), and applies a 
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.common import ACT_NONE, float_activation_range, normalize_axis, quantized_activation_range
+from lite_numba.kernels.base.activation import ACT_NONE, float_activation_range, quantized_activation_range
+from lite_numba.kernels.base.shapes import normalize_axis
 from lite_numba.kernels.movement.transpose import schedule_strided_copy
 from numba import njit
 

@@ -7,7 +7,7 @@ official runtime fails the invoke the same way). Rows are copied as unsigned wor
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.common import normalize_axis
+from lite_numba.kernels.base.shapes import normalize_axis
 from lite_numba.kernels.movement.transpose import WORDS
 from numba import njit
 
@@ -272,3 +272,54 @@ def EMBEDDING_LOOKUP(ctx: PrepareContext) -> None:
 
 
 __all__ = ["GATHER", "GATHER_ND", "SCATTER_ND", "EMBEDDING_LOOKUP"]
+
+
+@njit(cache=True, nogil=True)
+def reverse_sequence(x, lens, out, A, B, C, D, E, batch_first):
+    """x and out are [A, B, C, D, E] words; batch is dimension B and sequence D when batch_first, else the reverse.
+    Positions s < L (L the batch's sequence length) take position L - 1 - s; the rest are copied."""
+    seq_n = D if batch_first else B
+    for i in range(lens.size):
+        if np.int64(lens[i]) > seq_n:
+            raise ValueError("REVERSE_SEQUENCE: a sequence length exceeds the sequence dimension")
+    for a in range(A):
+        for b in range(B):
+            for c in range(C):
+                for d in range(D):
+                    if batch_first:
+                        L = np.int64(lens[b])
+                        sb, sd = b, (L - 1 - d if d < L else d)
+                    else:
+                        L = np.int64(lens[d])
+                        sb, sd = (L - 1 - b if b < L else b), d
+                    src = x[(((a * B + sb) * C + c) * D + sd) * E:(((a * B + sb) * C + c) * D + sd + 1) * E]
+                    o = (((a * B + b) * C + c) * D + d) * E
+                    dst = out[o:o + E]
+                    for e in range(E):
+                        dst[e] = src[e]
+
+
+@kernel("REVERSE_SEQUENCE")
+def REVERSE_SEQUENCE(ctx: PrepareContext) -> None:
+    """Reverse the first seq_lengths[b] elements along seq_dim of each slice b along batch_dim."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, lens = ctx.input(0), ctx.input(1)
+    ctx.check(x.dtype.itemsize in (1, 2, 4, 8, 16), f"input type {x.dtype.name} is not supported")
+    ctx.check_dtype(lens, np.int32, np.int64)
+    ctx.check(lens.ndim == 1, f"seq_lengths must be a vector, got shape {list(lens.shape)}")
+    seq_dim, batch_dim = int(ctx.options.get("seq_dim", 0)), int(ctx.options.get("batch_dim", 0))
+    ctx.check(0 <= seq_dim < x.ndim and 0 <= batch_dim < x.ndim and seq_dim != batch_dim,
+              f"seq_dim {seq_dim} and batch_dim {batch_dim} must differ and lie in [0, {x.ndim})")
+    ctx.check(lens.shape[0] == x.shape[batch_dim],
+              f"seq_lengths has {lens.shape[0]} elements, batch dimension {x.shape[batch_dim]}")
+    out = ctx.set_output(0, x.shape, x.dtype)
+    if out.size == 0:
+        return
+    lo, hi = min(seq_dim, batch_dim), max(seq_dim, batch_dim)
+    w = elem_word(x)
+    A = int(np.prod(x.shape[:lo], dtype=np.int64))
+    C = int(np.prod(x.shape[lo + 1:hi], dtype=np.int64))
+    E = int(np.prod(x.shape[hi + 1:], dtype=np.int64)) * (x.dtype.itemsize // w)
+    ctx.call(reverse_sequence, ctx.view(x, (x.nbytes // w,), WORDS[w]), lens,
+             ctx.view(out, (out.nbytes // w,), WORDS[w]), A, x.shape[lo], C, x.shape[hi], E,
+             int(batch_dim < seq_dim))

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from lite_numba.kernels.movement.reshape import copy_bytes
+from lite_numba.kernels.movement.reshape import copy_bytes, schedule_copy
 from lite_numba.kernels.movement.space import row_unit
+from lite_numba.kernels.movement.transpose import schedule_fill, schedule_strided_copy
 from numba import njit
 
-from lite_numba.ops import PrepareContext, Tensor, kernel
+from lite_numba.ops import NeedsValue, PrepareContext, Tensor, kernel
 
 # schema TensorType values of SHAPE's out_type option
 _TENSOR_TYPE_INT32, _TENSOR_TYPE_INT64 = 2, 4
@@ -239,3 +240,80 @@ def WHERE(ctx: PrepareContext) -> None:
 
 
 __all__ = ["SHAPE", "RANK", "FILL", "ZEROS_LIKE", "RANGE", "ONE_HOT", "WHERE"]
+
+
+@njit(cache=True, nogil=True)
+def broadcast_args(s1, s2, out):
+    n = out.size
+    for i in range(n):
+        a = s1[s1.size - 1 - i] if i < s1.size else 1
+        b = s2[s2.size - 1 - i] if i < s2.size else 1
+        if a == 1:
+            out[n - 1 - i] = b
+        elif b == 1 or a == b:
+            out[n - 1 - i] = a
+        else:
+            raise ValueError("BROADCAST_ARGS: the shapes cannot be broadcast")
+
+
+@kernel("BROADCAST_ARGS")
+def BROADCAST_ARGS(ctx: PrepareContext) -> None:
+    """The broadcast shape of two shape vectors (int32 or int64)."""
+    ctx.check_num(inputs=2, outputs=1)
+    s1, s2 = ctx.input(0), ctx.input(1)
+    ctx.check_dtype(s1, np.int32, np.int64)
+    ctx.check(s2.dtype == s1.dtype, f"shape types differ: {s1.dtype.name} and {s2.dtype.name}")
+    ctx.check(s1.ndim == 1 and s2.ndim == 1, f"shapes must be vectors, got {list(s1.shape)} and {list(s2.shape)}")
+    out = ctx.set_output(0, (max(s1.shape[0], s2.shape[0]),), s1.dtype)
+    # shapes known at prepare (constants, SHAPE of static tensors): the result is known too, so a BROADCAST_TO
+    # reading it stays static (reading an unknown value here must not make this node dynamic)
+    try:
+        v1, v2 = ctx.value(0), ctx.value(1)
+    except NeedsValue:
+        v1 = v2 = None
+    if v1 is not None:
+        a, b = [int(v) for v in np.asarray(v1).reshape(-1)], [int(v) for v in np.asarray(v2).reshape(-1)]
+        n = out.size
+        a, b = [1] * (n - len(a)) + a, [1] * (n - len(b)) + b
+        ctx.check(all(p == q or p == 1 or q == 1 for p, q in zip(a, b)), f"shapes {a} and {b} cannot be broadcast")
+        ctx.set_known_value(0, [q if p == 1 else p for p, q in zip(a, b)])
+    if out.size:
+        ctx.call(broadcast_args, s1, s2, out)
+
+
+@kernel("MATRIX_DIAG")
+def MATRIX_DIAG(ctx: PrepareContext) -> None:
+    """[..., n] -> [..., n, n] with the input on the diagonals and zeros elsewhere."""
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    ctx.check(x.ndim >= 1, "the input must have rank 1 or more")
+    ctx.check(x.dtype.itemsize in (1, 2, 4, 8, 16), f"input type {x.dtype.name} is not supported")
+    n = x.shape[-1]
+    out = ctx.set_output(0, x.shape + (n,), x.dtype)
+    if out.size == 0:
+        return
+    batch = x.size // n
+    schedule_fill(ctx, out, 0)
+    schedule_strided_copy(ctx, x, out, (batch, n), (n, 1), (n * n, n + 1))
+
+
+@kernel("MATRIX_SET_DIAG")
+def MATRIX_SET_DIAG(ctx: PrepareContext) -> None:
+    """out = input with the main diagonal of each [rows, cols] matrix replaced by diagonal[..., :min(rows, cols)]."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, diag = ctx.input(0), ctx.input(1)
+    ctx.check(x.ndim >= 2, "the input must have rank 2 or more")
+    ctx.check(x.dtype.itemsize in (1, 2, 4, 8, 16), f"input type {x.dtype.name} is not supported")
+    ctx.check(diag.dtype == x.dtype, f"diagonal type {diag.dtype.name} differs from input type {x.dtype.name}")
+    r, c = x.shape[-2], x.shape[-1]
+    m = min(r, c)
+    batch = int(np.prod(x.shape[:-2], dtype=np.int64))
+    # the official kernel reads batch * min(rows, cols) diagonal values in order, whatever the diagonal's shape
+    ctx.check(diag.size >= batch * m, f"diagonal shape {list(diag.shape)} has fewer than the "
+              f"{batch * m} values of shape {list(x.shape[:-2]) + [m]}")
+    out = ctx.set_output(0, x.shape, x.dtype)
+    if out.size == 0:
+        return
+    schedule_copy(ctx, x, out)
+    if m:
+        schedule_strided_copy(ctx, diag, out, (batch, m), (m, 1), (r * c, c + 1))

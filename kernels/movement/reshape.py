@@ -81,3 +81,24 @@ def EXPAND_DIMS(ctx: PrepareContext) -> None:
     ctx.check(0 <= a <= x.ndim, f"axis {axis} out of range for rank {x.ndim}")
     shape = x.shape[:a] + (1,) + x.shape[a:]
     schedule_copy(ctx, x, ctx.set_output(0, shape, x.dtype))
+
+
+@kernel("BITCAST")
+def BITCAST(ctx: PrepareContext) -> None:
+    """The same bytes as another type: a wider input gains a last dimension, a narrower one loses it."""
+    ctx.check_num(inputs=1, outputs=1)
+    x, out_t = ctx.input(0), ctx.output(0)
+    for t in (x, out_t):
+        ctx.check(t.dtype.kind in "biufc" and t.dtype.itemsize in (1, 2, 4, 8, 16),
+                  f"type {t.dtype.name} is not supported")
+    si, so = x.dtype.itemsize, out_t.dtype.itemsize
+    if si > so:
+        shape = x.shape + (si // so,)
+    elif si < so:
+        ctx.check(x.ndim >= 1 and x.shape[-1] == so // si,
+                  f"input shape {list(x.shape)} must end in {so // si} to become {out_t.dtype.name}")
+        shape = x.shape[:-1]
+    else:
+        shape = x.shape
+    out = ctx.set_output(0, shape, out_t.dtype)
+    schedule_copy(ctx, x, out)

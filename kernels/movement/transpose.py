@@ -185,3 +185,5 @@ def REVERSE_V2(ctx: PrepareContext) -> None:
 
 
 __all__ = ["TRANSPOSE", "REVERSE_V2", "schedule_strided_copy", "schedule_fill", "contiguous_strides", "copy_strided"]
+
+

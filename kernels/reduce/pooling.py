@@ -10,7 +10,7 @@ a whole channel row, so the inner loop is contiguous.
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.common import float_activation_range
+from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.fixedpoint import activation_range_quantized
 from lite_numba.kernels.base.vecmath import fdiv
 from numba import njit

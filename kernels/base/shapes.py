@@ -1,45 +1,11 @@
-"""Helpers shared by kernel modules: fused activations, broadcasting, axis handling."""
+"""Shape helpers shared by kernel modules: broadcasting (NumPy rules, collapsed to the fewest loop dimensions) and
+axis handling."""
 
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.fixedpoint import activation_range_quantized
 
-from lite_numba.ops import PrepareContext, Tensor
-
-# ActivationFunctionType: NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT
-ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH, ACT_SIGN_BIT = range(6)
-F32_MAX = float(np.finfo(np.float32).max)
-
-
-def float_activation_range(ctx: PrepareContext, act: int) -> tuple[float, float]:
-    """(min, max) clamp of a fused activation on float outputs."""
-    # TFLite clamps to the finite float range even without an activation (inf becomes FLT_MAX)
-    if act == ACT_NONE:
-        return -F32_MAX, F32_MAX
-    if act == ACT_RELU:
-        return 0.0, F32_MAX
-    if act == ACT_RELU_N1_TO_1:
-        return -1.0, 1.0
-    if act == ACT_RELU6:
-        return 0.0, 6.0
-    ctx.fail(f"fused activation {act} is not supported")
-
-
-def int_activation_range(ctx: PrepareContext, act: int, dtype) -> tuple[int, int]:
-    """(min, max) clamp of a fused activation on integer (non-quantized) outputs."""
-    info = np.iinfo(dtype)
-    lo, hi = float_activation_range(ctx, act)
-    return int(max(lo, info.min)), int(min(hi, info.max))
-
-
-def quantized_activation_range(ctx: PrepareContext, act: int, out: Tensor) -> tuple[int, int]:
-    """(min, max) clamp of a fused activation on a quantized output, as TFLite computes it (float32 division,
-    rounding half away from zero: fixedpoint.activation_range_quantized)."""
-    try:
-        return activation_range_quantized(act, out.dtype, out.scale, out.zero_point)
-    except ValueError as e:
-        ctx.fail(str(e))
+from lite_numba.ops import PrepareContext
 
 
 def broadcast_shape(ctx: PrepareContext, *shapes) -> tuple[int, ...]:

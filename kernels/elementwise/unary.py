@@ -1,0 +1,144 @@
+"""Float and integer unary elementwise ops (EXP, LOG, SQRT, RSQRT, SQUARE, ABS, NEG, SIGN, SIN, COS, FLOOR, CEIL,
+ROUND): one flat loop per function, compiled from a @scalar definition; quantized inputs go to the op's quantized
+variant (arithmetic_quantized.py) through ctx.prepare_quantized().
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.elementwise.arithmetic import is_quantized, scalar, source_tag
+from numba import njit
+
+from lite_numba.ops import PrepareContext, kernel
+
+
+def make_unary(f):
+    """out[i] = f(x[i], p) over flat arrays (f a @scalar function); p is a small float32 array of op parameters."""
+
+    tag = source_tag(f)
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def unary(x, out, p):
+        tag  # noqa: B018 (a closure cell: see source_tag)
+        for i in range(out.size):
+            out[i] = f(x[i], p)
+
+    return unary
+
+
+NO_PARAMS = np.zeros(1, np.float32)
+
+
+def unary_op(name: str, f, dtypes=(np.float32,), quantized: bool = True, params=None):
+    """A unary elementwise op: the output has the input's shape and dtype.
+
+    `f(v, p)` is the scalar definition; `params(ctx)` (optional) returns the float32 values passed as p.
+    With `quantized`, a quantized int8/uint8/int16 input goes to the quantized kernels; otherwise integer inputs
+    are computed on their raw values (NEG)."""
+    loop = make_unary(f)
+    dtypes = tuple(np.dtype(d) for d in dtypes)
+
+    def prepare(ctx: PrepareContext) -> None:
+        ctx.check_num(inputs=1, outputs=1)
+        x = ctx.input(0)
+        ctx.check(x is not None, "input 0 is required")
+        if quantized and is_quantized(x):
+            return ctx.prepare_quantized()
+        ctx.check_dtype(x, *dtypes)
+        out = ctx.set_output(0, x.shape, x.dtype)
+        p = NO_PARAMS if params is None else np.asarray(params(ctx), np.float32).reshape(-1)
+        if x.size:
+            ctx.call(loop, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), p)
+
+    return kernel(name)(prepare)
+
+
+@scalar
+def _exp(v, p):
+    return np.exp(v)
+
+
+@scalar
+def _log(v, p):
+    return np.log(v)
+
+
+@scalar
+def _sqrt(v, p):
+    return np.sqrt(v)
+
+
+@scalar
+def _rsqrt(v, p):
+    return np.float32(1.0) / np.sqrt(v)
+
+
+@scalar
+def _square(v, p):
+    return v * v
+
+
+@scalar
+def _abs(v, p):
+    return abs(v)  # int: abs(INT_MIN) wraps back to INT_MIN on store, like std::abs
+
+
+@scalar
+def _neg(v, p):
+    return -v
+
+
+@scalar
+def _sign(v, p):
+    if v != v:  # NaN stays NaN
+        return v
+    if v > 0:
+        return 1
+    if v < 0:
+        return -1
+    return 0
+
+
+@scalar
+def _sin(v, p):
+    return np.sin(v)
+
+
+@scalar
+def _cos(v, p):
+    return np.cos(v)
+
+
+@scalar
+def _floor(v, p):
+    return np.floor(v)
+
+
+@scalar
+def _ceil(v, p):
+    return np.ceil(v)
+
+
+@scalar
+def _round(v, p):
+    # round half to even, written as reference_ops::RoundToNearest
+    fl = np.floor(v)
+    d = v - fl
+    if d < 0.5 or (d == 0.5 and int(fl) % 2 == 0):
+        return fl
+    return fl + np.float32(1.0)
+
+
+EXP = unary_op("EXP", _exp)
+LOG = unary_op("LOG", _log)
+SQRT = unary_op("SQRT", _sqrt)
+RSQRT = unary_op("RSQRT", _rsqrt)
+SQUARE = unary_op("SQUARE", _square)
+ABS = unary_op("ABS", _abs, (np.float32, np.int16, np.int32))
+NEG = unary_op("NEG", _neg, (np.float32, np.int8, np.int16, np.int32, np.int64), quantized=False)
+SIGN = unary_op("SIGN", _sign, (np.float32, np.float64, np.int32))
+SIN = unary_op("SIN", _sin)
+COS = unary_op("COS", _cos)
+FLOOR = unary_op("FLOOR", _floor)
+CEIL = unary_op("CEIL", _ceil)
+ROUND = unary_op("ROUND", _round)
