@@ -215,6 +215,27 @@ def _conv2d_geometry(ctx: PrepareContext, x: Tensor, f: Tensor):
     return (N, OH, OW, CO), geo, groups, pointwise
 
 
+def _integer_types(ctx: PrepareContext, x: Tensor, f: Tensor, b, out: Tensor, CO: int, int16_bias=None):
+    """Check an integer convolution's input, filter and output types and take its bias argument; returns (bias,
+    wide). int8 needs a symmetric int8 filter and uint8 a uint8 filter, both with an int32 bias; int16 needs a
+    symmetric int8 filter and zero points 0, with an int32 or int64 bias (accumulated in int64, `wide`, when the
+    official kernel does so), or only int64 when `int16_bias` is np.int64 (DEPTHWISE_CONV_2D)."""
+    if x.dtype == np.int8 or x.dtype == np.uint8:
+        ctx.check_dtype(f, x.dtype)
+        if x.dtype == np.int8:
+            _check_symmetric_filter(ctx, f)
+        return _bias(ctx, b, CO, (np.int32,), np.int32), False
+    if x.dtype == np.int16:
+        ctx.check_dtype(f, np.int8)
+        _check_symmetric_filter(ctx, f)
+        ctx.check(x.zero_point == 0 and out.zero_point == 0, "int16 input and output must have zero point 0")
+        if int16_bias is np.int64:
+            return _bias(ctx, b, CO, (np.int64,), np.int64), True
+        wide = _int16_uses_int64_accumulator(ctx, b)
+        return _bias(ctx, b, CO, (np.int32, np.int64), np.int64 if wide else np.int32), wide
+    ctx.fail(f"input type {x.dtype.name} is not supported")
+
+
 @kernel("CONV_2D")
 def CONV_2D(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=(2, 3), outputs=1)
@@ -245,23 +266,9 @@ def CONV_2D(ctx: PrepareContext) -> None:
     # ruy's x86 kernel (int8/uint8, and int16 with int32 bias: double rounding, half up, for every channel);
     # several groups run the reference kernel (TFLite's rounding, half away from zero); int16 with int64 bias the
     # reference kernel with an int64 accumulator.
-    if x.dtype == np.int8 or x.dtype == np.uint8:
-        ctx.check_dtype(f, x.dtype)
-        if x.dtype == np.int8:
-            _check_symmetric_filter(ctx, f)
-        bias = _bias(ctx, b, CO, (np.int32,), np.int32)
-        wide = False
-        rq_mode, nvec = L.RQ_NEON, (CO if groups == 1 else 0)
-    elif x.dtype == np.int16:
-        ctx.check_dtype(f, np.int8)
-        _check_symmetric_filter(ctx, f)
-        ctx.check(x.zero_point == 0 and out.zero_point == 0, "int16 input and output must have zero point 0")
-        wide = _int16_uses_int64_accumulator(ctx, b)
-        bias = _bias(ctx, b, CO, (np.int32, np.int64), np.int64 if wide else np.int32)
-        rq_mode = L.RQ_INT64 if wide else L.RQ_NEON
-        nvec = CO if groups == 1 and not wide else 0
-    else:
-        ctx.fail(f"input type {x.dtype.name} is not supported")
+    bias, wide = _integer_types(ctx, x, f, b, out, CO)
+    rq_mode = L.RQ_INT64 if wide else L.RQ_NEON
+    nvec = CO if groups == 1 and not wide else 0
     mult, shift = _requant_params(ctx, x, f, out, CO, 0)
     qmin, qmax = _quant_limits(ctx, out)
     if out.size == 0:
@@ -357,23 +364,7 @@ def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
                      CO // 4 * 4, lim)
         return
 
-    if x.dtype == np.int8:
-        ctx.check_dtype(f, np.int8)
-        _check_symmetric_filter(ctx, f)
-        bias = _bias(ctx, b, CO, (np.int32,), np.int32)
-        wide = False
-    elif x.dtype == np.uint8:
-        ctx.check_dtype(f, np.uint8)
-        bias = _bias(ctx, b, CO, (np.int32,), np.int32)
-        wide = False
-    elif x.dtype == np.int16:
-        ctx.check_dtype(f, np.int8)
-        _check_symmetric_filter(ctx, f)
-        ctx.check(x.zero_point == 0 and out.zero_point == 0, "int16 input and output must have zero point 0")
-        bias = _bias(ctx, b, CO, (np.int64,), np.int64)
-        wide = True
-    else:
-        ctx.fail(f"input type {x.dtype.name} is not supported")
+    bias, wide = _integer_types(ctx, x, f, b, out, CO, int16_bias=np.int64)
     mult, shift = _requant_params(ctx, x, f, out, CO, 3)
     qmin, qmax = _quant_limits(ctx, out)
     if out.size == 0:
@@ -450,23 +441,7 @@ def TRANSPOSE_CONV(ctx: PrepareContext) -> None:
         ctx.call(L.hybrid_rows, ctx.view(scratch, (N, P, CO)), bias, ctx.view(out, (N, P, CO)), sf, cs, 1, lim)
         return
 
-    if x.dtype == np.int8:
-        ctx.check_dtype(f, np.int8)
-        _check_symmetric_filter(ctx, f)
-        bias = _bias(ctx, b, CO, (np.int32,), np.int32)
-        wide = False
-    elif x.dtype == np.uint8:
-        ctx.check_dtype(f, np.uint8)
-        bias = _bias(ctx, b, CO, (np.int32,), np.int32)
-        wide = False
-    elif x.dtype == np.int16:
-        ctx.check_dtype(f, np.int8)
-        _check_symmetric_filter(ctx, f)
-        ctx.check(x.zero_point == 0 and out.zero_point == 0, "int16 input and output must have zero point 0")
-        wide = _int16_uses_int64_accumulator(ctx, b)
-        bias = _bias(ctx, b, CO, (np.int32, np.int64), np.int64 if wide else np.int32)
-    else:
-        ctx.fail(f"input type {x.dtype.name} is not supported")
+    bias, wide = _integer_types(ctx, x, f, b, out, CO)
     mult, shift = _requant_params(ctx, x, f, out, CO, 0)
     qmin, qmax = _quant_limits(ctx, out)
     if out.size == 0:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_int64
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 # --- helpers ------------------------------------------------------------------------------------------------------
 
@@ -144,6 +145,36 @@ def _hybrid_value(acc, cs, s, mode):
 # depth multiplier 1), folded in as zp_in * (sum of the filter taps used).
 
 
+def _widen(v):
+    """A value as the conv loops multiply it: float as it is, integers as int32 (so products are int32 lanes)."""
+
+
+@overload(_widen, inline="always")
+def _widen_overload(v):
+    if isinstance(v, types.Float):
+        return lambda v: v
+    return lambda v: np.int32(v)
+
+
+@njit(cache=True, inline="always")
+def _conv_accumulate(x, w, acc, n, iy0, ix0, ky0, ky1, kx0, kx1, dh, dw, ci0, c0, zi):
+    """acc[co] = sum over the taps in [ky0, ky1) x [kx0, kx1) and the group's input channels of
+    (x[n, iy, ix, ci0 + ci] - zi) * w[ky, kx, ci, c0 + co], for one output pixel of a CONV_2D (float: zi = 0, and
+    the sum runs in the official order, tap by tap and channel by channel; integers: int32 products)."""
+    CIG = w.shape[2]
+    COG = acc.shape[0]
+    for co in range(COG):
+        acc[co] = 0
+    for ky in range(ky0, ky1):
+        iy = iy0 + ky * dh
+        for kx in range(kx0, kx1):
+            ix = ix0 + kx * dw
+            for ci in range(CIG):
+                xv = _widen(x[n, iy, ix, ci0 + ci]) - zi
+                for co in range(COG):
+                    acc[co] += xv * w[ky, kx, ci, c0 + co]
+
+
 @njit(cache=True, nogil=True)
 def conv2d_f32(x, w, bias, out, acc, geo, lim):
     """x [N,H,W,CI] float32, w [KH,KW,CIG,CO], bias [CO] -> out [N,OH,OW,CO]; acc [CO // groups] scratch;
@@ -155,6 +186,7 @@ def conv2d_f32(x, w, bias, out, acc, geo, lim):
     G = CI // CIG
     COG = CO // G
     lo, hi = lim[0], lim[1]
+    zero = np.float32(0.0)
     for n in range(N):
         for g in range(G):
             ci0 = g * CIG
@@ -165,16 +197,7 @@ def conv2d_f32(x, w, bias, out, acc, geo, lim):
                 for ox in range(OW):
                     ix0 = ox * sw - pl
                     kx0, kx1 = _tap_range(ix0, dw, W, KW)
-                    for co in range(COG):
-                        acc[co] = 0.0
-                    for ky in range(ky0, ky1):
-                        iy = iy0 + ky * dh
-                        for kx in range(kx0, kx1):
-                            ix = ix0 + kx * dw
-                            for ci in range(CIG):
-                                xv = x[n, iy, ix, ci0 + ci]
-                                for co in range(COG):
-                                    acc[co] += xv * w[ky, kx, ci, c0 + co]
+                    _conv_accumulate(x, w, acc, n, iy0, ix0, ky0, ky1, kx0, kx1, dh, dw, ci0, c0, zero)
                     for co in range(COG):
                         v = acc[co] + bias[c0 + co]
                         out[n, oy, ox, c0 + co] = min(max(v, lo), hi)
@@ -208,6 +231,7 @@ def conv2d_q(x, w, bias, out, acc, geo, zp_in, mult, shift, zp_out, qmin, qmax, 
     sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
     G = CI // CIG
     COG = CO // G
+    zi = np.int32(zp_in)
     for n in range(N):
         for g in range(G):
             ci0 = g * CIG
@@ -218,16 +242,7 @@ def conv2d_q(x, w, bias, out, acc, geo, zp_in, mult, shift, zp_out, qmin, qmax, 
                 for ox in range(OW):
                     ix0 = ox * sw - pl
                     kx0, kx1 = _tap_range(ix0, dw, W, KW)
-                    for co in range(COG):
-                        acc[co] = 0
-                    for ky in range(ky0, ky1):
-                        iy = iy0 + ky * dh
-                        for kx in range(kx0, kx1):
-                            ix = ix0 + kx * dw
-                            for ci in range(CIG):
-                                xv = np.int32(x[n, iy, ix, ci0 + ci] - zp_in)
-                                for co in range(COG):
-                                    acc[co] += xv * w[ky, kx, ci, c0 + co]
+                    _conv_accumulate(x, w, acc, n, iy0, ix0, ky0, ky1, kx0, kx1, dh, dw, ci0, c0, zi)
                     _store_requantized(acc, bias, mult, shift, out[n, oy, ox], c0, COG, c0, nvec, rq_mode, zp_out,
                                        qmin, qmax)
 
@@ -270,16 +285,7 @@ def conv2d_hybrid(q, w, bias, out, acc, geo, sf, zpb, cs, mode, lim):
                 for ox in range(OW):
                     ix0 = ox * sw - pl
                     kx0, kx1 = _tap_range(ix0, dw, W, KW)
-                    for co in range(COG):
-                        acc[co] = 0
-                    for ky in range(ky0, ky1):
-                        iy = iy0 + ky * dh
-                        for kx in range(kx0, kx1):
-                            ix = ix0 + kx * dw
-                            for ci in range(CIG):
-                                xv = np.int32(q[n, iy, ix, ci0 + ci] - zi)
-                                for co in range(COG):
-                                    acc[co] += xv * w[ky, kx, ci, c0 + co]
+                    _conv_accumulate(q, w, acc, n, iy0, ix0, ky0, ky1, kx0, kx1, dh, dw, ci0, c0, zi)
                     for co in range(COG):
                         c = c0 + co
                         v = _hybrid_value(acc[co], cs[c], s, mode) + bias[c]

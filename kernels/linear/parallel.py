@@ -80,30 +80,21 @@ def _dw_rows(xp, out, geo, n, y0, y1):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def dw3x3_f32_par(xp, w, bias, out, geo, lim, ch, cnt, T):
-    """dw3x3_f32 over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers."""
-    nch = ch.size // 4
-    cnt[0] = 0
-    for _w in prange(T):
-        j = next_chunk(cnt)
-        while j < nch:
-            for n in range(ch[4 * j], ch[4 * j + 1]):
-                xs, os = _dw_rows(xp, out, geo, n, ch[4 * j + 2], ch[4 * j + 3])
-                dw3x3_f32(xs, w, bias, os, geo, lim)
-            j = next_chunk(cnt)
-
-
-@njit(cache=True, nogil=True, parallel=True)
 def dwconv_f32_padded_par(xp, w, bias, out, geo, lim, ch, cnt, T):
-    """dwconv_f32_padded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers."""
+    """dw3x3_f32 (3x3 windows) or dwconv_f32_padded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T
+    workers."""
     nch = ch.size // 4
+    KH, KW = w.shape[0], w.shape[1]
     cnt[0] = 0
     for _w in prange(T):
         j = next_chunk(cnt)
         while j < nch:
             for n in range(ch[4 * j], ch[4 * j + 1]):
                 xs, os = _dw_rows(xp, out, geo, n, ch[4 * j + 2], ch[4 * j + 3])
-                dwconv_f32_padded(xs, w, bias, os, geo, lim)
+                if KH == 3 and KW == 3:
+                    dw3x3_f32(xs, w, bias, os, geo, lim)
+                else:
+                    dwconv_f32_padded(xs, w, bias, os, geo, lim)
             j = next_chunk(cnt)
 
 
@@ -135,7 +126,8 @@ def dwconv_f32_banded_par(xb, sb, s, w, bias, out, geo, lim, ch, cnt, T):
             j = next_chunk(cnt)
 
 
-DW_PAR = {dw3x3_f32: dw3x3_f32_par, dwconv_f32_padded: dwconv_f32_padded_par,
+# the parallel driver of each serial depthwise kernel (one driver serves both unbanded kernels)
+DW_PAR = {dw3x3_f32: dwconv_f32_padded_par, dwconv_f32_padded: dwconv_f32_padded_par,
           dwconv_f32_banded: dwconv_f32_banded_par}
 
 
