@@ -320,16 +320,17 @@ BUILTINS += [
     ("DEQUANTIZE", 1, 5, quantize.DEQUANTIZE),
 ]
 
-# --- sequence ops: LSTM / RNN / SVDF (rnn.py; float32, plus hybrid int8-weight LSTM/RNN/SVDF, the fully integer
-# UNIDIRECTIONAL_SEQUENCE_LSTM of rnn_int.py; SVDF of every kind in svdf.py) ---
+# --- sequence ops: LSTM (lstm.py), RNN (rnn.py), SVDF (svdf.py): float32 and hybrid (int8 weights); the fully
+# integer UNIDIRECTIONAL_SEQUENCE_LSTM of rnn_int.py; SVDF integer too ---
+lstm = _lazy("sequence.lstm")
 rnn = _lazy("sequence.rnn")
 svdf = _lazy("sequence.svdf")
 
 BUILTINS += [
-    ("UNIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # float32; int8 / int16-cell integer
-    ("UNIDIRECTIONAL_SEQUENCE_LSTM", 2, 3, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # hybrid: int8 weights (v3 asymmetric)
-    ("UNIDIRECTIONAL_SEQUENCE_LSTM", 4, 4, rnn.UNIDIRECTIONAL_SEQUENCE_LSTM),  # diagonal recurrent weights
-    ("BIDIRECTIONAL_SEQUENCE_LSTM", 1, 3, rnn.BIDIRECTIONAL_SEQUENCE_LSTM),  # float32; v2/v3 hybrid (int8 weights)
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", 1, 1, lstm.UNIDIRECTIONAL_SEQUENCE_LSTM),  # float32; int8 / int16-cell integer
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", 2, 3, lstm.UNIDIRECTIONAL_SEQUENCE_LSTM),  # hybrid: int8 weights (v3 asymmetric)
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", 4, 4, lstm.UNIDIRECTIONAL_SEQUENCE_LSTM),  # diagonal recurrent weights
+    ("BIDIRECTIONAL_SEQUENCE_LSTM", 1, 3, lstm.BIDIRECTIONAL_SEQUENCE_LSTM),  # float32; v2/v3 hybrid (int8 weights)
     ("UNIDIRECTIONAL_SEQUENCE_RNN", 1, 3, rnn.UNIDIRECTIONAL_SEQUENCE_RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("RNN", 1, 3, rnn.RNN),  # float32; v2/v3 hybrid (int8 weights)
     ("BIDIRECTIONAL_SEQUENCE_RNN", 1, 3, rnn.BIDIRECTIONAL_SEQUENCE_RNN),  # float32; v2/v3 hybrid (int8 weights)

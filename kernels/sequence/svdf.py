@@ -23,7 +23,7 @@ import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.fixedpoint import multiply_by_quantized_multiplier as _mbqm
 from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows
-from lite_numba.kernels.sequence.rnn import activate, cell_activation, dot, flat, int8_matvec_t
+from lite_numba.kernels.sequence.cell import activate, cell_activation, dot, flat, int8_matvec_t
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel

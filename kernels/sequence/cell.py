@@ -1,0 +1,127 @@
+"""Building blocks of the sequence ops (LSTM, RNN, SVDF): activations as TFLite's ApplyActivationToVector applies
+them, vector dots, the int8 matrix-vector product of the hybrid kernels, and the prepare helpers that pass absent
+tensors as empty arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH
+from lite_numba.kernels.base.vecmath import sigmoid_f32, tanh_f32
+from numba import njit
+
+from lite_numba.ops import PrepareContext
+
+SUPPORTED_ACTS = (ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH)
+
+
+@njit(cache=True, nogil=True)
+def activate(x, code):
+    """One float32 value through a TFLite activation (codes as in ApplyActivationToVector)."""
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    if code == 0:
+        return x
+    if code == 1:
+        return max(x, zero)
+    if code == 2:
+        return min(max(x, -one), one)
+    if code == 3:
+        return min(max(x, zero), np.float32(6.0))
+    if code == 4:
+        return tanh_f32(x)
+    return sigmoid_f32(x)
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def dot(w, w_off, x, x_off, n):
+    """float32 sum over k of w[w_off + k] * x[x_off + k]. Summed in vector lanes (reassociated): the official
+    kernel's order (NEON-style 4-lane partial sums on x86) is not sequential either; results agree to ~1e-7."""
+    s = np.float32(0.0)
+    wr, xr = w[w_off:w_off + n], x[x_off:x_off + n]
+    for k in range(n):
+        s += wr[k] * xr[k]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def is_zero_span(v, start, n):
+    for k in range(start, start + n):
+        if v[k] != 0:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def int8_matvec_t(x, xo, x_zp, w_t, n, n_rows, acc):
+    """acc[j] = sum_k w[j, k] * (x[xo + k] - x_zp) in int32 for j < n_rows, the weights stored transposed
+    (w_t = W^T, [n, n_rows]): one multiply-add along the row axis per input element, four elements per pass over
+    acc, which vectorizes (a per-row int8 dot reduces in int64 lanes)."""
+    for j in range(n_rows):
+        acc[j] = 0
+    k4 = n - n % 4
+    for k in range(0, k4, 4):
+        x0 = np.int32(x[xo + k]) - np.int32(x_zp)
+        x1 = np.int32(x[xo + k + 1]) - np.int32(x_zp)
+        x2 = np.int32(x[xo + k + 2]) - np.int32(x_zp)
+        x3 = np.int32(x[xo + k + 3]) - np.int32(x_zp)
+        w0 = w_t[k * n_rows:(k + 1) * n_rows]
+        w1 = w_t[(k + 1) * n_rows:(k + 2) * n_rows]
+        w2 = w_t[(k + 2) * n_rows:(k + 3) * n_rows]
+        w3 = w_t[(k + 3) * n_rows:(k + 4) * n_rows]
+        for j in range(n_rows):
+            acc[j] += x0 * np.int32(w0[j]) + x1 * np.int32(w1[j]) + x2 * np.int32(w2[j]) + x3 * np.int32(w3[j])
+    for k in range(k4, n):
+        x0 = np.int32(x[xo + k]) - np.int32(x_zp)
+        w0 = w_t[k * n_rows:(k + 1) * n_rows]
+        for j in range(n_rows):
+            acc[j] += x0 * np.int32(w0[j])
+
+
+@njit(cache=True, nogil=True)
+def hybrid_product(q, sf, zp, qo, b, n, w_t, scale, rs, asym, buf, go, n_rows, iacc):
+    """buf[go + j] += float(int32 dot(W row j, q[qo:qo + n]) - row_sum[j] * zp[b]) * (sf[b] * scale), as TFLite's
+    hybrid MatrixBatchVectorMultiplyAccumulate; w_t is W^T ([n, n_rows]), iacc an int32 scratch of n_rows."""
+    s = sf[b] * scale
+    int8_matvec_t(q, qo, 0, w_t, n, n_rows, iacc)
+    for j in range(n_rows):
+        acc = iacc[j]
+        if asym:
+            acc -= rs[j] * zp[b]
+        buf[go + j] += np.float32(acc) * s
+
+
+EMPTY_F32 = np.zeros(0, np.float32)
+
+
+def flat(ctx: PrepareContext, t):
+    """A tensor as a flat float32 argument, or an empty array when absent."""
+    if t is None:
+        return ctx.const(EMPTY_F32)
+    return ctx.view(t, (t.size,))
+
+
+def cell_activation(ctx: PrepareContext) -> int:
+    act = int(ctx.options.get("fused_activation_function", 0))
+    ctx.check(act in SUPPORTED_ACTS, f"fused activation {act} is not supported")
+    return act
+
+
+EMPTY_I8 = np.zeros(0, np.int8)
+
+
+def t_i8(ctx: PrepareContext, t):
+    """A constant int8 weight matrix [rows, cols] as its flat transpose [cols, rows] (what int8_matvec_t reads), or
+    an empty array when absent."""
+    if t is None:
+        return ctx.const(EMPTY_I8)
+    m = np.asarray(t.data, np.int8).reshape(t.shape[0], -1)
+    return ctx.const(np.ascontiguousarray(m.T).reshape(-1))
+
+
+def sequence_dims(ctx: PrepareContext, x, time_major: bool) -> tuple[int, int, int]:
+    ctx.check(x is not None, "input is required")
+    ctx.check(x.dtype == np.float32, f"input has type {x.dtype.name}: only float32 is supported here (integer "
+                                      f"activations: int8 UNIDIRECTIONAL_SEQUENCE_LSTM only)")
+    ctx.check(x.ndim == 3, f"input must be 3-D, got shape {list(x.shape)}")
+    max_time, n_batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
+    return n_batch, max_time, x.shape[2]
