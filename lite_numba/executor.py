@@ -26,6 +26,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from .arena import Allocation, align64, lifetimes, plan_arena
 from .compiler import (
     cached_address,
     cached_spec_types,
@@ -42,7 +43,6 @@ from .guards import guard_equal, is_guard_failure
 from .model import decode_custom_options
 from .ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
 from .plan import Node, SubgraphPlan
-from .planner import Allocation, align64, plan_arena
 from .symbols import symbol_name
 
 
@@ -175,6 +175,12 @@ class GraphRuntime:
         return v
 
     # --- prepare and plan -------------------------------------------------------------------------------------
+    def defer(self) -> bool:
+        """A node's output shapes depend on data (ctx.defer): never speculate on this graph. True when prepare runs at
+        invoke time (the data is there), False at allocate (the node becomes dynamic)."""
+        self._deferred = True
+        return self._dynamic_phase
+
     def _node_error(self, node: Node, err: Exception) -> PrepareError:
         return PrepareError(f"{err}\nNode number {node.index} ({node.op_name}) failed to prepare.")
 
@@ -370,17 +376,7 @@ class GraphRuntime:
     def _plan_memory(self, node_temps: dict[int, list[Tensor]]) -> None:
         n_nodes = len(self.plan.nodes)
         end = max(n_nodes - 1, 0)
-        first: dict[int, int] = {}
-        last: dict[int, int] = {}
-        for node in self.plan.nodes:
-            for i in node.inputs:
-                if i >= 0:
-                    first.setdefault(i, node.index)
-                    last[i] = node.index
-            for o in node.outputs:
-                if o >= 0:
-                    first.setdefault(o, node.index)
-                    last[o] = max(last.get(o, node.index), node.index)
+        first, last = lifetimes(self.plan.nodes)
         pinned = set(self.plan.inputs) | set(self.plan.outputs)
         allocs = []
         for t in self.tensors:

@@ -289,8 +289,7 @@ class PrepareContext:
 
     def defer(self) -> None:
         """Declare that this node's output shapes are known only at run time (its outputs become dynamic)."""
-        self._rt._deferred = True  # shapes depend on data, not only on values read with ctx.value()
-        if not self._rt._dynamic_phase:
+        if not self._rt.defer():  # shapes depend on data, not only on values read with ctx.value()
             raise NeedsValue(-1)
 
     @property

@@ -1,4 +1,5 @@
-"""Arena memory plan from tensor lifetimes: greedy by size, like TFLite's arena planner."""
+"""The arena memory plan: tensor lifetimes over the node sequence, and offsets placed greedily by size from them,
+like TFLite's arena planner."""
 
 from __future__ import annotations
 
@@ -20,6 +21,22 @@ class Allocation:
 def align64(n: int) -> int:
     """n rounded up to the arena alignment (64 bytes: a cache line, and any SIMD load)."""
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def lifetimes(nodes) -> tuple[dict[int, int], dict[int, int]]:
+    """(first, last): for every tensor a node reads or writes, the index of the first and of the last such node."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for node in nodes:
+        for i in node.inputs:
+            if i >= 0:
+                first.setdefault(i, node.index)
+                last[i] = node.index
+        for o in node.outputs:
+            if o >= 0:
+                first.setdefault(o, node.index)
+                last[o] = max(last.get(o, node.index), node.index)
+    return first, last
 
 
 def plan_arena(allocs: list[Allocation]) -> tuple[dict[int, int], int]:
