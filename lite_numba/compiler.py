@@ -42,7 +42,7 @@ def _package_hash() -> str:
         h = hashlib.sha256(__version__.encode())
         # only what compiled runners can depend on: the kernels, the plugins, the contract, code generation and this
         core = Path(__file__).parent
-        files = [core / "ops.py", core / "executor.py", core / "compiler.py", core / "symbols.py"]
+        files = [core / n for n in ("ops.py", "executor.py", "codegen.py", "compiler.py", "symbols.py")]
         for sub in ("kernels", "plugins"):
             try:
                 mod = importlib.import_module(f"lite_numba.{sub}")

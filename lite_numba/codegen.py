@@ -1,0 +1,172 @@
+"""Code generation: the prepared calls of consecutive static nodes become one generated `@njit` runner.
+
+Every tensor argument becomes a view of the arena or of the aux buffer at an offset held in the int64 table `it`
+(shapes there too, scalars in `it` / `ft`), so the source depends on the graph's *structure* only (kernels, dtypes,
+ranks), not on shapes: resizing or another model with the same structure reuses the compiled runner. The runner calls
+each kernel through its native entry address, passed at run time in the table `fp` (lite_numba.native_call).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numba
+import numpy as np
+
+from .arena import align64
+from .compiler import (
+    cached_address,
+    cached_spec_types,
+    compile_runner,
+    dt_name,
+    in_disk_cache,
+    load_cached_runner,
+    native_callable,
+    np_name,
+    precompile,
+    runner_sig,
+)
+from .ops import Call, ConstArg, Tensor, TensorView
+from .symbols import symbol_name
+
+
+def executor_mode() -> str:
+    """'compiled' (default) or 'python' (one Python call per kernel; for debugging): $LITE_NUMBA_EXECUTOR."""
+    return os.environ.get("LITE_NUMBA_EXECUTOR", "compiled")
+
+
+class Segment:
+    """A run of static nodes executed by one compiled call."""
+
+    def __init__(self, nodes: list[int], calls: list[tuple[int, Call]]):
+        self.nodes = nodes
+        self.calls = calls
+        self.run = None
+        self.aux = np.zeros(64, np.uint8)
+        self.it = np.zeros(1, np.int64)
+        self.ft = np.zeros(1, np.float64)
+        self.fp = np.zeros(1, np.int64)  # native entry addresses of the kernels the runner calls (native_call)
+        self.py_calls: list[tuple[Any, tuple, int]] = []  # (fn, resolved args, node) for python mode / profiling
+        self.source = ""
+
+
+
+def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, arena: np.ndarray) -> Segment:
+    """The segment of the static `nodes`: the generated runner source calling every scheduled kernel (by native
+    address, lite_numba.native_call), its tables (aux constants, int64 it, float64 ft, addresses fp), the compiled
+    runner, and the same calls resolved for Python mode. prepared[ni].calls: the node's scheduled calls; offsets:
+    tensor arena offsets; array(i): tensor i's storage; arena: the runtime's arena."""
+    calls = [(ni, c) for ni in nodes for c in prepared[ni].calls]
+    seg = Segment(nodes, calls)
+    aux_parts: list[np.ndarray] = []
+    aux_pos: dict[int, int] = {}
+    aux_size = 0
+    it: list[int] = []
+    ft: list[float] = []
+    kernels: list = []
+    kindex: dict[int, int] = {}
+    lines = []
+
+    def aux_offset(arr: np.ndarray) -> int:
+        nonlocal aux_size
+        key = id(arr)
+        if key not in aux_pos:
+            aux_pos[key] = aux_size
+            aux_parts.append(arr)
+            aux_size = align64(aux_size + arr.nbytes)
+        return aux_pos[key]
+
+    pending = []  # (node, kernel, argument sources, argument types)
+    fptrs: list = []  # (kernel, signature) called through fp[i]
+    findex: dict = {}
+    for ni, call in calls:
+        src = []
+        spec = []  # the arguments as lite_numba.native_call spells them
+        for a in call.args:
+            if isinstance(a, (Tensor, TensorView, ConstArg)):
+                if isinstance(a, ConstArg):
+                    arr, shape, base = a.array, a.array.shape, "aux"
+                    off = aux_offset(arr)
+                else:
+                    t = a if isinstance(a, Tensor) else a.tensor
+                    shape = a.shape
+                    if t.is_const:
+                        arr = np.ascontiguousarray(t.data)
+                        base, off = "aux", aux_offset(arr)
+                    else:
+                        base, off = "arena", offsets[t.index]
+                    arr = None
+                dt = a.array.dtype if isinstance(a, ConstArg) else a.dtype
+                nbytes = math.prod(shape) * dt.itemsize
+                shape = shape or (1,)
+                p = len(it)
+                it += [off, off + nbytes, *shape]
+                dims = ", ".join(f"it[{p + 2 + j}]" for j in range(len(shape)))
+                src.append(f"{base}[it[{p}]:it[{p + 1}]].view(np.{np_name(dt)}).reshape(({dims},))")
+                spec.append(f"A{base[0] if base == 'arena' else 'x'}{p}:{dt_name(dt)}:{len(shape)}")
+            elif isinstance(a, float):
+                src.append(f"ft[{len(ft)}]")
+                spec.append(f"f{len(ft)}")
+                ft.append(a)
+            else:
+                src.append(f"it[{len(it)}]")
+                spec.append(f"i{len(it)}")
+                it.append(int(a))
+        spec = ";".join(spec)
+        pending.append((ni, call.fn, src, cached_spec_types(f"0;{spec}" if spec else "0"), spec))
+    # Kernels are called through their native entry addresses (lite_numba.native_call), passed in `fp` at run
+    # time: the runner contains no kernel code, so it compiles in a fraction of the time and is shared by every
+    # kernel version with the same signature. A callable that is not a plain Numba kernel returning None is
+    # called directly (linked into the runner) instead.
+    compiled = calls and executor_mode() != "python"
+    if compiled:
+        precompile([(fn, sig) for _, fn, _, sig, _ in pending])
+    for ni, fn, src, sig, spec in pending:
+        direct = not native_callable(fn, sig) if compiled else not hasattr(fn, "overloads")
+        if direct:
+            ki = kindex.setdefault(id(fn), len(kernels))
+            if ki == len(kernels):
+                kernels.append(fn)
+            lines.append(f"    k{ki}({', '.join(src)})  # node {ni}")
+        else:
+            fi = findex.setdefault((id(fn), sig), len(fptrs))
+            if fi == len(fptrs):
+                fptrs.append((fn, sig))
+            spec = f"{fi};{spec}" if spec else f"{fi}"
+            lines.append(f"    call_native(arena, aux, it, ft, fp, \"{spec}\")  # node {ni} {symbol_name(fn)}")
+    aux = np.zeros(max(aux_size, 64), np.uint8)
+    for arr in aux_parts:
+        off = aux_pos[id(arr)]
+        aux[off:off + arr.nbytes] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    seg.aux = aux
+    seg.it = np.array(it or [0], np.int64)
+    seg.ft = np.array(ft or [0.0], np.float64)
+    seg.source = "\n".join(lines) if lines else "    pass"
+    # Python-mode calls over the same storage (aux copies for constants, arena views for tensors)
+    for ni, call in calls:
+        args = []
+        for a in call.args:
+            if isinstance(a, ConstArg):
+                off = aux_pos[id(a.array)]
+                args.append(aux[off:off + a.array.nbytes].view(a.array.dtype).reshape(a.array.shape))
+            elif isinstance(a, (Tensor, TensorView)):
+                t = a if isinstance(a, Tensor) else a.tensor
+                src = np.ascontiguousarray(t.data) if t.is_const else array(t.index)
+                args.append(src.reshape(-1).view(a.dtype).reshape(a.shape or (1,)))
+            else:
+                args.append(a)
+        seg.py_calls.append((call.fn, tuple(args), ni))
+    if compiled:
+        seg.fp = np.array([cached_address(fn.overloads[sig]) for fn, sig in fptrs] or [0], np.int64)
+        run = compile_runner(seg.source, kernels)
+        args = (arena, seg.aux, seg.it, seg.ft, seg.fp)
+        sig = runner_sig(args)
+        if sig not in run.overloads and not load_cached_runner(run, sig, kernels):
+            if kernels and not in_disk_cache(run, sig):  # kernel by kernel, with progress; the runner links them
+                precompile([(fn, tuple(numba.typeof(a) for a in args)) for fn, args, _ in seg.py_calls
+                             if any(fn is k for k in kernels)])
+            run.compile(sig)  # compile (or load from the disk cache) now, without running anything
+        seg.run = run.overloads[sig].entry_point  # the compiled wrapper: skips the dispatcher's type checks
+    return seg
