@@ -219,6 +219,29 @@ def _prelu(ctx: PrepareContext) -> None:
 
 # --- SOFTMAX / LOG_SOFTMAX ------------------------------------------------------------------------------------
 
+@njit(cache=True, inline="always")
+def _byte_value(b, signed):
+    """A raw byte of an 8-bit row as the value it holds (int8 data is read through an unsigned view)."""
+    v = np.int64(b)
+    if signed and v > 127:
+        v -= 256
+    return v
+
+
+@njit(cache=True, inline="always")
+def _row_max_and_sum(row, table, signed):
+    """(max value, table base, float32 sum of table[base + v]) over one row: the first two passes of the optimized
+    8-bit SOFTMAX and LOG_SOFTMAX (the table holds the exponentials by value + 255)."""
+    mx = -1000
+    for j in range(row.shape[0]):
+        mx = max(mx, _byte_value(row[j], signed))
+    base = 255 - mx
+    s = np.float32(0.0)
+    for j in range(row.shape[0]):
+        s += table[base + _byte_value(row[j], signed)]
+    return mx, base, s
+
+
 @njit(cache=True, nogil=True)
 def softmax_q8(x, out, table, signed, out_scale, zero_point, lo, hi, truncate):
     """Optimized 8-bit SOFTMAX: float exp table indexed by (255 - row max + x), float32 normalisation.
@@ -228,24 +251,10 @@ def softmax_q8(x, out, table, signed, out_scale, zero_point, lo, hi, truncate):
     rows, n = x.shape
     scale = np.float32(out_scale)
     for r in range(rows):
-        mx = -1000
-        for j in range(n):
-            v = np.int64(x[r, j])
-            if signed and v > 127:
-                v -= 256
-            mx = max(mx, v)
-        base = 255 - mx
-        s = np.float32(0.0)
-        for j in range(n):
-            v = np.int64(x[r, j])
-            if signed and v > 127:
-                v -= 256
-            s += table[base + v]
+        _, base, s = _row_max_and_sum(x[r], table, signed)
         inv = np.float32(1.0) / (s * scale)
         for j in range(n):
-            v = np.int64(x[r, j])
-            if signed and v > 127:
-                v -= 256
+            v = _byte_value(x[r, j], signed)
             p = table[base + v] * inv
             if truncate:
                 q = np.int64(p + np.float32(0.5))
@@ -261,26 +270,12 @@ def log_softmax_q8(x, out, table, signed, input_scale, out_scale, zero_point, lo
     sin = np.float32(input_scale)
     sout = np.float32(out_scale)
     for r in range(rows):
-        mx = -1000
-        for j in range(n):
-            v = np.int64(x[r, j])
-            if signed and v > 127:
-                v -= 256
-            mx = max(mx, v)
-        base = 255 - mx
-        s = np.float32(0.0)
-        for j in range(n):
-            v = np.int64(x[r, j])
-            if signed and v > 127:
-                v -= 256
-            s += table[base + v]
+        mx, base, s = _row_max_and_sum(x[r], table, signed)
         log_sum = np.log(s)
         scale = sin / sout
         precomputed = (sin * np.float32(mx) + log_sum) / sout
         for j in range(n):
-            v = np.int64(x[r, j])
-            if signed and v > 127:
-                v -= 256
+            v = _byte_value(x[r, j], signed)
             lp = scale * np.float32(v) - precomputed
             q = np.int64(np.rint(lp)) + zero_point
             out[r, j] = min(max(q, lo), hi)
