@@ -1,0 +1,49 @@
+"""Flex ops: the `Flex<TfOp>` custom ops of models converted with SELECT_TF_OPS, run without TensorFlow.
+
+One kernel serves every custom op named `Flex...` (registered with `register_custom_prefix`). At prepare it decodes
+the node's custom options (`nodedef.decode_flex_options`: the TF op name and its NodeDef attributes) and hands the
+node to the TF op's prepare in `TF_OPS`, which validates, sets shapes and schedules njit kernels like any builtin —
+so Flex ops run inside the compiled segment. A TF op without an entry fails at `allocate_tensors()` naming the op,
+its attributes, the node and the supported ops. The table of ops and their status is in docs/architecture.md
+("Flex ops").
+"""
+
+from __future__ import annotations
+
+from lite_numba.ops import OpKernel, register_custom_prefix
+
+from . import builtin_map, complex_ops, linalg, math_ops
+from .nodedef import FlexDecodeError, FlexNode, decode_flex_options
+
+TF_OPS = {**builtin_map.OPS, **math_ops.OPS, **linalg.OPS, **complex_ops.OPS}
+
+
+def supported_flex_ops() -> list[str]:
+    """The TensorFlow op names lite-numba runs as Flex ops, sorted."""
+    return sorted(TF_OPS)
+
+
+def flex_node(ctx) -> FlexNode:
+    """The decoded NodeDef of this Flex node (decoded once per node, kept in its state)."""
+    node = ctx.state.get("node")
+    if node is None:
+        try:
+            node = decode_flex_options(ctx.node.custom_options)
+        except FlexDecodeError as e:
+            ctx.fail(str(e))
+        ctx.check(ctx.op_name == "Flex" + node.op, f"custom op {ctx.op_name} holds the NodeDef of TF op {node.op!r}")
+        ctx.state["node"] = node
+    return node
+
+
+def _prepare(ctx) -> None:
+    node = flex_node(ctx)
+    impl = TF_OPS.get(node.op)
+    if impl is None:
+        ctx.fail(f"unsupported Flex op: TensorFlow op {node.op!r} (node name {node.name!r}, attributes "
+                 f"{node.describe_attrs()}) has no lite-numba kernel.\nSupported Flex ops: "
+                 f"{', '.join(supported_flex_ops())}")
+    impl(ctx, node)
+
+
+FLEX = register_custom_prefix("Flex", OpKernel("Flex", _prepare, init=lambda options: {}))
