@@ -20,7 +20,7 @@ TF_OPS = {**builtin_map.OPS, **math_ops.OPS, **linalg.OPS, **complex_ops.OPS}
 
 def supported_flex_ops() -> list[str]:
     """The TensorFlow op names lite-numba runs as Flex ops, sorted."""
-    return sorted(TF_OPS)
+    return sorted(set(TF_OPS) | set(complex_ops.COMPLEX_OPS))
 
 
 def flex_node(ctx) -> FlexNode:
@@ -38,7 +38,10 @@ def flex_node(ctx) -> FlexNode:
 
 def _prepare(ctx) -> None:
     node = flex_node(ctx)
-    impl = TF_OPS.get(node.op)
+    impl = None
+    if any(t is not None and t.dtype.kind == "c" for t in ctx.inputs):
+        impl = complex_ops.COMPLEX_OPS.get(node.op)
+    impl = impl or TF_OPS.get(node.op)
     if impl is None:
         ctx.fail(f"unsupported Flex op: TensorFlow op {node.op!r} (node name {node.name!r}, attributes "
                  f"{node.describe_attrs()}) has no lite-numba kernel.\nSupported Flex ops: "
@@ -46,4 +49,16 @@ def _prepare(ctx) -> None:
     impl(ctx, node)
 
 
-FLEX = register_custom_prefix("Flex", OpKernel("Flex", _prepare, init=lambda options: {}))
+def op_status(op_name: str, custom_options: bytes | None) -> tuple[bool, str]:
+    """(can run, reason) of one Flex op for `lite-numba inspect`: the TF op it holds and whether we have it."""
+    try:
+        node = decode_flex_options(custom_options)
+    except FlexDecodeError as e:
+        return False, f"Flex op, custom options not decodable: {e}"
+    if node.op in TF_OPS or node.op in complex_ops.COMPLEX_OPS:
+        return True, f"Flex op: TensorFlow op {node.op}, provided by {__name__}"
+    return False, f"Flex op: TensorFlow op {node.op} {node.describe_attrs()} is not supported"
+
+
+FLEX = register_custom_prefix("Flex", OpKernel("Flex", _prepare, init=lambda options: {},
+                                               meta={"op_status": op_status}))

@@ -103,7 +103,7 @@ OPS = {
     # elementwise arithmetic: numpy broadcasting in both
     "AddV2": same("ADD"), "Add": same("ADD"), "Sub": same("SUB"), "Mul": same("MUL"), "RealDiv": same("DIV"),
     "Maximum": same("MAXIMUM"), "Minimum": same("MINIMUM"), "SquaredDifference": same("SQUARED_DIFFERENCE"),
-    "Pow": same("POW"), "FloorDiv": same("FLOOR_DIV"), "FloorMod": same("FLOOR_MOD"), "Atan2": same("ATAN2"),
+    "Pow": same("POW"), "FloorDiv": same("FLOOR_DIV"), "FloorMod": same("FLOOR_MOD"),
     "AddN": same("ADD_N"),
     # comparisons and logic
     "Less": same("LESS"), "LessEqual": same("LESS_EQUAL"), "Greater": same("GREATER"),

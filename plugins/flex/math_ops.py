@@ -1,5 +1,5 @@
 """Flex ops without a TFLite builtin: special functions (Erf, Erfc, Erfinv, Lgamma, Digamma, ...), Cumprod, Roll,
-DenseBincount, Identity, and float binary ops with TF-only semantics (DivNoNan, MulNoNan, Xlogy, Xdivy, TruncateMod).
+DenseBincount, Identity, and float binary ops with TF-only semantics (DivNoNan, MulNoNan, Xlogy, Xdivy, Atan2 with broadcasting).
 
 Unary maths is computed in float64 and rounded once (TensorFlow's float32 kernels are Eigen approximations within a
 few ulp of that). Broadcasting binary ops use `broadcast_strides` (numpy rules, as TF's BCast).
@@ -219,7 +219,7 @@ def broadcast_offsets(shape, xs, ys, xo, yo):
             d -= 1
 
 
-BINARY_CODES = {"DivNoNan": 0, "Xlogy": 1, "Xdivy": 2, "TruncateMod": 4, "MulNoNan": 5}
+BINARY_CODES = {"DivNoNan": 0, "Xlogy": 1, "Xdivy": 2, "MulNoNan": 5, "Atan2": 6}
 
 
 @njit(cache=True, nogil=True)
@@ -235,10 +235,10 @@ def binary_broadcast(x, y, out, shape, xs, ys, xo, yo, code):
             out[i] = a * np.log(b) if a != 0 else 0
         elif code == 2:
             out[i] = a / b if a != 0 else 0
-        elif code == 4:
-            out[i] = np.fmod(a, b)
-        else:
+        elif code == 5:
             out[i] = a * b if b != 0 else 0
+        else:  # TFLite's ATAN2 does not broadcast, TF's does
+            out[i] = math.atan2(np.float64(a), np.float64(b))
 
 
 def schedule_binary(ctx, fn, x, y, out_dtype, *extra) -> None:
@@ -345,7 +345,7 @@ def _roll(ctx, node: FlexNode) -> None:
 @njit(cache=True, nogil=True)
 def dense_bincount(arr, weights, out, binary, weighted):
     """arr: [rows, n] int; out: [rows, size]; counts (or weight sums, or 0/1 with binary) of each value < size;
-    values outside [0, size) are dropped."""
+    values >= size are dropped, negative values refused (as TensorFlow)."""
     rows, n = arr.shape
     size = out.shape[1]
     for r in range(rows):
@@ -353,7 +353,9 @@ def dense_bincount(arr, weights, out, binary, weighted):
             out[r, k] = 0
         for j in range(n):
             v = arr[r, j]
-            if v < 0 or v >= size:
+            if v < 0:
+                raise ValueError("Input arr must be non-negative!")
+            if v >= size:
                 continue
             if binary:
                 out[r, v] = 1
