@@ -51,7 +51,7 @@ class MutableOpResolver(OpResolver):
 
     def add_custom_prefix(self, prefix: str, kernel: OpKernel) -> None:
         """Register `kernel` for every custom op named `prefix...` (any version) that has no registration of its
-        own; the kernel reads the op's name from its node."""
+        own (the longest matching prefix wins); the kernel reads the op's name from its node."""
         if not isinstance(kernel, OpKernel):
             raise TypeError(f"add_custom_prefix expects an OpKernel, got {type(kernel).__name__}")
         self._custom_prefixes.append((prefix, kernel))
@@ -76,10 +76,11 @@ class MutableOpResolver(OpResolver):
 
     def find_custom(self, name: str, version: int) -> OpKernel | None:
         k = self._find(self._customs, name, version)
-        if k is None:
-            for prefix, pk in reversed(self._custom_prefixes):
-                if name.startswith(prefix):
-                    return pk
+        if k is None:  # the longest matching prefix wins (later registrations on ties)
+            best = -1
+            for prefix, pk in self._custom_prefixes:
+                if name.startswith(prefix) and len(prefix) >= best:
+                    best, k = len(prefix), pk
         return k
 
     def builtin_versions(self, op_name: str) -> list[tuple[int, int]]:

@@ -26,7 +26,7 @@ OUT = os.path.join(HERE, "..", "tests", "data", "flex")
 
 
 def cases(tf):
-    """name -> (function of named tensors returning a dict, {arg: array}, mode "select" | "mixed")."""
+    """name -> (function of named tensors returning a dict, {arg: array}, mode "select" | "mixed" | "tensorlist")."""
     rng = np.random.default_rng(19)
     f32 = np.float32
 
@@ -112,6 +112,22 @@ def cases(tf):
                 "AddN": tf.add_n([x, x, x * 2])}
 
     out["movement"] = (movement, {"x": unif((2, 3, 4)), "y": unif((1, 3, 4))}, "select")
+
+    def tensor_list_ops(x):
+        r = tf.raw_ops
+        lst = r.EmptyTensorList(element_shape=[3], max_num_elements=-1, element_dtype=tf.float32)
+        for i in range(3):
+            lst = r.TensorListPushBack(input_handle=lst, tensor=x[i])
+        lst, last = r.TensorListPopBack(input_handle=lst, element_shape=[3], element_dtype=tf.float32)
+        whole = r.TensorListFromTensor(tensor=x, element_shape=[3])
+        return {"TensorListFromTensor": r.TensorListGetItem(input_handle=whole, index=2, element_shape=[3],
+                                                            element_dtype=tf.float32),
+                "TensorListPopBack": last, "TensorListLength": r.TensorListLength(input_handle=lst),
+                "TensorListGetItem": r.TensorListGetItem(input_handle=lst, index=1, element_shape=[3],
+                                                         element_dtype=tf.float32),
+                "TensorListStack": r.TensorListStack(input_handle=lst, element_shape=[3], element_dtype=tf.float32)}
+
+    out["tensor_list_ops"] = (tensor_list_ops, {"x": unif((4, 3))}, "tensorlist")
 
     for m_, k_, n_ in [(3, 4, 5), (1, 8, 2), (6, 6, 6)]:
         def products(a, b, bt, c):
@@ -220,6 +236,26 @@ def whole_models(tf):
 
     out["model_transformer_block"] = (transformer_block, {"x": rng.standard_normal((2, seq, d)).astype(np.float32)},
                                       "mixed")
+
+    steps, n_in, hid = 12, 4, 16
+    g = {k: (rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32) for k, s in
+         [("wz", (n_in + hid, hid)), ("wr", (n_in + hid, hid)), ("wh", (n_in + hid, hid))]}
+
+    def gru_tensor_array(x):
+        xs = tf.TensorArray(tf.float32, size=steps).unstack(x)  # TensorListFromTensor
+        ys = tf.TensorArray(tf.float32, size=steps)  # TensorListReserve
+        h = tf.zeros([1, hid])
+        for t in tf.range(xs.size()):  # TensorListLength
+            xt = xs.read(t)[tf.newaxis]  # TensorListGetItem
+            xh = tf.concat([xt, h], axis=1)
+            z, r = tf.sigmoid(xh @ g["wz"]), tf.sigmoid(xh @ g["wr"])
+            cand = tf.tanh(tf.concat([xt, r * h], axis=1) @ g["wh"])
+            h = (1.0 - z) * h + z * cand
+            ys = ys.write(t, h[0])  # TensorListSetItem
+        return {"y": ys.stack(), "h": h}  # TensorListStack
+
+    out["model_tensorlist_gru"] = (gru_tensor_array, {"x": rng.standard_normal((steps, n_in)).astype(np.float32)},
+                                   "tensorlist")
     return out
 
 
@@ -233,9 +269,11 @@ def convert(tf, fn, inputs: dict, mode: str) -> bytes:
     cf = tf.function(wrapped, input_signature=specs).get_concrete_function()
     conv = tf.lite.TFLiteConverter.from_concrete_functions([cf], tf.Module())
     ops = [tf.lite.OpsSet.SELECT_TF_OPS]
-    if mode == "mixed":
+    if mode in ("mixed", "tensorlist"):
         ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + ops
     conv.target_spec.supported_ops = ops
+    if mode == "tensorlist":  # keep TensorList ops (FlexTensorList*) instead of lowering them to tensors
+        conv._experimental_lower_tensor_list_ops = False
     return conv.convert()
 
 
