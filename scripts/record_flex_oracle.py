@@ -149,9 +149,9 @@ def cases(tf):
     }
     for name, (eq, sa, sb) in eq_cases.items():
         if sb is None:
-            out[name] = ((lambda eq: lambda a: {"Einsum": tf.einsum(eq, a)})(eq), {"a": unif(sa)}, "select")
+            out[name] = ((lambda e: lambda a: {"Einsum": tf.einsum(e, a)})(eq), {"a": unif(sa)}, "select")
         else:
-            out[name] = ((lambda eq: lambda a, b: {"Einsum": tf.einsum(eq, a, b)})(eq),
+            out[name] = ((lambda e: lambda a, b: {"Einsum": tf.einsum(e, a, b)})(eq),
                          {"a": unif(sa), "b": unif(sb)}, "select")
 
     for n, batch in [(2, ()), (3, (2,)), (5, (2, 3))]:
@@ -167,9 +167,11 @@ def cases(tf):
     for size, shape, weighted in [(5, (8,), False), (7, (3, 6), True), (4, (10,), True)]:
         arr = rng.integers(0, size + 2, shape).astype(np.int32)  # values >= size are dropped; TF refuses < 0
 
-        def bincount(arr, w, size=size, weighted=weighted):
+        rank = len(shape)
+
+        def bincount(arr, w, size=size, weighted=weighted, rank=rank):
             res = {"DenseBincount": tf.math.bincount(arr, weights=w if weighted else None, minlength=size,
-                                                     maxlength=size, axis=-1 if len(shape) == 2 else None),
+                                                     maxlength=size, axis=-1 if rank == 2 else None),
                    "DenseBincountBinary": tf.math.bincount(arr, minlength=size, maxlength=size, binary_output=True,
                                                            axis=-1)}
             return res
@@ -181,7 +183,8 @@ def cases(tf):
     for n in [8, 12, 16]:
         def complex_ops(x, z, w, n=n):
             s = tf.signal
-            return {"RFFT": s.rfft(x, [n]), "RFFTcrop": s.rfft(x, [n // 2]), "IRFFT": s.irfft(z[..., : n // 2 + 1], [n]),
+            return {"RFFT": s.rfft(x, [n]), "RFFTcrop": s.rfft(x, [n // 2]),
+                    "IRFFT": s.irfft(z[..., : n // 2 + 1], [n]),
                     "FFT": s.fft(z), "IFFT": s.ifft(z), "ComplexAbs": tf.abs(z), "Angle": tf.math.angle(z),
                     "Real": tf.math.real(z), "Imag": tf.math.imag(z), "Complex": tf.complex(x, x * 2),
                     "Conj": tf.math.conj(z), "MulC": z * w, "AddC": z + w, "SubC": z - w, "RealDivC": z / (w + 3),

@@ -13,12 +13,12 @@ import os
 import numpy as np
 import pytest
 from flatbuffers import flexbuffers
+from lite_numba.plugins.flex import supported_flex_ops
+from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_flex_options, decode_node_def
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
 from lite_numba.inspect_model import format_inspection, inspect_model
-from lite_numba.plugins.flex import supported_flex_ops
-from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_flex_options, decode_node_def
 from lite_numba.testing import assert_close
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "flex")

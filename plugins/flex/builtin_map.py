@@ -12,7 +12,6 @@ import copy
 import dataclasses
 
 import numpy as np
-
 from lite_numba.kernels.registry import BUILTINS
 
 from .nodedef import FlexNode

@@ -13,9 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
-
 from lite_numba.kernels.signal import _fft_inplace
+from numba import njit
 
 from .math_ops import broadcast_offsets, broadcast_strides
 from .nodedef import FlexNode

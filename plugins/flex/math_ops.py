@@ -1,5 +1,6 @@
 """Flex ops without a TFLite builtin: special functions (Erf, Erfc, Erfinv, Lgamma, Digamma, ...), Cumprod, Roll,
-DenseBincount, Identity, and float binary ops with TF-only semantics (DivNoNan, MulNoNan, Xlogy, Xdivy, Atan2 with broadcasting).
+DenseBincount, Identity, and float binary ops with TF-only semantics (DivNoNan, MulNoNan, Xlogy, Xdivy; Atan2,
+which TF broadcasts and TFLite's ATAN2 does not).
 
 Unary maths is computed in float64 and rounded once (TensorFlow's float32 kernels are Eigen approximations within a
 few ulp of that). Broadcasting binary ops use `broadcast_strides` (numpy rules, as TF's BCast).

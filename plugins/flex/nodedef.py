@@ -176,7 +176,7 @@ def _list(buf: bytes) -> list:
 
 def _attr_value(buf: bytes):
     value = None
-    for num, wt, v in _fields(buf):
+    for num, _, v in _fields(buf):
         if num == 1:
             value = _list(v)
         elif num == 2:
@@ -233,7 +233,8 @@ def decode_flex_options(custom_options: bytes | None) -> FlexNode:
     except FlexDecodeError:
         raise
     except Exception as e:  # the flexbuffers reader raises assorted errors on foreign bytes
-        raise FlexDecodeError(f"a Flex op's custom options are not a flexbuffer vector [op name, NodeDef]: {e}") from None
+        raise FlexDecodeError(f"a Flex op's custom options are not a flexbuffer vector [op name, NodeDef]: "
+                              f"{e}") from None
     node = decode_node_def(node_def)
     if node.op and node.op != tf_op:
         raise FlexDecodeError(f"Flex op name {tf_op!r} disagrees with its NodeDef's op {node.op!r}")
