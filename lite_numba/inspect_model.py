@@ -59,14 +59,17 @@ def _provider(kernel) -> str:
     return type(kernel).__module__
 
 
-def op_status(resolver: OpResolver, op_name: str, version: int, is_custom: bool, builtin_only: bool = False
-              ) -> tuple[bool, str]:
-    """(can run, reason) for one (op, version) against `resolver`."""
+def op_status(resolver: OpResolver, op_name: str, version: int, is_custom: bool, builtin_only: bool = False,
+              custom_options: bytes | None = None) -> tuple[bool, str]:
+    """(can run, reason) for one (op, version) against `resolver`. A custom kernel serving a family of ops (the
+    Flex ops) may answer for the particular op from its custom options (`meta["op_status"]`)."""
     versions = None
     if isinstance(resolver, MutableOpResolver):
         versions = resolver.custom_versions(op_name) if is_custom else resolver.builtin_versions(op_name)
     if is_custom:
         k = resolver.find_custom(op_name, version)
+        if k is not None and callable(k.meta.get("op_status")):
+            return k.meta["op_status"](op_name, custom_options)
         if k is not None:
             return True, f"custom op, provided by {_provider(k)}"
         if versions:
@@ -132,7 +135,7 @@ def inspect_model(model: str | os.PathLike | bytes, builtin_only: bool = False, 
             key = (n.op_name, n.is_custom, n.version)
             entry = ops.get(key)
             if entry is None:
-                ok, why = op_status(resolver, n.op_name, n.version, n.is_custom, builtin_only)
+                ok, why = op_status(resolver, n.op_name, n.version, n.is_custom, builtin_only, n.custom_options)
                 entry = ops[key] = {"op": n.op_name, "kind": "custom" if n.is_custom else "builtin",
                                     "builtin_code": n.builtin_code, "version": n.version, "count": 0,
                                     "subgraphs": [], "can_run": ok, "status": why}

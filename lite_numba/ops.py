@@ -445,3 +445,17 @@ def custom_op(name: str, version: int = 1, versions: tuple[int, int] | None = No
 
 def default_custom_ops() -> list[tuple[str, int, int, OpKernel]]:
     return list(_DEFAULT_CUSTOM_OPS)
+
+
+_DEFAULT_CUSTOM_PREFIXES: list[tuple[str, OpKernel]] = []
+
+
+def register_custom_prefix(prefix: str, op: OpKernel) -> OpKernel:
+    """Add `op` to the default op set for every custom op whose name starts with `prefix` and has no kernel of its
+    own (a family of ops decoded by one kernel, such as the `Flex<TfOp>` ops of SELECT_TF_OPS models)."""
+    _DEFAULT_CUSTOM_PREFIXES.append((prefix, op))
+    return op
+
+
+def default_custom_prefixes() -> list[tuple[str, OpKernel]]:
+    return list(_DEFAULT_CUSTOM_PREFIXES)

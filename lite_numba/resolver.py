@@ -6,7 +6,7 @@ import importlib
 from typing import Callable
 
 from .kernels.registry import BUILTINS, CUSTOMS
-from .ops import CustomOp, OpKernel, default_custom_ops
+from .ops import CustomOp, OpKernel, default_custom_ops, default_custom_prefixes
 from .schema import BUILTIN_CODES, BUILTIN_NAMES
 
 
@@ -36,6 +36,7 @@ class MutableOpResolver(OpResolver):
     def __init__(self):
         self._builtins: dict[str, list[tuple[int, int, OpKernel]]] = {}
         self._customs: dict[str, list[tuple[int, int, OpKernel]]] = {}
+        self._custom_prefixes: list[tuple[str, OpKernel]] = []
 
     def add_builtin(self, op: str | int, kernel: OpKernel, min_version: int = 1, max_version: int = 1) -> None:
         """Register `kernel` for builtin `op` (name or BuiltinOperator code), versions min..max inclusive."""
@@ -49,12 +50,20 @@ class MutableOpResolver(OpResolver):
             kernel = CustomOp(name, kernel)
         self._customs.setdefault(name, []).append((min_version, max_version, kernel))
 
+    def add_custom_prefix(self, prefix: str, kernel: OpKernel) -> None:
+        """Register `kernel` for every custom op named `prefix...` (any version) that has no registration of its
+        own (the longest matching prefix wins); the kernel reads the op's name from its node."""
+        if not isinstance(kernel, OpKernel):
+            raise TypeError(f"add_custom_prefix expects an OpKernel, got {type(kernel).__name__}")
+        self._custom_prefixes.append((prefix, kernel))
+
     def add_all(self, other: "MutableOpResolver") -> None:
         """Add every registration of `other` (its entries win over ours)."""
         for name, entries in other._builtins.items():
             self._builtins.setdefault(name, []).extend(entries)
         for name, entries in other._customs.items():
             self._customs.setdefault(name, []).extend(entries)
+        self._custom_prefixes.extend(other._custom_prefixes)
 
     @staticmethod
     def _find(table, name: str, version: int) -> OpKernel | None:
@@ -67,7 +76,13 @@ class MutableOpResolver(OpResolver):
         return self._find(self._builtins, op_name, version)
 
     def find_custom(self, name: str, version: int) -> OpKernel | None:
-        return self._find(self._customs, name, version)
+        k = self._find(self._customs, name, version)
+        if k is None:  # the longest matching prefix wins (later registrations on ties)
+            best = -1
+            for prefix, pk in self._custom_prefixes:
+                if name.startswith(prefix) and len(prefix) >= best:
+                    best, k = len(prefix), pk
+        return k
 
     def builtin_versions(self, op_name: str) -> list[tuple[int, int]]:
         return [(lo, hi) for lo, hi, _ in self._builtins.get(op_name, ())]
@@ -110,4 +125,6 @@ def default_op_resolver() -> MutableOpResolver:
     r = BuiltinOpResolver()
     for name, lo, hi, k in default_custom_ops():
         r.add_custom(name, k, lo, hi)
+    for prefix, k in default_custom_prefixes():
+        r.add_custom_prefix(prefix, k)
     return r

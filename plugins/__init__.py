@@ -1,3 +1,3 @@
 """Custom-op packs shipped with lite-numba (installed as `lite_numba.plugins`); importing registers them."""
 
-from . import examples, mediapipe  # noqa: F401
+from . import examples, flex, mediapipe  # noqa: F401

@@ -1,0 +1,397 @@
+"""Flex ops without a TFLite builtin: special functions (Erf, Erfc, Erfinv, Lgamma, Digamma, ...), Cumprod, Roll,
+DenseBincount, Identity, and float binary ops with TF-only semantics (DivNoNan, MulNoNan, Xlogy, Xdivy; Atan2,
+which TF broadcasts and TFLite's ATAN2 does not).
+
+Unary maths is computed in float64 and rounded once (TensorFlow's float32 kernels are Eigen approximations within a
+few ulp of that). Broadcasting binary ops use `broadcast_strides` (numpy rules, as TF's BCast).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .nodedef import FlexNode
+
+_FLOATS = (np.float32, np.float64)
+
+# --- unary maths --------------------------------------------------------------------------------------------------
+
+UNARY_CODES = {"Erf": 0, "Erfc": 1, "Lgamma": 2, "Expm1": 3, "Log1p": 4, "Reciprocal": 5, "Inv": 5, "Tan": 6,
+               "Asin": 7, "Acos": 8, "Atan": 9, "Sinh": 10, "Cosh": 11, "Asinh": 12, "Acosh": 13, "Atanh": 14,
+               "Softplus": 15, "Softsign": 16, "Selu": 17, "Erfinv": 18, "Digamma": 19, "Rint": 20}
+
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_ALPHA = 1.6732632423543772848170429916717
+
+
+@njit(cache=True, nogil=True)
+def erfinv64(y):
+    """Inverse error function in float64: Giles' single-precision approximation refined by Newton steps on erf."""
+    if y <= -1.0:
+        return -np.inf if y == -1.0 else np.nan
+    if y >= 1.0:
+        return np.inf if y == 1.0 else np.nan
+    if y != y:
+        return y
+    w = -math.log((1.0 - y) * (1.0 + y))
+    if w < 5.0:
+        w -= 2.5
+        p = 2.81022636e-08
+        for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+                  0.246640727, 1.50140941):
+            p = c + p * w
+    else:
+        w = math.sqrt(w) - 3.0
+        p = -0.000200214257
+        for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+                  1.00167406, 2.83297682):
+            p = c + p * w
+    x = p * y
+    for _ in range(3):  # Newton: erf'(x) = 2/sqrt(pi) exp(-x^2)
+        err = math.erf(x) - y
+        x -= err / (1.1283791670955126 * math.exp(-x * x))
+    return x
+
+
+@njit(cache=True, nogil=True)
+def digamma64(x):
+    """psi(x) in float64: reflection for x < 0.5, recurrence up to x >= 6, then the asymptotic series."""
+    if x != x or x == -np.inf:
+        return np.nan
+    if x <= 0.0 and math.floor(x) == x:
+        return np.nan  # poles (TF returns NaN there)
+    acc = 0.0
+    if x < 0.5:
+        acc = -math.pi / math.tan(math.pi * x)
+        x = 1.0 - x
+    while x < 6.0:
+        acc -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    series = f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))))
+    return acc + math.log(x) - 0.5 / x - series
+
+
+@njit(cache=True, nogil=True)
+def _unary64(v, code):
+    if code == 0:
+        return math.erf(v)
+    if code == 1:
+        return math.erfc(v)
+    if code == 2:
+        return math.lgamma(v) if not (v <= 0.0 and math.floor(v) == v) else np.inf
+    if code == 3:
+        return math.expm1(v)
+    if code == 4:
+        return math.log1p(v) if v >= -1.0 else np.nan
+    if code == 5:
+        return 1.0 / v if v != 0.0 else math.copysign(np.inf, v)
+    if code == 6:
+        return math.tan(v)
+    if code == 7:
+        return math.asin(v) if abs(v) <= 1.0 else np.nan
+    if code == 8:
+        return math.acos(v) if abs(v) <= 1.0 else np.nan
+    if code == 9:
+        return math.atan(v)
+    if code == 10:
+        return math.sinh(v) if abs(v) < 710.0 else math.copysign(np.inf, v)
+    if code == 11:
+        return math.cosh(v) if abs(v) < 710.0 else np.inf
+    if code == 12:
+        return math.asinh(v)
+    if code == 13:
+        return math.acosh(v) if v >= 1.0 else np.nan
+    if code == 14:
+        return math.atanh(v) if abs(v) < 1.0 else (math.copysign(np.inf, v) if abs(v) == 1.0 else np.nan)
+    if code == 15:
+        return v if v > 30.0 else math.log1p(math.exp(v))
+    if code == 16:
+        return v / (1.0 + abs(v))
+    if code == 17:
+        return _SELU_SCALE * (v if v > 0.0 else _SELU_ALPHA * math.expm1(v))
+    if code == 18:
+        return erfinv64(v)
+    if code == 19:
+        return digamma64(v)
+    return np.rint(v)
+
+
+@njit(cache=True, nogil=True)
+def unary_float(x, out, code):
+    """out[i] = f_code(x[i]) computed in float64, rounded to out's type."""
+    for i in range(out.size):
+        out[i] = _unary64(np.float64(x[i]), code)
+
+
+def _unary(ctx, node: FlexNode) -> None:
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    ctx.check_dtype(x, *_FLOATS)
+    out = ctx.set_output(0, x.shape, x.dtype)
+    if x.size:
+        ctx.call(unary_float, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), UNARY_CODES[node.op])
+
+
+PREDICATE_CODES = {"IsNan": 0, "IsInf": 1, "IsFinite": 2}
+
+
+@njit(cache=True, nogil=True)
+def float_predicate(x, out, code):
+    """out[i] = isnan / isinf / isfinite(x[i]) (bool)."""
+    for i in range(out.size):
+        v = x[i]
+        if code == 0:
+            out[i] = v != v
+        elif code == 1:
+            out[i] = v == np.inf or v == -np.inf
+        else:
+            out[i] = v == v and v != np.inf and v != -np.inf
+
+
+def _predicate(ctx, node: FlexNode) -> None:
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    ctx.check_dtype(x, *_FLOATS)
+    out = ctx.set_output(0, x.shape, np.bool_)
+    if x.size:
+        ctx.call(float_predicate, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), PREDICATE_CODES[node.op])
+
+
+@njit(cache=True, nogil=True)
+def copy_flat(x, out):
+    """out = x (same size, flat)."""
+    for i in range(out.size):
+        out[i] = x[i]
+
+
+def _identity(ctx, node: FlexNode) -> None:
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    out = ctx.set_output(0, x.shape, x.dtype)
+    if x.size:
+        ctx.call(copy_flat, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)))
+
+
+# --- broadcasting binary ops --------------------------------------------------------------------------------------
+
+def broadcast_strides(ctx, shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], list[np.ndarray]]:
+    """The numpy-broadcast output shape of `shapes` and, per input, its element strides over the output's
+    dimensions (0 where the input is broadcast)."""
+    try:
+        shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        ctx.fail(f"incompatible shapes for broadcasting: {', '.join(str(list(s)) for s in shapes)}")
+    strides = []
+    for s in shapes:
+        padded = (1,) * (len(shape) - len(s)) + tuple(s)
+        st, acc = [0] * len(shape), 1
+        for d in range(len(shape) - 1, -1, -1):
+            st[d] = 0 if padded[d] == 1 else acc
+            acc *= padded[d]
+        strides.append(np.array(st or [0], np.int64))
+    return shape, strides
+
+
+@njit(cache=True, nogil=True)
+def broadcast_offsets(shape, xs, ys, xo, yo):
+    """xo[i], yo[i] = element offsets in x and y of output element i (row-major over `shape`)."""
+    n = xo.size
+    rank = shape.size
+    idx = np.zeros(rank, np.int64)
+    ox = 0
+    oy = 0
+    for i in range(n):
+        xo[i] = ox
+        yo[i] = oy
+        d = rank - 1
+        while d >= 0:
+            idx[d] += 1
+            ox += xs[d]
+            oy += ys[d]
+            if idx[d] < shape[d]:
+                break
+            ox -= xs[d] * shape[d]
+            oy -= ys[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+
+
+BINARY_CODES = {"DivNoNan": 0, "Xlogy": 1, "Xdivy": 2, "MulNoNan": 5, "Atan2": 6}
+
+
+@njit(cache=True, nogil=True)
+def binary_broadcast(x, y, out, shape, xs, ys, xo, yo, code):
+    """out[i] = f_code(x, y) over broadcast operands; xo/yo: int64 scratch of out.size offsets."""
+    broadcast_offsets(shape, xs, ys, xo, yo)
+    for i in range(out.size):
+        a = x[xo[i]]
+        b = y[yo[i]]
+        if code == 0:
+            out[i] = a / b if b != 0 else 0
+        elif code == 1:
+            out[i] = a * np.log(b) if a != 0 else 0
+        elif code == 2:
+            out[i] = a / b if a != 0 else 0
+        elif code == 5:
+            out[i] = a * b if b != 0 else 0
+        else:  # TFLite's ATAN2 does not broadcast, TF's does
+            out[i] = math.atan2(np.float64(a), np.float64(b))
+
+
+def schedule_binary(ctx, fn, x, y, out_dtype, *extra) -> None:
+    """Broadcast x, y; set output 0; schedule fn(x, y, out, shape, xs, ys, xo, yo, *extra)."""
+    shape, (xs, ys) = broadcast_strides(ctx, [x.shape, y.shape])
+    out = ctx.set_output(0, shape, out_dtype)
+    if out.size == 0:
+        return
+    n = out.size
+    ctx.call(fn, ctx.view(x, (x.size,)), ctx.view(y, (y.size,)), ctx.view(out, (n,)),
+             np.array(shape or (1,), np.int64), xs, ys, ctx.temp((n,), np.int64), ctx.temp((n,), np.int64), *extra)
+
+
+def _binary(ctx, node: FlexNode) -> None:
+    ctx.check_num(inputs=2, outputs=1)
+    x, y = ctx.input(0), ctx.input(1)
+    ctx.check_dtype(x, *_FLOATS)
+    ctx.check_dtype(y, x.dtype)
+    schedule_binary(ctx, binary_broadcast, x, y, x.dtype, BINARY_CODES[node.op])
+
+
+# --- Cumprod, Roll, DenseBincount ------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def cumprod(x, out, exclusive, reverse):
+    """x, out: [outer, n, inner]; running product along n (TF's order: from the start, or the end if reverse)."""
+    outer, n, inner = x.shape
+    for o in range(outer):
+        for j in range(inner):
+            acc = x.dtype.type(1)
+            for k in range(n):
+                i = n - 1 - k if reverse else k
+                if exclusive:
+                    out[o, i, j] = acc
+                    acc = acc * x[o, i, j]
+                else:
+                    acc = acc * x[o, i, j]
+                    out[o, i, j] = acc
+
+
+def _axis(ctx, i: int, rank: int) -> int:
+    a = np.asarray(ctx.value(i)).reshape(-1)
+    ctx.check(a.size == 1, f"axis must be a scalar, got {a.size} values")
+    axis = int(a[0])
+    ctx.check(-rank <= axis < max(rank, 1), f"axis {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def _cumprod(ctx, node: FlexNode) -> None:
+    ctx.check_num(inputs=2, outputs=1)
+    x = ctx.input(0)
+    ctx.check_dtype(x, np.float32, np.float64, np.int32, np.int64)
+    ctx.check(x.ndim >= 1, "Cumprod needs an input of rank >= 1")
+    axis = _axis(ctx, 1, x.ndim)
+    out = ctx.set_output(0, x.shape, x.dtype)
+    if x.size:
+        v = (int(np.prod(x.shape[:axis])), x.shape[axis], int(np.prod(x.shape[axis + 1:])))
+        ctx.call(cumprod, ctx.view(x, v), ctx.view(out, v), bool(node.attr("exclusive", False)),
+                 bool(node.attr("reverse", False)))
+
+
+@njit(cache=True, nogil=True)
+def roll(x, out, shape, shifts):
+    """out[(i + shift) mod n per dimension] = x[i], flat row-major arrays over `shape`."""
+    rank = shape.size
+    idx = np.zeros(rank, np.int64)
+    strides = np.ones(rank, np.int64)
+    for d in range(rank - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    for i in range(x.size):
+        o = 0
+        for d in range(rank):
+            j = idx[d] + shifts[d]
+            if j >= shape[d]:
+                j -= shape[d]
+            o += j * strides[d]
+        out[o] = x[i]
+        d = rank - 1
+        while d >= 0:
+            idx[d] += 1
+            if idx[d] < shape[d]:
+                break
+            idx[d] = 0
+            d -= 1
+
+
+def _roll(ctx, node: FlexNode) -> None:
+    ctx.check_num(inputs=3, outputs=1)
+    x = ctx.input(0)
+    shift = np.asarray(ctx.value(1)).reshape(-1).astype(np.int64)
+    axes = np.asarray(ctx.value(2)).reshape(-1).astype(np.int64)
+    ctx.check(shift.size == axes.size, f"shift and axis must have the same size, got {shift.size} and {axes.size}")
+    out = ctx.set_output(0, x.shape, x.dtype)
+    total = [0] * x.ndim
+    for s, a in zip(shift, axes):
+        ctx.check(-x.ndim <= a < x.ndim, f"axis {int(a)} is out of range for rank {x.ndim}")
+        total[int(a) % x.ndim] += int(s)
+    shifts = np.array([t % n if n else 0 for t, n in zip(total, x.shape)] or [0], np.int64)
+    if x.size:
+        ctx.call(roll, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), np.array(x.shape or (1,), np.int64),
+                 shifts)
+
+
+@njit(cache=True, nogil=True)
+def dense_bincount(arr, weights, out, binary, weighted):
+    """arr: [rows, n] int; out: [rows, size]; counts (or weight sums, or 0/1 with binary) of each value < size;
+    values >= size are dropped, negative values refused (as TensorFlow)."""
+    rows, n = arr.shape
+    size = out.shape[1]
+    for r in range(rows):
+        for k in range(size):
+            out[r, k] = 0
+        for j in range(n):
+            v = arr[r, j]
+            if v < 0:
+                raise ValueError("Input arr must be non-negative!")
+            if v >= size:
+                continue
+            if binary:
+                out[r, v] = 1
+            elif weighted:
+                out[r, v] += weights[r, j]
+            else:
+                out[r, v] += 1
+
+
+def _dense_bincount(ctx, node: FlexNode) -> None:
+    ctx.check_num(inputs=3, outputs=1)
+    arr, w = ctx.input(0), ctx.input(2)
+    ctx.check_dtype(arr, np.int32, np.int64)
+    ctx.check(arr.ndim in (1, 2), f"DenseBincount input must be 1-D or 2-D, got shape {list(arr.shape)}")
+    size = np.asarray(ctx.value(1)).reshape(-1)
+    ctx.check(size.size == 1 and int(size[0]) >= 0, f"size must be a non-negative scalar, got {size.tolist()}")
+    size = int(size[0])
+    dtype = ctx.output(0).dtype
+    ctx.check_dtype(ctx.output(0), np.float32, np.float64, np.int32, np.int64)
+    weighted = w is not None and w.size > 0
+    if weighted:
+        ctx.check(w.shape == arr.shape, f"weights shape {list(w.shape)} must equal the input's {list(arr.shape)}")
+        ctx.check_dtype(w, dtype)
+    rows, n = (1, arr.size) if arr.ndim == 1 else arr.shape
+    out = ctx.set_output(0, (size,) if arr.ndim == 1 else (rows, size), dtype)
+    if out.size == 0:
+        return
+    arr_arg = ctx.view(arr, (rows, n)) if arr.size else np.zeros((rows, 0), arr.dtype)
+    w_arg = ctx.view(w, (rows, n)) if weighted else np.zeros((1, 1), dtype)
+    ctx.call(dense_bincount, arr_arg, w_arg, ctx.view(out, (rows, size)), bool(node.attr("binary_output", False)),
+             weighted)
+
+
+OPS = {name: _unary for name in UNARY_CODES}
+OPS.update({name: _predicate for name in PREDICATE_CODES})
+OPS.update({name: _binary for name in BINARY_CODES})
+OPS.update({"Identity": _identity, "StopGradient": _identity, "Snapshot": _identity, "Cumprod": _cumprod,
+            "Roll": _roll, "DenseBincount": _dense_bincount})

@@ -1,0 +1,181 @@
+"""Flex ops (SELECT_TF_OPS models) against TensorFlow's own outputs.
+
+The oracle is TensorFlow itself: scripts/record_flex_oracle.py converted small TF functions and recorded inputs and
+TensorFlow's (eager) outputs into tests/data/flex/ (TF 2.21's tf.lite.Interpreter and ai-edge-litert cannot run Flex
+ops). Each `<case>.npz` holds `in:<arg>` and `out:<key>`; the keys name the op under test. No TensorFlow here.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+from flatbuffers import flexbuffers
+from lite_numba.plugins.flex import supported_flex_ops
+from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_flex_options, decode_node_def
+
+from lite_numba import Interpreter
+from lite_numba.builder import ModelBuilder
+from lite_numba.inspect_model import format_inspection, inspect_model
+from lite_numba.testing import assert_close
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "flex")
+CASES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(DATA, "*.npz")))
+OP_CASES = [c for c in CASES if not c.startswith("model_")]
+
+
+def _load(case: str):
+    rec = np.load(os.path.join(DATA, case + ".npz"))
+    ins = {k[3:]: rec[k] for k in rec.files if k.startswith("in:")}
+    outs = {k[4:]: rec[k] for k in rec.files if k.startswith("out:")}
+    return ins, outs
+
+
+def _run_signature(case: str) -> tuple[dict, dict]:
+    ins, ref = _load(case)
+    it = Interpreter(model_path=os.path.join(DATA, case + ".tflite"))
+    ours = it.get_signature_runner()(**ins)
+    return ours, ref
+
+
+def test_recordings_are_present_and_small():
+    assert len(OP_CASES) >= 30 and any(c.startswith("model_") for c in CASES)
+    total = sum(os.path.getsize(p) for p in glob.glob(os.path.join(DATA, "*")))
+    assert total < 2_000_000
+
+
+@pytest.mark.parametrize("case", OP_CASES)
+def test_flex_op_matches_tensorflow(case):
+    ours, ref = _run_signature(case)
+    assert set(ours) == set(ref)
+    for key in sorted(ref):
+        try:
+            assert_close(ours[key], ref[key], tol=1e-5)
+        except AssertionError as e:
+            raise AssertionError(f"{case}: output {key}: {e}") from None
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.startswith("model_")])
+def test_whole_model_matches_tensorflow(case):
+    ins, ref = _load(case)
+    it = Interpreter(model_path=os.path.join(DATA, case + ".tflite"))
+    ours = it.get_signature_runner()(**ins)
+    for key, value in ref.items():
+        assert_close(ours[key], value, tol=1e-4)
+    rt = it._main
+    flex = [n.index for n in rt.plan.nodes if n.op_name.startswith("Flex") and "TensorList" not in n.op_name]
+    assert not (set(flex) & rt.dynamic_nodes)  # Flex kernels run inside the compiled segments (TensorLists: host)
+
+
+def _flex_options(tf_op: str, node_def: bytes) -> bytes:
+    b = flexbuffers.Builder()
+    with b.Vector():
+        b.String(tf_op)
+        b.Blob(node_def)
+    return bytes(b.Finish())
+
+
+def _field(num: int, wire: int, payload: bytes | int) -> bytes:
+    def varint(v: int) -> bytes:
+        v &= (1 << 64) - 1
+        out = bytearray()
+        while True:
+            out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+            v >>= 7
+            if not v:
+                return bytes(out)
+
+    if wire == 0:
+        return varint(num << 3) + varint(payload)
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def _attr(key: str, value: bytes) -> bytes:
+    return _field(5, 2, _field(1, 2, key.encode()) + _field(2, 2, value))
+
+
+def test_node_def_decoder_reads_every_attribute_kind():
+    shape = _field(2, 2, _field(1, 0, 3)) + _field(2, 2, _field(1, 0, -1))
+    packed_ints = _field(3, 2, b"\x01\x7f")  # [1, 127]
+    floats = _field(4, 2, np.array([0.5, -2.0], "<f4").tobytes())
+    msg = (_field(1, 2, b"my/node") + _field(2, 2, b"Foo") + _field(3, 2, b"x:0") +
+           _attr("T", _field(6, 0, 8)) + _attr("n", _field(3, 0, -5)) + _attr("alpha", b"\x25" + np.float32(
+               0.25).tobytes()) + _attr("flag", _field(5, 0, 1)) + _attr("eq", _field(2, 2, b"ij->ji")) +
+           _attr("shape", _field(7, 2, shape)) + _attr("ints", _field(1, 2, packed_ints)) +
+           _attr("fl", _field(1, 2, floats)) + _attr("odd", _field(6, 0, 21)))
+    node = decode_node_def(msg)
+    assert (node.name, node.op, node.inputs) == ("my/node", "Foo", ("x:0",))
+    a = node.attrs
+    assert a["T"] == np.complex64 and a["n"] == -5 and a["alpha"] == 0.25 and a["flag"] is True
+    assert a["eq"] == b"ij->ji" and a["shape"] == (3, -1) and a["ints"] == [1, 127] and a["fl"] == [0.5, -2.0]
+    assert repr(a["odd"]) == "DT_VARIANT"
+    with pytest.raises(FlexDecodeError, match="runs past"):
+        decode_node_def(_field(1, 2, b"abc")[:-1])
+
+
+def test_node_def_decoder_on_a_converted_model():
+    from lite_numba.model import load_model
+
+    with open(os.path.join(DATA, "einsum_attn.tflite"), "rb") as f:
+        plan = load_model(f.read())
+    (node,) = [n for n in plan.subgraphs[0].nodes if n.op_name == "FlexEinsum"]
+    flex = decode_flex_options(node.custom_options)
+    assert flex.op == "Einsum" and flex.attrs["equation"] == b"bqhd,bkhd->bhqk" and flex.attrs["N"] == 2
+
+
+def _unknown_flex_model(options: bytes) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [2, 3])
+    y = b.add_tensor("y", np.float32, [2, 3])
+    b.add_custom_op("FlexFooBar", [x], [y], options=options)
+    b.mark_output(y)
+    return b.build()
+
+
+def test_unknown_flex_op_fails_at_allocate_naming_op_attributes_node_and_the_supported_ops():
+    node_def = _field(1, 2, b"model/foo") + _field(2, 2, b"FooBar") + _attr("T", _field(6, 0, 1)) + _attr(
+        "mode", _field(2, 2, b"fast"))
+    it = Interpreter(model_content=_unknown_flex_model(_flex_options("FooBar", node_def)))
+    with pytest.raises(RuntimeError) as e:
+        it.allocate_tensors()
+    msg = str(e.value)
+    assert "TensorFlow op 'FooBar'" in msg and "model/foo" in msg and "mode=b'fast'" in msg
+    assert "T=dtype('float32')" in msg and "Node number 0 (FlexFooBar) failed to prepare" in msg
+    assert "Supported Flex ops: " in msg and "Erf" in msg and "Einsum" in msg
+    info = inspect_model(_unknown_flex_model(_flex_options("FooBar", node_def)), allocate=False)
+    (op,) = info["ops"]
+    assert not op["can_run"] and "TensorFlow op FooBar" in op["status"]
+
+
+def test_malformed_flex_options_are_a_clear_error():
+    it = Interpreter(model_content=_unknown_flex_model(b"\x00\x01garbage"))
+    with pytest.raises(RuntimeError, match="FlexFooBar"):
+        it.allocate_tensors()
+
+
+def test_inspect_names_flex_ops_by_tf_name_and_says_they_run():
+    info = inspect_model(os.path.join(DATA, "model_speech_enhancement.tflite"), allocate=False)
+    flex = {e["op"]: e for e in info["ops"] if e["op"].startswith("Flex")}
+    assert set(flex) == {"FlexAngle", "FlexComplex", "FlexExp", "FlexIRFFT"}
+    assert all(e["can_run"] and f"TensorFlow op {name[4:]}," in e["status"] for name, e in flex.items())
+    assert "TensorFlow op IRFFT" in format_inspection(info)
+
+
+def test_supported_list_covers_the_issue_minimum():
+    ops = supported_flex_ops()
+    assert len(ops) >= 40
+    for name in ("Erf", "Cumprod", "BroadcastTo", "Roll", "Einsum", "MatrixInverse", "MatrixDeterminant",
+                 "DenseBincount", "RFFT", "IRFFT", "ComplexAbs", "Angle", "Real", "Imag", "Complex", "Conj"):
+        assert name in ops
+
+
+def test_dense_bincount_refuses_negative_values_like_tensorflow():
+    ins, _ = _load("bincount_5_1")
+    it = Interpreter(model_path=os.path.join(DATA, "bincount_5_1.tflite"))
+    bad = dict(ins)
+    bad["arr"] = ins["arr"].copy()
+    bad["arr"][0] = -1
+    with pytest.raises(Exception, match="non-negative"):
+        it.get_signature_runner()(**bad)
