@@ -143,7 +143,8 @@ class Interpreter:
             if num_threads < 1:
                 raise ValueError("num_threads should >= 1")
         options = {"num_threads": num_threads or 1, "preserve_all": bool(experimental_preserve_all_tensors),
-                   "resolver_type": _resolver_type(experimental_op_resolver_type), "op_resolver": op_resolver}
+                   "resolver_type": _resolver_type(experimental_op_resolver_type), "op_resolver": op_resolver,
+                   "compress_zero_points": bool(experimental_compress_quantization_zero_points)}
         self._setup(data, load_model(data), op_resolver if op_resolver is not None else default_op_resolver(),
                     None, options)
 
@@ -217,6 +218,23 @@ class Interpreter:
             self._slot.pop()
         except IndexError:
             raise self._busy(what) from None
+
+    def _safe_to_run(self) -> bool:
+        """True when no array obtained through tensor() is alive (the official private method)."""
+        try:
+            self._ensure_safe()
+        except RuntimeError:
+            return False
+        return True
+
+    def _native_handle(self):
+        """The official runtime returns its C++ tflite::Interpreter pointer here; lite-numba has none."""
+        raise RuntimeError("lite-numba has no native tflite::Interpreter: _native_handle() cannot be provided")
+
+    @property
+    def experimental_compress_quantization_zero_points(self) -> bool:
+        """The constructor flag, as officially (it configures delegates only; lite-numba ignores it)."""
+        return self._options["compress_zero_points"]
 
     def _ensure_safe(self) -> None:
         """RuntimeError (the official text) while an array returned by a tensor() function is alive."""
