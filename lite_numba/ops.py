@@ -318,7 +318,7 @@ class PrepareContext:
 
     def bind_subgraph(self, index: int, inputs: list[np.ndarray]):
         """Subgraph `index` prepared for the shapes of `inputs`, to be run many times without copies of its outputs
-        (host ops only; see lite_numba.interpreter.BoundSubgraph)."""
+        (host ops only; see lite_numba.subgraphs.BoundSubgraph)."""
         return self._rt.host_env.bind_subgraph(index, inputs)
 
     def subgraph_output_shapes(self, index: int, inputs: list[tuple]) -> list[tuple] | None:
