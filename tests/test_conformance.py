@@ -196,12 +196,24 @@ def test_clone_shares_model_and_compiled_code_but_not_memory():
     assert np.shares_memory(c._main.tensors[w].data, it._main.tensors[w].data)
     assert not np.shares_memory(c._main.arena, it._main.arena)
     assert [fn for fn, _ in c._main.program] == [fn for fn, _ in it._main.program]  # the same compiled runner
+    assert c._main.steps[0][1].aux is it._main.steps[0][1].aux  # packed weights shared, not packed again
     x = np.ones((1, 64), np.float32)
     it.set_tensor(0, x)
     it.invoke()
+    expected = it.get_tensor(out)
     c.set_tensor(0, -x)
     c.invoke()
-    assert not np.array_equal(it.get_tensor(out), c.get_tensor(out))
+    c.profile(num_runs=2)  # profiling runs the kernels one by one from Python: on the clone's memory too
+    np.testing.assert_array_equal(it.get_tensor(out), expected)
+    assert not np.array_equal(c.get_tensor(out), expected)
+    c.resize_tensor_input(0, [3, 64])  # the clone prepares on its own; the original keeps its plan
+    c.allocate_tensors()
+    c.set_tensor(0, np.concatenate([x, -x, x]))
+    c.invoke()
+    np.testing.assert_array_equal(c.get_tensor(out)[2:], expected)
+    it.invoke()
+    np.testing.assert_array_equal(it.get_tensor(out), expected)
+    assert tuple(it.get_input_details()[0]["shape"]) == (1, 64)
 
 
 def test_deepcopy_is_independent_and_keeps_state(official):
