@@ -6,11 +6,19 @@ from .version import __version__  # noqa: E402, F401
 # before any kernel is decorated: Numba's cache directory follows the hash of every source file (numba_cache.py)
 NUMBA_CACHE_DIR = _configure_numba_cache(__version__)
 
-from .interpreter import Interpreter, OpResolverType, SignatureRunner  # noqa: E402
+from .compat import install_as_tflite_runtime  # noqa: E402
+from .interpreter import (  # noqa: E402
+    Interpreter,
+    InterpreterWithCustomOps,
+    OpResolverType,
+    SignatureRunner,
+    load_delegate,
+)
 from .ops import OpKernel, PrepareContext, Tensor, custom_op, kernel  # noqa: E402
 from .resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver  # noqa: E402
 
 __all__ = [
-    "Interpreter", "SignatureRunner", "OpResolverType", "OpKernel", "PrepareContext", "Tensor", "custom_op", "kernel",
+    "Interpreter", "InterpreterWithCustomOps", "SignatureRunner", "OpResolverType", "load_delegate",
+    "install_as_tflite_runtime", "OpKernel", "PrepareContext", "Tensor", "custom_op", "kernel",
     "BuiltinOpResolver", "MutableOpResolver", "OpResolver", "default_op_resolver", "__version__",
 ]

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
-from .executor import GraphRuntime, InvokeError
+from .delegates import Delegate, DelegateError, delegate_refused, load_delegate
+from .executor import GraphRuntime
 from .fusion import fuse
+from .interpreter_state import clone_interpreter, copy_interpreter, pickle_interpreter
 from .model import ModelError, load_model, read_model_bytes
+from .ops import CustomOp
 from .plan import ModelPlan, TensorSpec
 from .profiling import profile_interpreter, trace_invoke
-from .resolver import OpResolver, default_op_resolver
+from .resolver import MutableOpResolver, OpResolver, default_op_resolver
 from .schema import type_name
+from .subgraphs import BoundSubgraph, SubgraphHost
 
 
 class OpResolverType(enum.Enum):
@@ -25,6 +30,26 @@ class OpResolverType(enum.Enum):
     BUILTIN = 1
     BUILTIN_REF = 2
     BUILTIN_WITHOUT_DEFAULT_DELEGATES = 3
+
+
+class ModelFileError(ModelError, FileNotFoundError):
+    """The model file cannot be opened: the official ValueError ("Could not open '...'"), and an OSError too."""
+
+
+# The official runtime refuses invoke/allocate_tensors/resize_tensor_input while a numpy array obtained through
+# tensor() is alive, because those calls may move or rewrite the memory it points into; this is its text.
+VIEW_HELD = """There is at least 1 reference to internal data
+      in the interpreter in the form of a numpy array or slice. Be sure to
+      only hold the function returned from tensor() if you are using raw
+      data access."""
+
+_refcount = sys.getrefcount
+
+
+def _check_int(value, what: str) -> None:
+    """TypeError for an index that is not an integer, as the official bindings raise."""
+    if not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__} {value!r}")
 
 
 def _detail(spec: TensorSpec, shape: tuple[int, ...]) -> dict:
@@ -48,35 +73,81 @@ def _detail(spec: TensorSpec, shape: tuple[int, ...]) -> dict:
     }
 
 
-class Interpreter:
-    """Runs a .tflite model; the API of `ai_edge_litert.interpreter.Interpreter`.
+def _resolver_type(value) -> str:
+    """The name of an OpResolverType (ours or the official enum), else the official ValueError."""
+    if value is None:
+        return "AUTO"
+    name = getattr(value, "name", None)
+    if isinstance(value, enum.Enum) and name in OpResolverType.__members__:
+        return name
+    raise ValueError(f"Unrecognized passed in op resolver type: {value}")
 
-    `Interpreter(model)` accepts a path or the model's bytes. `op_resolver` selects the kernels (default: every
-    builtin, the shipped plugins and every @custom_op). A builtin op version we lack fails here with the official
-    ValueError; an unresolved custom op fails at `allocate_tensors()` with the official RuntimeError.
+
+class Interpreter(SubgraphHost):
+    """Runs a .tflite model; the API of `ai_edge_litert.interpreter.Interpreter` (and tflite_runtime, tf.lite).
+
+    `Interpreter(model)` also accepts a path or the model's bytes as the first argument. `op_resolver` (keyword only,
+    lite-numba's own) selects the kernels (default: every builtin, the shipped plugins and every @custom_op). A
+    builtin op version we lack fails here with the official ValueError; an unresolved custom op fails at
+    `allocate_tensors()` with the official RuntimeError. Unknown keywords raise TypeError; `experimental_delegates`
+    with any delegate raises `lite_numba.delegates.DelegateError` (lite-numba cannot apply delegates); the other
+    `experimental_*` keywords configure delegates only and are accepted and ignored.
+
+    One Interpreter is used by one thread at a time: a call made while another thread is inside invoke(),
+    set_tensor(), get_tensor(), allocate_tensors() or resize_tensor_input() raises RuntimeError (`clone()` makes
+    another interpreter for another thread). `copy.copy`, `copy.deepcopy` and pickling give independent
+    interpreters (see `clone`, `__reduce__`).
     """
 
     def __init__(self, model_path: str | os.PathLike | bytes | None = None, model_content: bytes | None = None,
                  experimental_delegates=None, num_threads: int | None = None,
-                 experimental_op_resolver_type: Any = None, experimental_preserve_all_tensors: bool = False,
-                 op_resolver: OpResolver | None = None, **_ignored):
+                 experimental_op_resolver_type: Any = OpResolverType.AUTO,
+                 experimental_preserve_all_tensors: bool = False,
+                 experimental_disable_delegate_clustering: bool = False,
+                 experimental_default_delegate_latest_features: bool = False,
+                 experimental_compress_quantization_zero_points: bool = False,
+                 experimental_disable_delegate_node_fusion: bool = False,
+                 experimental_force_delegate_node_profiling: bool = False,
+                 *, op_resolver: OpResolver | None = None):
         if isinstance(model_path, (bytes, bytearray, memoryview)):
             model_path, model_content = None, model_path
         if model_path is not None and model_content is not None:
             raise ValueError("Can't both provide `model_path` and `model_content`")
         if model_path is not None:
-            self._data = read_model_bytes(model_path)
+            try:
+                data = read_model_bytes(model_path)
+            except OSError as e:
+                raise ModelFileError(f"Could not open '{os.fspath(model_path)}'.The model allocation is null/empty") \
+                    from e
         elif model_content is not None:
-            self._data = bytes(model_content) if not isinstance(model_content, bytes) else model_content
+            if not isinstance(model_content, (bytes, bytearray, memoryview)):
+                raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}")
+            data = bytes(model_content) if not isinstance(model_content, bytes) else model_content
         else:
-            raise ValueError("Can't create interpreter: provide a model path or content")
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < -1):
-            raise ValueError("num_threads should be an integer >= -1")
-        self._num_threads = 1 if num_threads in (None, -1, 0) else num_threads
-        self._preserve_all = bool(experimental_preserve_all_tensors)
-        self.model: ModelPlan = load_model(self._data)
-        self._resolver = op_resolver if op_resolver is not None else default_op_resolver()
-        self._kernels = [self._resolve_subgraph(sg) for sg in self.model.subgraphs]
+            raise ValueError("`model_path` or `model_content` must be specified.")
+        if experimental_delegates:
+            names = ", ".join(type(d).__name__ for d in experimental_delegates)
+            raise delegate_refused(f"Interpreter(experimental_delegates=[{names}])")
+        if num_threads is not None:
+            if not isinstance(num_threads, int):
+                raise ValueError("type of num_threads should be int")
+            if num_threads < 1:
+                raise ValueError("num_threads should >= 1")
+        options = {"num_threads": num_threads or 1, "preserve_all": bool(experimental_preserve_all_tensors),
+                   "resolver_type": _resolver_type(experimental_op_resolver_type), "op_resolver": op_resolver,
+                   "compress_zero_points": bool(experimental_compress_quantization_zero_points)}
+        self._setup(data, load_model(data), op_resolver if op_resolver is not None else default_op_resolver(),
+                    None, options)
+
+    def _setup(self, data, model: ModelPlan, resolver: OpResolver, kernels: list | None, options: dict) -> None:
+        """Everything but reading the model: shared by the constructor, clone() and unpickling."""
+        self._data = data
+        self._options = options
+        self._num_threads = options["num_threads"]
+        self._preserve_all = options["preserve_all"]
+        self.model: ModelPlan = model
+        self._resolver = resolver
+        self._kernels = kernels if kernels is not None else [self._resolve_subgraph(sg) for sg in model.subgraphs]
         self._runtimes: dict[int, GraphRuntime] = {}
         self._trace = os.environ.get("LITE_NUMBA_TRACE", "") not in ("", "0")
         self.resources: dict = {}
@@ -85,6 +156,14 @@ class Interpreter:
         self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
         self._shape_hits: dict[int, dict] = {}  # uses of each cached preparation (eviction order)
         self._bound: dict[tuple, BoundSubgraph] = {}  # (subgraph, input shapes) -> bind_subgraph's result
+        # One thread at a time: a call that changes or reads the arena takes the one element of `_slot` (list.pop and
+        # append are atomic), so a second thread finds it empty and raises instead of racing (cheaper than a Lock).
+        self._slot = [None]
+        # tensor() views are made from `_token` (a buffer over the arena), so its reference count tells whether one
+        # is alive (the official runtime's check); `_held` has one token per view of storage outside the arena
+        self._token = np.frombuffer(memoryview(np.zeros(64, np.uint8)), np.uint8)
+        self._token_arena = None
+        self._held: list[np.ndarray] = []
         self._main = self._runtime(0)
 
     def _resolve_subgraph(self, sg) -> list:
@@ -118,17 +197,73 @@ class Interpreter:
         return GraphRuntime(plan, kernels, num_threads=self._num_threads, preserve_all_tensors=self._preserve_all,
                             subgraph_index=subgraph_index, host_env=self)
 
+    # --- one thread at a time; no call that moves memory while a tensor() view is alive -----------------------
+    def _busy(self, what: str) -> RuntimeError:
+        return RuntimeError(
+            f"Interpreter.{what}() was called while another thread is inside this Interpreter. An Interpreter is "
+            f"not thread-safe: use one Interpreter per thread (Interpreter.clone() makes another one that shares the "
+            f"compiled code and the weights).")
+
+    def _enter(self, what: str) -> None:
+        try:
+            self._slot.pop()
+        except IndexError:
+            raise self._busy(what) from None
+
+    def _safe_to_run(self) -> bool:
+        """True when no array obtained through tensor() is alive (the official private method)."""
+        try:
+            self._ensure_safe()
+        except RuntimeError:
+            return False
+        return True
+
+    def _native_handle(self):
+        """The official runtime returns its C++ tflite::Interpreter pointer here; lite-numba has none."""
+        raise RuntimeError("lite-numba has no native tflite::Interpreter: _native_handle() cannot be provided")
+
+    @property
+    def experimental_compress_quantization_zero_points(self) -> bool:
+        """The constructor flag, as officially (it configures delegates only; lite-numba ignores it)."""
+        return self._options["compress_zero_points"]
+
+    def _ensure_safe(self) -> None:
+        """RuntimeError (the official text) while an array returned by a tensor() function is alive."""
+        if _refcount(self._token) > 2:
+            raise RuntimeError(VIEW_HELD)
+        if self._held:
+            self._held = [t for t in self._held if _refcount(t) > 3]  # the list, `t` and the argument
+            if self._held:
+                raise RuntimeError(VIEW_HELD)
+
     # --- the official API -------------------------------------------------------------------------------------
     def allocate_tensors(self) -> None:
-        """Prepare every node, plan memory and compile the executor (cached on disk)."""
-        self._runtime(0).allocate()
+        """Prepare every node, plan memory and compile the executor (cached on disk). Nothing happens when nothing
+        was resized since the last allocation: inputs set and variable state are kept, as officially."""
+        self._enter("allocate_tensors")
+        try:
+            self._ensure_safe()
+            if not self._main.ready:
+                self._main.allocate()
+        finally:
+            self._slot.append(None)
 
     def invoke(self) -> None:
         """Run the model once on the inputs set. With $LITE_NUMBA_TRACE set, prints every node as it runs."""
-        if self._trace:
-            trace_invoke(self)
-            return
-        self._main.invoke()
+        slot = self._slot
+        try:
+            slot.pop()
+        except IndexError:
+            raise self._busy("invoke") from None
+        try:
+            if _refcount(self._token) > 2 or self._held:
+                self._ensure_safe()
+            if self._trace:
+                trace_invoke(self)
+            else:
+                self._main.invoke()
+        finally:
+            slot.append(None)
 
     def profile(self, num_runs: int = 10, warmup_runs: int = 1):
         """Run the model `num_runs` times timing every node; returns a `lite_numba.profiling.Profile`."""
@@ -140,32 +275,75 @@ class Interpreter:
         return self._runtime(0).arena_size
 
     def num_subgraphs(self) -> int:
+        """Number of subgraphs in the model."""
         return len(self.model.subgraphs)
 
     def _check_index(self, rt: GraphRuntime, i: int) -> None:
+        _check_int(i, "tensor_index")
         n = len(rt.tensors)
-        if not isinstance(i, (int, np.integer)) or i < 0 or i >= n:
+        if i < 0 or i >= n:
             raise ValueError(f"Invalid tensor index {i} exceeds max tensor index {n}")
 
     def _details(self, rt: GraphRuntime, indices) -> list[dict]:
         return [_detail(rt.plan.tensors[i], rt.tensors[i].shape) for i in indices]
 
     def get_input_details(self) -> list[dict]:
+        """One dict per input of subgraph 0 (the official keys)."""
         rt = self._runtime(0)
         return self._details(rt, rt.plan.inputs)
 
     def get_output_details(self) -> list[dict]:
+        """One dict per output of subgraph 0 (the official keys)."""
         rt = self._runtime(0)
         return self._details(rt, rt.plan.outputs)
 
-    def get_tensor_details(self) -> list[dict]:
-        rt = self._runtime(0)
+    def _subgraph(self, subgraph_index: int) -> GraphRuntime:
+        _check_int(subgraph_index, "subgraph_index")
+        if not 0 <= subgraph_index < len(self.model.subgraphs):
+            raise ValueError(f"subgraph_index is out of range: {subgraph_index} for the model, which has "
+                             f"{len(self.model.subgraphs)} subgraphs.")
+        return self._runtime(subgraph_index)
+
+    def get_tensor_details(self, subgraph_index: int = 0) -> list[dict]:
+        """One dict per tensor of a subgraph (the official keys)."""
+        rt = self._subgraph(subgraph_index)
         return self._details(rt, range(len(rt.plan.tensors)))
+
+    def _get_tensor_details(self, tensor_index: int, subgraph_index: int) -> dict:
+        """The details dict of one tensor (the official private method, used by some libraries)."""
+        rt = self._subgraph(subgraph_index)
+        self._check_index(rt, tensor_index)
+        return _detail(rt.plan.tensors[tensor_index], rt.tensors[tensor_index].shape)
+
+    def _get_op_details(self, op_index: int) -> dict:
+        """Node `op_index` of subgraph 0: index, op_name, inputs, outputs (-1 = absent), operand/result dtypes."""
+        _check_int(op_index, "op_index")
+        nodes = self.model.subgraphs[0].nodes
+        if not 0 <= op_index < len(nodes):
+            raise ValueError("Invalid node index")
+        node = nodes[op_index]
+        rt = self._runtime(0)
+        dtype = lambda i: _detail(rt.plan.tensors[i], rt.tensors[i].shape)["dtype"]  # noqa: E731
+        return {
+            "index": node.index,
+            "op_name": node.op_name,
+            "inputs": np.array(node.inputs, np.int32),
+            "outputs": np.array(node.outputs, np.int32),
+            "operand_types": [dtype(i) for i in node.inputs if i != -1],
+            "result_types": [dtype(i) for i in node.outputs if i != -1],
+        }
+
+    def _get_ops_details(self) -> list[dict]:
+        """`_get_op_details` of every node of subgraph 0."""
+        return [self._get_op_details(i) for i in range(len(self.model.subgraphs[0].nodes))]
 
     def set_tensor(self, tensor_index: int, value) -> None:
         """Copy `value` into a tensor (an input), checking dtype and shape with the official messages."""
+        if not self._slot:
+            raise self._busy("set_tensor")
         rt = self._main
-        view = rt.fast_views.get(tensor_index) if type(value) is np.ndarray else None
+        # (a float index would find the int key of equal value: only exact ints take the fast path)
+        view = rt.fast_views.get(tensor_index) if type(value) is np.ndarray and type(tensor_index) is int else None
         if view is not None and value.dtype == view.dtype and value.shape == view.shape:
             view[...] = value  # the common case, checked: same dtype and shape as the planned tensor
             return
@@ -173,22 +351,58 @@ class Interpreter:
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current value."""
-        rt = self._main if subgraph_index == 0 else self._runtime(subgraph_index)
-        view = rt.fast_views.get(tensor_index)
-        if view is not None:
-            return view.copy()
+        if not self._slot:
+            raise self._busy("get_tensor")
+        if subgraph_index == 0:
+            rt = self._main
+            view = rt.fast_views.get(tensor_index) if type(tensor_index) is int else None
+            if view is not None:
+                return view.copy()
+        else:
+            _check_int(subgraph_index, "subgraph_index")
+            n = len(self.model.subgraphs)
+            if not 0 <= subgraph_index < n:
+                raise ValueError(f"Invalid subgraph index {subgraph_index} exceeds max subgraph index {n}")
+            rt = self._runtime(subgraph_index)
         self._check_index(rt, tensor_index)
         return np.array(rt.array(tensor_index), copy=True)
 
     def tensor(self, tensor_index: int):
-        """A function returning a live numpy view of the tensor (valid until the next allocate_tensors)."""
-        rt = self._runtime(0)
-        self._check_index(rt, tensor_index)
-        return lambda: rt.array(tensor_index)
+        """A function returning a numpy view of the tensor's current storage, as officially: call it again after
+        allocate_tensors() (views move), and do not keep the array across invoke(), allocate_tensors() or
+        resize_tensor_input(), which raise RuntimeError while one is alive (the official text)."""
+        self._check_index(self._main, tensor_index)
+        return lambda: self._view(tensor_index)
+
+    def _view(self, i: int) -> np.ndarray:
+        rt = self._main
+        storage = rt.array(i)
+        if rt.tensors[i].is_const or storage.dtype == np.dtype(object):
+            v = storage.view()
+            v.flags.writeable = False  # writing a constant would change what the compiled plan assumed
+            return v
+        arena = rt.arena
+        if storage.base is arena:
+            if self._token_arena is not arena:
+                if _refcount(self._token) > 2:  # views of the old arena (speculation re-planned during invoke)
+                    self._held.append(self._token)
+                self._token = np.frombuffer(memoryview(arena), np.uint8)
+                self._token_arena = arena
+            off = storage.ctypes.data - arena.ctypes.data
+            return self._token[off:off + storage.nbytes].view(storage.dtype).reshape(storage.shape)
+        token = np.frombuffer(memoryview(storage.reshape(-1)), storage.dtype)  # dynamic tensors' own arrays
+        self._held.append(token)
+        return token.reshape(storage.shape)
 
     def resize_tensor_input(self, input_index: int, tensor_size, strict: bool = False) -> None:
         """Change an input's shape; takes effect at the next allocate_tensors()."""
-        resize_input(self._runtime(0), input_index, tensor_size, strict)
+        _check_int(input_index, "input_index")
+        self._enter("resize_tensor_input")
+        try:
+            self._ensure_safe()
+            resize_input(self._runtime(0), input_index, tensor_size, strict)
+        finally:
+            self._slot.append(None)
 
     def reset_all_variables(self) -> None:
         """Reset variable tensors (is_variable: zeros, or the zero point when quantized) in every subgraph.
@@ -198,222 +412,48 @@ class Interpreter:
         for rt in self._runtimes.values():
             rt.init_variables()
 
-    # --- services for host ops (control flow) -----------------------------------------------------------------
-    def subgraph_io(self, index: int) -> tuple[list, list]:
-        sg = self.model.subgraphs[index]
-        io = lambda idx: [(sg.tensors[i].dtype, sg.tensors[i].shape) for i in idx]  # noqa: E731
-        return io(sg.inputs), io(sg.outputs)
+    # --- copies for other threads and processes (lite_numba.interpreter_state) --------------------------------
+    def clone(self) -> "Interpreter":
+        """Another interpreter of the same model for another thread: it shares the loaded model (constant weights),
+        the op resolution and the compiled code, has its own arena and state, and is allocated for the same input
+        shapes when this one is. Inputs, outputs and variables are not copied (`copy.deepcopy` copies them)."""
+        return clone_interpreter(self)
 
-    # A called subgraph (WHILE body and cond, IF branches) whose input shapes change is prepared again; the prepared
-    # runtimes of the last SUBGRAPH_SHAPE_CACHE input-shape signatures (at most SUBGRAPH_CACHE_BYTES of arenas) are
-    # kept, so a loop whose tensors grow one row per iteration re-prepares its body only on the first invoke.
-    # Subgraphs with variable tensors keep one runtime (their state must carry over).
-    SUBGRAPH_SHAPE_CACHE = 64
-    SUBGRAPH_CACHE_BYTES = 64 << 20
+    def __copy__(self) -> "Interpreter":
+        return copy_interpreter(self)
 
-    def _subgraph_runtime(self, index: int, shapes: tuple) -> GraphRuntime:
-        """Subgraph `index`'s runtime, allocated for these input shapes."""
-        rt = self._runtime(index)
-        sg = rt.plan
-        if rt.ready and all(rt.tensors[i].shape == s for i, s in zip(sg.inputs, shapes)):
-            return rt
-        if index != 0 and not any(t.is_variable for t in sg.tensors):
-            cache = self._shape_cache.setdefault(index, OrderedDict())
-            if rt.ready:
-                cache[tuple(rt.tensors[i].shape for i in sg.inputs)] = rt
-            hits = self._shape_hits.setdefault(index, {})
-            cached = cache.get(shapes)
-            if cached is not None and cached.ready:
-                cache.move_to_end(shapes)
-                hits[shapes] = hits.get(shapes, 0) + 1
-                self._runtimes[index] = cached
-                return cached
-            if rt.ready:
-                if len(cache) >= self.SUBGRAPH_SHAPE_CACHE:
-                    # the entry used least often, the newest of those: a loop through more shapes than the cache
-                    # holds keeps the first ones and re-prepares one runtime for the rest (LRU would miss always)
-                    victim, least = None, None
-                    for key in cache:
-                        h = hits.get(key, 0)
-                        if least is None or h <= least:
-                            victim, least = key, h
-                    rt = cache.pop(victim)
-                    hits.pop(victim, None)
-                    self._unbind(rt)
-                else:
-                    rt = self._new_runtime(index)
-            cache[shapes] = rt
-            total = sum(r.arena.nbytes for r in cache.values())
-            while len(cache) > 1 and total > self.SUBGRAPH_CACHE_BYTES:
-                key, old = cache.popitem(last=False)
-                hits.pop(key, None)
-                total -= old.arena.nbytes
-                self._release(old)
-            self._runtimes[index] = rt
-        for t_index, shape in zip(sg.inputs, shapes):
-            rt.tensors[t_index].shape = shape
-        rt.ready = False
-        rt.fast_views = {}
-        rt.allocate()
-        return rt
+    def __deepcopy__(self, memo) -> "Interpreter":
+        return copy_interpreter(self)
 
-    def _cached_runtimes(self) -> list:
-        return list(self._runtimes.values()) + [r for c in self._shape_cache.values() for r in c.values()]
-
-    def _unbind(self, rt: GraphRuntime) -> None:
-        """Forget the bindings of a runtime about to be prepared again or released (they hold its storage)."""
-        for key in [k for k, b in self._bound.items() if b.rt is rt]:
-            del self._bound[key]
-
-    def _release(self, rt: GraphRuntime) -> None:
-        """Drop an evicted runtime's storage; holders of a binding see it invalid and bind again."""
-        self._unbind(rt)
-        rt.ready = False
-        rt.arena = np.zeros(0, np.uint8)
-        rt.views = {}
-        rt.fast_views = {}
-
-    def _check_call(self, index: int, inputs) -> GraphRuntime:
-        if not 0 <= index < len(self.model.subgraphs):
-            raise ValueError(f"Invalid subgraph index {index}; the model has {len(self.model.subgraphs)} subgraphs")
-        sg = self.model.subgraphs[index]
-        if len(inputs) != len(sg.inputs):
-            raise RuntimeError(f"subgraph {index} takes {len(sg.inputs)} inputs, got {len(inputs)}")
-        if self._call_depth > 64:
-            raise RuntimeError("subgraph calls nested more than 64 deep")
-        for t_index, value in zip(sg.inputs, inputs):
-            t = sg.tensors[t_index]
-            if value.dtype != t.dtype:
-                raise RuntimeError(f"subgraph {index} input {t.name!r} has type {t.dtype.name}, got {value.dtype.name}")
-        return self._subgraph_runtime(index, tuple(tuple(v.shape) for v in inputs))
-
-    def call_subgraph(self, index: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """Run subgraph `index` on `inputs` (preparing it for their shapes when they change); copies of outputs."""
-        rt = self._check_call(index, inputs)
-        sg = rt.plan
-        for t_index, value in zip(sg.inputs, inputs):
-            np.copyto(rt.array(t_index), value)
-        self._call_depth += 1
-        try:
-            rt.invoke()
-        finally:
-            self._call_depth -= 1
-        return [np.array(rt.array(o), copy=True) for o in sg.outputs]
-
-    def subgraph_output_shapes(self, index: int, shapes: list[tuple]) -> list[tuple] | None:
-        """Output shapes of subgraph `index` prepared for these input shapes; None if one is only known at run time."""
-        if not 0 <= index < len(self.model.subgraphs):
-            raise ValueError(f"Invalid subgraph index {index}; the model has {len(self.model.subgraphs)} subgraphs")
-        rt = self._subgraph_runtime(index, tuple(tuple(int(d) for d in s) for s in shapes))
-        if not all(o in rt.fast_views for o in rt.plan.outputs):
-            return None
-        return [rt.tensors[o].shape for o in rt.plan.outputs]
-
-    def bind_subgraph(self, index: int, inputs: list[np.ndarray]) -> "BoundSubgraph":
-        """Subgraph `index` prepared for the shapes and dtypes of `inputs` (not copied), to be run many times."""
-        key = (index, tuple(v.shape for v in inputs))
-        b = self._bound.get(key)
-        if b is not None and b.valid() and all(v.dtype == dt for v, dt in zip(inputs, b.dtypes)):
-            return b
-        rt = self._check_call(index, inputs)
-        if len(self._bound) >= 4 * self.SUBGRAPH_SHAPE_CACHE:  # bindings of runtimes no longer cached
-            self._bound = {k: v for k, v in self._bound.items() if v.valid() and v.rt in self._cached_runtimes()}
-        b = self._bound[key] = BoundSubgraph(self, rt)
-        return b
+    def __reduce__(self):
+        """Pickles as the model bytes, the options, the op resolver and custom ops by reference (their modules are
+        imported where it is unpickled) and the state: input shapes, allocation, tensor values and variables."""
+        return pickle_interpreter(self)
 
     def get_signature_list(self) -> dict:
+        """{signature key: {"inputs": [names], "outputs": [names]}}."""
         return {s.key: {"inputs": list(s.inputs), "outputs": list(s.outputs)} for s in self.model.signatures}
 
+    def _get_full_signature_list(self) -> dict:
+        """{signature key: {"inputs": {name: tensor index}, "outputs": {name: tensor index}}} (official private)."""
+        return {s.key: {"inputs": dict(s.inputs), "outputs": dict(s.outputs)} for s in self.model.signatures}
+
     def get_signature_runner(self, signature_key: str | None = None) -> "SignatureRunner":
+        """A callable running one SignatureDef; None selects the only one."""
         sigs = self.model.signatures
         if signature_key is None:
             if len(sigs) != 1:
                 raise ValueError("SignatureDef signature_key is None and model has {0} Signatures. "
                                  "None is only allowed when the model has 1 SignatureDef".format(len(sigs)))
             signature_key = sigs[0].key
-        for s in sigs:
-            if s.key == signature_key:
-                return SignatureRunner(self, s)
-        raise ValueError(f'Invalid signature_key provided: "{signature_key}".')
-
-
-def _nothing() -> None:
-    pass
-
-
-class BoundSubgraph:
-    """A called subgraph prepared for fixed input shapes (Interpreter.bind_subgraph), for host ops that run it many
-    times (WHILE): `inputs` are its input tensors' storage (write them, then `run()`), `output(k)` output k's
-    current storage. `static_outputs` is True when every output is planned in the arena with a fixed shape (then
-    `outputs` lists their storage). Valid while `valid()` (the runtime has not been prepared again since)."""
-
-    def __init__(self, interp: Interpreter, rt: GraphRuntime):
-        self._interp = interp
-        self.rt = rt
-        self._arena = rt.arena
-        sg = rt.plan
-        self.inputs = [rt.array(i) for i in sg.inputs]
-        self.dtypes = [a.dtype for a in self.inputs]
-        self.static_outputs = all(o in rt.fast_views for o in sg.outputs)
-        self.outputs = [rt.array(o) for o in sg.outputs] if self.static_outputs else None
-        # inputs no node reads and no output returns (a WHILE cond often ignores most loop variables)
-        used = {i for n in sg.nodes for i in n.inputs} | set(sg.outputs)
-        self.used_inputs = [k for k, i in enumerate(sg.inputs) if i in used]
-        # `program`: the invoke sequence when it has only compiled segments and host nodes run with their allocate
-        # preparation (no node prepared at run time, no speculation), which run() then calls itself; `single`: the
-        # one call of a subgraph without host nodes, for loops that call it directly (errors through `fail`).
-        # `calls_nothing`: no host node, so running it calls no other subgraph.
-        prog = rt.program
-        plain = not rt.assumed and not rt._spec_pending and not rt._spec_allowed and not any(
-            getattr(fn, "__func__", None) is GraphRuntime._run_dynamic for fn, _ in prog)
-        self.program = list(prog) if plain else None
-        self.calls_nothing = not rt.dynamic_nodes
-        self.single = None
-        if plain and self.calls_nothing and len(prog) <= 1:
-            self.single = prog[0] if prog else (_nothing, ())
-
-    def fail(self, e: Exception):
-        """Raise an error of a direct call as invoke() does."""
-        raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.rt.subgraph_index}).") from None
-
-    def valid(self) -> bool:
-        return self.rt.ready and self.rt.arena is self._arena
-
-    def output(self, k: int) -> np.ndarray:
-        return self.rt.array(self.rt.plan.outputs[k])
-
-    def run(self) -> None:
-        prog = self.program
-        if prog is not None and self.calls_nothing:
-            try:
-                for fn, args in prog:
-                    fn(*args)
-            except (ValueError, IndexError, ZeroDivisionError) as e:
-                if isinstance(e, RuntimeError):
-                    raise
-                self.fail(e)
-            return
-        interp = self._interp
-        if interp._call_depth > 64:
-            raise RuntimeError("subgraph calls nested more than 64 deep")
-        interp._call_depth += 1
-        try:
-            if prog is None:
-                self.rt.invoke()
-                return
-            for fn, args in prog:
-                fn(*args)
-        except (ValueError, IndexError, ZeroDivisionError) as e:
-            if isinstance(e, RuntimeError):
-                raise
-            self.fail(e)
-        finally:
-            interp._call_depth -= 1
+        return SignatureRunner(self, signature_key)
 
 
 def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:
+    """Copy `value` into tensor `tensor_index` of `rt`, with the official checks and messages."""
+    _check_int(tensor_index, "tensor_index")
     n = len(rt.tensors)
-    if not isinstance(tensor_index, (int, np.integer)) or not 0 <= tensor_index < n:
+    if not 0 <= tensor_index < n:
         raise ValueError(f"Invalid tensor index {tensor_index} exceeds max tensor index {n}")
     t = rt.tensors[tensor_index]
     value = np.asarray(value)
@@ -431,19 +471,22 @@ def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:
     if t.is_const:
         raise ValueError(f"Cannot set tensor: tensor {tensor_index} ({t.name}) is a constant")
     if not rt.ready:
-        raise ValueError("Tensor data is null. Run allocate_tensors() first")
+        raise ValueError("Cannot set tensor: Tensor is unallocated. Try calling allocate_tensors() first")
     np.copyto(rt.array(tensor_index), value)
 
 
 def resize_input(rt: GraphRuntime, input_index: int, tensor_size, strict: bool) -> None:
+    """Give input `input_index` of `rt` a new shape (checked; `strict` allows only the -1 dimensions to change)."""
+    _check_int(input_index, "input_index")
     n = len(rt.tensors)
-    if not isinstance(input_index, (int, np.integer)) or not 0 <= input_index < n:
+    if not 0 <= input_index < n:
         raise ValueError(f"Invalid tensor index {input_index} exceeds max tensor index {n}")
     if input_index not in rt.plan.inputs:
         raise ValueError(f"Tensor {input_index} is not an input of the graph")
     shape = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
-    if any(d < 0 for d in shape):
-        raise ValueError(f"Cannot resize input {input_index} to {list(shape)}: negative dimension")
+    if any(d < 0 for d in shape):  # the official runtime fails with a RuntimeError (its size computation overflows)
+        raise RuntimeError(f"Cannot resize input {input_index} to {list(shape)}: dimensions must be >= 0 (-1 marks "
+                           f"an unknown dimension in shape_signature; give its size)")
     t = rt.tensors[input_index]
     if strict:
         sig = t.spec.shape_signature
@@ -464,12 +507,22 @@ def resize_input(rt: GraphRuntime, input_index: int, tensor_size, strict: bool) 
 
 
 class SignatureRunner:
-    """Runs one SignatureDef: `runner(**inputs) -> {output name: array}`."""
+    """Runs one SignatureDef: `runner(**inputs) -> {output name: array}`. Made by
+    `Interpreter.get_signature_runner(key)` or, as officially, `SignatureRunner(interpreter, signature_key=key)`."""
 
-    def __init__(self, interpreter: Interpreter, signature):
+    def __init__(self, interpreter: Interpreter | None = None, signature_key: str | None = None):
+        if interpreter is None:
+            raise ValueError("None interpreter provided.")
+        if signature_key is None:
+            raise ValueError("None signature_key provided.")
+        for s in interpreter.model.signatures:
+            if s.key == signature_key:
+                break
+        else:
+            raise ValueError(f'Invalid signature_key provided: "{signature_key}".')
         self._interp = interpreter
-        self._sig = signature
-        self._rt = interpreter._runtime(signature.subgraph_index)
+        self._sig = s
+        self._rt = interpreter._runtime(s.subgraph_index)
 
     def get_input_details(self) -> dict[str, dict]:
         return {name: _detail(self._rt.plan.tensors[i], self._rt.tensors[i].shape)
@@ -486,20 +539,51 @@ class SignatureRunner:
         if len(kwargs) != len(self._sig.inputs):
             raise ValueError(f"Invalid number of inputs provided for running a SignatureDef, expected "
                              f"{len(self._sig.inputs)} vs provided {len(kwargs)}")
-        rt = self._rt
-        for name, value in kwargs.items():
-            if name not in self._sig.inputs:
-                raise ValueError(f"Invalid Input name ({name}) for SignatureDef")
-            i = self._sig.inputs[name]
-            value = np.asarray(value)
-            if value.shape != rt.tensors[i].shape:
-                resize_input(rt, i, value.shape, False)
-        if not rt.ready:
-            rt.allocate()
-        for name, value in kwargs.items():
-            set_tensor(rt, self._sig.inputs[name], value)
-        rt.invoke()
-        return {name: np.array(rt.array(i), copy=True) for name, i in self._sig.outputs.items()}
+        interp = self._interp
+        interp._enter("SignatureRunner.__call__")
+        try:
+            interp._ensure_safe()
+            rt = self._rt
+            for name, value in kwargs.items():
+                if name not in self._sig.inputs:
+                    raise ValueError(f"Invalid Input name ({name}) for SignatureDef")
+                i = self._sig.inputs[name]
+                value = np.asarray(value)
+                if value.shape != rt.tensors[i].shape:
+                    resize_input(rt, i, value.shape, False)
+            if not rt.ready:
+                rt.allocate()
+            for name, value in kwargs.items():
+                set_tensor(rt, self._sig.inputs[name], value)
+            rt.invoke()
+            return {name: np.array(rt.array(i), copy=True) for name, i in self._sig.outputs.items()}
+        finally:
+            interp._slot.append(None)
 
 
-__all__ = ["Interpreter", "SignatureRunner", "OpResolverType", "ModelError"]
+class InterpreterWithCustomOps(Interpreter):
+    """The official `InterpreterWithCustomOps(custom_op_registerers=[...], **kwargs)`. A registerer here is a
+    `@custom_op` function or a callable receiving the `MutableOpResolver` to register into; the official C++
+    registerers (symbol names, pybind functions taking a resolver pointer) cannot be loaded and raise ValueError."""
+
+    def __init__(self, custom_op_registerers=None, **kwargs):
+        self._custom_op_registerers = list(custom_op_registerers or [])
+        if self._custom_op_registerers:
+            resolver = kwargs.pop("op_resolver", None) or default_op_resolver()
+            if not isinstance(resolver, MutableOpResolver):
+                raise TypeError("InterpreterWithCustomOps needs a MutableOpResolver to register custom ops into")
+            for reg in self._custom_op_registerers:
+                if isinstance(reg, CustomOp):
+                    lo, hi = reg.meta.get("versions", (1, 1))
+                    resolver.add_custom(reg.name, reg, lo, hi)
+                elif callable(reg) and not isinstance(reg, str):
+                    reg(resolver)
+                else:
+                    raise ValueError(f"lite-numba cannot load the native op registerer {reg!r}: register custom ops "
+                                     f"with @lite_numba.custom_op or a callable taking a MutableOpResolver")
+            kwargs["op_resolver"] = resolver
+        super().__init__(**kwargs)
+
+
+__all__ = ["Interpreter", "InterpreterWithCustomOps", "SignatureRunner", "OpResolverType", "ModelError",
+           "ModelFileError", "Delegate", "DelegateError", "load_delegate"]

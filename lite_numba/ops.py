@@ -133,6 +133,42 @@ class OpKernel:
     def __repr__(self) -> str:
         return f"OpKernel({self.name})"
 
+    def __reduce_ex__(self, protocol):
+        """Pickle by reference when the kernel is a module attribute (a `@kernel` prepare, a `@custom_op`
+        function): the receiving process imports that module, which also registers its custom ops."""
+        where = _module_attribute(self)
+        if where is not None:
+            return _module_attr, where
+        return super().__reduce_ex__(protocol)
+
+
+def _module_attr(module: str, qualname: str):
+    """The object named `qualname` in `module` (imported)."""
+    import importlib
+
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _module_attribute(k) -> tuple[str, str] | None:
+    """(module, qualname) naming `k`, if looking that up gives `k` back."""
+    d = k.__dict__ if hasattr(k, "__dict__") else {}
+    candidates = [(d.get("__module__"), d.get("__qualname__"))]
+    prepare = d.get("prepare")
+    if prepare is not None:
+        candidates.append((getattr(prepare, "__module__", None), getattr(prepare, "__qualname__", None)))
+    for module, qualname in candidates:
+        if not module or not qualname or "<" in qualname:
+            continue
+        try:
+            if _module_attr(module, qualname) is k:
+                return module, qualname
+        except (ImportError, AttributeError):
+            continue
+    return None
+
 
 def compiled_address(fn, argtypes: tuple) -> int:
     """Compile (or load from Numba's disk cache) the njit kernel `fn` for the Numba types `argtypes` and return its
@@ -303,7 +339,7 @@ class PrepareContext:
 
     def bind_subgraph(self, index: int, inputs: list[np.ndarray]):
         """Subgraph `index` prepared for the shapes of `inputs`, to be run many times without copies of its outputs
-        (host ops only; see lite_numba.interpreter.BoundSubgraph)."""
+        (host ops only; see lite_numba.subgraphs.BoundSubgraph)."""
         return self._rt.host_env.bind_subgraph(index, inputs)
 
     def subgraph_output_shapes(self, index: int, inputs: list[tuple]) -> list[tuple] | None:
@@ -374,19 +410,20 @@ _DEFAULT_CUSTOM_OPS: list[tuple[str, int, int, OpKernel]] = []
 
 
 def _jit(fn):
+    """fn compiled with Numba, cached on disk when Numba can locate its source (a module file, a notebook cell),
+    and compiled per process otherwise: functions typed at the REPL, given to `python -c` or on stdin, or made by
+    exec() have no file for Numba's cache index, and njit(cache=True) refuses them at decoration."""
     from numba import njit
     from numba.core.registry import CPUDispatcher
 
     if isinstance(fn, CPUDispatcher):
         return fn
     try:
-        import inspect
-
-        inspect.getsourcefile(fn)
-        cacheable = True
-    except (TypeError, OSError):
-        cacheable = False
-    return njit(cache=cacheable, nogil=True)(fn)
+        return njit(cache=True, nogil=True)(fn)
+    except RuntimeError as e:
+        if "cannot cache function" not in str(e):
+            raise
+        return njit(cache=False, nogil=True)(fn)
 
 
 class CustomOp(OpKernel):
