@@ -54,12 +54,17 @@ class Interpreter:
     `Interpreter(model)` accepts a path or the model's bytes. `op_resolver` selects the kernels (default: every
     builtin, the shipped plugins and every @custom_op). A builtin op version we lack fails here with the official
     ValueError; an unresolved custom op fails at `allocate_tensors()` with the official RuntimeError.
+
+    `max_arena_bytes` (lite-numba only, off by default): the most memory one subgraph's tensors may need; a model
+    needing more fails at `allocate_tensors()` (or when a shape grows at run time) with
+    `lite_numba.planner.ArenaLimitError`, a MemoryError naming the tensor. Without it the limit is the machine's
+    physical memory.
     """
 
     def __init__(self, model_path: str | os.PathLike | bytes | None = None, model_content: bytes | None = None,
                  experimental_delegates=None, num_threads: int | None = None,
                  experimental_op_resolver_type: Any = None, experimental_preserve_all_tensors: bool = False,
-                 op_resolver: OpResolver | None = None, **_ignored):
+                 op_resolver: OpResolver | None = None, max_arena_bytes: int | None = None, **_ignored):
         if isinstance(model_path, (bytes, bytearray, memoryview)):
             model_path, model_content = None, model_path
         if model_path is not None and model_content is not None:
@@ -81,6 +86,9 @@ class Interpreter:
         self._trace = os.environ.get("LITE_NUMBA_TRACE", "") not in ("", "0")
         self.resources: dict = {}
         self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
+        if max_arena_bytes is not None and (not isinstance(max_arena_bytes, int) or max_arena_bytes <= 0):
+            raise ValueError(f"max_arena_bytes must be a positive int, got {max_arena_bytes!r}")
+        self.max_arena_bytes = max_arena_bytes  # read by every subgraph's GraphRuntime (planner.memory_limit)
         self._call_depth = 0
         self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
         self._shape_hits: dict[int, dict] = {}  # uses of each cached preparation (eviction order)
