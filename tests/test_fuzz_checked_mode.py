@@ -78,3 +78,38 @@ def test_checked_mode_catches_an_out_of_bounds_kernel_call(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("IndexError"), proc.stdout
+
+
+def test_checked_mode_checks_the_simd_generators_loads_and_stores(tmp_path):
+    """The explicit-SIMD code (LLVM IR built in kernels/linear/simd_*) is not covered by Numba's boundscheck: in
+    checked mode kernels/base/llvm_ir.py checks every load and store through an array's data pointer. A 16-byte
+    vector copy into an 8-byte array raises IndexError; into a 16-byte array it copies."""
+    env = dict(os.environ, LITE_NUMBA_CACHE_DIR=str(tmp_path / "cache"), LITE_NUMBA_BOUNDSCHECK="1",
+               LITE_NUMBA_PROGRESS="0")
+    env.pop("NUMBA_CACHE_DIR", None)
+    code = textwrap.dedent("""
+        import numpy as np
+        from numba import njit
+        import lite_numba  # noqa: F401 - configures the checked mode
+        from lite_numba.kernels.linear.simd_int8 import _copy16
+
+        @njit
+        def copy(dst, d, src, s):
+            _copy16(dst, d, src, s, np.uint8(0))
+
+        src = np.arange(32, dtype=np.uint8)
+        ok = np.zeros(16, np.uint8)
+        copy(ok, 0, src, 3)
+        print("in_range", ok.tolist() == list(range(3, 19)))
+        for dst, d, s in ((np.zeros(8, np.uint8), 0, 0), (np.zeros(32, np.uint8), 20, 0), (ok, 0, 20)):
+            try:
+                copy(dst, d, src, s)
+                print("outside", "unchecked")
+            except IndexError as e:
+                print("outside", "IndexError", e)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "in_range True", proc.stdout
+    assert len(lines) == 4 and all(line.startswith("outside IndexError") for line in lines[1:]), proc.stdout
