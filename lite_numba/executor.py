@@ -210,7 +210,14 @@ class GraphRuntime:
             raise
         except PrepareError:
             raise
-        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
+        except (AttributeError, TypeError) as e:
+            if "NoneType" not in str(e):
+                raise self._node_error(node, e) from None
+            # ctx.input(i) is None for an absent input (-1 or past the end) that the prepare needed
+            raise self._node_error(node, ValueError(
+                f"{node.op_name}: a required input is absent (the operator's inputs are {list(node.inputs)}; -1 "
+                f"marks an absent one)")) from None
+        except (ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
             raise self._node_error(node, e) from None
         except ArenaLimitError as e:
             raise ArenaLimitError(f"{e}\nNode number {node.index} ({node.op_name}) failed to prepare.") from None

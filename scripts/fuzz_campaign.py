@@ -581,7 +581,8 @@ BARE = re.compile(r"^(TypeError|IndexError|KeyError|AttributeError|OverflowError
                   r"UnboundLocalError|NameError|AssertionError|RecursionError|SystemError|"
                   r"UFuncTypeError|LinAlgError|NotImplementedError)|cannot convert float|"
                   r"object has no attribute|unsupported operand|list index out of range|tuple index out of range|"
-                  r"not subscriptable|invalid literal|division by zero|referenced before assignment|"
+                  r"not subscriptable|invalid literal|float division by zero|integer division or modulo by zero|"
+                  r"referenced before assignment|"
                   r"index \d+ is out of bounds|out of bounds for axis|numba|Numba")
 
 
