@@ -148,7 +148,10 @@ def run_request(runtime: str, req: dict) -> dict:
 
 
 def worker_main(runtime: str) -> None:
+    import ctypes
     import resource
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive the campaign (a hung mutant)
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     if runtime == "ours":
         import lite_numba  # noqa: F401 - imported before the first request so the timeout covers only the mutant
@@ -654,6 +657,7 @@ def campaign(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="fuzz_", dir=out))
     env = dict(os.environ)
     env.setdefault("LITE_NUMBA_PROGRESS", "0")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that `finally` stops the workers
     ours = Worker("ours", args.timeout, env)
     official = Worker("official", args.official_timeout, env)
     counts = collections.Counter()

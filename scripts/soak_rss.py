@@ -93,8 +93,8 @@ def soak(invokes: int, cycles: int, samples: int) -> dict:
             curve["cycles"].append((k + 1, round(rss_mib(), 2)))
     t_cycles = time.perf_counter() - t0
 
-    def growth(points):  # after warm-up: from the second sample to the last
-        return round(points[-1][1] - points[1][1], 2) if len(points) > 2 else 0.0
+    def growth(points):  # after warm-up: the highest later sample above the second one
+        return round(max(p[1] for p in points[1:]) - points[1][1], 2) if len(points) > 2 else 0.0
 
     return {"models": list(SOAK_MODELS), "invokes": invokes, "cycles": cycles, "curve": curve,
             "growth_after_warmup_mib": {"invokes": growth(curve["invokes"]), "cycles": growth(curve["cycles"])},
