@@ -664,6 +664,7 @@ def campaign(args) -> dict:
     per_class = {c: collections.Counter() for c in CLASSES}
     bare = collections.Counter()
     findings = []
+    refusals = {"official_only": [], "ours_only": []}  # who refused what the other ran (for review)
     start = time.monotonic()
     weights = np.array([args.structural, args.semantic, args.data], np.float64)
     done = 0
@@ -714,21 +715,25 @@ def campaign(args) -> dict:
                     "official": res_off.get("error", res_off["status"])}, indent=1))
                 findings.append({"case": case.name, "source": name, "mutation": what, "kind": kind, "why": why,
                                  "ours": err[:200]})
+            if kind in ("official_only", "ours_only") and len(refusals[kind]) < 400:
+                refusals[kind].append({"source": name, "mutation": what[:160], "mode": mode,
+                                       "refusal": (err if kind == "official_only" else
+                                                   res_off.get("error", res_off["status"]))[:240]})
             if args.verbose:
                 print(f"{i:6d} {cls:10s} {mode:9s} {kind:14s} {name[:32]:32s} {what[:60]}", flush=True)
             if args.progress and done % args.progress == 0:
-                write_summary(out, args, counts, per_class, bare, findings, start, done, ours, official)
+                write_summary(out, args, counts, per_class, bare, findings, refusals, start, done, ours, official)
     finally:
         ours.close()
         official.close()
-    return write_summary(out, args, counts, per_class, bare, findings, start, done, ours, official)
+    return write_summary(out, args, counts, per_class, bare, findings, refusals, start, done, ours, official)
 
 
-def write_summary(out, args, counts, per_class, bare, findings, start, done, ours, official) -> dict:
+def write_summary(out, args, counts, per_class, bare, findings, refusals, start, done, ours, official) -> dict:
     summary = {
         "seed": args.seed, "mutants": done, "seconds": round(time.monotonic() - start, 1),
         "totals": dict(counts), "per_class": {c: dict(v) for c, v in per_class.items()},
-        "bare_refusals": bare.most_common(40), "findings": findings[:500],
+        "bare_refusals": bare.most_common(40), "findings": findings[:500], "refusals": refusals,
         "worker_starts": {"ours": ours.started, "official": official.started},
     }
     (out / f"summary_{args.seed}.json").write_text(json.dumps(summary, indent=1))
