@@ -1,8 +1,10 @@
-"""The arena memory plan: tensor lifetimes over the node sequence, and offsets placed greedily by size from them,
-like TFLite's arena planner."""
+"""The arena memory plan: tensor lifetimes over the node sequence, offsets placed greedily by size from them
+(like TFLite's arena planner), and the memory limit every tensor and arena is checked against before it is
+allocated (ArenaLimitError)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 ALIGNMENT = 64
@@ -59,3 +61,58 @@ def plan_arena(allocs: list[Allocation]) -> tuple[dict[int, int], int]:
         placed.append((offset, offset + size, a))
         total = max(total, offset + size)
     return offsets, total
+
+
+class ArenaLimitError(MemoryError):
+    """A tensor or the arena of a subgraph would need more memory than the limit (a MemoryError, so callers that
+    handle running out of memory handle it; the message names the tensor, its shape and the sizes)."""
+
+
+_PHYSICAL: int | None = None
+
+
+def memory_limit(max_arena_bytes: int | None = None) -> tuple[int, str]:
+    """(bytes, what they are): the Interpreter's max_arena_bytes when set, else the machine's physical memory (or
+    the process's address-space limit when lower). No single allocation beyond it can be sensible: a model
+    declaring more is refused with ArenaLimitError instead of being killed by the OOM killer half-way through."""
+    global _PHYSICAL
+    if max_arena_bytes is not None:
+        return int(max_arena_bytes), "max_arena_bytes"
+    if _PHYSICAL is None:
+        try:
+            _PHYSICAL = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            _PHYSICAL = 1 << 40
+        try:
+            import resource  # lazy: POSIX only
+
+            soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+            if soft != resource.RLIM_INFINITY:
+                _PHYSICAL = min(_PHYSICAL, soft)
+        except (ImportError, ValueError, OSError):
+            pass
+    return _PHYSICAL, "the memory of this machine"
+
+
+def _human(n: int) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
+
+
+def check_tensor_bytes(what: str, nbytes: int, max_arena_bytes: int | None = None) -> None:
+    """Raise ArenaLimitError when one tensor (`what` names it: index, name, type, shape) needs more than the
+    limit."""
+    limit, source = memory_limit(max_arena_bytes)
+    if nbytes > limit:
+        raise ArenaLimitError(f"{what} needs {nbytes} bytes ({_human(nbytes)}), more than {source} "
+                              f"({limit} bytes, {_human(limit)})")
+
+
+def check_arena_bytes(total: int, largest: str, max_arena_bytes: int | None = None) -> None:
+    """Raise ArenaLimitError when the planned arena (`largest` names its largest tensor) exceeds the limit."""
+    limit, source = memory_limit(max_arena_bytes)
+    if total > limit:
+        raise ArenaLimitError(f"the arena would need {total} bytes ({_human(total)}), more than {source} "
+                              f"({limit} bytes, {_human(limit)}); its largest tensor is {largest}")

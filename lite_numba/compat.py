@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from .version import __version__
 from . import interpreter as _interpreter
+from .version import __version__
 
 __all__ = ["install_as_tflite_runtime", "RUNTIME_NAMES"]
 

@@ -18,12 +18,13 @@ sequence into segments; they are re-prepared and run from Python at invoke time.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 import numpy as np
 
-from .arena import Allocation, lifetimes, plan_arena
+from .arena import Allocation, ArenaLimitError, check_arena_bytes, check_tensor_bytes, lifetimes, plan_arena
 from .codegen import Segment, make_segment
 from .guards import guard_equal, is_guard_failure
 from .model import decode_custom_options
@@ -96,14 +97,27 @@ class GraphRuntime:
             if tuple(shape) != t.shape:
                 raise PrepareError(f"tensor {t.name!r} planned with shape {list(t.shape)} became {list(shape)}")
             return
+        self._check_bytes(t, shape)
         t.shape = tuple(shape)
         if self._dynamic_phase:
             cur = self.dynamic_arrays.get(i)
             if cur is None or cur.shape != t.shape:  # keep the array while the shape holds (see _run_dynamic)
                 self.dynamic_arrays[i] = np.zeros(shape, t.dtype)
 
+    def _check_bytes(self, t: Tensor, shape) -> None:
+        """Refuse a shape needing more memory than the limit before anything is allocated (arena.memory_limit)."""
+        nbytes = math.prod(shape) * t.dtype.itemsize
+        if nbytes > 1 << 26 or self.max_arena_bytes is not None:  # below 64 MiB only a service's own limit
+            check_tensor_bytes(f"tensor {t.index} ({t.name!r}, {t.dtype.name} {list(shape)})", nbytes,
+                               self.max_arena_bytes)
+
+    @property
+    def max_arena_bytes(self) -> int | None:
+        return getattr(self.host_env, "max_arena_bytes", None)
+
     def new_temp(self, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
         t = Tensor(len(self.tensors) + len(self._temps), f"<temp {len(self._temps)}>", dtype, shape, is_temp=True)
+        self._check_bytes(t, shape)
         self._temps.append(t)
         if self._dynamic_phase:
             self.dynamic_arrays[t.index] = np.zeros(shape, dtype)
@@ -168,8 +182,17 @@ class GraphRuntime:
             raise
         except PrepareError:
             raise
-        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
+        except (AttributeError, TypeError) as e:
+            if "NoneType" not in str(e):
+                raise self._node_error(node, e) from None
+            # ctx.input(i) is None for an absent input (-1 or past the end) that the prepare needed
+            raise self._node_error(node, ValueError(
+                f"{node.op_name}: a required input is absent (the operator's inputs are {list(node.inputs)}; -1 "
+                f"marks an absent one)")) from None
+        except (ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
             raise self._node_error(node, e) from None
+        except ArenaLimitError as e:
+            raise ArenaLimitError(f"{e}\nNode number {node.index} ({node.op_name}) failed to prepare.") from None
         return ctx
 
     def allocate(self, assumed: dict[int, np.ndarray] | None = None) -> None:
@@ -355,7 +378,15 @@ class GraphRuntime:
             for t in temps:
                 lo, hi = (0, end) if self.preserve_all else (ni, ni)
                 allocs.append(Allocation(t.index, t.nbytes, lo, hi))
+        for a in allocs:  # inputs and declared shapes never went through set_shape
+            t = self.tensors[a.key] if a.key < len(self.tensors) else self._temps[a.key - len(self.tensors)]
+            self._check_bytes(t, t.shape)
         offsets, total = plan_arena(allocs)
+        if allocs:
+            big = max(allocs, key=lambda a: a.nbytes)
+            t = self.tensors[big.key] if big.key < len(self.tensors) else self._temps[big.key - len(self.tensors)]
+            check_arena_bytes(total, f"tensor {t.index} ({t.name!r}, {t.dtype.name} {list(t.shape)}, "
+                                     f"{t.nbytes} bytes)", self.max_arena_bytes)
         old = {i: self.views[i].copy() for i in self.views if i < len(self.tensors)
                and (self.tensors[i].spec.is_variable)}
         self.arena_size = total

@@ -97,6 +97,11 @@ class Interpreter(SubgraphHost):
     set_tensor(), get_tensor(), allocate_tensors() or resize_tensor_input() raises RuntimeError (`clone()` makes
     another interpreter for another thread). `copy.copy`, `copy.deepcopy` and pickling give independent
     interpreters (see `clone`, `__reduce__`).
+
+    `max_arena_bytes` (lite-numba only, off by default): the most memory one subgraph's tensors may need; a model
+    needing more fails at `allocate_tensors()` (or when a shape grows at run time) with
+    `lite_numba.arena.ArenaLimitError`, a MemoryError naming the tensor. Without it the limit is the machine's
+    physical memory.
     """
 
     def __init__(self, model_path: str | os.PathLike | bytes | None = None, model_content: bytes | None = None,
@@ -108,7 +113,7 @@ class Interpreter(SubgraphHost):
                  experimental_compress_quantization_zero_points: bool = False,
                  experimental_disable_delegate_node_fusion: bool = False,
                  experimental_force_delegate_node_profiling: bool = False,
-                 *, op_resolver: OpResolver | None = None):
+                 *, op_resolver: OpResolver | None = None, max_arena_bytes: int | None = None):
         if isinstance(model_path, (bytes, bytearray, memoryview)):
             model_path, model_content = None, model_path
         if model_path is not None and model_content is not None:
@@ -135,7 +140,8 @@ class Interpreter(SubgraphHost):
                 raise ValueError("num_threads should >= 1")
         options = {"num_threads": num_threads or 1, "preserve_all": bool(experimental_preserve_all_tensors),
                    "resolver_type": _resolver_type(experimental_op_resolver_type), "op_resolver": op_resolver,
-                   "compress_zero_points": bool(experimental_compress_quantization_zero_points)}
+                   "compress_zero_points": bool(experimental_compress_quantization_zero_points),
+                   "max_arena_bytes": max_arena_bytes}
         self._setup(data, load_model(data), op_resolver if op_resolver is not None else default_op_resolver(),
                     None, options)
 
@@ -152,6 +158,10 @@ class Interpreter(SubgraphHost):
         self._trace = os.environ.get("LITE_NUMBA_TRACE", "") not in ("", "0")
         self.resources: dict = {}
         self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
+        max_arena_bytes = options.get("max_arena_bytes")
+        if max_arena_bytes is not None and (not isinstance(max_arena_bytes, int) or max_arena_bytes <= 0):
+            raise ValueError(f"max_arena_bytes must be a positive int, got {max_arena_bytes!r}")
+        self.max_arena_bytes = max_arena_bytes  # read by every subgraph's GraphRuntime (arena.memory_limit)
         self._call_depth = 0
         self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
         self._shape_hits: dict[int, dict] = {}  # uses of each cached preparation (eviction order)

@@ -19,7 +19,12 @@ from .options import parse_options
 from .plan import NO_QUANTIZATION, ModelPlan, Node, Quantization, Signature, SubgraphPlan, TensorSpec
 from .schema import BUILTIN_NAMES, TENSOR_TYPES
 
-MAX_TENSOR_BYTES = 1 << 34  # 16 GiB: larger declared shapes are treated as corruption
+# Declared shapes beyond 256 TiB are corruption (no machine holds them) and are refused here; smaller ones that do
+# not fit this machine are refused by allocate_tensors() with arena.ArenaLimitError, a MemoryError.
+MAX_TENSOR_BYTES = 1 << 48
+# zero points a tensor of each type can hold (the official runtime runs others and returns garbage)
+ZERO_POINT_RANGES = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-32768, 32767), "INT4": (-8, 7),
+                     "UINT16": (0, 65535), "INT32": (-(2**31), 2**31 - 1)}
 CUSTOM_CODE = 32
 
 
@@ -144,7 +149,10 @@ class _Loader:
                 out.append(b.DataAsNumpy() if n else None)
         return out
 
-    def read_quantization(self, t, name: str) -> Quantization:
+    def read_quantization(self, t, what: str, type_name: str, shape: tuple[int, ...]) -> Quantization:
+        """The tensor's affine quantization, checked as the official InterpreterBuilder does (quantized_dimension
+        within the rank, one scale or one per channel) and beyond it: finite, non-negative scales and zero points
+        the type can hold."""
         q = t.Quantization()
         if q is None:
             return NO_QUANTIZATION
@@ -154,8 +162,22 @@ class _Loader:
             return NO_QUANTIZATION
         scales = np.asarray(q.ScaleAsNumpy(), dtype=np.float32).copy()
         zps = np.asarray(q.ZeroPointAsNumpy(), dtype=np.int64).copy() if nz else np.zeros(ns, np.int64)
-        _check(zps.size == scales.size, f"tensor {name!r} has {scales.size} scales but {zps.size} zero points")
-        return Quantization(scales, zps, q.QuantizedDimension())
+        _check(zps.size == scales.size, f"{what} has {scales.size} scales but {zps.size} zero points")
+        bad = ~np.isfinite(scales) | (scales < 0)
+        _check(not bad.any(), f"{what} has quantization scale {scales[bad][0] if bad.any() else 0}: scales must be "
+                              f"finite and non-negative")
+        rng = ZERO_POINT_RANGES.get(type_name)
+        if rng is not None:
+            out = (zps < rng[0]) | (zps > rng[1])
+            _check(not out.any(), f"{what} of type {type_name} has zero point {int(zps[out][0]) if out.any() else 0}"
+                                  f", outside [{rng[0]}, {rng[1]}]")
+        qd = q.QuantizedDimension()
+        _check(qd >= 0 and (not shape or qd < len(shape)),
+               f"{what} has quantized_dimension {qd}, must be in [0, {len(shape)})")
+        _check(scales.size == 1 or not shape or scales.size == shape[qd],
+               f"{what} has {scales.size} scales: must be 1 (per tensor) or {shape[qd] if shape else 0} (per "
+               f"channel along dimension {qd})")
+        return Quantization(scales, zps, qd)
 
     def read_sparsity(self, t):
         s = t.Sparsity()
@@ -197,7 +219,8 @@ class _Loader:
             sig = tuple(int(d) for d in self.int_vec(t, "ShapeSignature")) or shape
             _check(len(sig) == len(shape), f"tensor {ti} ({name!r}) shape_signature rank differs from shape")
             nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
-            _check(nbytes <= MAX_TENSOR_BYTES, f"tensor {ti} ({name!r}) declares {nbytes} bytes")
+            _check(nbytes <= MAX_TENSOR_BYTES, f"tensor {ti} ({name!r}) declares {nbytes} bytes (shape "
+                                               f"{list(shape)} of {type_name}), more than any machine holds")
             bi = t.Buffer()
             _check(0 <= bi < max(len(self.buffers), 1), f"tensor {ti} ({name!r}) buffer index {bi} out of range")
             raw = self.buffers[bi] if bi < len(self.buffers) else None
@@ -219,7 +242,8 @@ class _Loader:
                     data = raw.view(dtype).reshape(shape)
             tensors.append(TensorSpec(
                 index=ti, name=name, dtype=dtype, type_name=type_name, shape=shape, shape_signature=sig,
-                quantization=self.read_quantization(t, name), data=data, is_variable=bool(t.IsVariable()),
+                quantization=self.read_quantization(t, f"tensor {ti} ({name!r})", type_name, shape), data=data,
+                is_variable=bool(t.IsVariable()),
                 sparsity=sparsity,
             ))
 

@@ -7,7 +7,11 @@ and plugins, lite-numba's and Numba's versions makes any change start from a fre
 
 The directory is $NUMBA_CACHE_DIR/lite_numba-HASH when the user set NUMBA_CACHE_DIR, else
 ~/.cache/lite_numba/numba/HASH (or $LITE_NUMBA_CACHE_DIR/numba/HASH). Must run before any kernel module is
-imported: Numba picks a function's cache location when it is decorated."""
+imported: Numba picks a function's cache location when it is decorated.
+
+LITE_NUMBA_BOUNDSCHECK=1 (the checked mode, SECURITY.md) compiles every njit kernel with Numba's bounds checks
+(an out-of-range index raises IndexError) into its own directory, HASH-boundscheck: Numba's cache index does not
+record the flag, so checked and unchecked machine code must never share a directory."""
 
 from __future__ import annotations
 
@@ -47,6 +51,12 @@ def configure(version: str) -> str:
     from numba.core import config
 
     key = source_hash(version)
+    if os.environ.get("LITE_NUMBA_BOUNDSCHECK", "") not in ("", "0"):
+        # through the environment too: Numba's compiler re-reads NUMBA_* variables when they change
+        os.environ["NUMBA_BOUNDSCHECK"] = "1"
+        config.reload_config()
+        config.BOUNDSCHECK = 1
+        key += "-boundscheck"
     user = os.environ.get("NUMBA_CACHE_DIR")
     if user:
         base, prefix = user, "lite_numba-"
@@ -66,7 +76,7 @@ def configure(version: str) -> str:
 
 def _prune(base: str, prefix: str, current: str) -> None:
     """Delete the cache directories of older sources beyond the KEEP most recently modified (best effort)."""
-    pattern = re.compile(re.escape(prefix) + r"[0-9a-f]{16}$")
+    pattern = re.compile(re.escape(prefix) + r"[0-9a-f]{16}(-boundscheck)?$")
     try:
         old = [e for e in os.scandir(base) if e.is_dir() and pattern.match(e.name) and e.path != current]
     except OSError:

@@ -1,11 +1,20 @@
 """LLVM IR building blocks shared by the explicit-SIMD kernels (simd_f32, simd_int8, dwconv_simd).
 
 They are used inside Numba `@intrinsic` code generators: pointers into Numba arrays, in-bounds element addressing,
-vector broadcasts and i64 constants."""
+vector broadcasts and i64 constants.
+
+In the checked mode (LITE_NUMBA_BOUNDSCHECK=1, see lite_numba/numba_cache.py) every pointer `data_ptr` returns
+carries its array's byte range, every pointer derived from it (gep, bitcast) inherits the range, and every plain
+load and store through such a pointer first checks that all the bytes it touches lie inside the array, raising
+IndexError otherwise: the generators' address computations are checked without changing them. Masked vector loads
+and stores (llvm.masked.*, which touch only their live lanes) are not checked."""
 
 from __future__ import annotations
 
+import os
+
 from llvmlite import ir
+from numba.core import cgutils
 
 F32 = ir.FloatType()
 I1 = ir.IntType(1)
@@ -17,9 +26,64 @@ V16I = ir.VectorType(I32, 16)
 V16B = ir.VectorType(I1, 16)
 
 
+CHECKED = os.environ.get("LITE_NUMBA_BOUNDSCHECK", "") not in ("", "0")
+_RANGES: dict[int, tuple] = {}  # checked mode: id(pointer value) -> (pointer, context, first byte, end byte)
+
+
 def data_ptr(context, builder, ty, val):
     """Pointer to the first element of a Numba array value."""
-    return context.make_array(ty)(context, builder, val).data
+    ary = context.make_array(ty)(context, builder, val)
+    ptr = ary.data
+    if CHECKED:
+        lo = builder.ptrtoint(ptr, I64)
+        _RANGES[id(ptr)] = (ptr, context, lo, builder.add(lo, builder.mul(ary.nitems, ary.itemsize)))
+    return ptr
+
+
+def _range_of(value):
+    r = _RANGES.get(id(value))
+    return r if r is not None and r[0] is value else None
+
+
+def _inherit(out, value):
+    r = _range_of(value)
+    if r is not None:
+        _RANGES[id(out)] = (out,) + r[1:]
+    return out
+
+
+def _check_access(builder, ptr, ltype) -> None:
+    r = _range_of(ptr)
+    if r is None:
+        return
+    _, context, lo, hi = r
+    addr = builder.ptrtoint(ptr, I64)
+    end = builder.add(addr, i64(context.get_abi_sizeof(ltype)))
+    bad = builder.or_(builder.icmp_unsigned("<", addr, lo), builder.icmp_unsigned(">", end, hi))
+    with cgutils.if_unlikely(builder, bad):
+        context.call_conv.return_user_exc(builder, IndexError, ("SIMD kernel accessed memory outside its array",))
+
+
+if CHECKED:
+    _gep, _bitcast, _load, _store = ir.IRBuilder.gep, ir.IRBuilder.bitcast, ir.IRBuilder.load, ir.IRBuilder.store
+
+    def _checked_gep(self, ptr, indices, inbounds=False, name="", source_etype=None):
+        return _inherit(_gep(self, ptr, indices, inbounds=inbounds, name=name, source_etype=source_etype), ptr)
+
+    def _checked_bitcast(self, value, typ, name=""):
+        return _inherit(_bitcast(self, value, typ, name), value)
+
+    def _checked_load(self, ptr, name="", align=None, typ=None):
+        _check_access(self, ptr, typ if typ is not None else ptr.type.pointee)
+        return _load(self, ptr, name, align, typ)
+
+    def _checked_store(self, value, ptr, align=None):
+        _check_access(self, ptr, value.type)
+        return _store(self, value, ptr, align)
+
+    # only pointers data_ptr registered are checked: Numba's own code generation is unaffected
+    ir.IRBuilder.gep, ir.IRBuilder.bitcast = _checked_gep, _checked_bitcast
+    ir.IRBuilder.load, ir.IRBuilder.store = _checked_load, _checked_store
 
 
 def gep(builder, ptr, idx, etype):

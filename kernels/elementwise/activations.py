@@ -53,7 +53,8 @@ def _tanh(v, p):
 
 @scalar
 def _hard_swish(v, p):
-    return v * min(max(v + np.float32(3.0), np.float32(0.0)), np.float32(6.0)) / np.float32(6.0)
+    # scaled before the product, as the official kernel does: x * 6 / 6 would overflow for |x| > 5.7e37
+    return v * (min(max(v + np.float32(3.0), np.float32(0.0)), np.float32(6.0)) * np.float32(1.0 / 6.0))
 
 
 @scalar

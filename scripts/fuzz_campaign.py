@@ -1,0 +1,785 @@
+"""Fuzzing campaign: mutants of the source models (scripts/fuzz_sources.py) run in lite-numba and in the official
+runtime (ai-edge-litert, BUILTIN_WITHOUT_DEFAULT_DELEGATES), each in its own child process with a timeout.
+
+    python scripts/fuzz_campaign.py --count 2000 --seed 1 --out /tmp/fuzz [--minutes 60] [--only-model NAME]
+
+Three mutation classes:
+  structural  bytes of the file: flipped bytes, truncation, hostile 32-bit words (offsets, lengths, indices),
+              inserted or deleted bytes
+  semantic    the model re-written through ModelBuilder with one or more edits: options (hostile values), shapes,
+              quantization (scales, zero points, quantized dimension), tensor types, buffers (resized, swapped,
+              refilled with extreme values: indices, axes, shape constants), operator inputs and outputs (swapped,
+              -1, another tensor, dropped, added), subgraph wiring (inputs, outputs, called subgraph indices, so WHILE
+              and IF bodies), is_variable, op versions, custom options
+  data        the source model unchanged, hostile run-time values: integers over the full range (gather and scatter
+              indices, axes, sizes), NaN and inf, the extremes of each type, and input shapes changed before every
+              invoke (resize_tensor_input + allocate_tensors)
+Every mutant also gets one of the data modes for its inputs.
+
+Each runtime runs in a long-lived worker process fed one mutant at a time; a worker that dies is a crash, one that
+does not answer within its timeout is a hang (killed, restarted). Per mutant the result is classed as:
+  ours_crash, ours_hang        lite-numba's failures (must stay 0)
+  both_hang                    both runtimes time out (an endless WHILE loop is what the model means)
+  disagree                     both ran, outputs differ (must stay 0); with NaN/inf or extreme inputs counted apart
+                               as disagree_extreme_inputs (overflow and NaN propagation orders)
+  agree                        both ran, outputs agree
+  ours_only                    we ran, the official runtime refused, crashed or hung
+  official_only                the official runtime ran, we refused (refusing is right when the model is invalid)
+  both_refused
+  official_crash, official_hang  (reported for information: not our bug)
+Our refusals whose message is a bare Python error (not naming the model field) are counted as bare_refusals.
+Crashes, hangs, disagreements and bare refusals are saved in --out with the inputs needed to replay them
+(`--replay DIR`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pickle
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+CLASSES = ("structural", "semantic", "data")
+DATA_MODES = ("normal", "wide_ints", "nonfinite", "extremes", "resize")
+MEMORY_LIMIT = 6 << 30  # address space of each worker: a runtime asking for more fails instead of swapping the host
+MAX_INPUT_ELEMENTS = 1 << 22
+
+# ---------------------------------------------------------------------------------------------------------------
+# inputs (the same in both workers: a function of the seed, the mode and the input details)
+
+
+def make_input(shape, dtype, mode: str, rng: np.random.Generator) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    if np.prod(shape, dtype=np.float64) > MAX_INPUT_ELEMENTS:
+        raise MemoryError(f"input of shape {list(shape)} too large for the campaign")
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if mode == "wide_ints":
+            lo, hi = max(info.min, -(2**31)), min(info.max, 2**31 - 1)
+            v = rng.integers(lo, hi, shape, endpoint=True)
+        elif mode == "extremes":
+            v = rng.choice(np.array([info.min, info.max, 0, -1 if info.min < 0 else 1, 1], np.int64), shape)
+        else:
+            lo = 0 if info.min == 0 else -9
+            v = rng.integers(lo, 10 if info.bits > 8 else min(info.max, 127), shape, endpoint=True)
+            if info.bits > 8 and rng.random() < 0.5:  # small non-negative: indices and sizes that are often valid
+                v = rng.integers(0, 4, shape, endpoint=True)
+            elif info.bits <= 8 and rng.random() < 0.5:
+                v = rng.integers(info.min, info.max, shape, endpoint=True)
+        return np.asarray(v).astype(dtype)
+    if dtype.kind == "f":
+        v = rng.standard_normal(shape) * 3
+        if mode == "nonfinite":
+            mask = rng.random(shape) < 0.3
+            v = np.where(mask, rng.choice(np.array([np.nan, np.inf, -np.inf]), shape), v)
+        elif mode == "extremes":
+            fi = np.finfo(dtype)
+            v = rng.choice(np.array([fi.max, -fi.max, fi.tiny, 0.0, -0.0, 1e30, -1e30, 1.0], np.float64), shape)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return v.astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    raise TypeError(f"input dtype {dtype} not generated by the campaign")
+
+
+def resized_shape(shape, rng: np.random.Generator) -> list[int]:
+    return [max(0, int(d) + int(rng.choice([-1, 0, 0, 1, 2]))) if int(d) > 0 else int(rng.integers(1, 4))
+            for d in shape]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# worker: one runtime, one mutant at a time
+
+
+def _open(runtime: str, data: bytes):
+    if runtime == "ours":
+        from lite_numba import Interpreter
+        return Interpreter(model_content=data)
+    from ai_edge_litert import interpreter as lit
+    return lit.Interpreter(model_content=data, num_threads=1,
+                           experimental_op_resolver_type=lit.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+
+
+def run_request(runtime: str, req: dict) -> dict:
+    """Load, allocate and invoke the mutant as `req` says; {"status": "ran", "outputs": [[array...] per invoke]}
+    or {"status": "refused", "error": "Type: message"}."""
+    data = Path(req["path"]).read_bytes()
+    mode, rng = req["mode"], np.random.default_rng(req["seed"])
+    stage = "load"
+    try:
+        it = _open(runtime, data)
+        stage = "allocate"
+        it.allocate_tensors()
+        outputs = []
+        for k in range(req["invokes"]):
+            details = it.get_input_details()
+            if mode == "resize" and k > 0:
+                stage = "resize"
+                for d in details:
+                    it.resize_tensor_input(d["index"], resized_shape(d["shape"], rng))
+                it.allocate_tensors()
+                details = it.get_input_details()
+            stage = "set_tensor"
+            for d in details:
+                it.set_tensor(d["index"], make_input(d["shape"], d["dtype"], mode, rng))
+            stage = "invoke"
+            it.invoke()
+            outputs.append([np.array(it.get_tensor(d["index"]), copy=True) for d in it.get_output_details()])
+        return {"status": "ran", "outputs": outputs}
+    except Exception as e:  # noqa: BLE001 - every Python exception is a refusal, classified by the parent
+        return {"status": "refused", "stage": stage, "error": f"{type(e).__name__}: {str(e)[:600]}"}
+
+
+def worker_main(runtime: str) -> None:
+    import ctypes
+    import resource
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive the campaign (a hung mutant)
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    if runtime == "ours":
+        import lite_numba  # noqa: F401 - imported before the first request so the timeout covers only the mutant
+    else:
+        import ai_edge_litert.interpreter  # noqa: F401
+    out = sys.stdout.buffer
+    for line in sys.stdin:
+        req = json.loads(line)
+        res = run_request(runtime, req)
+        with open(req["result"], "wb") as f:
+            pickle.dump(res, f)
+        out.write(b"done\n")
+        out.flush()
+
+
+class Worker:
+    """A child process running one runtime; restarted after a crash or a hang."""
+
+    def __init__(self, runtime: str, timeout: float, env: dict):
+        self.runtime, self.timeout, self.env = runtime, timeout, env
+        self.proc = None
+        self.started = 0
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["nice", "-n", "19", sys.executable, str(Path(__file__).resolve()), "--worker", self.runtime],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env,
+            start_new_session=True)
+        self.started += 1
+
+    def send(self, req: dict) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        self.proc.stdin.write((json.dumps(req) + "\n").encode())
+        self.proc.stdin.flush()
+        self.t0 = time.monotonic()
+
+    def wait(self, req: dict, timeout: float) -> dict:
+        p = self.proc
+        deadline = self.t0 + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                return {"status": "hang"}
+            r, _, _ = select.select([p.stdout], [], [], min(left, 1.0))
+            if r:
+                line = p.stdout.readline()
+                if not line:  # EOF: the process died
+                    rc = p.wait()
+                    self.proc = None
+                    return {"status": "crash", "returncode": rc,
+                            "signal": signal.Signals(-rc).name if rc < 0 and -rc in signal.valid_signals() else ""}
+                with open(req["result"], "rb") as f:
+                    return pickle.load(f)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+            self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            self.proc = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# structural mutation
+
+
+HOSTILE_WORDS = [-1, 0, 1, 2, 3, 7, 255, 65535, 2**31 - 1, -(2**31), 2**30, 0x7FFFFFF0]
+
+
+def mutate_bytes(data: bytes, rng: np.random.Generator) -> tuple[bytes, str]:
+    b = bytearray(data)
+    kind = int(rng.integers(0, 5))
+    if kind == 0:
+        for _ in range(int(rng.integers(1, 9))):
+            b[int(rng.integers(0, len(b)))] ^= int(rng.integers(1, 256))
+        return bytes(b), "flip"
+    if kind == 1:
+        return bytes(b[: int(rng.integers(0, len(b)))]), "truncate"
+    if kind == 2:
+        for _ in range(int(rng.integers(1, 4))):
+            pos = int(rng.integers(0, max(1, len(b) // 4))) * 4
+            v = int(rng.choice(HOSTILE_WORDS + [int(rng.integers(0, 2**32))]))
+            b[pos:pos + 4] = (v & 0xFFFFFFFF).to_bytes(4, "little")
+        return bytes(b), "word"
+    if kind == 3:
+        pos = int(rng.integers(0, len(b)))
+        n = int(rng.integers(1, 16))
+        if rng.random() < 0.5:
+            return bytes(b[:pos] + rng.integers(0, 256, n, dtype=np.uint8).tobytes() + b[pos:]), "insert"
+        return bytes(b[:pos] + b[pos + n:]), "delete"
+    # a small change in the tables at the front (indices, counts, enum values)
+    pos = int(rng.integers(0, min(len(b), 4096)))
+    b[pos] = (b[pos] + int(rng.choice([-2, -1, 1, 2, 16, 128]))) % 256
+    return bytes(b), "nudge"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# semantic mutation: through ModelBuilder's records
+
+
+def to_builder(data: bytes):
+    """A ModelBuilder holding the model's tensors, buffers, operators, subgraphs and signatures."""
+    from lite_numba.builder import ModelBuilder, _normalize_options, _normalize_quant, _TensorRec
+    from lite_numba.model import load_model
+    from lite_numba.schema import options_table_for
+
+    plan = load_model(data)
+    b = ModelBuilder(plan.description)
+    b.subgraphs = []
+    for sp in plan.subgraphs:
+        sg = b.add_subgraph(sp.name)
+        for t in sp.tensors:
+            buf = 0
+            if t.data is not None:
+                buf = b._add_buffer(np.ascontiguousarray(t.data).astype(t.dtype.newbyteorder("<")).tobytes())
+            q = t.quantization
+            quant = None
+            if q.scales.size:
+                quant = _normalize_quant({"scales": q.scales.tolist(), "zero_points": q.zero_points.tolist(),
+                                          "quantized_dimension": q.quantized_dimension})
+            sig = list(t.shape_signature) if t.shape_signature != t.shape else None
+            sg.tensors.append(_TensorRec(t.name, t.dtype, list(t.shape), buf, quant, sig, t.is_variable))
+        sg.inputs, sg.outputs = list(sp.inputs), list(sp.outputs)
+        for n in sp.nodes:
+            if n.is_custom:
+                sg.add_custom_op(n.op_name, n.inputs, n.outputs, options=n.custom_options, version=n.version)
+                continue
+            opts = dict(n.options)
+            table = options_table_for(n.op_name)
+            if table is not None:
+                known = {}
+                for key, value in opts.items():
+                    try:
+                        _normalize_options(table[0], {key: value})
+                        known[key] = value
+                    except (ValueError, TypeError, KeyError):
+                        pass
+                opts = known
+            sg.add_op(n.op_name, n.inputs, n.outputs, options=opts or None, version=n.version,
+                      intermediates=n.intermediates or None)
+    for s in plan.signatures:
+        b.signatures.append((s.key, dict(s.inputs), dict(s.outputs), s.subgraph_index))
+    return b
+
+
+SUBGRAPH_OPTION_KEYS = ("subgraph_index", "cond_subgraph_index", "body_subgraph_index", "then_subgraph_index",
+                        "else_subgraph_index", "init_subgraph_index")
+TYPES = [np.float32, np.int8, np.uint8, np.int16, np.int32, np.int64, np.bool_, np.float16, np.float64]
+
+
+def _hostile_scalar(f, rng: np.random.Generator):
+    if f.ctype == "Bool":
+        return bool(rng.integers(0, 2))
+    if f.ctype.startswith("Float"):
+        return float(rng.choice([np.nan, np.inf, -np.inf, 0.0, -1.0, 1e-30, 1e30, 0.5, 2.0, -0.5]))
+    if f.enum is not None:
+        return int(rng.choice([-1, 0, 1, 2, 3, 4, 5, 6, 7, 9, 100]))
+    lim = {"Int8": 127, "Uint8": 255, "Int16": 32767, "Uint16": 65535}.get(f.ctype, 2**31 - 1)
+    v = int(rng.choice([-(lim + 1) if not f.ctype.startswith("Uint") else 0, -2, -1, 0, 1, 2, 3, 4, 5, 7, 64,
+                        lim]))
+    return v
+
+
+def _mutate_options(b, rng) -> str:
+    from lite_numba.builder import _options_spec
+
+    ops = [(sg, op) for sg in b.subgraphs for op in sg.operators if op.options_table is not None]
+    if not ops:
+        return ""
+    sg, op = ops[int(rng.integers(len(ops)))]
+    spec = _options_spec(op.options_table)
+    fields = [f for f in spec.fields.values() if f.kind == "scalar"]
+    if not fields:
+        return ""
+    f = fields[int(rng.integers(len(fields)))]
+    values = [(g, v) for g, v in op.options_values if g.name != f.name]
+    nsub = len(b.subgraphs)
+    value = int(rng.choice([-1, 0, nsub - 1, nsub, 2**31 - 1])) if f.name in SUBGRAPH_OPTION_KEYS \
+        else _hostile_scalar(f, rng)
+    values.append((f, value))
+    op.options_values = values
+    return f"option {op.options_table}.{f.name}={value!r}"
+
+
+def _pick_tensor(b, rng, pred=lambda t: True):
+    cands = [(sg, i) for sg in b.subgraphs for i, t in enumerate(sg.tensors) if pred(t)]
+    return cands[int(rng.integers(len(cands)))] if cands else (None, None)
+
+
+def _mutate_shape(b, rng) -> str:
+    sg, i = _pick_tensor(b, rng)
+    if sg is None:
+        return ""
+    t = sg.tensors[i]
+    shape = list(t.shape)
+    kind = int(rng.integers(0, 5))
+    if kind == 0 and shape:
+        d = int(rng.integers(len(shape)))
+        shape[d] = max(0, shape[d] + int(rng.choice([-1, 1, 2])))
+    elif kind == 1 and shape:
+        shape[int(rng.integers(len(shape)))] = int(rng.choice([0, 1, 65536, 2**31 - 1, 2**20]))
+    elif kind == 2:
+        shape = shape[:-1]
+    elif kind == 3:
+        shape = shape + [int(rng.choice([1, 2, 3]))]
+    else:
+        rng.shuffle(shape)
+    t.shape = shape
+    if t.shape_signature is not None:
+        t.shape_signature = [s if s == -1 else d for s, d in zip(t.shape_signature, shape)] \
+            if len(t.shape_signature) == len(shape) else None
+    return f"shape {t.name} -> {shape}"
+
+
+def _mutate_quant(b, rng) -> str:
+    sg, i = _pick_tensor(b, rng)
+    if sg is None:
+        return ""
+    t = sg.tensors[i]
+    q = dict(t.quant) if t.quant is not None else {"scales": [0.1], "zero_points": [0], "quantized_dimension": 0,
+                                                   "min": None, "max": None}
+    kind = int(rng.integers(0, 6))
+    if kind == 0:
+        q["zero_points"] = [int(rng.choice([-1000, -129, 128, 255, 256, 2**40, -(2**40), 32768]))] * len(q["scales"])
+        what = f"zero_point {q['zero_points'][0]}"
+    elif kind == 1:
+        q["scales"] = [float(rng.choice([0.0, -0.1, np.nan, np.inf, 1e-38, 1e38]))] * len(q["scales"])
+        what = f"scale {q['scales'][0]}"
+    elif kind == 2:
+        q["quantized_dimension"] = int(rng.choice([-1, 1, 3, 7, 2**31 - 1]))
+        what = f"quantized_dimension {q['quantized_dimension']}"
+    elif kind == 3:
+        n = int(rng.choice([2, 3, 5, 16]))
+        q["scales"], q["zero_points"] = [0.05] * n, [0] * n
+        what = f"{n} channels"
+    elif kind == 4:
+        q["zero_points"] = q["zero_points"][:-1] or [0, 0]
+        what = "zero point count"
+    else:
+        t.quant = None
+        return f"quantization of {t.name} removed"
+    t.quant = q
+    return f"quantization of {t.name}: {what}"
+
+
+def _mutate_type(b, rng) -> str:
+    sg, i = _pick_tensor(b, rng)
+    if sg is None:
+        return ""
+    t = sg.tensors[i]
+    t.dtype = np.dtype(TYPES[int(rng.integers(len(TYPES)))])
+    return f"type {t.name} -> {t.dtype}"
+
+
+def _mutate_buffer(b, rng) -> str:
+    sg, i = _pick_tensor(b, rng, lambda t: t.buffer > 0)
+    if sg is None:
+        return ""
+    t = sg.tensors[i]
+    data = bytearray(b.buffers[t.buffer])
+    kind = int(rng.integers(0, 5))
+    if kind == 0:  # hostile values of the tensor's own type: indices, axes, shape constants
+        dt = np.dtype(t.dtype)
+        n = len(data) // max(dt.itemsize, 1)
+        if n:
+            arr = np.frombuffer(bytes(data), dt).copy()
+            k = int(rng.integers(0, n))
+            if dt.kind in "iu":
+                info = np.iinfo(dt)
+                arr[k] = int(rng.choice([info.min, info.max, -1 if info.min < 0 else 0, n, n + 1, 2**15 - 1
+                                         if info.bits >= 16 else 100]))
+            elif dt.kind == "f":
+                arr[k] = rng.choice([np.nan, np.inf, -np.inf, 1e30])
+            data = bytearray(arr.tobytes())
+        what = "value"
+    elif kind == 1:
+        data = data[: int(rng.integers(0, len(data) + 1))]
+        what = "truncated"
+    elif kind == 2:
+        data += bytes(int(rng.integers(1, 64)))
+        what = "extended"
+    elif kind == 3:
+        data = bytearray(rng.integers(0, 256, len(data), dtype=np.uint8).tobytes())
+        what = "random"
+    else:  # another tensor's buffer
+        others = [x.buffer for g in b.subgraphs for x in g.tensors if x.buffer > 0 and x.buffer != t.buffer]
+        if others:
+            t.buffer = int(rng.choice(others))
+            return f"buffer of {t.name} swapped"
+        what = "unchanged"
+    b.buffers[t.buffer] = bytes(data)
+    return f"buffer of {t.name} {what}"
+
+
+def _mutate_op_io(b, rng) -> str:
+    ops = [(sg, op) for sg in b.subgraphs for op in sg.operators]
+    if not ops:
+        return ""
+    sg, op = ops[int(rng.integers(len(ops)))]
+    n = len(sg.tensors)
+    lst_name = "inputs" if (rng.random() < 0.7 or not op.outputs) else "outputs"
+    lst = list(getattr(op, lst_name))
+    kind = int(rng.integers(0, 5))
+    if kind == 0 and len(lst) >= 2:
+        a, c = rng.choice(len(lst), 2, replace=False)
+        lst[a], lst[c] = lst[c], lst[a]
+    elif kind == 1 and lst:
+        lst[int(rng.integers(len(lst)))] = -1
+    elif kind == 2 and lst and n:
+        lst[int(rng.integers(len(lst)))] = int(rng.integers(0, n))
+    elif kind == 3 and lst:
+        lst.pop()
+    elif n:
+        lst.append(int(rng.integers(0, n)))
+    setattr(op, lst_name, lst)
+    return f"operator {lst_name} -> {lst}"
+
+
+def _mutate_wiring(b, rng) -> str:
+    sg = b.subgraphs[int(rng.integers(len(b.subgraphs)))]
+    n = len(sg.tensors)
+    which = "inputs" if rng.random() < 0.5 else "outputs"
+    lst = list(getattr(sg, which))
+    kind = int(rng.integers(0, 4))
+    if kind == 0 and lst:
+        lst.pop(int(rng.integers(len(lst))))
+    elif kind == 1 and n:
+        lst.append(int(rng.integers(0, n)))
+    elif kind == 2 and len(lst) >= 2:
+        lst.reverse()
+    elif n and lst:
+        lst[int(rng.integers(len(lst)))] = int(rng.integers(0, n))
+    setattr(sg, which, lst)
+    return f"subgraph {sg.index} {which} -> {lst}"
+
+
+def _mutate_variable(b, rng) -> str:
+    sg, i = _pick_tensor(b, rng)
+    if sg is None:
+        return ""
+    t = sg.tensors[i]
+    t.is_variable = not t.is_variable
+    return f"is_variable {t.name} -> {t.is_variable}"
+
+
+def _mutate_version(b, rng) -> str:
+    if not b.opcodes:
+        return ""
+    k = int(rng.integers(len(b.opcodes)))
+    kind, ident, ver = b.opcodes[k]
+    new = (kind, ident, int(rng.choice([1, 2, 3, 4, 7, 100])))
+    if new in b._opcode_index:
+        return ""
+    for sg in b.subgraphs:
+        for op in sg.operators:
+            if op.opcode_key == b.opcodes[k]:
+                op.opcode_key = new
+    del b._opcode_index[b.opcodes[k]]
+    b.opcodes[k] = new
+    b._opcode_index[new] = k
+    return f"version {ident} -> {new[2]}"
+
+
+def _mutate_custom(b, rng) -> str:
+    from flatbuffers import flexbuffers
+
+    ops = [op for sg in b.subgraphs for op in sg.operators if op.opcode_key[0] == "custom"]
+    if not ops:
+        return ""
+    op = ops[int(rng.integers(len(ops)))]
+    kind = int(rng.integers(0, 3))
+    if kind == 0:
+        op.custom_options = rng.integers(0, 256, int(rng.integers(0, 40)), dtype=np.uint8).tobytes()
+    elif kind == 1 and op.custom_options:
+        c = bytearray(op.custom_options)
+        c[int(rng.integers(len(c)))] ^= int(rng.integers(1, 256))
+        op.custom_options = bytes(c)
+    else:
+        op.custom_options = bytes(flexbuffers.Dumps({"x": int(rng.integers(-(2**31), 2**31)), "beta": float("nan")}))
+    return "custom options"
+
+
+SEMANTIC = {
+    "options": _mutate_options, "shape": _mutate_shape, "quantization": _mutate_quant, "type": _mutate_type,
+    "buffer": _mutate_buffer, "operator_io": _mutate_op_io, "wiring": _mutate_wiring,
+    "variable": _mutate_variable, "version": _mutate_version, "custom": _mutate_custom,
+}
+SEMANTIC_WEIGHTS = {"options": 4, "shape": 3, "quantization": 3, "type": 2, "buffer": 4, "operator_io": 3,
+                    "wiring": 2, "variable": 1, "version": 1, "custom": 1}
+
+
+def mutate_semantic(data: bytes, rng: np.random.Generator) -> tuple[bytes, str] | None:
+    try:
+        b = to_builder(data)
+    except Exception:  # noqa: BLE001 - a model the builder cannot hold (sparse, strings): no semantic mutants
+        return None
+    names = list(SEMANTIC)
+    p = np.array([SEMANTIC_WEIGHTS[n] for n in names], np.float64)
+    edits = []
+    for _ in range(int(rng.choice([1, 1, 1, 2, 3]))):
+        name = names[int(rng.choice(len(names), p=p / p.sum()))]
+        what = SEMANTIC[name](b, rng)
+        if what:
+            edits.append(f"{name}: {what}")
+    if not edits:
+        return None
+    try:
+        return b.build(), "; ".join(edits)
+    except Exception:  # noqa: BLE001 - the edit made records the writer refuses (e.g. a type it cannot write)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# comparison and classification
+
+BARE = re.compile(r"^(TypeError|IndexError|KeyError|AttributeError|OverflowError|ZeroDivisionError|"
+                  r"UnboundLocalError|NameError|AssertionError|RecursionError|SystemError|"
+                  r"UFuncTypeError|LinAlgError|NotImplementedError)|cannot convert float|"
+                  r"object has no attribute|unsupported operand|list index out of range|tuple index out of range|"
+                  r"not subscriptable|invalid literal|float division by zero|integer division or modulo by zero|"
+                  r"referenced before assignment|"
+                  r"index \d+ is out of bounds|out of bounds for axis|numba|Numba")
+
+
+def outputs_agree(ours: list, theirs: list) -> tuple[bool, str]:
+    if len(ours) != len(theirs):
+        return False, f"{len(ours)} invokes vs {len(theirs)}"
+    for k, (a_list, b_list) in enumerate(zip(ours, theirs)):
+        if len(a_list) != len(b_list):
+            return False, f"invoke {k}: {len(a_list)} outputs vs {len(b_list)}"
+        for j, (a, b) in enumerate(zip(a_list, b_list)):
+            a, b = np.asarray(a), np.asarray(b)
+            if a.shape != b.shape:
+                return False, f"invoke {k} output {j}: shape {a.shape} vs {b.shape}"
+            if a.dtype != b.dtype and not (a.dtype.kind == "O" or b.dtype.kind == "O"):
+                return False, f"invoke {k} output {j}: dtype {a.dtype} vs {b.dtype}"
+            if a.size == 0 or a.dtype.kind in "OSU":
+                continue
+            if a.dtype.kind == "f" or a.dtype.kind == "c":
+                scale = float(np.nanmax(np.abs(np.where(np.isfinite(b), b, 0)))) if b.size else 0.0
+                with np.errstate(all="ignore"):
+                    ok = np.isclose(a, b, rtol=1e-3, atol=1e-4 * max(1.0, scale), equal_nan=True)
+                if not ok.all():
+                    bad = np.argwhere(~ok)[0]
+                    return False, (f"invoke {k} output {j}: {int((~ok).sum())} of {a.size} differ, first at "
+                                   f"{bad.tolist()}: {a[tuple(bad)]} vs {b[tuple(bad)]}")
+            else:
+                diff = np.abs(a.astype(np.int64) - b.astype(np.int64))
+                tol = 1 if a.dtype in (np.int8, np.uint8, np.int16) else 0
+                if diff.max() > tol:
+                    bad = np.argwhere(diff > tol)[0]
+                    return False, (f"invoke {k} output {j}: {int((diff > tol).sum())} of {a.size} differ, "
+                                   f"max {int(diff.max())}, first at {bad.tolist()}: {a[tuple(bad)]} vs "
+                                   f"{b[tuple(bad)]}")
+    return True, ""
+
+
+def classify(ours: dict, theirs: dict, mode: str) -> tuple[str, str]:
+    so, st = ours["status"], theirs["status"]
+    if so == "crash":
+        return "ours_crash", f"{ours.get('returncode')} {ours.get('signal')}"
+    if so == "hang":
+        # an endless WHILE loop is the model's meaning (the official runtime loops too; max_while_iterations caps it)
+        return ("both_hang" if st == "hang" else "ours_hang"), ""
+    if so == "ran" and st == "ran":
+        ok, why = outputs_agree(ours["outputs"], theirs["outputs"])
+        if ok:
+            return "agree", ""
+        return ("disagree_extreme_inputs" if mode in ("nonfinite", "extremes") else "disagree"), why
+    if so == "ran":
+        return "ours_only", f"official {st}: {theirs.get('error', '')[:200]}"
+    if st == "ran":
+        return "official_only", ours.get("error", "")[:300]
+    return "both_refused", ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the campaign
+
+
+def campaign(args) -> dict:
+    from fuzz_sources import source_models
+
+    rng = np.random.default_rng(args.seed)
+    sources = source_models()
+    if args.only_model:
+        sources = [s for s in sources if args.only_model in s[0]]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="fuzz_", dir=out))
+    env = dict(os.environ)
+    env.setdefault("LITE_NUMBA_PROGRESS", "0")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that `finally` stops the workers
+    ours = Worker("ours", args.timeout, env)
+    official = Worker("official", args.official_timeout, env)
+    counts = collections.Counter()
+    per_class = {c: collections.Counter() for c in CLASSES}
+    bare = collections.Counter()
+    findings = []
+    refusals = {"official_only": [], "ours_only": []}  # who refused what the other ran (for review)
+    start = time.monotonic()
+    weights = np.array([args.structural, args.semantic, args.data], np.float64)
+    done = 0
+    try:
+        while done < args.count and (args.minutes <= 0 or time.monotonic() - start < args.minutes * 60):
+            name, src = sources[int(rng.integers(len(sources)))]
+            cls = CLASSES[int(rng.choice(3, p=weights / weights.sum()))]
+            mode = DATA_MODES[int(rng.integers(len(DATA_MODES)))] if cls == "data" else \
+                str(rng.choice(DATA_MODES, p=[0.6, 0.1, 0.1, 0.1, 0.1]))
+            if cls == "structural":
+                data, what = mutate_bytes(src, rng)
+            elif cls == "semantic":
+                m = mutate_semantic(src, rng)
+                if m is None:
+                    continue
+                data, what = m
+            else:
+                data, what = src, f"data {mode}"
+            i = done
+            done += 1
+            path = work / "mutant.tflite"
+            path.write_bytes(data)
+            req = {"path": str(path), "seed": int(rng.integers(2**31)), "mode": mode,
+                   "invokes": 3 if mode == "resize" else 2}
+            r_ours = dict(req, result=str(work / "ours.pkl"))
+            r_off = dict(req, result=str(work / "official.pkl"))
+            ours.send(r_ours)
+            official.send(r_off)
+            res_ours = ours.wait(r_ours, args.timeout)
+            res_off = official.wait(r_off, args.official_timeout)
+            kind, why = classify(res_ours, res_off, mode)
+            counts[kind] += 1
+            per_class[cls][kind] += 1
+            if res_off["status"] in ("crash", "hang"):
+                counts["official_" + res_off["status"]] += 1
+            err = res_ours.get("error", "")
+            if res_ours["status"] == "refused" and BARE.search(err):
+                bare[err[:160]] += 1
+                counts["bare_refusals"] += 1
+            if kind in ("ours_crash", "ours_hang", "both_hang", "disagree", "disagree_extreme_inputs") or \
+                    (res_ours["status"] == "refused" and BARE.search(err)):
+                case = out / f"case_{args.seed}_{i}_{kind}"
+                case.mkdir(exist_ok=True)
+                (case / "model.tflite").write_bytes(data)
+                (case / "case.json").write_text(json.dumps({
+                    "source": name, "class": cls, "mutation": what, "mode": mode, "seed": req["seed"],
+                    "invokes": req["invokes"], "kind": kind, "why": why, "ours": err or res_ours["status"],
+                    "official": res_off.get("error", res_off["status"])}, indent=1))
+                findings.append({"case": case.name, "source": name, "mutation": what, "kind": kind, "why": why,
+                                 "ours": err[:200]})
+            if kind in ("official_only", "ours_only") and len(refusals[kind]) < 400:
+                refusals[kind].append({"source": name, "mutation": what[:160], "mode": mode,
+                                       "refusal": (err if kind == "official_only" else
+                                                   res_off.get("error", res_off["status"]))[:240]})
+            if args.verbose:
+                print(f"{i:6d} {cls:10s} {mode:9s} {kind:14s} {name[:32]:32s} {what[:60]}", flush=True)
+            if args.progress and done % args.progress == 0:
+                write_summary(out, args, counts, per_class, bare, findings, refusals, start, done, ours, official)
+    finally:
+        ours.close()
+        official.close()
+    return write_summary(out, args, counts, per_class, bare, findings, refusals, start, done, ours, official)
+
+
+def write_summary(out, args, counts, per_class, bare, findings, refusals, start, done, ours, official) -> dict:
+    summary = {
+        "seed": args.seed, "mutants": done, "seconds": round(time.monotonic() - start, 1),
+        "totals": dict(counts), "per_class": {c: dict(v) for c, v in per_class.items()},
+        "bare_refusals": bare.most_common(40), "findings": findings[:500], "refusals": refusals,
+        "worker_starts": {"ours": ours.started, "official": official.started},
+    }
+    (out / f"summary_{args.seed}.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def replay(case_dir: str) -> None:
+    """Run a saved case in both runtimes in this process and print what each did."""
+    case = json.loads((Path(case_dir) / "case.json").read_text())
+    req = {"path": str(Path(case_dir) / "model.tflite"), "seed": case["seed"], "mode": case["mode"],
+           "invokes": case["invokes"]}
+    for runtime in ("ours", "official"):
+        res = run_request(runtime, req)
+        print(runtime, res["status"], res.get("error", ""))
+        for k, outs in enumerate(res.get("outputs", [])):
+            for j, o in enumerate(outs):
+                print(f"  invoke {k} output {j}: {o.dtype} {o.shape} {np.array2string(o.ravel()[:8])}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", choices=["ours", "official"], help=argparse.SUPPRESS)
+    ap.add_argument("--replay", metavar="CASE_DIR")
+    ap.add_argument("--count", type=int, default=1000)
+    ap.add_argument("--minutes", type=float, default=0, help="stop after this long (0: no limit)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default="fuzz_out")
+    ap.add_argument("--timeout", type=float, default=180, help="seconds for lite-numba per mutant (compiles)")
+    ap.add_argument("--official-timeout", type=float, default=60)
+    ap.add_argument("--structural", type=float, default=0.3)
+    ap.add_argument("--semantic", type=float, default=0.45)
+    ap.add_argument("--data", type=float, default=0.25)
+    ap.add_argument("--only-model", default="")
+    ap.add_argument("--progress", type=int, default=100, help="write the summary every N mutants")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    if args.worker:
+        worker_main(args.worker)
+        return
+    if args.replay:
+        replay(args.replay)
+        return
+    summary = campaign(args)
+    print(json.dumps({k: summary[k] for k in ("seed", "mutants", "seconds", "totals", "per_class",
+                                              "worker_starts")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The fuzzing campaign's CI slice: a fixed seed, a few minutes, both runtimes in child processes. Our crashes, our
+hangs and disagreements where both ran must be zero. The long campaign is `python scripts/fuzz_campaign.py`
+(SECURITY.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+
+import fuzz_campaign  # noqa: E402
+import fuzz_sources  # noqa: E402
+
+SLICE_SEED = 20261202
+SLICE_COUNT = 80
+
+
+def test_sources_cover_what_the_campaign_needs():
+    names = [n for n, _ in fuzz_sources.source_models()]
+    built = [n for n in names if n.startswith("built:")]
+    assert len(built) >= 40, len(built)
+    for family in ("int16", "hybrid", "while", "if_", "variable", "lstm", "svdf", "custom", "gather", "scatter",
+                   "segment", "uint8", "int8"):
+        assert any(family in n for n in built), family
+
+
+@pytest.mark.parametrize("name", sorted(fuzz_sources.RECIPES))
+def test_built_sources_run_and_agree_with_the_official_runtime(name, tmp_path, official):
+    """Every built source is a valid model: both runtimes run it unmutated and agree (custom ops the official
+    builtin resolver lacks run in ours only)."""
+    path = tmp_path / "m.tflite"
+    path.write_bytes(fuzz_sources.RECIPES[name]())
+    req = {"path": str(path), "seed": 5, "mode": "normal", "invokes": 2}
+    ours, theirs = fuzz_campaign.run_request("ours", req), fuzz_campaign.run_request("official", req)
+    kind, why = fuzz_campaign.classify(ours, theirs, "normal")
+    if name.startswith("custom_"):
+        assert kind == "ours_only", (kind, theirs)
+    else:
+        assert kind in ("agree", "both_refused"), (kind, why, ours.get("error"), theirs.get("error"))
+
+
+def test_output_comparison_tells_agreement_from_disagreement():
+    a = [[np.array([1.0, np.nan, 3.0], np.float32), np.array([5, 6], np.int8)]]
+    assert fuzz_campaign.outputs_agree(a, [[np.array([1.0, np.nan, 3.0001], np.float32), np.array([5, 7], np.int8)]])[0]
+    assert not fuzz_campaign.outputs_agree(a, [[np.array([1.0, 0.0, 3.0], np.float32), a[0][1]]])[0]
+    assert not fuzz_campaign.outputs_agree(a, [[a[0][0], np.array([5, 8], np.int8)]])[0]
+    assert not fuzz_campaign.outputs_agree(a, [[a[0][0][:2], a[0][1]]])[0]
+    crash = {"status": "crash", "returncode": -11, "signal": "SIGSEGV"}
+    assert fuzz_campaign.classify(crash, {"status": "ran", "outputs": a}, "normal")[0] == "ours_crash"
+    assert fuzz_campaign.classify({"status": "hang"}, {"status": "refused"}, "normal")[0] == "ours_hang"
+    assert fuzz_campaign.classify({"status": "refused", "error": "x"}, {"status": "ran", "outputs": a},
+                                  "normal")[0] == "official_only"
+
+
+def test_campaign_slice_has_no_crash_hang_or_disagreement(tmp_path, official):
+    env = dict(os.environ, LITE_NUMBA_PROGRESS="0")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "fuzz_campaign.py"), "--count", str(SLICE_COUNT), "--seed",
+         str(SLICE_SEED), "--out", str(tmp_path), "--timeout", "300", "--progress", "0"],
+        capture_output=True, text=True, timeout=3600, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads((tmp_path / f"summary_{SLICE_SEED}.json").read_text())
+    print(json.dumps({k: summary[k] for k in ("mutants", "seconds", "totals", "per_class")}, indent=1))
+    totals = summary["totals"]
+    assert summary["mutants"] == SLICE_COUNT
+    assert set(summary["per_class"]) == {"structural", "semantic", "data"}
+    assert all(sum(v.values()) > 0 for v in summary["per_class"].values()), summary["per_class"]
+    bad = {k: totals.get(k, 0) for k in ("ours_crash", "ours_hang", "disagree")}
+    assert bad == {"ours_crash": 0, "ours_hang": 0, "disagree": 0}, summary["findings"]
+    assert totals.get("agree", 0) > 0
