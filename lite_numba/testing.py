@@ -251,3 +251,31 @@ def check_same(model: bytes, inputs: Sequence[np.ndarray]) -> None:
     for o, r in zip(ours, ref):
         assert (o.dtype, o.shape) == (r.dtype, r.shape)
         assert o.tobytes() == r.tobytes()
+
+
+def one_op(op: str, inputs: Sequence[Any], output: Any, options: dict | None = None, version: int = 1) -> bytes:
+    """The flatbuffer of a model with one operator (the tests' one helper for single-op models).
+
+    ``inputs``: for each operator input, an ``np.ndarray`` (a constant tensor), ``None`` (an omitted optional
+    input, index -1), or a spec ``(dtype, shape)`` / ``(dtype, shape, quant)`` (a graph input, in order).
+    ``output``: one spec ``(dtype, shape[, quant])``, or a list of them for several outputs (all graph outputs).
+    """
+    from lite_numba.builder import ModelBuilder
+
+    b = ModelBuilder()
+    ids = []
+    for i, spec in enumerate(inputs):
+        if spec is None:
+            ids.append(-1)
+        elif isinstance(spec, np.ndarray):
+            ids.append(b.add_const(f"c{i}", spec))
+        else:
+            ids.append(b.add_input(f"x{i}", spec[0], [int(s) for s in spec[1]],
+                                   quant=spec[2] if len(spec) > 2 else None))
+    specs = output if isinstance(output, list) else [output]
+    outs = [b.add_tensor(f"y{k}" if len(specs) > 1 else "y", spec[0], [int(s) for s in spec[1]],
+                         quant=spec[2] if len(spec) > 2 else None) for k, spec in enumerate(specs)]
+    b.add_op(op, ids, outs, options=options or {}, version=version)
+    for y in outs:
+        b.mark_output(y)
+    return b.build()

@@ -1,11 +1,12 @@
 """The fast DEPTHWISE_CONV_2D kernels (kernels/dwconv.py, kernels/dwconv_simd.py) against the official runtime.
 
-Each case runs on every instruction-set level of kernels.isa.LEVELS (the isa_level fixture; a level this CPU lacks is
-skipped with the missing features named), each time in a new Interpreter: float32 within the "accumulation"
+Each case runs on every instruction-set level of kernels.isa.LEVELS (the isa_level fixture; a level this CPU lacks
+is skipped with the missing features named), each time in a new Interpreter: float32 within the "accumulation"
 tolerance of lite_numba.testing.TOLERANCES, int8 / uint8 bit-exact; the cross-path checks (simd_level) also require
-each non-portable level to give the portable path's bytes. Shapes cover windows 1..5, strides 1-2, dilation, SAME/VALID, depth multipliers 1 and 2, channel counts
-that are not multiples of the vector width (including a 16-channel block straddling the requantization's
-vector/scalar boundary), batches > 1, fused activations, per-channel and per-tensor scales and zero points.
+each non-portable level to give the portable path's bytes. Shapes cover windows 1..5, strides 1-2, dilation,
+SAME/VALID, depth multipliers 1 and 2, channel counts that are not multiples of the vector width (including a
+16-channel block straddling the requantization's vector/scalar boundary), batches > 1, fused activations, per-
+channel and per-tensor scales and zero points.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels import fixedpoint as fx
@@ -59,7 +60,7 @@ def int8_values(extra: int, rng) -> np.ndarray:
     return np.concatenate([np.arange(-128, 128), rng.integers(-128, 128, extra)]).astype(np.int8)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(log_in=st.floats(-6, 3), log_out=st.floats(-6, 3), zin=st.integers(-128, 127), zout=st.integers(-128, 127),
        seed=st.integers(0, 2 ** 16))
 def test_requantize_int8_multipliers(log_in, log_out, zin, zout, seed):
@@ -70,7 +71,7 @@ def test_requantize_int8_multipliers(log_in, log_out, zin, zout, seed):
     assert_same(model, [x])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(log_in=st.floats(-6, -1), log_out=st.floats(-4, 1), zout=st.integers(-128, 127), seed=st.integers(0, 2 ** 16))
 def test_requantize_int16_to_int8_multipliers(log_in, log_out, zout, seed):
     rng = np.random.default_rng(seed)
@@ -79,7 +80,7 @@ def test_requantize_int16_to_int8_multipliers(log_in, log_out, zout, seed):
     assert_same(model, [x])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(op=st.sampled_from(["ADD", "MUL"]), logs=st.tuples(st.floats(-3, 0), st.floats(-3, 0), st.floats(-3, 0)),
        zps=st.tuples(st.integers(-128, 127), st.integers(-128, 127), st.integers(-128, 127)),
        seed=st.integers(0, 2 ** 16))
@@ -114,7 +115,7 @@ def test_quantize_multiplier_known_values():
     assert q < 0 and (q, s) == (-fx.quantize_multiplier(0.3)[0], fx.quantize_multiplier(0.3)[1])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.lists(st.integers(-(1 << 31), (1 << 31) - 1), min_size=2, max_size=2),
        st.floats(1e-9, 1e3), st.integers(0, 31))
 def test_scalar_and_array_helpers_agree(ab, m, e):

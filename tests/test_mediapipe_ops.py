@@ -10,6 +10,7 @@ import struct
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lite_numba.plugins.mediapipe import transpose_conv_bias_geometry
@@ -23,7 +24,7 @@ from lite_numba.testing import assert_close, require_official, run_official
 require_official()
 
 SAME, VALID = 1, 2
-FEW = settings(max_examples=30, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FEW = settings(max_examples=scaled(30), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _custom_model(x_shape, w, bias, padding, sh, sw, out_shape, const_weights=True) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.quantized_elementwise import prepare_quantized, process_broadcast_shapes
@@ -113,7 +114,7 @@ SHAPE_PAIRS = [
 ]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(data=st.data())
 def test_add_sub_mul_all_types(data):
     """ADD/SUB/MUL int8/uint8/int16 with broadcasting and fused activations."""
@@ -130,7 +131,7 @@ def test_add_sub_mul_all_types(data):
     assert_same(model, [random_values(rng, dtype, s1), random_values(rng, dtype, s2)])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(data=st.data())
 def test_add_mul_saturating_output(data):
     """Tiny output scales: the official vector code narrows to int16 (wrapping or saturating) before adding the
@@ -154,7 +155,7 @@ def test_add_sub_int16_power_of_two_scales(op, shifts):
     assert_same(model, [random_values(rng, np.int16, [3, 41]), random_values(rng, np.int16, [3, 41])])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(data=st.data())
 def test_squared_difference_maximum_minimum(data):
     op = data.draw(st.sampled_from(["SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM"]))
@@ -166,7 +167,7 @@ def test_squared_difference_maximum_minimum(data):
     assert_same(model, [random_values(rng, dtype, s1), random_values(rng, dtype, s2)])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(data=st.data())
 def test_table_activations_8bit(data):
     """LUT and integer activations over every input value of int8/uint8."""
@@ -190,7 +191,7 @@ def test_table_activations_8bit(data):
     assert_same(unary_model(op, dtype, [x.size], qin, qout, options=options, version=VERSION8.get(op, 2)), [x])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(data=st.data())
 def test_int16_activations(data):
     """int16: LOGISTIC/TANH (power-of-two and general input scales), LUT ops, RELU*, LEAKY_RELU."""
@@ -210,7 +211,7 @@ def test_int16_activations(data):
     assert_same(model, [x])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(data=st.data())
 def test_softmax(data):
     """SOFTMAX int8/uint8 -> 8-bit or int16, int16 -> int16, with beta; LOG_SOFTMAX int8/uint8."""
@@ -232,7 +233,7 @@ def test_softmax(data):
     assert_same(model, [x])
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=scaled(15), deadline=None)
 @given(data=st.data())
 def test_prelu(data):
     dtype = data.draw(st.sampled_from([np.int8, np.uint8, np.int16]))
@@ -305,7 +306,7 @@ def test_error_rsqrt_negative_input_at_run_time():
         run_ours(model, [x])
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=scaled(12), deadline=None)
 @given(data=st.data())
 def test_add_mul_8bit_pair_tables(data):
     """Same-shape 8-bit ADD / MUL of at least PAIR_TABLE_MIN_SIZE elements run as a 256 x 256 table of the same

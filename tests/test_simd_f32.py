@@ -1,13 +1,14 @@
 """The float32 kernels of kernels/simd_f32.py (CONV_2D with one group, FULLY_CONNECTED, BATCH_MATMUL) against the
 official runtime.
 
-Every case runs on every instruction-set level of kernels.isa.LEVELS (LITE_NUMBA_ISA set by the isa_level fixture;
-a level this CPU lacks is skipped with the missing features named), each in a new Interpreter, and the output must
-match the official builtin kernels within the "accumulation" tolerance of lite_numba.testing.TOLERANCES. The shapes cover the micro-kernel's remainders: rows (output pixels, batches) not a multiple of the 6-row
-tile, columns not a multiple of the 16/32-column panels (masked stores), depths of any length, strides, dilations
-(a segment per tap when the width dilation is > 1), SAME/VALID padding (the padded input copy), batches, fused
-activations, missing bias, weights known only at run time (packed by a scheduled call), FULLY_CONNECTED with
-keep_num_dims and BATCH_MATMUL with adj_x/adj_y and broadcast batches.
+Every case runs on every instruction-set level of kernels.isa.LEVELS (LITE_NUMBA_ISA set by the isa_level fixture; a
+level this CPU lacks is skipped with the missing features named), each in a new Interpreter, and the output must
+match the official builtin kernels within the "accumulation" tolerance of lite_numba.testing.TOLERANCES. The shapes
+cover the micro-kernel's remainders: rows (output pixels, batches) not a multiple of the 6-row tile, columns not a
+multiple of the 16/32-column panels (masked stores), depths of any length, strides, dilations (a segment per tap
+when the width dilation is > 1), SAME/VALID padding (the padded input copy), batches, fused activations, missing
+bias, weights known only at run time (packed by a scheduled call), FULLY_CONNECTED with keep_num_dims and
+BATCH_MATMUL with adj_x/adj_y and broadcast batches.
 """
 
 from __future__ import annotations
