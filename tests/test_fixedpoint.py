@@ -14,23 +14,15 @@ from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels import fixedpoint as fx
-from lite_numba.kernels.quantized_elementwise import prepare_quantized
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.ops import OpKernel
-from lite_numba.resolver import BuiltinOpResolver
 from lite_numba.testing import require_official, run_official
 
 require_official()
 
-RESOLVER = BuiltinOpResolver()
-for _op in ("ADD", "MUL"):
-    RESOLVER.add_builtin(_op, OpKernel("quantized", prepare_quantized), 1, 10)
-
-
 def run_ours(model: bytes, inputs):
-    it = Interpreter(model_content=model, op_resolver=RESOLVER)
+    it = Interpreter(model_content=model)  # the default registry and its version table
     it.allocate_tensors()
     for d, a in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], a)

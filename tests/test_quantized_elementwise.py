@@ -1,9 +1,9 @@
 """Quantized elementwise ops and activations (int8 / uint8 / int16) against the official runtime, bit-exact.
 
 Every model is a one-op model run in the official runtime (BUILTIN_WITHOUT_DEFAULT_DELEGATES) and in ours through
-a resolver that sends quantized inputs straight to quantized_elementwise.prepare_quantized, so the maths is tested
-independently of the float kernels' dispatch (scripts/parity.py covers the registry path). Sizes are chosen so
-that both the official kernels' vector blocks and their scalar tails are exercised.
+the default resolver (the registry's kernels and version table: what users get; a version the table does not
+accept fails the test). Sizes are chosen so that both the official kernels' vector blocks and their scalar tails are
+exercised.
 """
 
 from __future__ import annotations
@@ -13,34 +13,16 @@ import pytest
 from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels.quantized_elementwise import prepare_quantized, process_broadcast_shapes
+from lite_numba.kernels.quantized_elementwise import process_broadcast_shapes
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.ops import OpKernel
-from lite_numba.resolver import BuiltinOpResolver
 from lite_numba.testing import require_official, run_official
 
 require_official()
 
-QUANTIZED_OPS = ["ADD", "SUB", "MUL", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "EXP", "LOG", "RSQRT", "SQRT",
-                 "ABS", "LOGISTIC", "TANH", "SOFTMAX", "LOG_SOFTMAX", "HARD_SWISH", "GELU", "ELU", "LEAKY_RELU",
-                 "PRELU", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1"]
-
-
-def _resolver() -> BuiltinOpResolver:
-    r = BuiltinOpResolver()
-    kernel = OpKernel("quantized", prepare_quantized)
-    for op in QUANTIZED_OPS:
-        r.add_builtin(op, kernel, 1, 10)
-    return r
-
-
-RESOLVER = _resolver()
-
-
 def run_ours(model: bytes, inputs):
-    it = Interpreter(model_content=model, op_resolver=RESOLVER)
+    it = Interpreter(model_content=model)
     it.allocate_tensors()
     for d, a in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], a)
