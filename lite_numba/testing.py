@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from .builder import ModelBuilder
 from .interpreter import Interpreter
 
-__all__ = ["assert_close", "official_interpreter", "require_official", "run_official"]
+__all__ = ["TOLERANCES", "assert_close", "assert_outputs_close", "check_same", "official_interpreter", "one_op",
+           "random_array", "require_official", "run_official", "run_ours"]
 
 
 def require_official() -> ModuleType:
@@ -110,39 +112,115 @@ def _abs_diff(ours: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return d
 
 
-def assert_close(ours: Any, ref: Any, tol: float = 1e-5) -> None:
-    """Assert shapes and dtypes match and ``max|ours-ref| <= tol*max(1, max|ref|)``.
+class Tolerance(NamedTuple):
+    """One op family's float criterion: |ours - ref| <= rtol * |ref| + atol_scale * max|ref| per element."""
 
-    NaNs must coincide; infinities must coincide with the same sign.  Integer
-    and bool outputs use the same rule (so small ``tol`` means exact match).
+    rtol: float
+    atol_scale: float
+    why: str
+
+
+# Float tolerances by op family, in ONE place: assert_close(..., family=NAME) looks them up. The criterion is per
+# element, |ours - ref| <= rtol * |ref| + atol with atol = atol_scale * max|ref| (the largest finite |ref| of the
+# whole output): relative where the value is not small compared with the output, and an absolute floor tied to the
+# output's scale where it is (an element near zero that came out of a cancellation carries the rounding error of the
+# large terms it cancelled, which is of the order of the output's scale, not of the element). No floor of 1: an
+# output of 1e-4 is held to 1e-4 * 1e-5, so a 5% error there fails.
+TOLERANCES: dict[str, Tolerance] = {
+    "exact": Tolerance(0.0, 0.0, "no arithmetic, or the same single rounding as the official kernel: data movement, "
+                                 "min/max, relu family, comparisons-to-float, casts, quantize, dequantize"),
+    "elementwise": Tolerance(2e-6, 1e-6, "one or two roundings per element (add/sub/mul/div/sqrt/rsqrt/square, "
+                                         "squared difference); operations may be fused or reordered (x*(1/y))"),
+    "transcendental": Tolerance(1e-5, 1e-6, "exp/log/tanh/logistic/sin/cos/gelu/pow/elu: libm or our polynomial vs "
+                                            "the official kernel's own approximation, a few ulp apart"),
+    "accumulation": Tolerance(1e-5, 1e-5, "dot products and sums (conv, depthwise, FC, batch matmul, transpose conv, "
+                                          "average pool, mean/sum, softmax, normalization): vector lanes and tiles "
+                                          "sum in another order than the official kernels; the error is relative to "
+                                          "the terms, i.e. to the output's scale"),
+    "sequence": Tolerance(1e-4, 1e-4, "recurrent and hybrid ops (LSTM/GRU/RNN/SVDF, dynamic-range quantized): "
+                                      "accumulation errors compound over time steps, and hybrid ops re-quantize "
+                                      "their inputs, where one rounding step may flip"),
+    "model": Tolerance(1e-4, 1e-4, "whole networks: tens of accumulating layers, each reordering its sums"),
+}
+DEFAULT_FAMILY = "accumulation"
+
+
+def _criterion(family: str | None, tol: float | None, rtol: float | None, atol: float | None,
+               ref_mag: float) -> tuple[float, float, str]:
+    """(rtol, absolute atol, description) from a family name or explicit values (tol sets rtol = atol_scale)."""
+    if family is not None:
+        if family not in TOLERANCES:
+            raise ValueError(f"unknown tolerance family {family!r}: expected one of {', '.join(TOLERANCES)}")
+        t = TOLERANCES[family]
+        r, a_scale, name = t.rtol, t.atol_scale, family
+    elif tol is not None:
+        r, a_scale, name = tol, tol, f"tol={tol:g}"
+    else:
+        t = TOLERANCES[DEFAULT_FAMILY]
+        r, a_scale, name = t.rtol, t.atol_scale, DEFAULT_FAMILY
+    if rtol is not None:
+        r = rtol
+    a = a_scale * ref_mag if atol is None else atol
+    return float(r), float(a), name
+
+
+def assert_close(ours: Any, ref: Any, tol: float | None = None, *, family: str | None = None,
+                 rtol: float | None = None, atol: float | None = None, what: str = "") -> None:
+    """Assert shapes and dtypes match, then: integers and bools exactly equal; floats within
+    ``|ours - ref| <= rtol * |ref| + atol`` for every element.
+
+    The float criterion comes from ``family`` (a key of TOLERANCES, where each family's values and reasons are
+    written down), or from ``tol`` (``rtol = tol`` and ``atol = tol * max|ref|``), else the default family
+    (``accumulation``); ``rtol``/``atol`` (absolute) override either. ``atol`` defaults to a fraction of the output's
+    scale (its largest finite ``|ref|``), never to an absolute 1. NaNs must coincide; infinities must coincide with
+    the same sign. ``what`` prefixes the message (which output, which path).
     """
     ours = np.asarray(ours)
     ref = np.asarray(ref)
+    head = f"{what}: " if what else ""
     if ours.shape != ref.shape:
-        raise AssertionError(f"shape mismatch: ours {ours.shape} vs ref {ref.shape}")
+        raise AssertionError(f"{head}shape mismatch: ours {ours.shape} vs ref {ref.shape}")
     if ours.dtype != ref.dtype:
-        raise AssertionError(f"dtype mismatch: ours {ours.dtype} vs ref {ref.dtype}")
+        raise AssertionError(f"{head}dtype mismatch: ours {ours.dtype} vs ref {ref.dtype}")
     if ref.size == 0:
         return
     diff = _abs_diff(ours, ref)
-    if ref.dtype.kind == "b":
-        ref_mag = 1.0
+    if ref.dtype.kind in "biu":  # integers and bools: exact, whatever tol says
+        bound = np.zeros(diff.shape)
+        crit = "exact (integer)"
+        ref_mag = 0.0
     else:
-        mags = np.abs(ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64))
+        mags = np.atleast_1d(np.abs(ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)))
         finite = mags[np.isfinite(mags)]
         ref_mag = float(finite.max()) if finite.size else 0.0
-    bound = tol * max(1.0, ref_mag)
-    worst = int(np.argmax(diff))
-    max_err = float(diff.flat[worst])
-    if not max_err <= bound:
+        r, a, name = _criterion(family, tol, rtol, atol, ref_mag)
+        with np.errstate(invalid="ignore"):
+            bound = r * np.where(np.isfinite(mags), mags, 0.0) + a
+        crit = f"{name}: rtol={r:g}, atol={a:.3g}"
+    bad = ~(diff <= bound)
+    if bad.any():
+        excess = np.where(bad, diff - bound, -np.inf)
+        worst = int(np.argmax(excess))
         idx = np.unravel_index(worst, ref.shape) if ref.ndim else ()
-        n_bad = int(np.count_nonzero(diff > bound))
+        max_err = float(diff.flat[worst])
+        refv = ref.flat[worst] if ref.ndim else ref[()]
+        oursv = ours.flat[worst] if ours.ndim else ours[()]
+        rel = max_err / abs(float(refv)) if ref.dtype.kind == "f" and refv != 0 else float("inf")
         raise AssertionError(
-            f"max abs error {max_err:.6g} > tolerance {bound:.6g} "
-            f"(tol={tol:g}, max|ref|={ref_mag:.6g}); worst at index {tuple(int(i) for i in idx)}: "
-            f"ours={ours.flat[worst]!r}, ref={ref.flat[worst]!r}; "
-            f"{n_bad}/{ref.size} elements out of tolerance; shape {ref.shape}, dtype {ref.dtype}"
+            f"{head}{int(bad.sum())}/{ref.size} elements out of tolerance ({crit}, max|ref|={ref_mag:.6g}); "
+            f"worst at index {tuple(int(i) for i in idx)}: ours={oursv!r}, ref={refv!r}, |diff|={max_err:.6g} "
+            f"(relative {rel:.3g}, bound {float(bound.flat[worst]):.3g}); max |diff| overall "
+            f"{float(diff.max()):.6g}; shape {ref.shape}, dtype {ref.dtype}"
         )
+
+
+def assert_outputs_close(ours: Sequence[Any], refs: Sequence[Any], tol: float | None = None, *,
+                         family: str | None = None, what: str = "") -> None:
+    """assert_close on each pair of a list of outputs (same count), naming the output index on failure."""
+    if len(ours) != len(refs):
+        raise AssertionError(f"{what}: {len(ours)} outputs vs {len(refs)} in the reference")
+    for k, (o, r) in enumerate(zip(ours, refs)):
+        assert_close(o, r, tol, family=family, what=f"{what} output {k}".strip())
 
 
 def random_array(rng: np.random.Generator, dtype, shape) -> np.ndarray:
@@ -174,3 +252,29 @@ def check_same(model: bytes, inputs: Sequence[np.ndarray]) -> None:
     for o, r in zip(ours, ref):
         assert (o.dtype, o.shape) == (r.dtype, r.shape)
         assert o.tobytes() == r.tobytes()
+
+
+def one_op(op: str, inputs: Sequence[Any], output: Any, options: dict | None = None, version: int = 1) -> bytes:
+    """The flatbuffer of a model with one operator (the tests' one helper for single-op models).
+
+    ``inputs``: for each operator input, an ``np.ndarray`` (a constant tensor), ``None`` (an omitted optional
+    input, index -1), or a spec ``(dtype, shape)`` / ``(dtype, shape, quant)`` (a graph input, in order).
+    ``output``: one spec ``(dtype, shape[, quant])``, or a list of them for several outputs (all graph outputs).
+    """
+    b = ModelBuilder()
+    ids = []
+    for i, spec in enumerate(inputs):
+        if spec is None:
+            ids.append(-1)
+        elif isinstance(spec, np.ndarray):
+            ids.append(b.add_const(f"c{i}", spec))
+        else:
+            ids.append(b.add_input(f"x{i}", spec[0], [int(s) for s in spec[1]],
+                                   quant=spec[2] if len(spec) > 2 else None))
+    specs = output if isinstance(output, list) else [output]
+    outs = [b.add_tensor(f"y{k}" if len(specs) > 1 else "y", spec[0], [int(s) for s in spec[1]],
+                         quant=spec[2] if len(spec) > 2 else None) for k, spec in enumerate(specs)]
+    b.add_op(op, ids, outs, options=options or {}, version=version)
+    for y in outs:
+        b.mark_output(y)
+    return b.build()

@@ -1,25 +1,59 @@
-"""Shared fixtures: where the bundled models live, and the official runtime (the oracle)."""
+"""Shared fixtures: where the bundled models live, the official runtime (the oracle), the instruction-set levels
+the SIMD tests run on, and the Hypothesis profiles.
+
+Hypothesis profiles (``pytest --hypothesis-profile=NAME``):
+
+- ``ci`` (the default, locally and under ``CI=true``): derandomized, so a run is reproducible; each test's own
+  ``max_examples`` (given through ``scaled(n)``).
+- ``long``: ten times the examples of every test, random (a new part of the space each run); for nightly runs
+  and before a release.
+
+``pytest --hypothesis-show-statistics`` prints, per test, how many examples ran, how many were rejected by
+``assume()`` and where the time went.
+"""
 
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 DATA = Path(__file__).parent / "data"
 MODELS = DATA / "models"
-# The development machines and CI have the team's shared folder beside the repository (with the large models).
+# The development machines have the team's shared folder beside the repository (with the larger models); a fresh
+# clone (and CI) does not, and every model-level test must run without it.
 SHARED_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+
+settings.register_profile("ci", max_examples=100, derandomize=True, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=1000, derandomize=False, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")  # --hypothesis-profile=long replaces it (the plugin loads it before tests are imported)
+
+
+def scaled(n: int) -> int:
+    """A test's example count under the profile in force: n in ``ci``, 10 n in ``long``."""
+    return max(1, n * settings.default.max_examples // 100)
+
+
+def in_ci() -> bool:
+    """True under CI=true (or any non-empty CI): skips that would hide a missing oracle or model become failures."""
+    return bool(os.environ.get("CI"))
 
 
 def model_path(name: str) -> Path:
-    """A bundled model, or one from ../shared/models (skips when neither exists)."""
+    """A bundled model, or one from ../shared/models (skips when neither exists; fails under CI)."""
     for folder in (MODELS, SHARED_MODELS):
         p = folder / f"{name}.tflite"
         if p.exists():
             return p
-    pytest.skip(f"model {name} is not bundled and ../shared/models is absent")
+    msg = f"model {name} is not bundled in tests/data/models and ../shared/models has no copy"
+    if in_ci():
+        pytest.fail(msg)
+    pytest.skip(msg)
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +64,58 @@ def official():
     return require_official()
 
 
+# --- instruction-set levels ------------------------------------------------------------------------------------
+
+
+def isa_params(exclude: tuple[str, ...] = ()) -> list:
+    """One pytest param per level in kernels.isa.LEVELS (so a level added there is tested without editing the
+    tests); a level this CPU cannot run is a skip naming the missing CPU features (pytest -rs lists them)."""
+    from lite_numba.kernels.base import isa
+
+    out = []
+    for level in isa.LEVELS:
+        if level in exclude:
+            continue
+        marks = ()
+        if not isa.supports(level):
+            marks = pytest.mark.skip(reason=f"ISA level {level} not run: this CPU lacks "
+                                            f"{', '.join(isa.missing_features(level))}")
+        out.append(pytest.param(level, marks=marks, id=level))
+    return out
+
+
+@pytest.fixture(params=isa_params())
+def isa_level(request, monkeypatch) -> str:
+    """Every ISA level in turn (LITE_NUMBA_ISA set for the test's interpreters)."""
+    monkeypatch.setenv("LITE_NUMBA_ISA", request.param)
+    return request.param
+
+
+@pytest.fixture(params=isa_params(exclude=("portable",)))
+def simd_level(request) -> str:
+    """Every level but portable, for the cross-path checks (this level's result against the portable one)."""
+    return request.param
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def pytest_report_header(config):
-    return f"lite-numba models: {MODELS} (+ {SHARED_MODELS if SHARED_MODELS.exists() else 'no shared models'}); " \
-           f"CI={os.environ.get('CI', '')}"
+    from lite_numba.kernels.base import isa
+
+    supported = isa.supported_levels()
+    skipped = [f"{lv} (lacks {', '.join(isa.missing_features(lv))})" for lv in isa.LEVELS if lv not in supported]
+    return [
+        f"lite-numba CPU: {_cpu_model()} ({platform.machine()}, {os.cpu_count()} CPUs); default ISA level "
+        f"{isa.best_level()}, LITE_NUMBA_ISA={os.environ.get('LITE_NUMBA_ISA', '') or '(unset)'}",
+        f"lite-numba ISA levels exercised: {', '.join(supported)}; not run here: {'; '.join(skipped) or 'none'}",
+        f"lite-numba models: {MODELS} (+ {SHARED_MODELS if SHARED_MODELS.exists() else 'no ../shared/models'}); "
+        f"CI={os.environ.get('CI', '')}; hypothesis profile {settings.get_current_profile_name()}",
+    ]

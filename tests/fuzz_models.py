@@ -7,6 +7,7 @@ the test sees as a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -36,7 +37,7 @@ def main() -> None:
     from lite_numba import Interpreter
 
     rng = np.random.default_rng(1234)
-    stats = {"error": 0, "ran": 0}
+    stats = {"error": 0, "ran": 0, "ran_by_model": {}}
     for i in range(count):
         path = models[i % len(models)]
         data = mutate(open(path, "rb").read(), rng)
@@ -57,11 +58,13 @@ def main() -> None:
             stats["error"] += 1
             continue
         stats["ran"] += 1
-        base = os.path.join(out_dir, f"v{i}")
+        source = os.path.splitext(os.path.basename(path))[0]
+        stats["ran_by_model"][source] = stats["ran_by_model"].get(source, 0) + 1
+        base = os.path.join(out_dir, f"v{i}_{source}")
         with open(base + ".tflite", "wb") as f:
             f.write(data)
         np.savez(base + ".npz", *inputs, **{f"out{k}": o for k, o in enumerate(outs)})
-    print(stats)
+    print(json.dumps(stats))
 
 
 if __name__ == "__main__":

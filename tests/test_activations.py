@@ -7,27 +7,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, run_official
+from lite_numba.testing import assert_close, one_op, run_official
 
 SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 6.0, -3.0, 3.0, np.nan, np.inf, -np.inf], np.float32)
 SEEDS = st.integers(0, 2**31 - 1)
 SHAPES = st.lists(st.integers(1, 5), min_size=0, max_size=4).map(tuple)
 
 
-def one_op(op, inputs, out_shape, options=None, version=1) -> bytes:
-    """A float32 model of one op; `inputs` are shapes of graph inputs or arrays (constants)."""
-    b = ModelBuilder()
-    ids = [b.add_const(f"c{i}", s) if isinstance(s, np.ndarray) else b.add_input(f"x{i}", np.float32, list(s))
-           for i, s in enumerate(inputs)]
-    y = b.add_tensor("y", np.float32, list(out_shape))
-    b.add_op(op, ids, [y], options=options or {}, version=version)
-    b.mark_output(y)
-    return b.build()
+def f32_op(op, inputs, out_shape, options=None, version=1) -> bytes:
+    """A float32 one-op model (lite_numba.testing.one_op); `inputs` are shapes of graph inputs or arrays (constants)."""
+    return one_op(op, [s if isinstance(s, np.ndarray) else (np.float32, s) for s in inputs], (np.float32, out_shape),
+                  options, version)
 
 
 def run_ours(data: bytes, arrays) -> np.ndarray:
@@ -57,19 +53,19 @@ def floats(rng, shape, scale=4.0) -> np.ndarray:
 
 @pytest.mark.parametrize("op", ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH",
                                 "ELU"])
-@settings(max_examples=5, deadline=None, derandomize=True)
+@settings(max_examples=scaled(5), deadline=None)
 @given(shape=SHAPES, seed=SEEDS)
 def test_unary_activation(op, shape, seed):
     x = floats(np.random.default_rng(seed), shape)
-    check(one_op(op, [shape], shape), [x])
+    check(f32_op(op, [shape], shape), [x])
 
 
 @pytest.mark.parametrize("approximate", [False, True])
-@settings(max_examples=6, deadline=None, derandomize=True)
+@settings(max_examples=scaled(6), deadline=None)
 @given(shape=SHAPES, seed=SEEDS, scale=st.sampled_from([1.0, 4.0, 30.0]))
 def test_gelu(approximate, shape, seed, scale):
     x = floats(np.random.default_rng(seed), shape, scale)
-    check(one_op("GELU", [shape], shape, {"approximate": approximate}), [x])
+    check(f32_op("GELU", [shape], shape, {"approximate": approximate}), [x])
 
 
 def test_tanh_logistic_bit_exact():
@@ -79,7 +75,7 @@ def test_tanh_logistic_bit_exact():
                         np.logspace(-38, 2, 2000), [-104.5, -104.0, -103.9, 16.6, 16.7, 7.9, -7.9, 89.0, -89.0],
                         SPECIAL]).astype(np.float32)
     for op in ("TANH", "LOGISTIC"):
-        data = one_op(op, [x.shape], x.shape)
+        data = f32_op(op, [x.shape], x.shape)
         ours = run_ours(data, [x])
         (ref,) = run_official(data, [x])
         same = (ours.view(np.int32) == ref.view(np.int32)) | (np.isnan(ours) & np.isnan(ref))
@@ -92,16 +88,16 @@ def test_gelu_tails():
     # the exact form uses erfc, so large negative inputs give tiny (not cancelled-to-zero) values
     x = np.array([-12, -9, -6, -3, -1e-3, 0, 1e-3, 3, 6, 9, 12], np.float32)
     for approximate in (False, True):
-        out = check(one_op("GELU", [x.shape], x.shape, {"approximate": approximate}), [x], tol=1e-6)
+        out = check(f32_op("GELU", [x.shape], x.shape, {"approximate": approximate}), [x], tol=1e-6)
         assert out[-1] == 12
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=scaled(12), deadline=None)
 @given(shape=SHAPES, seed=SEEDS, alpha=st.one_of(st.sampled_from([0.0, 0.2, 1.0, -0.5, 3.0]),
                                                  st.floats(-4, 4, width=32)))
 def test_leaky_relu(shape, seed, alpha):
     x = floats(np.random.default_rng(seed), shape)
-    check(one_op("LEAKY_RELU", [shape], shape, {"alpha": alpha}), [x])
+    check(f32_op("LEAKY_RELU", [shape], shape, {"alpha": alpha}), [x])
 
 
 @st.composite
@@ -113,7 +109,7 @@ def prelu_shapes(draw):
     return x, alpha
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=scaled(15), deadline=None)
 @given(shapes=prelu_shapes(), const_alpha=st.booleans(), seed=SEEDS)
 def test_prelu_alpha_broadcast(shapes, const_alpha, seed):
     rng = np.random.default_rng(seed)
@@ -121,13 +117,13 @@ def test_prelu_alpha_broadcast(shapes, const_alpha, seed):
     x = floats(rng, x_shape)
     alpha = np.asarray(rng.uniform(-1, 1, a_shape), np.float32)
     if const_alpha:
-        check(one_op("PRELU", [x_shape, alpha], x_shape), [x])
+        check(f32_op("PRELU", [x_shape, alpha], x_shape), [x])
     else:
-        check(one_op("PRELU", [x_shape, a_shape], x_shape), [x, alpha])
+        check(f32_op("PRELU", [x_shape, a_shape], x_shape), [x, alpha])
 
 
 @pytest.mark.parametrize("op", ["SOFTMAX", "LOG_SOFTMAX"])
-@settings(max_examples=8, deadline=None, derandomize=True)
+@settings(max_examples=scaled(8), deadline=None)
 @given(rows=st.integers(1, 4), n=st.sampled_from([1, 2, 7, 16, 33, 1000]), seed=SEEDS,
        scale=st.sampled_from([0.1, 4.0, 40.0]), beta=st.sampled_from([1.0, 0.5, 2.0]))
 def test_softmax_float(op, rows, n, seed, scale, beta):
@@ -135,7 +131,7 @@ def test_softmax_float(op, rows, n, seed, scale, beta):
     # scale 40 puts most of a row far below its maximum, where exp underflows
     x = np.asarray(np.random.default_rng(seed).normal(0, scale, (rows, n)), np.float32)
     options = {"beta": beta} if op == "SOFTMAX" else {}
-    check(one_op(op, [x.shape], x.shape, options), [x], tol=2e-6)
+    check(f32_op(op, [x.shape], x.shape, options), [x], tol=2e-6)
 
 
 def test_softmax_float_extremes():
@@ -143,7 +139,7 @@ def test_softmax_float_extremes():
                   [1e-30, 0, -1e-30, 0, 1e-30, 0, 0, 0],
                   [88, 87.5, 20, -20, 0, 1, 2, 3]], np.float32)
     for op in ("SOFTMAX", "LOG_SOFTMAX"):
-        check(one_op(op, [x.shape], x.shape), [x], tol=2e-6)
+        check(f32_op(op, [x.shape], x.shape), [x], tol=2e-6)
 
 
 def test_activation_errors_name_the_op():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +75,7 @@ def _rand(rng, dtype, shape):
     return rng.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(case=shapes(), const_rhs=st.booleans(), seed=st.integers(0, 2**16))
 def test_float(case, const_rhs, seed):
     ls, rs, adj_x, adj_y = case
@@ -91,7 +92,7 @@ def _assert_exact(ours, ref):
     assert diff.max(initial=0) == 0, f"{int((diff > 0).sum())} of {diff.size} differ, max step {diff.max()}"
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=scaled(15), deadline=None)
 @given(case=shapes(), seed=st.integers(0, 2**16))
 def test_int8(case, seed):
     ls, rs, adj_x, adj_y = case
@@ -121,7 +122,7 @@ def test_other_integer(lhs_dtype, rhs_dtype, out_dtype, ls, rs, adj_x, adj_y):
     _assert_exact(*both(data, [lhs, rhs]))
 
 
-@settings(max_examples=16, deadline=None)
+@settings(max_examples=scaled(16), deadline=None)
 @given(case=shapes(), per_channel=st.booleans(), asymmetric=st.booleans(), seed=st.integers(0, 2**16))
 def test_hybrid(case, per_channel, asymmetric, seed):
     ls, rs, adj_x, adj_y = case

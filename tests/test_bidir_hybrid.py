@@ -5,6 +5,7 @@ quantization: float activations and states, int8 weights) against the official r
 from __future__ import annotations
 
 import numpy as np
+from conftest import scaled
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_rnn import (
@@ -57,7 +58,7 @@ def hybrid_bidir_lstm_model(x_shape, wf, wb, qf, qb, n_fw, n_bw, n_cell, *, merg
          aux="cross", asymmetric=False, seed=2)
 @example(batch=2, time=2, n_input=5, n_cell=4, cifg=False, peephole=False, proj=False, merge=True, time_major=True,
          aux="bw_input", asymmetric=False, seed=3)
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=scaled(12), deadline=None)
 @given(batch=st.integers(1, 3), time=st.integers(1, 4), n_input=st.integers(1, 10), n_cell=st.integers(1, 9),
        cifg=st.booleans(), peephole=st.booleans(), proj=st.booleans(), merge=st.booleans(), time_major=st.booleans(),
        aux=st.sampled_from([None, "cross", "bw_input"]), asymmetric=st.booleans(), seed=st.integers(0, 99))
@@ -132,7 +133,7 @@ def hybrid_rnn_cell(rng, n_input, units):
          asymmetric=False, seed=2)
 @example(batch=3, time=2, n_input=5, fw_units=3, bw_units=3, merge=False, time_major=True, aux="bw_input",
          act="TANH", asymmetric=False, seed=4)
-@settings(max_examples=14, deadline=None, derandomize=True)
+@settings(max_examples=scaled(14), deadline=None)
 @given(batch=st.integers(1, 3), time=st.integers(1, 4), n_input=st.integers(1, 10), fw_units=st.integers(1, 6),
        bw_units=st.integers(1, 6), merge=st.booleans(), time_major=st.booleans(),
        aux=st.sampled_from([None, "cross", "bw_input"]), act=st.sampled_from(["TANH", "RELU", "NONE"]),

@@ -395,34 +395,6 @@ def test_enum_vector_and_int64_vector_options():
                                                    tflite.StablehloPrecisionConfig.DEFAULT]
 
 
-# ---------------------------------------------------------------------------
-# lite_numba.testing helpers
-# ---------------------------------------------------------------------------
-
-
-def test_assert_close_rules():
-    assert_close(np.array([1.0, 2.0], np.float32), np.array([1.0, 2.0 + 1e-6], np.float32))
-    assert_close(np.array([1000.0], np.float32), np.array([1000.009], np.float32))  # relative
-    with pytest.raises(AssertionError, match="max abs error"):
-        assert_close(np.array([1.0], np.float32), np.array([1.1], np.float32))
-    with pytest.raises(AssertionError, match="dtype"):
-        assert_close(np.array([1.0], np.float64), np.array([1.0], np.float32))
-    with pytest.raises(AssertionError, match="shape"):
-        assert_close(np.zeros((2, 1), np.float32), np.zeros(2, np.float32))
-    nan_inf = np.array([np.nan, np.inf, -1.0], np.float32)
-    assert_close(nan_inf.copy(), nan_inf)
-    with pytest.raises(AssertionError):
-        assert_close(np.array([np.nan, np.inf, -1.0], np.float32), np.array([0.0, np.inf, -1.0], np.float32))
-    big = np.array([2**62 + 1], np.int64)
-    with pytest.raises(AssertionError):
-        assert_close(big, big - 1, tol=0)
-    assert_close(np.array([255], np.uint8), np.array([255], np.uint8))
-    with pytest.raises(AssertionError):
-        assert_close(np.array([0], np.uint8), np.array([255], np.uint8))
-    with pytest.raises(AssertionError):
-        assert_close(np.array([True]), np.array([False]))
-
-
 def test_require_official_skip_or_fail(monkeypatch):
     import sys
 

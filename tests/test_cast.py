@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,7 +94,7 @@ def check_all_casts(src: np.dtype, seed: int) -> None:
 
 
 @pytest.mark.parametrize("src", TYPES, ids=lambda t: t.name)
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=scaled(5), deadline=None)
 @given(seed=st.integers(0, 2**31))
 def test_cast_all_pairs(src, seed):
     with pytest.MonkeyPatch.context() as mp:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +44,7 @@ def concat_model(dtype, shapes, axis, quants=None, out_quant=None, activation="N
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_concatenation(data):
     rank = data.draw(st.integers(1, 4))
@@ -64,7 +65,7 @@ def test_concatenation(data):
 uint8_quant = st.tuples(st.sampled_from([0.01, 0.02, 0.0375, 0.05, 0.1, 0.3]), st.integers(0, 255))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.lists(uint8_quant, min_size=1, max_size=3), uint8_quant, st.integers(0, 1000))
 def test_concatenation_uint8_requantizes(in_quants, out_quant, seed):
     rng = np.random.default_rng(seed)
@@ -72,7 +73,7 @@ def test_concatenation_uint8_requantizes(in_quants, out_quant, seed):
     check_same(concat_model(np.uint8, shapes, 1, in_quants, out_quant), [rand(rng, np.uint8, s) for s in shapes])
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=scaled(15), deadline=None)
 @given(st.lists(uint8_quant, min_size=1, max_size=3), uint8_quant, st.integers(0, 1000))
 def test_concatenation_int8_requantizes_like_uint8(in_quants, out_quant, seed):
     """The official int8 kernel rejects differing scales; ours requantizes with the uint8 formula. Shifting every
@@ -151,7 +152,7 @@ def unpack_model(dtype, shape, axis, quant=None):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_pack_unpack(data):
     rank = data.draw(st.integers(0, 3))
@@ -217,7 +218,7 @@ def split_v_model(dtype, shape, axis, sizes, declared=None):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_split_and_split_v(data):
     rank = data.draw(st.integers(1, 4))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from conftest import scaled
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from lite_numba import Interpreter
@@ -20,8 +21,8 @@ require_official()
 
 from lite_numba.kernels.linear import conv  # noqa: E402
 
-SETTINGS = settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-FEW = settings(max_examples=10, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=scaled(25), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FEW = settings(max_examples=scaled(10), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 ACTS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"]
 
 
@@ -133,8 +134,8 @@ def quant_case(rng, dtype, x_shape, w_shape, co, axis, per_channel=True, bias_dt
 # --- CONV_2D ---------------------------------------------------------------------------------------------------------
 
 conv_geometry = st.fixed_dictionaries({
-    "n": st.integers(1, 2), "h": st.integers(1, 8), "w": st.integers(1, 8), "cig": st.integers(1, 4),
-    "groups": st.sampled_from([1, 1, 1, 2]), "cog": st.integers(1, 5), "kh": st.integers(1, 3),
+    "n": st.integers(1, 2), "h": st.integers(1, 9), "w": st.integers(1, 9), "cig": st.integers(1, 12),
+    "groups": st.sampled_from([1, 1, 1, 2]), "cog": st.integers(1, 20), "kh": st.integers(1, 3),
     "kw": st.integers(1, 3), "sh": st.integers(1, 3), "sw": st.integers(1, 3), "dh": st.integers(1, 2),
     "dw": st.integers(1, 2), "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(ACTS),
     "seed": st.integers(0, 2**31 - 1),
@@ -175,8 +176,7 @@ def conv2d_model(g, x_dtype, wv, bias, out_dtype, x_quant=None, w_quant=None, b_
 @given(conv_geometry)
 def test_conv2d_float(g):
     ci, co, oh, ow = conv_shapes(g)
-    if oh <= 0 or ow <= 0:
-        return
+    assume(oh > 0 and ow > 0)
     rng = np.random.default_rng(g["seed"])
     x = rng.standard_normal((g["n"], g["h"], g["w"], ci)).astype(np.float32)
     w = rng.standard_normal((co, g["kh"], g["kw"], g["cig"])).astype(np.float32)
@@ -191,8 +191,7 @@ def test_conv2d_quantized(g, kind):
     if kind in ("uint8", "int16", "int16_int32_bias"):
         g = {**g, "groups": 1 if kind == "uint8" or g["seed"] % 2 else g["groups"]}
     ci, co, oh, ow = conv_shapes(g)
-    if oh <= 0 or ow <= 0:
-        return
+    assume(oh > 0 and ow > 0)
     rng = np.random.default_rng(g["seed"])
     dtype = {"int8": np.int8, "int8_per_tensor": np.int8, "uint8": np.uint8}.get(kind, np.int16)
     c = quant_case(rng, dtype, (g["n"], g["h"], g["w"], ci), (co, g["kh"], g["kw"], g["cig"]), co, 0,
@@ -210,8 +209,7 @@ def test_conv2d_quantized(g, kind):
 @given(conv_geometry, st.sampled_from(["per_tensor", "per_channel", "equal_scales"]))
 def test_conv2d_hybrid(g, scales_kind):
     ci, co, oh, ow = conv_shapes(g)
-    if oh <= 0 or ow <= 0:
-        return
+    assume(oh > 0 and ow > 0)
     rng = np.random.default_rng(g["seed"])
     if g["groups"] > 1 and scales_kind == "per_tensor":
         scales_kind = "equal_scales"  # the official grouped hybrid kernel needs one scale per channel
@@ -287,7 +285,7 @@ def test_conv2d_resize_batch():
 # --- DEPTHWISE_CONV_2D -----------------------------------------------------------------------------------------------
 
 dw_geometry = st.fixed_dictionaries({
-    "n": st.integers(1, 2), "h": st.integers(1, 8), "w": st.integers(1, 8), "ci": st.integers(1, 5),
+    "n": st.integers(1, 2), "h": st.integers(1, 9), "w": st.integers(1, 9), "ci": st.integers(1, 24),
     "dm": st.integers(1, 3), "kh": st.integers(1, 3), "kw": st.integers(1, 3), "sh": st.integers(1, 2),
     "sw": st.integers(1, 2), "dh": st.integers(1, 2), "dw": st.integers(1, 2),
     "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(ACTS), "seed": st.integers(0, 2**31 - 1),
@@ -325,8 +323,7 @@ def _dw_valid(g):
 @SETTINGS
 @given(dw_geometry)
 def test_depthwise_float(g):
-    if not _dw_valid(g):
-        return
+    assume(_dw_valid(g))
     rng = np.random.default_rng(g["seed"])
     co = g["ci"] * g["dm"]
     w = rng.standard_normal((1, g["kh"], g["kw"], co)).astype(np.float32)
@@ -337,8 +334,7 @@ def test_depthwise_float(g):
 @SETTINGS
 @given(dw_geometry, st.sampled_from(["int8", "int8_per_tensor", "uint8", "int16", "hybrid"]))
 def test_depthwise_quantized(g, kind):
-    if not _dw_valid(g):
-        return
+    assume(_dw_valid(g))
     rng = np.random.default_rng(g["seed"])
     co = g["ci"] * g["dm"]
     shape_x = (g["n"], g["h"], g["w"], g["ci"])
@@ -465,8 +461,7 @@ def test_transpose_conv_runtime_output_shape():
 def test_conv3d_float(g):
     sizes = (g["d"], g["h"], g["w"])
     outs = [out_size(g["padding"], sz, k, s, d) for sz, k, s, d in zip(sizes, g["k"], g["s"], g["dil"])]
-    if min(outs) <= 0:
-        return
+    assume(min(outs) > 0)
     rng = np.random.default_rng(g["seed"])
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [g["n"], *sizes, g["ci"]])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import MODELS
+from conftest import MODELS, scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,7 +53,7 @@ def _hard_swish_model(shape, custom: bool) -> bytes:
     return b.build()
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=scaled(12), deadline=None)
 @given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=4), seed=st.integers(0, 2**31 - 1))
 def test_hard_swish_custom_op_matches_float64_and_official_builtin(official, shape, seed):
     x = np.random.default_rng(seed).uniform(-5, 5, size=shape).astype(np.float32)

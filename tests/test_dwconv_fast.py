@@ -1,19 +1,21 @@
 """The fast DEPTHWISE_CONV_2D kernels (kernels/linear/dwconv*.py) against the official runtime.
 
-Each case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and the explicit-SIMD "avx512" path when the
-CPU has it), each time in a new Interpreter: float32 within 1e-5 of the official builtin kernels, int8 / uint8
-bit-exact. Shapes cover windows 1..5, strides 1-2, dilation, SAME/VALID, depth multipliers 1 and 2, channel counts
-that are not multiples of the vector width (including a 16-channel block straddling the requantization's
-vector/scalar boundary), batches > 1, fused activations, per-channel and per-tensor scales and zero points.
+Each case runs on every instruction-set level of kernels.isa.LEVELS (the isa_level fixture; a level this CPU lacks
+is skipped with the missing features named), each time in a new Interpreter: float32 within the "accumulation"
+tolerance of lite_numba.testing.TOLERANCES, int8 / uint8 bit-exact; the cross-path checks (simd_level) also require
+each non-portable level to give the portable path's bytes. Shapes cover windows 1..5, strides 1-2, dilation,
+SAME/VALID, depth multipliers 1 and 2, channel counts that are not multiples of the vector width (including a
+16-channel block straddling the requantization's vector/scalar boundary), batches > 1, fused activations, per-
+channel and per-tensor scales and zero points.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from conftest import scaled
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels.base.isa import supports
 from lite_numba.kernels.linear import conv, dwconv
 
 from lite_numba import Interpreter
@@ -23,13 +25,12 @@ require_official()
 
 from test_conv import ACTS, RESOLVER, check, dw_model, quant_case, run_ours  # noqa: E402
 
-PATHS = ["portable"] + (["avx512"] if supports("avx512") else [])
-FEW = settings(max_examples=12, deadline=None, database=None, suppress_health_check=[
+FEW = settings(max_examples=scaled(12), deadline=None, database=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 geometry = st.fixed_dictionaries({
     "n": st.integers(1, 2), "h": st.integers(1, 11), "w": st.integers(1, 11),
-    "ci": st.sampled_from([1, 3, 8, 13, 16, 19, 27, 33]), "dm": st.sampled_from([1, 1, 1, 2]),
+    "ci": st.sampled_from([1, 3, 8, 13, 16, 19, 27, 33, 47, 64, 70]), "dm": st.sampled_from([1, 1, 1, 2]),
     "kh": st.integers(1, 5), "kw": st.integers(1, 5), "sh": st.integers(1, 2), "sw": st.integers(1, 2),
     "dh": st.sampled_from([1, 1, 2]), "dw": st.sampled_from([1, 1, 2]),
     "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(ACTS),
@@ -44,12 +45,6 @@ def _out(g, size, k, s, d):
 
 def _valid(g):
     return _out(g, g["h"], g["kh"], g["sh"], g["dh"]) > 0 and _out(g, g["w"], g["kw"], g["sw"], g["dw"]) > 0
-
-
-@pytest.fixture(params=PATHS)
-def isa_path(request, monkeypatch):
-    monkeypatch.setenv("LITE_NUMBA_ISA", request.param)
-    return request.param
 
 
 def _float_case(g):
@@ -73,16 +68,16 @@ def _quant_case(g, kind):
 
 @FEW
 @given(g=geometry)
-def test_float_matches_official(isa_path, g):
-    if _valid(g):
-        check(*_float_case(g))
+def test_float_matches_official(isa_level, g):
+    assume(_valid(g))
+    check(*_float_case(g))
 
 
 @FEW
 @given(g=geometry, kind=st.sampled_from(["int8", "int8_per_tensor", "uint8"]))
-def test_quantized_matches_official(isa_path, g, kind):
-    if _valid(g):
-        check(*_quant_case(g, kind))
+def test_quantized_matches_official(isa_level, g, kind):
+    assume(_valid(g))
+    check(*_quant_case(g, kind))
 
 
 # The shapes of MobileNet's depthwise layers (3x3, stride 1 and 2, SAME, RELU6), wide enough for several pixel tiles.
@@ -92,34 +87,37 @@ MOBILE = [dict(n=1, h=h, w=h, ci=ci, dm=1, kh=3, kw=3, sh=s, sw=s, dh=1, dw=1, p
 
 @pytest.mark.parametrize("g", MOBILE, ids=lambda g: f"{g['h']}x{g['ci']}s{g['sh']}")
 @pytest.mark.parametrize("kind", ["float32", "int8", "uint8"])
-def test_mobilenet_shapes_both_paths(g, kind, monkeypatch):
+def test_mobilenet_shapes_against_portable(g, kind, simd_level, monkeypatch):
     data, inputs = _float_case(g) if kind == "float32" else _quant_case(g, kind)
+    _same_as_portable(data, inputs, simd_level, monkeypatch)
+
+
+def _same_as_portable(data, inputs, level, monkeypatch):
+    """Both the portable path and `level` match the official runtime, and give the same bytes (the SIMD path
+    computes the same operations in the same order)."""
     results = []
-    for path in PATHS:
+    for path in ("portable", level):
         monkeypatch.setenv("LITE_NUMBA_ISA", path)
         check(data, inputs)
         results.append(run_ours(data, inputs)[0])
-    for r in results[1:]:  # the two paths compute the same operations in the same order
-        np.testing.assert_array_equal(r, results[0])
+    np.testing.assert_array_equal(results[1], results[0], err_msg=f"{level} differs from portable")
 
 
-def test_padding_is_rebuilt_every_invoke(monkeypatch):
+def test_padding_is_rebuilt_every_invoke(isa_level):
     """The padded scratch lives in the shared arena: its border must be refilled at each invoke."""
     g = dict(n=1, h=6, w=6, ci=16, dm=1, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, padding="SAME", act="NONE", seed=0)
     data, (x,) = _quant_case(g, "int8")
 
-    for path in PATHS:
-        monkeypatch.setenv("LITE_NUMBA_ISA", path)
-        it = Interpreter(model_content=data, op_resolver=RESOLVER)
-        it.allocate_tensors()
-        inp, outp = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
-        firsts = []
-        for v in (x, np.flip(x, 1).copy(), x):
-            it.set_tensor(inp, v)
-            it.invoke()
-            firsts.append(it.get_tensor(outp))
-        np.testing.assert_array_equal(firsts[0], firsts[2])
-        np.testing.assert_array_equal(firsts[1], run_ours(data, [np.flip(x, 1).copy()])[0])
+    it = Interpreter(model_content=data, op_resolver=RESOLVER)
+    it.allocate_tensors()
+    inp, outp = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+    firsts = []
+    for v in (x, np.flip(x, 1).copy(), x):
+        it.set_tensor(inp, v)
+        it.invoke()
+        firsts.append(it.get_tensor(outp))
+    np.testing.assert_array_equal(firsts[0], firsts[2])
+    np.testing.assert_array_equal(firsts[1], run_ours(data, [np.flip(x, 1).copy()])[0])
 
 
 def test_module_is_wired():
@@ -139,22 +137,17 @@ BANDED = [dict(n=n, h=h, w=w, ci=ci, dm=dm, kh=kh, kw=kw, sh=s, sw=s, dh=d, dw=d
 @pytest.mark.parametrize("budget", [(1, 1), (1, 3), (3000, 1)])
 @pytest.mark.parametrize("g", BANDED, ids=lambda g: f"{g['n']}x{g['h']}x{g['w']}x{g['ci']}k{g['kh']}{g['kw']}")
 @pytest.mark.parametrize("kind", ["float32", "int8", "uint8"])
-def test_padded_bands(g, kind, budget, monkeypatch):
-    """The banded drivers (a band scratch of one or a few output rows) match the official runtime on both paths."""
+def test_padded_bands(g, kind, budget, simd_level, monkeypatch):
+    """The banded drivers (a band scratch of one or a few output rows) match the official runtime on every path,
+    and each level gives the portable path's bytes."""
     monkeypatch.setattr(dwconv, "BAND_BYTES", budget[0])
     monkeypatch.setattr(dwconv, "MIN_BAND", budget[1])
     data, inputs = _float_case(g) if kind == "float32" else _quant_case(g, kind)
-    results = []
-    for path in PATHS:
-        monkeypatch.setenv("LITE_NUMBA_ISA", path)
-        check(data, inputs)
-        results.append(run_ours(data, inputs)[0])
-    for r in results[1:]:
-        np.testing.assert_array_equal(r, results[0])
+    _same_as_portable(data, inputs, simd_level, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_tiny_multipliers_both_paths(seed, monkeypatch):
+def test_tiny_multipliers_every_level(seed, isa_level):
     """Nearly dead channels (weight scales ~1e-6..1e-9 of the others, as in efficientnet_lite0) give right shifts of
     22..31, which the AVX-512 output stage takes since it splits the shift; bit-exact on both paths."""
     rng = np.random.default_rng(seed)
@@ -167,6 +160,4 @@ def test_tiny_multipliers_both_paths(seed, monkeypatch):
     c["b_quant"]["scales"] = (np.float32(c["x_quant"][0]) * scales).tolist()
     data, _ = dw_model(g, np.int8, c["w"], c["bias"], np.int8, x_quant=c["x_quant"], w_quant=c["w_quant"],
                        b_quant=c["b_quant"], out_quant=c["out_quant"], version=3)
-    for path in PATHS:
-        monkeypatch.setenv("LITE_NUMBA_ISA", path)
-        check(data, [c["x"]])
+    check(data, [c["x"]])

@@ -11,29 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lite_numba import Interpreter
-from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, run_official
+from lite_numba.testing import assert_close, one_op, run_official
 
 SPECIAL = np.array([0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1.0, -1.0, np.nan, np.inf, -np.inf], np.float32)
 
 
-def one_op(op, inputs, out_dtype, out_shape, options=None, version=1, out_quant=None) -> bytes:
-    """A model of one op. `inputs`: (dtype, shape) or (dtype, shape, quant) for graph inputs, arrays for constants."""
-    b = ModelBuilder()
-    ids = []
-    for i, spec in enumerate(inputs):
-        if isinstance(spec, np.ndarray):
-            ids.append(b.add_const(f"c{i}", spec))
-        else:
-            ids.append(b.add_input(f"x{i}", spec[0], list(spec[1]), quant=spec[2] if len(spec) > 2 else None))
-    y = b.add_tensor("y", out_dtype, list(out_shape), quant=out_quant)
-    b.add_op(op, ids, [y], options=options or {}, version=version)
-    b.mark_output(y)
-    return b.build()
+def op_model(op, inputs, out_dtype, out_shape, options=None, version=1, out_quant=None) -> bytes:
+    """A model of one op (lite_numba.testing.one_op). `inputs`: (dtype, shape) or (dtype, shape, quant) for graph
+    inputs, arrays for constants."""
+    return one_op(op, inputs, (out_dtype, out_shape, out_quant), options, version)
 
 
 def run_ours(data: bytes, arrays) -> np.ndarray:
@@ -50,7 +41,7 @@ def check(op, arrays, out_dtype, options=None, version=1, quants=None, out_shape
     quants = quants or [None] * len(arrays)
     if out_shape is None:
         out_shape = np.broadcast_shapes(*[a.shape for a in arrays])
-    data = one_op(op, [(a.dtype, a.shape, q) for a, q in zip(arrays, quants)], out_dtype, out_shape, options,
+    data = op_model(op, [(a.dtype, a.shape, q) for a, q in zip(arrays, quants)], out_dtype, out_shape, options,
                   version)
     ours = run_ours(data, arrays)
     (ref,) = run_official(data, arrays)
@@ -97,7 +88,7 @@ SHAPES = st.lists(st.integers(1, 5), min_size=0, max_size=4).map(tuple)
 
 @pytest.mark.parametrize("op", ["EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "ABS", "NEG", "SIGN", "SIN", "COS", "FLOOR",
                                 "CEIL", "ROUND"])
-@settings(max_examples=5, deadline=None, derandomize=True)
+@settings(max_examples=scaled(5), deadline=None)
 @given(shape=SHAPES, seed=SEEDS)
 def test_unary_float(op, shape, seed):
     rng = np.random.default_rng(seed)
@@ -127,7 +118,7 @@ def test_round_is_half_to_even():
 def test_neg_of_quantized_int8_is_raw():
     # the official NEG negates the stored int8 values whatever the quantization
     x = np.array([-128, -5, 0, 7, 127], np.int8)
-    data = one_op("NEG", [(np.int8, [5], (0.5, 3))], np.int8, [5], out_quant=(0.25, -1))
+    data = op_model("NEG", [(np.int8, [5], (0.5, 3))], np.int8, [5], out_quant=(0.25, -1))
     assert np.array_equal(run_ours(data, [x]), run_official(data, [x])[0])
 
 
@@ -136,7 +127,7 @@ def test_neg_of_quantized_int8_is_raw():
 ACTS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"]
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=scaled(25), deadline=None)
 @given(op=st.sampled_from(["ADD", "SUB", "MUL", "DIV"]), act=st.sampled_from(ACTS), shapes=broadcast_shapes(),
        seed=SEEDS)
 def test_arithmetic_float(op, act, shapes, seed):
@@ -154,7 +145,7 @@ def test_float_results_clamp_to_float_max():
             check(op, [x, y], np.float32, {"fused_activation_function": act})
 
 
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=scaled(20), deadline=None)
 @given(case=st.sampled_from([("ADD", np.int32, 1), ("ADD", np.int64, 4), ("ADD", np.int16, 5), ("SUB", np.int32, 1),
                              ("SUB", np.int64, 4), ("MUL", np.int32, 1), ("MUL", np.int64, 5),
                              ("MUL", np.int16, 7), ("MUL", np.uint32, 7)]),
@@ -169,7 +160,7 @@ def test_arithmetic_integer_wraps_then_clamps(case, act, shapes, small, seed):
     check(op, [x, y], dtype, {"fused_activation_function": act}, version=version)
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=scaled(10), deadline=None)
 @given(act=st.sampled_from(ACTS), shapes=broadcast_shapes(), seed=SEEDS)
 def test_div_int32_truncates(act, shapes, seed):
     rng = np.random.default_rng(seed)
@@ -189,7 +180,7 @@ def test_mul_complex64():
 
 # --- other binary ops --------------------------------------------------------------------------------------------
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=scaled(25), deadline=None)
 @given(case=st.sampled_from([
     ("SQUARED_DIFFERENCE", np.float32, 1), ("SQUARED_DIFFERENCE", np.int32, 1),
     ("MAXIMUM", np.float32, 1), ("MINIMUM", np.float32, 1), ("MAXIMUM", np.int64, 1), ("MINIMUM", np.int8, 2),
@@ -227,7 +218,7 @@ def test_maximum_minimum_nan_follow_the_official_ternary():
         check(op, [x, y], np.float32)
 
 
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=scaled(20), deadline=None)
 @given(shapes=broadcast_shapes(), exp_kind=st.sampled_from(["tensor", "int", "near_int", "fraction", "zero"]),
        dtype=st.sampled_from([np.float32, np.int32]), seed=SEEDS)
 def test_pow(shapes, exp_kind, dtype, seed):
@@ -261,7 +252,7 @@ def test_pow_int32_overflow_like_the_official_kernel():
 COMPARISONS = ["EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"]
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=scaled(25), deadline=None)
 @given(op=st.sampled_from(COMPARISONS), dtype=st.sampled_from([np.float32, np.int32, np.int64, np.int16, np.bool_]),
        shapes=broadcast_shapes(), seed=SEEDS)
 def test_comparison_raw(op, dtype, shapes, seed):
@@ -279,7 +270,7 @@ def test_comparison_raw(op, dtype, shapes, seed):
     check(op, [x, y], np.bool_, version=version)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=scaled(25), deadline=None)
 @given(op=st.sampled_from(COMPARISONS), dtype=st.sampled_from([np.int8, np.uint8]), shapes=broadcast_shapes(),
        scales=st.tuples(st.floats(1e-3, 6.0), st.floats(1e-3, 6.0)).filter(lambda s: 1.0 not in s),
        zps=st.tuples(st.integers(-20, 20), st.integers(-20, 20)), seed=SEEDS)
@@ -304,14 +295,14 @@ def test_quantized_int16_equality_rescales_ordering_is_raw():
     check("LESS", [x, y], np.bool_, version=3, quants=[(0.5, 0), (0.001, 0)])
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=scaled(10), deadline=None)
 @given(op=st.sampled_from(["LOGICAL_AND", "LOGICAL_OR"]), shapes=broadcast_shapes(), seed=SEEDS)
 def test_logical_binary(op, shapes, seed):
     rng = np.random.default_rng(seed)
     check(op, [rng.random(s) < 0.5 for s in shapes], np.bool_)
 
 
-@settings(max_examples=5, deadline=None, derandomize=True)
+@settings(max_examples=scaled(5), deadline=None)
 @given(shape=SHAPES, seed=SEEDS)
 def test_logical_not(shape, seed):
     check("LOGICAL_NOT", [np.random.default_rng(seed).random(shape) < 0.5], np.bool_)
@@ -327,7 +318,7 @@ def _values(rng, shape, dtype):
     return ints(rng, shape, dtype)
 
 
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=scaled(20), deadline=None)
 @given(shapes=broadcast_shapes(n=3), dtype=st.sampled_from([np.float32, np.int8, np.int16, np.int64, np.bool_]),
        seed=SEEDS)
 def test_select_v2_broadcasts_all_three(shapes, dtype, seed):
@@ -336,7 +327,7 @@ def test_select_v2_broadcasts_all_three(shapes, dtype, seed):
     check("SELECT_V2", [c, _values(rng, shapes[1], dtype), _values(rng, shapes[2], dtype)], dtype)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=scaled(12), deadline=None)
 @given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple),
        cond=st.sampled_from(["same", "rank1", "scalar"]), dtype=st.sampled_from([np.float32, np.int32, np.uint8]),
        seed=SEEDS)
@@ -351,7 +342,7 @@ def test_select_of_quantized_int8_copies_raw_values():
     rng = np.random.default_rng(2)
     c = rng.random((2, 5)) < 0.5
     x, y = ints(rng, (2, 5), np.int8), ints(rng, (1, 5), np.int8)
-    data = one_op("SELECT_V2", [(np.bool_, [2, 5]), (np.int8, [2, 5], (0.1, 3)), (np.int8, [1, 5], (0.1, 3))],
+    data = op_model("SELECT_V2", [(np.bool_, [2, 5]), (np.int8, [2, 5], (0.1, 3)), (np.int8, [1, 5], (0.1, 3))],
                   np.int8, [2, 5], out_quant=(0.1, 3))
     assert np.array_equal(run_ours(data, [c, x, y]), run_official(data, [c, x, y])[0])
 
@@ -359,14 +350,14 @@ def test_select_of_quantized_int8_copies_raw_values():
 # --- errors ------------------------------------------------------------------------------------------------------
 
 def _prepare_fails(op, inputs, out_dtype, out_shape, match, options=None, version=1):
-    data = one_op(op, inputs, out_dtype, out_shape, options, version)
+    data = op_model(op, inputs, out_dtype, out_shape, options, version)
     with pytest.raises((ValueError, RuntimeError), match=match):
         Interpreter(model_content=data).allocate_tensors()
 
 
 def _invoke_fails(op, arrays, out_dtype, match, version=1):
-    data = one_op(op, [(a.dtype, a.shape) for a in arrays], out_dtype, np.broadcast_shapes(*[a.shape for a in arrays]),
-                  version=version)
+    data = op_model(op, [(a.dtype, a.shape) for a in arrays], out_dtype,
+                    np.broadcast_shapes(*[a.shape for a in arrays]), version=version)
     it = Interpreter(model_content=data)
     it.allocate_tensors()
     for d, a in zip(it.get_input_details(), arrays):
@@ -423,7 +414,7 @@ def test_broadcast_constant_row(op, dtype, shape, row_shape, row_first, act):
         x, row = rng.standard_normal(shape).astype(dtype), rng.standard_normal(row_shape).astype(dtype)
     options = {} if act is None else {"fused_activation_function": act}
     inputs = [row, (x.dtype, x.shape)] if row_first else [(x.dtype, x.shape), row]
-    data = one_op(op, inputs, dtype, shape, options)
+    data = op_model(op, inputs, dtype, shape, options)
     ours = run_ours(data, [x])
     (ref,) = run_official(data, [x])
     assert ours.shape == ref.shape and ours.tobytes() == ref.tobytes()

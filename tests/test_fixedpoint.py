@@ -10,22 +10,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.base import fixedpoint as fx
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.resolver import BuiltinOpResolver
 from lite_numba.testing import require_official, run_official
 
 require_official()
 
-RESOLVER = BuiltinOpResolver()  # the builtin table as users get it (ADD/MUL rows name their quantized variants)
-
-
 def run_ours(model: bytes, inputs):
-    it = Interpreter(model_content=model, op_resolver=RESOLVER)
+    it = Interpreter(model_content=model)  # the default registry and its version table
     it.allocate_tensors()
     for d, a in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], a)
@@ -55,7 +52,7 @@ def int8_values(extra: int, rng) -> np.ndarray:
     return np.concatenate([np.arange(-128, 128), rng.integers(-128, 128, extra)]).astype(np.int8)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(log_in=st.floats(-6, 3), log_out=st.floats(-6, 3), zin=st.integers(-128, 127), zout=st.integers(-128, 127),
        seed=st.integers(0, 2 ** 16))
 def test_requantize_int8_multipliers(log_in, log_out, zin, zout, seed):
@@ -66,7 +63,7 @@ def test_requantize_int8_multipliers(log_in, log_out, zin, zout, seed):
     assert_same(model, [x])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(log_in=st.floats(-6, -1), log_out=st.floats(-4, 1), zout=st.integers(-128, 127), seed=st.integers(0, 2 ** 16))
 def test_requantize_int16_to_int8_multipliers(log_in, log_out, zout, seed):
     rng = np.random.default_rng(seed)
@@ -75,7 +72,7 @@ def test_requantize_int16_to_int8_multipliers(log_in, log_out, zout, seed):
     assert_same(model, [x])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(op=st.sampled_from(["ADD", "MUL"]), logs=st.tuples(st.floats(-3, 0), st.floats(-3, 0), st.floats(-3, 0)),
        zps=st.tuples(st.integers(-128, 127), st.integers(-128, 127), st.integers(-128, 127)),
        seed=st.integers(0, 2 ** 16))
@@ -110,7 +107,7 @@ def test_quantize_multiplier_known_values():
     assert q < 0 and (q, s) == (-fx.quantize_multiplier(0.3)[0], fx.quantize_multiplier(0.3)[1])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.lists(st.integers(-(1 << 31), (1 << 31) - 1), min_size=2, max_size=2),
        st.floats(1e-9, 1e3), st.integers(0, 31))
 def test_scalar_and_array_helpers_agree(ab, m, e):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,7 +61,7 @@ def assert_exact(ours, ref):
 
 # --- float32 ------------------------------------------------------------------------------------------------------
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(batch=st.lists(st.integers(1, 5), min_size=0, max_size=2), k=st.integers(1, 70), units=st.integers(1, 40),
        act=st.sampled_from(ACTS), keep=st.booleans(), with_bias=st.booleans(), seed=st.integers(0, 2**16))
 def test_float(batch, k, units, act, keep, with_bias, seed):
@@ -138,7 +139,7 @@ def _quantized_case(rng, x_dtype, w_dtype, batch, k, units, per_channel, bias_dt
     return data, x
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(batch=st.integers(1, 9), k=st.integers(1, 80), units=st.integers(1, 33), per_channel=st.booleans(),
        with_bias=st.booleans(), act=st.sampled_from(ACTS), seed=st.integers(0, 2**16))
 def test_int8(batch, k, units, per_channel, with_bias, act, seed):
@@ -187,7 +188,7 @@ def test_int8_keep_num_dims_and_non_constant_weights():
 
 # --- hybrid ---------------------------------------------------------------------------------------------------------
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(batch=st.integers(1, 6), k=st.integers(1, 90), units=st.integers(1, 30), per_channel=st.booleans(),
        asymmetric=st.booleans(), with_bias=st.booleans(),
        act=st.sampled_from(ACTS + ["TANH", "SIGN_BIT"]), seed=st.integers(0, 2**16))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +48,7 @@ def gather_model(dtype, shape, indices, axis, batch_dims=0, runtime=False, quant
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_gather(data):
     rank = data.draw(st.integers(1, 4))
@@ -106,7 +107,7 @@ def gather_nd_model(dtype, shape, indices, runtime=False):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_gather_nd(data):
     rank = data.draw(st.integers(1, 4))
@@ -142,7 +143,7 @@ def scatter_nd_model(dtype, indices, upd_shape, shape, runtime=False):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_scatter_nd(data):
     rank = data.draw(st.integers(1, 3))

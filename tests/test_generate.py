@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -100,7 +101,7 @@ FILL_VALUES = {np.float32: np.float32(-2.5), np.int32: np.int32(-7), np.int64: n
 FILL_VERSION = {np.bool_: 2, np.int8: 3, np.int16: 3, np.float16: 4}
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=0, max_size=4), st.sampled_from([np.int32, np.int64]),
        st.sampled_from(list(FILL_VALUES)), st.booleans(), st.booleans())
 def test_fill(dims, dims_type, value_type, const_dims, const_value):
@@ -168,7 +169,7 @@ def range_cases(draw):
     return [np.array(v, dtype) for v in (start, limit, delta)]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(range_cases(), st.lists(st.booleans(), min_size=3, max_size=3))
 def test_range(values, consts):
     b = ModelBuilder()
@@ -202,7 +203,7 @@ ON_OFF = {np.float32: (2.5, -1.0), np.int32: (7, -3), np.int64: (2**40, -1), np.
           np.bool_: (True, False)}
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.lists(st.integers(1, 3), min_size=0, max_size=3), st.sampled_from([np.int32, np.int64]),
        st.sampled_from(list(ON_OFF)), st.integers(0, 6), st.data(), st.booleans(), st.integers(0, 2**31))
 def test_one_hot(ind_shape, ind_type, out_type, depth, data, const_depth, seed):
@@ -249,7 +250,7 @@ def test_one_hot_errors():
 WHERE_TYPES = [np.bool_, np.float32, np.int64, np.int32, np.int8, np.uint8, np.uint32]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.sampled_from(WHERE_TYPES), st.lists(st.integers(1, 4), min_size=1, max_size=4), st.integers(0, 2**31))
 def test_where(dtype, shape, seed):
     rng = np.random.default_rng(seed)
@@ -288,7 +289,7 @@ def topk_model(dtype, shape, k, const_k=True, index_type=np.int32, k_type=np.int
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.sampled_from(TOPK_TYPES), st.lists(st.integers(1, 4), min_size=0, max_size=2), st.integers(1, 40),
        st.data(), st.booleans(), st.integers(0, 2**31))
 def test_topk(dtype, lead, n, data, const_k, seed):

@@ -9,7 +9,7 @@ import pytest
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official, run_ours
+from lite_numba.testing import assert_close, one_op, require_official, run_official, run_ours
 from lite_numba.testing import random_array as rand
 
 require_official()
@@ -25,18 +25,6 @@ def check_same(data, inputs, tol=None):
             assert o.tobytes() == r.tobytes()
         else:
             assert_close(o, r, tol)
-
-
-def one_op(op, ins, out, options=None, version=1, consts=()):
-    """ins: [(dtype, shape)]; an entry of `consts` (index -> array) makes that input a constant."""
-    b = ModelBuilder()
-    ts = []
-    for k, (dt, shp) in enumerate(ins):
-        ts.append(b.add_const(f"c{k}", consts[k]) if k in dict(consts) else b.add_input(f"x{k}", dt, list(shp)))
-    y = b.add_tensor("y", out[0], list(out[1]))
-    b.add_op(op, ts, [y], options=options, version=version)
-    b.mark_output(y)
-    return b.build()
 
 
 def refused(data, pattern):

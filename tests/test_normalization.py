@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lite_numba import Interpreter
-from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, one_op, require_official, run_official
 
 require_official()
 
 # derandomized: the same examples every run, so the compiled runners are all cached after the first run
-SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def run_ours(data: bytes, inputs) -> list[np.ndarray]:
@@ -28,13 +28,9 @@ def run_ours(data: bytes, inputs) -> list[np.ndarray]:
     return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
-def one_op(op, dtype, shape, options, version=1, qin=None, qout=None):
-    b = ModelBuilder()
-    x = b.add_input("x", dtype, shape, quant=qin)
-    y = b.add_tensor("y", dtype, shape, quant=qout)
-    b.add_op(op, [x], [y], options=options, version=version)
-    b.mark_output(y)
-    return b.build()
+def unary_op(op, dtype, shape, options, version=1, qin=None, qout=None) -> bytes:
+    """One op from x to y of the same dtype and shape (lite_numba.testing.one_op), with their quantizations."""
+    return one_op(op, [(dtype, shape, qin)], (dtype, shape, qout), options, version)
 
 
 @SETTINGS
@@ -45,7 +41,7 @@ def test_l2_normalization_float(shape, scale, seed):
     x = (rng.standard_normal(shape) * scale).astype(np.float32)
     if rng.random() < 0.3:
         x[..., :] = 0  # all-zero rows: the norm is clamped at 1e-6
-    data = one_op("L2_NORMALIZATION", np.float32, shape, {})
+    data = unary_op("L2_NORMALIZATION", np.float32, shape, {})
     (ours,), (ref,) = run_ours(data, [x]), run_official(data, [x])
     assert ours.shape == ref.shape
     assert_close(ours.reshape(-1), ref.reshape(-1), 1e-5)
@@ -63,7 +59,7 @@ def test_l2_normalization_quantized(dtype, shape, scale, zp, spread, seed):
     rng = np.random.default_rng(seed)
     zp_in = base + zp
     x = np.clip(rng.integers(zp_in - spread, zp_in + spread, shape, endpoint=True), info.min, info.max).astype(dt)
-    data = one_op("L2_NORMALIZATION", dtype, shape, {}, 2 if dt == np.int8 else 1, (scale, zp_in),
+    data = unary_op("L2_NORMALIZATION", dtype, shape, {}, 2 if dt == np.int8 else 1, (scale, zp_in),
                   (1.0 / 128.0, base))
     (ours,), (ref,) = run_ours(data, [x]), run_official(data, [x])
     assert ours.dtype == ref.dtype and ours.shape == ref.shape
@@ -76,7 +72,7 @@ def test_l2_normalization_quantized(dtype, shape, scale, zp, spread, seed):
        beta=st.sampled_from([0.5, 0.75, 1.0, 0.3]), seed=st.integers(0, 2**31))
 def test_local_response_norm(shape, radius, bias, alpha, beta, seed):
     x = np.random.default_rng(seed).uniform(-3, 3, shape).astype(np.float32)
-    data = one_op("LOCAL_RESPONSE_NORMALIZATION", np.float32, list(shape),
+    data = unary_op("LOCAL_RESPONSE_NORMALIZATION", np.float32, list(shape),
                   {"radius": radius, "bias": bias, "alpha": alpha, "beta": beta})
     (ours,), (ref,) = run_ours(data, [x]), run_official(data, [x])
     assert_close(ours, ref, 1e-5)
@@ -90,13 +86,13 @@ def _fails(data: bytes, match: str) -> None:
 
 
 def test_errors():
-    _fails(one_op("L2_NORMALIZATION", np.int8, [2, 3], {}, 2, (0.1, 0), (0.01, 0)), r"L2_NORMALIZATION .*1/128")
-    _fails(one_op("L2_NORMALIZATION", np.uint8, [2, 3], {}, 1, (0.1, 128), (1 / 128, 0)),
+    _fails(unary_op("L2_NORMALIZATION", np.int8, [2, 3], {}, 2, (0.1, 0), (0.01, 0)), r"L2_NORMALIZATION .*1/128")
+    _fails(unary_op("L2_NORMALIZATION", np.uint8, [2, 3], {}, 1, (0.1, 128), (1 / 128, 0)),
            r"L2_NORMALIZATION .*zero point must be 128")
-    _fails(one_op("L2_NORMALIZATION", np.float32, [2, 3], {"fused_activation_function": "RELU"}),
+    _fails(unary_op("L2_NORMALIZATION", np.float32, [2, 3], {"fused_activation_function": "RELU"}),
            r"L2_NORMALIZATION .*activation")
-    _fails(one_op("L2_NORMALIZATION", np.int16, [2, 3], {}, 1, (0.1, 0), (1 / 128, 0)), r"L2_NORMALIZATION .*int16")
-    _fails(one_op("LOCAL_RESPONSE_NORMALIZATION", np.float32, [2, 3, 4], {"radius": 1}),
+    _fails(unary_op("L2_NORMALIZATION", np.int16, [2, 3], {}, 1, (0.1, 0), (1 / 128, 0)), r"L2_NORMALIZATION .*int16")
+    _fails(unary_op("LOCAL_RESPONSE_NORMALIZATION", np.float32, [2, 3, 4], {"radius": 1}),
            r"LOCAL_RESPONSE_NORMALIZATION .*4-D")
-    _fails(one_op("LOCAL_RESPONSE_NORMALIZATION", np.int8, [1, 2, 3, 4], {"radius": 1}, 1, (0.1, 0), (0.1, 0)),
+    _fails(unary_op("LOCAL_RESPONSE_NORMALIZATION", np.int8, [1, 2, 3, 4], {"radius": 1}, 1, (0.1, 0), (0.1, 0)),
            r"LOCAL_RESPONSE_NORMALIZATION .*int8")

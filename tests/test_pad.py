@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,7 +43,7 @@ def pad_model(op, dtype, shape, paddings, quant=None, value=None, value_quant=No
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_pad(data):
     rank = data.draw(st.integers(1, 5))
@@ -59,7 +60,7 @@ def test_pad(data):
                [rand(rng, dtype, shape)])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_padv2(data):
     rank = data.draw(st.integers(1, 4))
@@ -113,7 +114,7 @@ def mirror_model(dtype, shape, paddings, mode):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_mirror_pad(data):
     rank = data.draw(st.integers(1, 4))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,7 +59,7 @@ def random_values(rng, dtype, shape):
     return rng.integers(lo, hi + 1, size=shape).astype(dtype)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(data=st.data())
 def test_quantize_float(data):
     """float32 -> int8/uint8/int16, including exact halves (ties), out-of-range values, inf and NaN."""
@@ -90,7 +91,7 @@ REQUANT_PAIRS = [(np.int8, np.int8), (np.int8, np.uint8), (np.uint8, np.int8), (
                  (np.int16, np.int32), (np.int32, np.int8), (np.int32, np.int16)]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(data=st.data())
 def test_requantize(data):
     din, dout = data.draw(st.sampled_from(REQUANT_PAIRS))
@@ -106,7 +107,7 @@ def test_requantize(data):
     assert_same(model, [random_values(rng, din, [n])])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(data=st.data())
 def test_dequantize(data):
     dtype = data.draw(st.sampled_from([np.int8, np.uint8, np.int16]))

@@ -1,36 +1,28 @@
 """Quantized elementwise ops and activations (int8 / uint8 / int16) against the official runtime, bit-exact.
 
 Every model is a one-op model run in the official runtime (BUILTIN_WITHOUT_DEFAULT_DELEGATES) and in ours through
-the builtin op table, whose rows name each op's quantized variant (kernels/registry.py). Sizes are chosen so
-that both the official kernels' vector blocks and their scalar tails are exercised.
+the default resolver (the registry's kernels and version table: what users get; a version the table does not
+accept fails the test). Sizes are chosen so that both the official kernels' vector blocks and their scalar tails are
+exercised.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.elementwise.arithmetic_quantized import process_broadcast_shapes
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.resolver import BuiltinOpResolver
 from lite_numba.testing import require_official, run_official
 
 require_official()
 
-QUANTIZED_OPS = ["ADD", "SUB", "MUL", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "EXP", "LOG", "RSQRT", "SQRT",
-                 "ABS", "LOGISTIC", "TANH", "SOFTMAX", "LOG_SOFTMAX", "HARD_SWISH", "GELU", "ELU", "LEAKY_RELU",
-                 "PRELU", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1"]
-
-
-# the builtin table as users get it: each op's row names its quantized variant (kernels/registry.py)
-RESOLVER = BuiltinOpResolver()
-
-
 def run_ours(model: bytes, inputs):
-    it = Interpreter(model_content=model, op_resolver=RESOLVER)
+    it = Interpreter(model_content=model)
     it.allocate_tensors()
     for d, a in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], a)
@@ -104,7 +96,7 @@ SHAPE_PAIRS = [
 ]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(data=st.data())
 def test_add_sub_mul_all_types(data):
     """ADD/SUB/MUL int8/uint8/int16 with broadcasting and fused activations."""
@@ -121,7 +113,7 @@ def test_add_sub_mul_all_types(data):
     assert_same(model, [random_values(rng, dtype, s1), random_values(rng, dtype, s2)])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(data=st.data())
 def test_add_mul_saturating_output(data):
     """Tiny output scales: the official vector code narrows to int16 (wrapping or saturating) before adding the
@@ -145,7 +137,7 @@ def test_add_sub_int16_power_of_two_scales(op, shifts):
     assert_same(model, [random_values(rng, np.int16, [3, 41]), random_values(rng, np.int16, [3, 41])])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(data=st.data())
 def test_squared_difference_maximum_minimum(data):
     op = data.draw(st.sampled_from(["SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM"]))
@@ -157,7 +149,7 @@ def test_squared_difference_maximum_minimum(data):
     assert_same(model, [random_values(rng, dtype, s1), random_values(rng, dtype, s2)])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(data=st.data())
 def test_table_activations_8bit(data):
     """LUT and integer activations over every input value of int8/uint8."""
@@ -181,7 +173,7 @@ def test_table_activations_8bit(data):
     assert_same(unary_model(op, dtype, [x.size], qin, qout, options=options, version=VERSION8.get(op, 2)), [x])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(data=st.data())
 def test_int16_activations(data):
     """int16: LOGISTIC/TANH (power-of-two and general input scales), LUT ops, RELU*, LEAKY_RELU."""
@@ -201,7 +193,7 @@ def test_int16_activations(data):
     assert_same(model, [x])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(data=st.data())
 def test_softmax(data):
     """SOFTMAX int8/uint8 -> 8-bit or int16, int16 -> int16, with beta; LOG_SOFTMAX int8/uint8."""
@@ -223,7 +215,7 @@ def test_softmax(data):
     assert_same(model, [x])
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=scaled(15), deadline=None)
 @given(data=st.data())
 def test_prelu(data):
     dtype = data.draw(st.sampled_from([np.int8, np.uint8, np.int16]))
@@ -296,7 +288,7 @@ def test_error_rsqrt_negative_input_at_run_time():
         run_ours(model, [x])
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=scaled(12), deadline=None)
 @given(data=st.data())
 def test_add_mul_8bit_pair_tables(data):
     """Same-shape 8-bit ADD / MUL of at least PAIR_TABLE_MIN_SIZE elements run as a 256 x 256 table of the same

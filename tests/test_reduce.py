@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ from lite_numba.testing import assert_close, official_interpreter, require_offic
 require_official()
 
 # derandomized: the same examples every run, so the compiled runners are all cached after the first run
-SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 INT_TYPES = {np.dtype(np.int8): 2, np.dtype(np.uint8): 1, np.dtype(np.int16): 3}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,7 +67,7 @@ def random_data(rng, dtype, shape) -> np.ndarray:
 MODES = st.sampled_from([(False, False), (True, False), (False, True)])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.sampled_from([np.float32, np.uint8, np.int8, np.int16]), st.integers(1, 2), st.integers(1, 6),
        st.integers(1, 6), st.integers(1, 4), st.integers(1, 13), st.integers(1, 13), MODES, st.integers(0, 2**31))
 def test_resize_bilinear(dtype, batch, h, w, c, oh, ow, mode, seed):
@@ -96,7 +97,7 @@ def test_resize_bilinear_integer_rounding_ties():
         assert_same(resize_model("RESIZE_BILINEAR", dtype, [1, 1, 6, 1], [1, 12]), [x])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.sampled_from([np.float32, np.uint8, np.int8, np.int16, np.int32]), st.integers(1, 2), st.integers(1, 7),
        st.integers(1, 7), st.integers(1, 3), st.integers(1, 15), st.integers(1, 15),
        st.sampled_from([(False, False), (True, False), (False, True), (True, True)]), st.integers(0, 2**31))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -104,7 +105,7 @@ def uni_lstm_model(x_shape, w, n_output, n_cell, *, time_major=False, act="TANH"
 # in a and b (the official float products run through its GEMM backend, in another order) grows to ~1e-4; found by
 # hypothesis at batch 2, time 2, n_input 5, n_cell 2, CIFG, layer norm, activation NONE (1.7e-4). Such cases use
 # the hybrid ops' 1e-4 bound.
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=scaled(25), deadline=None)
 @given(batch=st.integers(1, 3), time=st.integers(1, 5), n_input=st.integers(1, 7), n_cell=st.integers(1, 9),
        cifg=st.booleans(), peephole=st.booleans(), proj=st.sampled_from([None, False, True]), layer_norm=st.booleans(),
        time_major=st.booleans(), act=st.sampled_from(["TANH", "TANH", "RELU", "NONE", "RELU6"]),
@@ -197,7 +198,7 @@ def bidir_model(x_shape, wf, wb, n_fw, n_bw, n_cell_fw, n_cell_bw, *, merge=Fals
     return b.build()
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=scaled(6), deadline=None)
 @given(batch=st.integers(1, 3), time=st.integers(1, 4), n_input=st.integers(1, 5), n_cell=st.integers(1, 6),
        cifg=st.booleans(), peephole=st.booleans(), proj=st.booleans(), merge=st.booleans(), time_major=st.booleans(),
        aux=st.sampled_from([None, "cross", "bw_input"]), seed=st.integers(0, 99))
@@ -245,7 +246,7 @@ def rnn_model(op, x_shape, w, r, bias, *, time_major=False, act="TANH", state_sh
     return b.build()
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=scaled(15), deadline=None)
 @given(op=st.sampled_from(["RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"]), batch=st.integers(1, 3), time=st.integers(1, 4),
        n_input=st.integers(1, 6), units=st.integers(1, 7), time_major=st.booleans(),
        act=st.sampled_from(["TANH", "RELU", "NONE", "RELU_N1_TO_1", "RELU6"]), seed=st.integers(0, 99))
@@ -282,7 +283,7 @@ def svdf_model(batch, n_input, w_f, w_t, bias, rank, act="NONE", state_shape=Non
     return b.build()
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=scaled(12), deadline=None)
 @given(batch=st.integers(1, 3), n_input=st.integers(1, 6), units=st.integers(1, 4), rank=st.integers(1, 3),
        mem=st.integers(1, 5), has_bias=st.booleans(), act=st.sampled_from(["NONE", "RELU", "TANH"]),
        seed=st.integers(0, 99))
@@ -329,7 +330,7 @@ def rnn_cell(rng, n_input, units):
     return rnd(rng, (units, n_input)), rnd(rng, (units, units)), rnd(rng, (units,), 0.3)
 
 
-@settings(max_examples=14, deadline=None)
+@settings(max_examples=scaled(14), deadline=None)
 @given(batch=st.integers(1, 3), time=st.integers(1, 4), n_input=st.integers(1, 5), fw_units=st.integers(1, 6),
        bw_units=st.integers(1, 6), merge=st.booleans(), time_major=st.booleans(),
        aux=st.sampled_from([None, "cross", "bw_input"]), act=st.sampled_from(["TANH", "RELU", "NONE"]),
@@ -379,7 +380,7 @@ def quantize_weights(w):
 # of 8 values with the NEON RoundToNearest and adds the asymmetric zero point after rounding (quantize_rows).
 @example(batch=2, time=1, n_input=6, n_cell=7, cifg=False, peephole=True, proj=False, layer_norm=False,
          time_major=False, asymmetric=True, act="RELU", cell_clip=0.0, proj_clip=0.0, seed=21)
-@settings(max_examples=16, deadline=None, derandomize=True)
+@settings(max_examples=scaled(16), deadline=None)
 @given(batch=st.integers(1, 3), time=st.integers(1, 4), n_input=st.integers(1, 7), n_cell=st.integers(1, 9),
        cifg=st.booleans(), peephole=st.booleans(), proj=st.sampled_from([None, False, True]), layer_norm=st.booleans(),
        time_major=st.booleans(), asymmetric=st.booleans(), act=st.sampled_from(["TANH", "TANH", "RELU", "NONE"]),
@@ -412,7 +413,7 @@ def test_uni_lstm_hybrid_errors():
                   "UNIDIRECTIONAL_SEQUENCE_LSTM.*recurrent_to_cell_weights has type float32: a hybrid LSTM takes int8")
 
 
-@settings(max_examples=14, deadline=None)
+@settings(max_examples=scaled(14), deadline=None)
 @given(op=st.sampled_from(["RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"]), batch=st.integers(1, 3), time=st.integers(1, 4),
        n_input=st.integers(1, 6), units=st.integers(1, 7), time_major=st.booleans(), asymmetric=st.booleans(),
        act=st.sampled_from(["TANH", "RELU", "NONE"]), seed=st.integers(0, 99))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.movement.densify import densify_values
@@ -47,7 +48,7 @@ def rfft_model(shape, fft_length, *, const_length=True, parts=True):
 
 
 # (fft_length [., 1] is left out: the official kernel returns x - xj there, where the transform is x + 0j)
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=scaled(20), deadline=None)
 @given(batch=st.lists(st.integers(1, 3), min_size=0, max_size=2), h=st.integers(1, 20), w=st.integers(1, 20),
        fh=st.sampled_from([1, 2, 4, 8, 16, 32]), fw=st.sampled_from([2, 4, 8, 16, 32]), seed=st.integers(0, 2**16))
 def test_rfft2d_and_parts(batch, h, w, fh, fw, seed):

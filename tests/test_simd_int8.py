@@ -1,8 +1,9 @@
 """The int8 GEMM kernels of kernels/linear/simd_int8.py (CONV_2D with one group, FULLY_CONNECTED) against the
 official runtime.
 
-Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and, when the CPU has it, avx512vnni), each in
-a new Interpreter, and both outputs must equal the official builtin kernels' output exactly. The shapes cover the
+Every case runs on every instruction-set level of kernels.isa.LEVELS (the isa_level fixture; a level this CPU lacks
+is skipped with the missing features named), each in a new Interpreter, and the output must equal the official
+builtin kernels' output exactly. The shapes cover the
 kernels' remainders: depth below and not a multiple of the 4-byte groups, output channels not a multiple of the
 16/32-channel panels, pixel counts not a multiple of the 8-row tiles, several activation blocks, strides, dilations,
 SAME/VALID padding (padded taps take the input zero point), batches, per-tensor and per-channel filters; uint8
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from conftest import scaled
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.base import isa
 from lite_numba.kernels.linear import simd_int8
@@ -22,15 +24,13 @@ from test_conv import conv2d_model, conv_shapes, quant_case
 from test_fully_connected import _quantized_case
 
 from lite_numba import Interpreter
-from lite_numba.testing import require_official, run_official
+from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()
 
-PATHS = ["portable"] + (["avx512vnni"] if isa.supports("avx512vnni") else [])
 
 
-def run_ours(data: bytes, inputs, path: str, monkeypatch) -> np.ndarray:
-    monkeypatch.setenv("LITE_NUMBA_ISA", path)
+def run_ours(data: bytes, inputs) -> np.ndarray:
     it = Interpreter(model_content=data)
     it.allocate_tensors()
     for d, v in zip(it.get_input_details(), inputs):
@@ -39,13 +39,9 @@ def run_ours(data: bytes, inputs, path: str, monkeypatch) -> np.ndarray:
     return it.get_tensor(it.get_output_details()[0]["index"])
 
 
-def check_both_paths(data: bytes, inputs, monkeypatch) -> None:
+def check_level(data: bytes, inputs, level: str) -> None:
     (ref,) = run_official(data, inputs)
-    for path in PATHS:
-        ours = run_ours(data, inputs, path, monkeypatch)
-        assert ours.dtype == ref.dtype and ours.shape == ref.shape
-        diff = np.abs(ours.astype(np.int64) - ref.astype(np.int64))
-        assert diff.max(initial=0) == 0, f"{path}: {np.count_nonzero(diff)}/{diff.size} differ, max {diff.max()}"
+    assert_close(run_ours(data, inputs), ref, what=f"ISA {level}")  # integers: exact
 
 
 def conv_case(g, per_channel: bool):
@@ -83,34 +79,33 @@ CONV_CASES = {
 
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
 @pytest.mark.parametrize("name", list(CONV_CASES))
-def test_conv2d_int8(name, per_channel, monkeypatch):
-    check_both_paths(*conv_case(CONV_CASES[name], per_channel), monkeypatch)
+def test_conv2d_int8(name, per_channel, isa_level):
+    check_level(*conv_case(CONV_CASES[name], per_channel), isa_level)
 
 
-@settings(max_examples=8, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=scaled(8), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
                                                                                 HealthCheck.function_scoped_fixture])
 @given(st.fixed_dictionaries({
-    "n": st.integers(1, 2), "h": st.integers(1, 10), "w": st.integers(1, 10), "cig": st.integers(1, 20),
-    "groups": st.just(1), "cog": st.integers(1, 40), "kh": st.integers(1, 3), "kw": st.integers(1, 3),
+    "n": st.integers(1, 2), "h": st.integers(1, 12), "w": st.integers(1, 12), "cig": st.integers(1, 70),
+    "groups": st.just(1), "cog": st.integers(1, 70), "kh": st.integers(1, 3), "kw": st.integers(1, 3),
     "sh": st.integers(1, 2), "sw": st.integers(1, 2), "dh": st.integers(1, 2), "dw": st.integers(1, 2),
     "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(["NONE", "RELU", "RELU6"]),
     "seed": st.integers(0, 2**31 - 1)}), st.booleans())
-def test_conv2d_int8_random(monkeypatch, g, per_channel):
+def test_conv2d_int8_random(isa_level, g, per_channel):
     _, _, oh, ow = conv_shapes(g)
-    if oh <= 0 or ow <= 0:
-        return
-    check_both_paths(*conv_case(g, per_channel), monkeypatch)
+    assume(oh > 0 and ow > 0)
+    check_level(*conv_case(g, per_channel), isa_level)
 
 
 @pytest.mark.parametrize("batch, k, units", [(1, 1, 1), (1, 100, 33), (3, 5, 17), (9, 64, 48), (20, 37, 16),
                                              (2, 300, 70), (1, 1280, 40)])
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
-def test_fully_connected_int8(batch, k, units, per_channel, with_bias, monkeypatch):
+def test_fully_connected_int8(batch, k, units, per_channel, with_bias, isa_level):
     rng = np.random.default_rng(batch * 1000 + k + units)
     data, x = _quantized_case(rng, np.int8, np.int8, batch, k, units, per_channel,
                               np.int32 if with_bias else None, "RELU" if per_channel else "NONE")
-    check_both_paths(data, [x], monkeypatch)
+    check_level(data, [x], isa_level)
 
 
 def test_weight_packing_layouts():
@@ -131,7 +126,8 @@ def test_weight_packing_layouts():
     assert np.array_equal(offs[:37], -(123 * w.astype(np.int64).sum(axis=1))) and not offs[37:].any()
 
 
-@pytest.mark.skipif("avx512vnni" not in PATHS, reason="no AVX-512 VNNI")
+@pytest.mark.skipif(not isa.supports("avx512vnni"), reason="AVX-512 VNNI output stage not run: this CPU lacks "
+                    f"{', '.join(isa.missing_features('avx512vnni'))}")
 def test_vnni_output_stage_extremes():
     """The VNNI output stage (one int64 rounding shift per lane, zero point folded in) against the portable one
     (conv_loops._mbqm_half_up, checked against the official runtime above) on parameters no model in the tests
@@ -216,23 +212,22 @@ UINT8_CASES = {
 
 @pytest.mark.parametrize("zp_w", [0, 3, 128, 200, 255])
 @pytest.mark.parametrize("name", list(UINT8_CASES))
-def test_conv2d_uint8(name, zp_w, monkeypatch):
+def test_conv2d_uint8(name, zp_w, isa_level):
     g = UINT8_CASES[name]
     zp_in = [0, 255, 131, 7, 250][zp_w % 5]
-    check_both_paths(*conv_case_uint8(g, zp_w, zp_in, zero_bias=zp_w == 3), monkeypatch)
+    check_level(*conv_case_uint8(g, zp_w, zp_in, zero_bias=zp_w == 3), isa_level)
 
 
-@settings(max_examples=10, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=scaled(10), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
                                                                                  HealthCheck.function_scoped_fixture])
 @given(st.fixed_dictionaries({
-    "n": st.integers(1, 2), "h": st.integers(1, 10), "w": st.integers(1, 10), "cig": st.integers(1, 20),
-    "groups": st.just(1), "cog": st.integers(1, 40), "kh": st.integers(1, 3), "kw": st.integers(1, 3),
+    "n": st.integers(1, 2), "h": st.integers(1, 12), "w": st.integers(1, 12), "cig": st.integers(1, 70),
+    "groups": st.just(1), "cog": st.integers(1, 70), "kh": st.integers(1, 3), "kw": st.integers(1, 3),
     "sh": st.integers(1, 2), "sw": st.integers(1, 2), "dh": st.integers(1, 2), "dw": st.integers(1, 2),
     "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(["NONE", "RELU", "RELU6"]),
     "seed": st.integers(0, 2**31 - 1)}), st.sampled_from([0, 3, 128, 200, 255]), st.sampled_from([0, 1, 128, 254, 255]),
     st.booleans())
-def test_conv2d_uint8_random(monkeypatch, g, zp_w, zp_in, zero_bias):
+def test_conv2d_uint8_random(isa_level, g, zp_w, zp_in, zero_bias):
     _, _, oh, ow = conv_shapes(g)
-    if oh <= 0 or ow <= 0:
-        return
-    check_both_paths(*conv_case_uint8(g, zp_w, zp_in, zero_bias), monkeypatch)
+    assume(oh > 0 and ow > 0)
+    check_level(*conv_case_uint8(g, zp_w, zp_in, zero_bias), isa_level)

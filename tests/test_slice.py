@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +38,7 @@ def slice_model(dtype, shape, begin, size, index_type=np.int32, runtime=False):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_slice(data):
     rank = data.draw(st.integers(1, 5))
@@ -108,7 +109,7 @@ def numpy_strided_slice(shape, begin, end, strides, begin_mask, end_mask, shrink
     return np.zeros(shape)[tuple(idx)].shape
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_strided_slice(data):
     rank = data.draw(st.integers(1, 4))
@@ -138,7 +139,7 @@ def test_strided_slice(data):
     check_same(model, [rand(rng, dtype, shape)])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(st.data())
 def test_strided_slice_ellipsis_new_axis(data):
     rank = data.draw(st.integers(1, 4))

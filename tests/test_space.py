@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,7 +66,7 @@ def block_model(op: str, dtype, in_shape, out_shape, bs: int, version: int = 1) 
 BLOCK_TYPES = [np.float32, np.int8, np.uint8, np.int32, np.int64]
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 3), st.integers(1, 4), st.integers(1, 3),
        st.sampled_from(BLOCK_TYPES), st.integers(0, 2**31))
 def test_depth_to_space(batch, h, w, oc, bs, dtype, seed):
@@ -76,7 +77,7 @@ def test_depth_to_space(batch, h, w, oc, bs, dtype, seed):
     assert_same(data, [random_data(rng, dtype, in_shape)])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 3), st.integers(1, 4), st.integers(1, 3),
        st.sampled_from(BLOCK_TYPES), st.integers(0, 2**31))
 def test_space_to_depth(batch, oh, ow, c, bs, dtype, seed):
@@ -128,7 +129,7 @@ def space_to_batch_cases(draw):
     return dtype, [batch, *in_sp, depth], block, pads, [batch * nblocks, *out_sp, depth]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(space_to_batch_cases(), st.integers(0, 2**31))
 def test_space_to_batch_nd(case, seed):
     dtype, in_shape, block, pads, out_shape = case
@@ -137,7 +138,7 @@ def test_space_to_batch_nd(case, seed):
     assert_same(data, [random_data(rng, dtype, in_shape)])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(space_to_batch_cases(), st.integers(0, 2**31))
 def test_batch_to_space_nd(case, seed):
     # the inverse geometry: space_to_batch's output shape is the input, its paddings are the crops

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -50,7 +51,7 @@ def hybrid_svdf_model(batch, w_f, w_t, bias, rank, *, s_wf, s_wt, act="NONE", as
 
 
 @example(batch=1, n_input=40, units=32, rank=1, mem=8, has_bias=True, zp_in=-3, zp_out=-128, seed=0)
-@settings(max_examples=14, deadline=None, derandomize=True)
+@settings(max_examples=scaled(14), deadline=None)
 @given(batch=st.integers(1, 3), n_input=st.integers(1, 12), units=st.integers(1, 5), rank=st.integers(1, 3),
        mem=st.integers(1, 6), has_bias=st.booleans(), zp_in=st.integers(-20, 20),
        zp_out=st.sampled_from([-128, -128, -5, 10]), seed=st.integers(0, 99))
@@ -78,7 +79,7 @@ def _q(a):
     return np.clip(np.round(a / scale), -127, 127).astype(np.int8), scale
 
 
-@settings(max_examples=14, deadline=None, derandomize=True)
+@settings(max_examples=scaled(14), deadline=None)
 @given(batch=st.integers(1, 3), n_input=st.integers(1, 20), units=st.integers(1, 5), rank=st.integers(1, 3),
        mem=st.integers(1, 6), has_bias=st.booleans(), act=st.sampled_from(["NONE", "RELU", "TANH"]),
        asymmetric=st.booleans(), seed=st.integers(0, 99))

@@ -1,23 +1,24 @@
 """num_threads: the parallel kernel variants give the same bytes as one thread, and match the official runtime.
 
-Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and the best the CPU has) with num_threads=1
-and 2, each in a new Interpreter; the two thread counts must give identical outputs, and both must match the
-official builtin kernels (float within 1e-5 relative to the largest output, integers exactly). Each case is big
+Every case runs on every instruction-set level of kernels.isa.LEVELS (the isa_level fixture; a level this CPU lacks is
+skipped with the missing features named) with num_threads=1 and 2, each in a new Interpreter; the two thread counts
+must give identical outputs, and both must match the official builtin kernels (float within the "accumulation"
+tolerance of lite_numba.testing.TOLERANCES, integers exactly). Each case is big
 enough that num_threads=2 schedules a parallel driver (checked by name, so a threshold change cannot silently
 leave the parallel code untested), and covers one way of splitting the work: row bands of a float GEMM /
 convolution, column panels of a one-row FULLY_CONNECTED, batches and row bands of BATCH_MATMUL, image ranges and
 row bands of the int8 GEMM (KxK im2col and pointwise), depthwise over a banded padded input and over the input
-itself. The MobileNets of ../shared/models run when present.
+itself. Whole models: the bundled small CNNs and MobileNet v2 (int8 bundled, float32 built in code).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import MODELS, SHARED_MODELS
-from hypothesis import HealthCheck, given, settings
+from conftest import model_path, scaled
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels.base import isa, threads
+from lite_numba.kernels.base import threads
 from test_batch_matmul import bmm_model
 from test_conv import conv2d_model, dw_model, quant_case
 from test_fully_connected import _quantized_case, fc_model
@@ -27,37 +28,34 @@ from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()
 
-PATHS = ["portable"] + ([isa.best_level()] if isa.best_level() != "portable" else [])
 
 
-def run_ours(data: bytes, inputs, path: str, threads: int, monkeypatch):
-    """(outputs, names of the scheduled kernels) of one invoke in a new Interpreter."""
-    monkeypatch.setenv("LITE_NUMBA_ISA", path)
+def run_ours(data: bytes, inputs, threads: int):
+    """(outputs, names of the scheduled kernels, their modules) of one invoke in a new Interpreter."""
     it = Interpreter(model_content=data, num_threads=threads)
     it.allocate_tensors()
     for d, v in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], v)
     it.invoke()
-    names = {getattr(c.fn, "__name__", "") for p in it._main.prepared if p is not None for c in p.calls}
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()], names
+    calls = [c.fn for p in it._main.prepared if p is not None for c in p.calls]
+    names = {getattr(f, "__name__", "") for f in calls}
+    modules = {getattr(f, "__module__", "") or "" for f in calls}
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()], names, modules
 
 
-def check_threads(data: bytes, inputs, monkeypatch, parallel: str | None, tol: float = 1e-5) -> None:
-    """parallel: where num_threads=2 must schedule a parallel driver ("all" paths, "simd" only, or None)."""
+def check_threads(data: bytes, inputs, level: str, parallel: str | None, family: str = "accumulation") -> None:
+    """parallel: where num_threads=2 must schedule a parallel driver: "all" levels, "simd" (wherever one thread
+    scheduled an explicit-SIMD kernel, kernels/simd_*), or None."""
     refs = run_official(data, inputs)
-    for path in PATHS:
-        one, names1 = run_ours(data, inputs, path, 1, monkeypatch)
-        two, names2 = run_ours(data, inputs, path, 2, monkeypatch)
-        assert not any(n.endswith("_par") for n in names1), f"{path}: a parallel kernel with one thread: {names1}"
-        if parallel == "all" or (parallel == "simd" and path != "portable"):
-            assert any(n.endswith("_par") for n in names2), f"{path}: no parallel kernel with two threads: {names2}"
-        for a, b, ref in zip(one, two, refs):
-            np.testing.assert_array_equal(a, b, err_msg=f"{path}: 1 and 2 threads differ")
-            if ref.dtype.kind == "f":
-                assert_close(b, ref, tol)
-            else:
-                assert b.dtype == ref.dtype and np.array_equal(b, ref), \
-                    f"{path}: {np.count_nonzero(b != ref)}/{b.size} differ from the official runtime"
+    one, names1, modules1 = run_ours(data, inputs, 1)
+    two, names2, _ = run_ours(data, inputs, 2)
+    assert not any(n.endswith("_par") for n in names1), f"{level}: a parallel kernel with one thread: {names1}"
+    simd = any("simd" in m for m in modules1)
+    if parallel == "all" or (parallel == "simd" and simd):
+        assert any(n.endswith("_par") for n in names2), f"{level}: no parallel kernel with two threads: {names2}"
+    for k, (a, b, ref) in enumerate(zip(one, two, refs)):
+        np.testing.assert_array_equal(a, b, err_msg=f"{level}: 1 and 2 threads differ")
+        assert_close(b, ref, family=family, what=f"{level} output {k}")  # integers exact
 
 
 def _geometry(n=1, h=5, w=5, ci=3, co=8, k=(3, 3), s=(1, 1), padding="SAME", act="NONE", seed=0):
@@ -143,30 +141,29 @@ CASES.update({
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_two_threads_identical_and_official(name, monkeypatch):
+def test_two_threads_identical_and_official(name, isa_level):
     make, parallel = CASES[name]
     data, inputs = make()
-    check_threads(data, inputs, monkeypatch, parallel)
+    check_threads(data, inputs, isa_level, parallel)
 
 
-@settings(max_examples=12, deadline=None, database=None,
+@settings(max_examples=scaled(12), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(["conv_f32", "conv_int8", "dw_f32"]), st.fixed_dictionaries({
-    "n": st.integers(1, 3), "h": st.integers(1, 11), "w": st.integers(1, 9), "ci": st.integers(1, 9),
-    "co": st.integers(1, 40), "k": st.sampled_from([(1, 1), (3, 3), (2, 3)]), "s": st.sampled_from([(1, 1), (2, 2)]),
+    "n": st.integers(1, 3), "h": st.integers(1, 13), "w": st.integers(1, 9), "ci": st.integers(1, 20),
+    "co": st.integers(1, 70), "k": st.sampled_from([(1, 1), (3, 3), (2, 3)]), "s": st.sampled_from([(1, 1), (2, 2)]),
     "padding": st.sampled_from(["SAME", "VALID"]), "seed": st.integers(0, 2**31 - 1)}))
-def test_any_split_is_identical(monkeypatch, kind, g):
+def test_any_split_is_identical(monkeypatch, isa_level, kind, g):
     """Every layer split, however small (thresholds 0): remainders of bands, fewer rows than threads, batches."""
     g = _geometry(**g)
     if kind == "dw_f32":
         g["cog"] = g["cig"]
-    if (g["padding"] == "VALID" and (g["h"] < g["kh"] or g["w"] < g["kw"])):
-        return
+    assume(not (g["padding"] == "VALID" and (g["h"] < g["kh"] or g["w"] < g["kw"])))
     monkeypatch.setattr(threads, "MIN_MACS", 0)
     monkeypatch.setattr(threads, "MIN_Q8_MACS", 0)
     monkeypatch.setattr(threads, "MIN_DW_MACS", 0)
     make = {"conv_f32": _conv_f32, "conv_int8": _conv_int8, "dw_f32": _dw_f32}[kind]
-    check_threads(*make(g), monkeypatch, None)
+    check_threads(*make(g), isa_level, None)
 
 
 def _model_inputs(data: bytes, seed: int):
@@ -182,14 +179,15 @@ def _model_inputs(data: bytes, seed: int):
     return out
 
 
-@pytest.mark.parametrize("name", ["small_cnn_f32", "small_cnn_int8", "mobilenet_v2_035_96_f32",
+@pytest.mark.parametrize("name", ["small_cnn_f32", "small_cnn_int8", "mobilenet_v2_035_96_built_f32",
                                   "mobilenet_v2_035_96_int8"])
-def test_models_two_threads(name, monkeypatch):
-    path = next((f / f"{name}.tflite" for f in (MODELS, SHARED_MODELS) if (f / f"{name}.tflite").exists()), None)
-    if path is None:
-        pytest.skip(f"{name}.tflite not present")
-    data = path.read_bytes()
-    check_threads(data, _model_inputs(data, 0), monkeypatch, None)
+def test_models_two_threads(name, isa_level):
+    if name.endswith("_built_f32"):
+        from mobilenet import mobilenet_v2
+        data = mobilenet_v2()
+    else:
+        data = model_path(name).read_bytes()  # bundled: fails under CI=true if missing, never skips there
+    check_threads(data, _model_inputs(data, 0), isa_level, None, family="model")
 
 
 def test_default_is_one_thread():

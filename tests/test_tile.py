@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ def tile_model(dtype, shape, multiples, mult_type=np.int32, runtime=False):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_tile(data):
     rank = data.draw(st.integers(1, 5))
@@ -65,7 +66,7 @@ def broadcast_model(dtype, shape, out_shape, shape_type=np.int32):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_broadcast_to(data):
     out_rank = data.draw(st.integers(1, 5))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,7 +64,7 @@ def transpose_model(dtype, shape, perm, quant=None, version=None):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_transpose(data):
     rank = data.draw(st.integers(1, 6))
@@ -116,7 +117,7 @@ def reverse_model(dtype, shape, axes, runtime_axes=False):
     return b.build()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(st.data())
 def test_reverse_v2(data):
     rank = data.draw(st.integers(1, 5))
