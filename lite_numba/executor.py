@@ -23,7 +23,6 @@ import os
 import time
 from typing import Any
 
-import numba
 import numpy as np
 
 from .compiler import (
@@ -38,7 +37,6 @@ from .compiler import (
     precompile,
     runner_sig,
 )
-from .guards import guard_equal, is_guard_failure
 from .model import decode_custom_options
 from .ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
 from .plan import Node, SubgraphPlan
@@ -337,6 +335,8 @@ class GraphRuntime:
             if want.size != t.nbytes:
                 raise PrepareError(f"assumed value of tensor {t.name!r} has {want.size} bytes, the tensor "
                                    f"{t.nbytes}")
+            from .guards import guard_equal  # lazy: guards.py compiles with Numba, imported only to allocate
+
             ctx.calls.insert(0, Call(guard_equal, (ctx.view(t, (t.nbytes,), np.uint8), ctx.const(want))))
 
     def _after_general_invoke(self) -> None:
@@ -552,7 +552,9 @@ class GraphRuntime:
             sig = runner_sig(args)
             if sig not in run.overloads and not load_cached_runner(run, sig, kernels):
                 if kernels and not in_disk_cache(run, sig):  # kernel by kernel, with progress; the runner links them
-                    precompile([(fn, tuple(numba.typeof(a) for a in args)) for fn, args, _ in seg.py_calls
+                    from numba import typeof  # lazy: `import lite_numba` does not import Numba (compiler.py)
+
+                    precompile([(fn, tuple(typeof(a) for a in args)) for fn, args, _ in seg.py_calls
                                  if any(fn is k for k in kernels)])
                 run.compile(sig)  # compile (or load from the disk cache) now, without running anything
             seg.run = run.overloads[sig].entry_point  # the compiled wrapper: skips the dispatcher's type checks
@@ -605,7 +607,7 @@ class GraphRuntime:
         except (ValueError, IndexError, ZeroDivisionError) as e:
             if isinstance(e, (InvokeError, PrepareError)):
                 raise
-            if self.assumed and is_guard_failure(e):
+            if self.assumed and _is_guard_failure(e):
                 self._despecialise()
                 return self.invoke()
             raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.subgraph_index}).") from None
@@ -682,7 +684,7 @@ class GraphRuntime:
         try:
             times = self._run_profiled(on_node)
         except ValueError as e:
-            if not (self.assumed and is_guard_failure(e)):
+            if not (self.assumed and _is_guard_failure(e)):
                 raise
             self._despecialise()
             return self.invoke_profiled(on_node)
@@ -717,3 +719,9 @@ class GraphRuntime:
 def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:
     return b is not None and a.keys() == b.keys() and all(
         a[i].shape == b[i].shape and np.array_equal(a[i], b[i]) for i in a)
+
+
+def _is_guard_failure(err: BaseException) -> bool:
+    from .guards import is_guard_failure  # lazy: guards.py imports Numba; reached only when a kernel raised
+
+    return is_guard_failure(err)
