@@ -1,10 +1,11 @@
 """lite-numba: a TensorFlow Lite–compatible inference runtime whose kernels are compiled with Numba."""
 
-from .numba_cache import configure as _configure_numba_cache  # noqa: E402
+from . import numba_cache as _numba_cache  # noqa: E402
 from .version import __version__  # noqa: E402, F401
 
-# before any kernel is decorated: Numba's cache directory follows the hash of every source file (numba_cache.py)
-NUMBA_CACHE_DIR = _configure_numba_cache(__version__)
+# before any kernel is decorated: Numba's cache directory follows the hash of every source file (numba_cache.py);
+# set when Numba is first imported, so that `import lite_numba` itself stays light
+_numba_cache.install(__version__)
 
 from .compat import install_as_tflite_runtime  # noqa: E402
 from .interpreter import (  # noqa: E402
@@ -22,3 +23,9 @@ __all__ = [
     "install_as_tflite_runtime", "OpKernel", "PrepareContext", "Tensor", "custom_op", "kernel",
     "BuiltinOpResolver", "MutableOpResolver", "OpResolver", "default_op_resolver", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    if name == "NUMBA_CACHE_DIR":  # Numba's cache directory for lite-numba's kernels (imports Numba)
+        return _numba_cache.ensure(__version__)
+    raise AttributeError(f"module 'lite_numba' has no attribute {name!r}")

@@ -12,7 +12,6 @@ import math
 import os
 from typing import Any
 
-import numba
 import numpy as np
 
 from .arena import align64
@@ -165,8 +164,10 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
         sig = runner_sig(args)
         if sig not in run.overloads and not load_cached_runner(run, sig, kernels):
             if kernels and not in_disk_cache(run, sig):  # kernel by kernel, with progress; the runner links them
-                precompile([(fn, tuple(numba.typeof(a) for a in args)) for fn, args, _ in seg.py_calls
-                             if any(fn is k for k in kernels)])
+                from numba import typeof  # lazy: `import lite_numba` does not import Numba (compiler.py)
+
+                precompile([(fn, tuple(typeof(a) for a in args)) for fn, args, _ in seg.py_calls
+                            if any(fn is k for k in kernels)])
             run.compile(sig)  # compile (or load from the disk cache) now, without running anything
         seg.run = run.overloads[sig].entry_point  # the compiled wrapper: skips the dispatcher's type checks
     return seg

@@ -13,13 +13,12 @@ import os
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 
-from .native_call import native_address, spec_types
 from .symbols import fingerprint, symbol_name
 from .version import __version__
 
@@ -52,7 +51,7 @@ def _package_hash() -> str:
         for p in files:
             h.update(p.name.encode())
             h.update(p.read_bytes())
-        h.update(numba.__version__.encode())
+        h.update(_numba_version().encode())
         _PACKAGE_HASH = h.hexdigest()[:16]
     return _PACKAGE_HASH
 
@@ -67,9 +66,15 @@ def _core_hash() -> str:
     if _CORE_HASH is None:
         h = hashlib.sha256(__version__.encode())
         h.update((Path(__file__).parent / "native_call.py").read_bytes())
-        h.update(numba.__version__.encode())
+        h.update(_numba_version().encode())
         _CORE_HASH = h.hexdigest()[:16]
     return _CORE_HASH
+
+
+def _numba_version() -> str:
+    import numba  # lazy: Numba is imported when a model is allocated, not with lite_numba
+
+    return numba.__version__
 
 
 def _kernel_fingerprint(fn) -> str:
@@ -183,8 +188,16 @@ def load_cached_runner(run, sig, kernels) -> bool:
         return False
 
 
+# What this process compiled or loaded through precompile (tests check that a warm cache compiles nothing).
+STATS = {"compiled": 0, "loaded": 0, "compiled_by_workers": 0}
+
+
 def precompile(items) -> None:
-    """Compile (or load from cache) each (kernel, signature) not compiled yet, with progress."""
+    """Compile (or load from Numba's disk cache) each (kernel, signature) not compiled yet, with progress.
+
+    Kernels missing from the disk cache are compiled in parallel when there are several and more than one CPU: this
+    process and up to CPUs - 1 forked workers take them one at a time from a shared queue; a worker's result reaches
+    the disk cache, from which this process then loads it (see compile_in_workers)."""
     todo = {}
     for fn, sig in items:
         if hasattr(fn, "compile") and sig not in fn.overloads:
@@ -192,18 +205,148 @@ def precompile(items) -> None:
     if not todo:
         return
     progress = _Progress(len(todo), "kernels")
-    for done, (fn, sig) in enumerate(todo.values()):
-        if not load_cached_runner(fn, sig, [fn]):  # a disk-cache load without targetctx.refresh, else compile
-            fn.compile(sig)
-        progress.update(done + 1)
+    pending = list(todo.values())
+    missing = [(fn, sig) for fn, sig in pending if _disk_cached(fn) and not in_disk_cache(fn, sig)]
+    done = compile_in_workers(missing, progress) if len(missing) > 1 else 0
+    for fn, sig in pending:
+        if sig in fn.overloads:  # compiled in this process while the workers ran
+            continue
+        if load_cached_runner(fn, sig, [fn]):  # a disk-cache load without targetctx.refresh, else compile
+            STATS["loaded"] += 1
+            if (fn, sig) in missing:
+                continue  # a worker compiled it: already counted
+        else:
+            _compile(fn, sig)
+        done += 1
+        progress.update(done)
     progress.close()
+
+
+def _compile(fn, sig) -> None:
+    """fn.compile(sig), counted in STATS as a load when Numba found it in the disk cache after all."""
+    hits = getattr(fn, "_cache_hits", {}).get(sig, 0)
+    fn.compile(sig)
+    STATS["loaded" if getattr(fn, "_cache_hits", {}).get(sig, 0) > hits else "compiled"] += 1
+
+
+def compile_workers() -> int:
+    """How many processes compile kernels at once: $LITE_NUMBA_COMPILE_WORKERS, else the CPUs this process may use
+    (1: compile in this process only)."""
+    env = os.environ.get("LITE_NUMBA_COMPILE_WORKERS", "")
+    if env.strip():
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"LITE_NUMBA_COMPILE_WORKERS must be an integer, got {env!r}") from None
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _disk_cached(fn) -> bool:
+    """Whether `fn` is a Numba dispatcher whose compiled code goes to the disk cache (cache=True)."""
+    cache = getattr(fn, "_cache", None)
+    return cache is not None and type(cache).__name__ != "NullCache"
+
+
+def _single_threaded() -> bool:
+    """Whether this process runs one Python thread: forking is only safe then (another thread may hold a lock the
+    child needs). Idle native pools (OpenBLAS's, started by numpy) do not count: they handle fork, and a child only
+    compiles."""
+    return threading.active_count() == 1
+
+
+WORKER_TIMEOUT_S = 1800.0  # a worker still running then is stopped; what it had not finished compiles here
+
+
+def compile_in_workers(items, progress: _Progress | None = None) -> int:
+    """Compile `items` ((dispatcher, signature) pairs missing from the disk cache) in this process and up to
+    compile_workers() - 1 forked children; returns how many were compiled (here or in a child).
+
+    The children inherit every function and kernel object of this process (closures included), so nothing is
+    pickled: each takes the next item index from a pipe, compiles it (Numba writes the disk cache; concurrent index
+    updates are serialised by numba_cache's lock), reports the index on a second pipe and exits when the queue is
+    empty. This process takes items from the same queue and compiles them itself; what the children compiled is
+    loaded from the disk cache afterwards (precompile). Compiles nothing (the caller then compiles serially) with
+    one worker, or where fork is unavailable or unsafe (more than one thread)."""
+    n_children = min(compile_workers(), len(items)) - 1
+    if n_children < 1 or not hasattr(os, "fork") or not _single_threaded():
+        return 0
+    import select  # lazy: only when compiling in parallel
+    import struct  # lazy: as above
+
+    # Compiling needs the target context's lowering registries: refreshed once here, the children inherit them
+    # instead of each importing them again (~0.5 s).
+    items[0][0].targetctx.refresh()
+    task_r, task_w = os.pipe()
+    os.write(task_w, b"".join(struct.pack("<I", i) for i in range(len(items))))  # < 64 KiB: does not block
+    os.close(task_w)
+    res_r, res_w = os.pipe()
+    children = []
+    for _ in range(n_children):
+        with warnings.catch_warnings():  # Python >= 3.12 warns about fork with native threads (see _single_threaded)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: compile until the queue is empty, then leave without Python's exit handlers
+            try:
+                os.close(res_r)
+                while len(data := os.read(task_r, 4)) == 4:
+                    fn, sig = items[struct.unpack("<I", data)[0]]
+                    try:
+                        fn.compile(sig)
+                    except BaseException:  # noqa: BLE001 - the parent compiles it again and reports the error
+                        continue
+                    os.write(res_w, data)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    os.close(res_w)
+    compiled = 0
+
+    def results(timeout: float) -> bool:
+        """Count the children's reports that arrive within `timeout`; False once every child has exited."""
+        nonlocal compiled
+        while select.select([res_r], [], [], timeout)[0]:
+            data = os.read(res_r, 4096)  # whole 4-byte reports: each was one atomic write
+            if not data:
+                return False
+            compiled += len(data) // 4
+            STATS["compiled_by_workers"] += len(data) // 4
+            if progress is not None:
+                progress.update(compiled)
+            timeout = 0.0
+        return True
+
+    try:
+        while len(data := os.read(task_r, 4)) == 4:  # this process takes its share of the queue
+            fn, sig = items[struct.unpack("<I", data)[0]]
+            try:
+                _compile(fn, sig)
+            except Exception:  # noqa: BLE001 - precompile compiles it again and raises there
+                continue
+            compiled += 1
+            results(0.0)
+        deadline = time.monotonic() + WORKER_TIMEOUT_S
+        while time.monotonic() < deadline and results(1.0):
+            pass
+    finally:
+        os.close(task_r)
+        os.close(res_r)
+        for pid in children:
+            if os.waitpid(pid, os.WNOHANG) == (0, 0):  # timed out or interrupted: precompile does what is left
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+    return compiled
 
 
 def native_callable(fn, sig) -> bool:
     """Whether the runner can call `fn` for `sig` through its native address (a nopython overload returning
     None); `fn` has been compiled for `sig`."""
+    from numba.core import types  # lazy: Numba (see _numba_version)
+
     cres = getattr(fn, "overloads", {}).get(sig)
-    return cres is not None and not cres.objectmode and cres.signature.return_type == numba.types.none
+    return cres is not None and not cres.objectmode and cres.signature.return_type == types.none
 
 
 _NP_NAMES = {np.dtype(np.bool_): "bool_"}
@@ -234,6 +377,8 @@ def runner_sig(args) -> tuple:
     int64 tables), so computed once."""
     global _RUNNER_SIG
     if _RUNNER_SIG is None:
+        import numba  # lazy: Numba (see _numba_version)
+
         _RUNNER_SIG = tuple(numba.typeof(a) for a in args)
     return _RUNNER_SIG
 
@@ -250,6 +395,8 @@ def cached_spec_types(spec: str) -> tuple:
     if t is None:
         if len(_SPEC_TYPES) > 65536:
             _SPEC_TYPES.clear()
+        from .native_call import spec_types  # lazy: native_call imports Numba's lowering (see _numba_version)
+
         t = _SPEC_TYPES[spec] = spec_types(spec)
     return t
 
@@ -257,6 +404,8 @@ def cached_spec_types(spec: str) -> tuple:
 def cached_address(cres) -> int:
     hit = _ADDRESSES.get(id(cres))
     if hit is None or hit[0] is not cres:
+        from .native_call import native_address  # lazy: as in cached_spec_types
+
         hit = _ADDRESSES[id(cres)] = (cres, native_address(cres))
     return hit[1]
 

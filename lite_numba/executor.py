@@ -26,7 +26,6 @@ import numpy as np
 
 from .arena import Allocation, ArenaLimitError, check_arena_bytes, check_tensor_bytes, lifetimes, plan_arena
 from .codegen import Segment, make_segment
-from .guards import guard_equal, is_guard_failure
 from .model import decode_custom_options
 from .ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
 from .plan import Node, SubgraphPlan
@@ -331,6 +330,8 @@ class GraphRuntime:
             if want.size != t.nbytes:
                 raise PrepareError(f"assumed value of tensor {t.name!r} has {want.size} bytes, the tensor "
                                    f"{t.nbytes}")
+            from .guards import guard_equal  # lazy: guards.py compiles with Numba, imported only to allocate
+
             ctx.calls.insert(0, Call(guard_equal, (ctx.view(t, (t.nbytes,), np.uint8), ctx.const(want))))
 
     def _after_general_invoke(self) -> None:
@@ -486,7 +487,7 @@ class GraphRuntime:
         except (ValueError, IndexError, ZeroDivisionError) as e:
             if isinstance(e, (InvokeError, PrepareError)):
                 raise
-            if self.assumed and is_guard_failure(e):
+            if self.assumed and _is_guard_failure(e):
                 self._despecialise()
                 return self.invoke()
             raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.subgraph_index}).") from None
@@ -563,7 +564,7 @@ class GraphRuntime:
         try:
             times = self._run_profiled(on_node)
         except ValueError as e:
-            if not (self.assumed and is_guard_failure(e)):
+            if not (self.assumed and _is_guard_failure(e)):
                 raise
             self._despecialise()
             return self.invoke_profiled(on_node)
@@ -598,3 +599,9 @@ class GraphRuntime:
 def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:
     return b is not None and a.keys() == b.keys() and all(
         a[i].shape == b[i].shape and np.array_equal(a[i], b[i]) for i in a)
+
+
+def _is_guard_failure(err: BaseException) -> bool:
+    from .guards import is_guard_failure  # lazy: guards.py imports Numba; reached only when a kernel raised
+
+    return is_guard_failure(err)

@@ -6,8 +6,14 @@ quantized_fully_connected.py changed. Keying the whole cache directory on the so
 and plugins, lite-numba's and Numba's versions makes any change start from a fresh directory instead.
 
 The directory is $NUMBA_CACHE_DIR/lite_numba-HASH when the user set NUMBA_CACHE_DIR, else
-~/.cache/lite_numba/numba/HASH (or $LITE_NUMBA_CACHE_DIR/numba/HASH). Must run before any kernel module is
-imported: Numba picks a function's cache location when it is decorated.
+~/.cache/lite_numba/numba/HASH (or $LITE_NUMBA_CACHE_DIR/numba/HASH). It must be set before any kernel module is
+imported (Numba picks a function's cache location when it is decorated) but `import lite_numba` does not import
+Numba (0.5-1 s): `install` configures it at once when Numba is already imported, else right after the first import
+of Numba in the process (whoever imports it: a kernel module, a custom op, the user).
+
+Several processes may fill one cache directory at the same time (parallel compile workers, `lite-numba warmup`, test
+runs): Numba's index update (read the index, pick the next data file number, write both) is not atomic across
+processes, and two writers could give two signatures one data file. `configure` serialises it with a file lock.
 
 LITE_NUMBA_BOUNDSCHECK=1 (the checked mode, SECURITY.md) compiles every njit kernel with Numba's bounds checks
 (an out-of-range index raises IndexError) into its own directory, HASH-boundscheck: Numba's cache index does not
@@ -15,11 +21,13 @@ record the flag, so checked and unchecked machine code must never share a direct
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 KEEP = 4  # cache directories of other source versions kept (the most recently used ones)
@@ -36,10 +44,19 @@ def _sources() -> list[Path]:
     return files
 
 
-def source_hash(version: str) -> str:
-    import numba
+def _numba_version() -> str:
+    """Numba's version, without importing Numba when it is not imported yet."""
+    numba = sys.modules.get("numba")
+    if numba is not None and hasattr(numba, "__version__"):
+        return numba.__version__
+    from importlib.metadata import version  # lazy: only when Numba is not imported
 
-    h = hashlib.sha256(f"{version}|{numba.__version__}".encode())
+    return version("numba")
+
+
+def source_hash(version: str) -> str:
+    """Hash of lite-numba's version, Numba's version and every source file of lite_numba, its kernels and plugins."""
+    h = hashlib.sha256(f"{version}|{_numba_version()}".encode())
     for p in _sources():
         h.update(p.name.encode())
         h.update(p.read_bytes())
@@ -47,8 +64,10 @@ def source_hash(version: str) -> str:
 
 
 def configure(version: str) -> str:
-    """Point Numba's cache at the directory for the current sources; returns it."""
-    from numba.core import config
+    """Point Numba's cache at the directory for the current sources; returns it. Imports Numba."""
+    from numba.core import config  # lazy: Numba (see install)
+
+    _lock_index_updates()
 
     key = source_hash(version)
     if os.environ.get("LITE_NUMBA_BOUNDSCHECK", "") not in ("", "0"):
@@ -84,3 +103,79 @@ def _prune(base: str, prefix: str, current: str) -> None:
     old.sort(key=lambda e: e.stat().st_mtime, reverse=True)
     for e in old[KEEP:]:
         shutil.rmtree(e.path, ignore_errors=True)
+
+
+_PACKAGE_DIR: str | None = None
+
+
+def ensure(version: str) -> str:
+    """The cache directory of lite-numba's sources, configuring Numba first if that has not happened yet."""
+    global _PACKAGE_DIR
+    if _PACKAGE_DIR is None:
+        _PACKAGE_DIR = configure(version)
+    return _PACKAGE_DIR
+
+
+class _AfterNumbaImport:
+    """A meta path finder that lets the normal finders find Numba, then configures its cache right after Numba's
+    package has run (before anything can decorate a function with it)."""
+
+    def __init__(self, version: str):
+        self.version = version
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "numba":
+            return None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)  # once: the real finders locate Numba
+        spec = importlib.util.find_spec("numba")
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run, version = loader.exec_module, self.version
+
+        def exec_module(module):
+            run(module)
+            ensure(version)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def install(version: str) -> None:
+    """Configure Numba's cache now if Numba is imported, else as soon as it is (see the module's docstring)."""
+    if "numba" in sys.modules:
+        ensure(version)
+    elif not any(isinstance(f, _AfterNumbaImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterNumbaImport(version))
+
+
+_LOCKED = False
+
+
+def _lock_index_updates() -> None:
+    """Make Numba's cache-entry save hold an exclusive lock on `<index>.lock` (see the module's docstring)."""
+    global _LOCKED
+    if _LOCKED:
+        return
+    _LOCKED = True
+    try:
+        import fcntl  # lazy: POSIX only; elsewhere saves stay unlocked, as in Numba
+
+        from numba.core.caching import IndexDataCacheFile  # lazy: Numba
+    except ImportError:
+        return
+    save = IndexDataCacheFile.save
+
+    def locked_save(self, key, data):
+        try:
+            fd = os.open(self._index_path + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError:
+            return save(self, key, data)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return save(self, key, data)
+        finally:
+            os.close(fd)  # releases the lock
+
+    IndexDataCacheFile.save = locked_save

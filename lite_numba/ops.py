@@ -29,8 +29,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .compiler import precompile
-from .native_call import native_address
 from .plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
 from .symbols import stable_kernel
 
@@ -174,6 +172,9 @@ def compiled_address(fn, argtypes: tuple) -> int:
     """Compile (or load from Numba's disk cache) the njit kernel `fn` for the Numba types `argtypes` and return its
     native entry address, for a kernel that calls another by address (parallel drivers). Addresses are per process:
     a prepare asks for them each time."""
+    from .compiler import precompile  # lazy: compiler and native_call import Numba when a model is allocated
+    from .native_call import native_address  # lazy: as above
+
     precompile([(fn, argtypes)])
     return native_address(fn.overloads[argtypes])
 
@@ -413,8 +414,8 @@ def _jit(fn):
     """fn compiled with Numba, cached on disk when Numba can locate its source (a module file, a notebook cell),
     and compiled per process otherwise: functions typed at the REPL, given to `python -c` or on stdin, or made by
     exec() have no file for Numba's cache index, and njit(cache=True) refuses them at decoration."""
-    from numba import njit
-    from numba.core.registry import CPUDispatcher
+    from numba import njit  # lazy: Numba is imported when a custom op is defined, not with lite_numba
+    from numba.core.registry import CPUDispatcher  # lazy: as above
 
     if isinstance(fn, CPUDispatcher):
         return fn
