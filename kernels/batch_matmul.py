@@ -15,7 +15,6 @@ from numba import njit
 from lite_numba.ops import PrepareContext, kernel
 
 from .fully_connected import gemm_f32, transpose_batches
-from .isa import has
 from .quantized_fully_connected import (
     REQUANT_FIXED,
     REQUANT_FIXED64,
@@ -25,6 +24,7 @@ from .quantized_fully_connected import (
     schedule_igemm,
 )
 from .simd_f32 import schedule_batch_matmul
+from .simd_f32_narrow import float_drivers
 
 
 @njit(cache=True, nogil=True)
@@ -129,8 +129,9 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
         ctx.call(transpose_batches, ctx.view(rhs, (rhs.size,)), b, N, K)
     of = ctx.view(o, (o.size,))
 
-    if not quantized and rhs.dtype == np.float32 and has("avx512"):
-        schedule_batch_matmul(ctx, a, a_off, b, b_off, of, M, K, N)
+    drivers = float_drivers()
+    if not quantized and rhs.dtype == np.float32 and drivers is not None:
+        schedule_batch_matmul(ctx, a, a_off, b, b_off, of, M, K, N, drivers)
     elif not quantized and rhs.dtype == np.float32:
         lim = np.array([-np.inf, np.inf], np.float32)
         ctx.call(gemm_f32, a, a_off, b, b_off, np.zeros(N, np.float32), of, M, K, N, lim)

@@ -31,8 +31,8 @@ from . import conv_loops as L
 from . import dwconv, simd_f32, simd_int8
 from .common import float_activation_range
 from .fixedpoint import activation_range_quantized, quantize_multipliers
-from .isa import has
 from .quantized_fully_connected import quantize_rows
+from .simd_f32_narrow import float_drivers
 
 PADDING_SAME, PADDING_VALID = 0, 1  # schema Padding enum
 TENSOR_TYPE_FLOAT32, TENSOR_TYPE_INT32, TENSOR_TYPE_INT64 = 0, 2, 4  # schema TensorType values
@@ -229,8 +229,9 @@ def CONV_2D(ctx: PrepareContext) -> None:
         lim = _float_limits(ctx)
         if out.size == 0:
             return
-        if groups == 1 and has("avx512"):
-            return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo)
+        drivers = float_drivers()
+        if groups == 1 and drivers is not None:
+            return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo, drivers)
         w = _filter(ctx, f)
         from .par_portable import schedule_conv2d_f32  # L.gemm_f32 / L.conv2d_f32, or parallel (num_threads > 1)
 

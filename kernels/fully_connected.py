@@ -14,8 +14,8 @@ from numba import njit
 from lite_numba.ops import PrepareContext, kernel
 
 from .common import float_activation_range
-from .isa import has
 from .simd_f32 import schedule_fully_connected
+from .simd_f32_narrow import float_drivers
 
 # output columns kept in L1 while the k loop runs over them: four rows at a time, or one row (a matrix-vector
 # product, where a long chunk keeps the reads of B sequential)
@@ -204,8 +204,9 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     if dense is None and batch <= _GEMV_ROWS:
         return ctx.call(fc_rows_f32, ctx.view(x, (x.size,)), ctx.view(w, (w.size,)), bias, ctx.view(out, (out.size,)),
                         batch, k, units, lim)
-    if has("avx512"):
-        return schedule_fully_connected(ctx, x, w, dense, b, out, batch, k, units)
+    drivers = float_drivers()
+    if drivers is not None:
+        return schedule_fully_connected(ctx, x, w, dense, b, out, batch, k, units, drivers)
     if dense is not None:
         w_t = ctx.const(np.ascontiguousarray(dense.T).reshape(-1))
     else:
