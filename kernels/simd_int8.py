@@ -778,17 +778,23 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
         offs = channel_offsets(w, flip, zp_in, Np)
     # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (_requantize_vector);
     # other layers take the portable path
-    vnni = has("avx512vnni") and -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
-    wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
-    MB = block_rows(Kp, P, MR if vnni else PR)
+    shifts_ok = -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
+    vnni = has("avx512vnni") and shifts_ok
+    narrow = not vnni and has("avx2") and shifts_ok  # 256-bit tiles (AVX2 / AVX-VNNI), simd_int8_narrow
     bias_values = const_values(bias)
-    if vnni and bias_values is not None:  # the output-stage parameters once, at prepare
+    if (vnni or narrow) and bias_values is not None:  # the output-stage parameters once, at prepare
         off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)
         offs = output_params_host(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
                                   zp_out, CO, Np // 16)
     sh, sw, _, _, pt, pl, KH, KW = geo_conv
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
     geo = np.array(list(geo_conv) + [OH, OW, int(pointwise), d], np.int64)
+    if narrow:
+        from .simd_int8_narrow import schedule_narrow  # it builds on this module's packing and output stage
+
+        return schedule_narrow(ctx, x, w, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax)
+    wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
+    MB = block_rows(Kp, P, MR if vnni else PR)
     # prm rows for the per-row terms of uint8 weights (pixels of a block, or of an output row, plus a tile's slack)
     rs_blocks = -(-(max(MB, OW) + MR) // PRM_BLOCK) if d != 0 else 0
     dh, dw = geo_conv[2], geo_conv[3]
@@ -876,7 +882,9 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
         ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
     else:
         ch = []
-    par = {qconv_vnni: qconv_par, qconv_portable: qconv_par, qconv_vnni_direct: qconv_par}
+    from .simd_int8_narrow import qconv_narrow, qconv_narrow_direct  # (see schedule_qgemm)
+
+    par = {fn: qconv_par for fn in (qconv_vnni, qconv_portable, qconv_vnni_direct, qconv_narrow, qconv_narrow_direct)}
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
 

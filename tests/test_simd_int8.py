@@ -1,9 +1,10 @@
 """The int8 GEMM kernels of kernels/simd_int8.py (CONV_2D with one group, FULLY_CONNECTED) against the official runtime.
 
-Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and, when the CPU has it, avx512vnni), each in
-a new Interpreter, and both outputs must equal the official builtin kernels' output exactly. The shapes cover the
-kernels' remainders: depth below and not a multiple of the 4-byte groups, output channels not a multiple of the
-16/32-channel panels, pixel counts not a multiple of the 8-row tiles, several activation blocks, strides, dilations,
+Every case runs on every instruction-set path the CPU has (LITE_NUMBA_ISA=portable; avx2: vpmaddwd tiles and
+avxvnni: 256-bit vpdpbusd tiles, both kernels/simd_int8_narrow.py; avx512vnni), each in a new Interpreter, and every
+output must equal the official builtin kernels' output exactly. The shapes cover the kernels' remainders: depth
+below and not a multiple of the 4-byte groups, output channels not a multiple of the 8/16/32-channel panels, pixel
+counts not a multiple of the 8-row (4-row) tiles, several activation blocks, strides, dilations,
 SAME/VALID padding (padded taps take the input zero point), batches, per-tensor and per-channel filters; uint8
 convolutions (per-tensor weight zero points 0, 3, 128, 200, 255 and extreme input zero points: the weights are packed
 as w - 128 and the term (128 - zp_w) * sum x is added per output pixel).
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels import isa, simd_int8
+from lite_numba.kernels import isa, simd_int8, simd_int8_narrow
 from test_conv import conv2d_model, conv_shapes, quant_case
 from test_fully_connected import _quantized_case
 
@@ -24,7 +25,7 @@ from lite_numba.testing import require_official, run_official
 
 require_official()
 
-PATHS = ["portable"] + (["avx512vnni"] if isa.supports("avx512vnni") else [])
+PATHS = [p for p in ("portable", "avx2", "avxvnni", "avx512vnni") if isa.supports(p)]
 
 
 def run_ours(data: bytes, inputs, path: str, monkeypatch) -> np.ndarray:
@@ -123,6 +124,12 @@ def test_weight_packing_layouts():
         width = min(simd_int8.NR, Np - j0)
         assert wp[j0 * Kp + ((k // 4) * width + (n - j0)) * 4 + k % 4] == w[n, k]
     assert np.count_nonzero(wp) == np.count_nonzero(w)
+    wr = simd_int8_narrow.pack_weights_pairs(w)
+    for n, k in [(0, 0), (5, 10), (31, 3), (32, 0), (36, 10), (17, 5)]:
+        j0 = n // simd_int8.NR * simd_int8.NR
+        width = min(simd_int8.NR, Np - j0)
+        assert wr[j0 * Kp + (k // 4) * 4 * width + ((k % 4) // 2 * width + (n - j0)) * 2 + k % 2] == w[n, k]
+    assert np.count_nonzero(wr) == np.count_nonzero(w)
     wq = simd_int8.pack_weights_portable(w).reshape(Np, Kp)
     assert np.array_equal(wq[:37, :11], w) and np.count_nonzero(wq) == np.count_nonzero(w)
     offs = simd_int8.channel_offsets(w, 128, -5, Np)
@@ -174,8 +181,19 @@ def test_vnni_output_stage_extremes():
                              qmin, qmax, np.zeros((MB, Kp), np.uint8),
                              np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
         outs.append(out)
-        assert np.array_equal(outs[0], outs[1]), f"trial {trial}: {np.count_nonzero(outs[0] != outs[1])} differ"
-        assert np.array_equal(outs[2], outs[1]), f"trial {trial}: prepare-time parameters differ"
+        # the 256-bit drivers (both schemes) on the same parameters, computed per call and at prepare
+        for scheme, pack in ((0, simd_int8_narrow.pack_weights_pairs), (1, simd_int8.pack_weights_vnni)):
+            if not isa.supports("avxvnni" if scheme else "avx2"):
+                continue
+            MB = simd_int8.block_rows(Kp, oh * ow, simd_int8_narrow.MR)
+            for o in (offs, pre):
+                out = np.zeros((1, oh, ow, co), np.int8)
+                simd_int8_narrow.qconv_narrow(x, pack(wt), o, bias, out, np.append(geo, [0, scheme]), 128, zp_in,
+                                              mult, shift, zp_out, qmin, qmax, np.zeros((MB, Kp), np.uint8),
+                                              np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
+                outs.append(out)
+        for j, o in enumerate(outs):
+            assert np.array_equal(o, outs[1]), f"trial {trial}, output {j}: {np.count_nonzero(o != outs[1])} differ"
 
 
 # --- uint8 (TFLite's asymmetric per-tensor scheme): weights packed as w - 128 with a per-row term ------------------
