@@ -337,7 +337,7 @@ def schedule_f32(ctx, x, w, bias, out, geo, lim) -> None:
     KH, KW, CO = ctx.input(1).shape[1:]
     N, OH, OW, _ = out.shape
     xp, bands, g = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, 0.0)
-    if has("avx512"):
+    if has("avx2"):  # 16-lane tiles: one zmm, or two ymm on AVX2
         from .dwconv_simd import dwconv_f32_simd, dwconv_f32_simd_banded
 
         toff = _tap_offsets(xp, KH, KW, int(g[2]), int(g[3]))
@@ -362,7 +362,7 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
     quant = (int(zp_in), mult, shift, int(zp_out), int(qmin), int(qmax), int(nvec))
     # the AVX-512 tiles' half-up output stage (simd_int8's) needs the shifts of channels below nvec in [-31, 31]
     sv = np.asarray(shift)[:nvec]
-    if has("avx512") and (nvec == 0 or (-31 <= int(sv.min()) and int(sv.max()) <= 31)):
+    if has("avx2") and (nvec == 0 or (-31 <= int(sv.min()) and int(sv.max()) <= 31)):
         from .dwconv_simd import dwconv_q_simd, dwconv_q_simd_banded
         from .simd_int8 import PRM_BLOCK, const_values, output_params_host
 

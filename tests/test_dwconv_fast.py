@@ -1,10 +1,11 @@
 """The fast DEPTHWISE_CONV_2D kernels (kernels/dwconv.py, kernels/dwconv_simd.py) against the official runtime.
 
-Each case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and the explicit-SIMD "avx512" path when the
-CPU has it), each time in a new Interpreter: float32 within 1e-5 of the official builtin kernels, int8 / uint8
-bit-exact. Shapes cover windows 1..5, strides 1-2, dilation, SAME/VALID, depth multipliers 1 and 2, channel counts
-that are not multiples of the vector width (including a 16-channel block straddling the requantization's
-vector/scalar boundary), batches > 1, fused activations, per-channel and per-tensor scales and zero points.
+Each case runs on every instruction-set path the CPU has (LITE_NUMBA_ISA=portable, and the explicit-SIMD tiles as
+"avx2" (16-lane vectors legalized to ymm pairs) and "avx512"), each time in a new Interpreter: float32 within 1e-5
+of the official builtin kernels, int8 / uint8 bit-exact. Shapes cover windows 1..5, strides 1-2, dilation,
+SAME/VALID, depth multipliers 1 and 2, channel counts that are not multiples of the vector width (including a
+16-channel block straddling the requantization's vector/scalar boundary), batches > 1, fused activations,
+per-channel and per-tensor scales and zero points.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ require_official()
 
 from test_conv import ACTS, RESOLVER, check, dw_model, quant_case, run_ours  # noqa: E402
 
-PATHS = ["portable"] + (["avx512"] if supports("avx512") else [])
+PATHS = [p for p in ("portable", "avx2", "avx512") if supports(p)]
 FEW = settings(max_examples=12, deadline=None, database=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
