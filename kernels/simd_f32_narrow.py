@@ -1,11 +1,13 @@
-"""Explicit-SIMD float32 GEMM and direct convolution for narrower vector registers: AVX2 (16 x 256-bit ymm) on x86.
+"""Explicit-SIMD float32 GEMM and direct convolution for narrower vector registers: AVX2 (16 x 256-bit ymm) on x86,
+NEON (32 x 128-bit) on aarch64.
 
 The micro-kernels come from the same width-generic generator as the AVX-512 ones (simd_f32._make_tile: LLVM generic
 vector IR, the vector width a parameter), only the tile shape follows the register file. A 6 x 32 tile needs 12
 accumulators of 16 floats; at 8 lanes the same shape needs 24 registers and spills (measured on a Zen 3:
 36 GFLOP/s against 69 for the shape below, ../shared/spikes README). Here a tile is MR = 4 rows x 16 columns (two
 ymm vectors per row): 8 accumulators, 2 vectors of B and a broadcast of A fit the 16 ymm registers with room for
-the loop's addresses.
+the loop's addresses. The same IR lowers to NEON on aarch64 (an 8-lane vector is two q registers there, so the
+tile takes 16 of the 32; the masked stores of the epilogue become per-lane stores).
 
 The packed operands are those of the AVX-512 path (panels of 32 columns, kernels/simd_f32.py); a panel is computed
 as two halves of 16 columns (the tile's B rows are 32 floats apart), so packing, tables and scheduling are shared,
@@ -135,11 +137,12 @@ YMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)
 
 
 def float_drivers() -> GemmDrivers | None:
-    """The float GEMM drivers of the path in force (kernels/isa.py): zmm tiles with AVX-512, ymm tiles with AVX2,
+    """The float GEMM drivers of the path in force (kernels/isa.py): zmm tiles with AVX-512, the 8-lane tiles with
+    AVX2 (ymm) or NEON (each 8-lane vector a pair of 128-bit registers: 16 of NEON's 32 hold the accumulators),
     None (the portable loops) otherwise."""
     if has("avx512"):
         return simd_f32.ZMM
-    if has("avx2"):
+    if has("avx2") or has("neon"):
         return YMM
     return None
 

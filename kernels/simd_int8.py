@@ -780,7 +780,8 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     # other layers take the portable path
     shifts_ok = -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
     vnni = has("avx512vnni") and shifts_ok
-    narrow = not vnni and has("avx2") and shifts_ok  # 256-bit tiles (AVX2 / AVX-VNNI), simd_int8_narrow
+    # 256-bit tiles (AVX2 / AVX-VNNI; on NEON their generic-IR twins), simd_int8_narrow
+    narrow = not vnni and (has("avx2") or has("neon")) and shifts_ok
     bias_values = const_values(bias)
     if (vnni or narrow) and bias_values is not None:  # the output-stage parameters once, at prepare
         off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)

@@ -1,4 +1,5 @@
-"""int8 GEMM and convolution (CONV_2D with one group, FULLY_CONNECTED) on 256-bit vectors: AVX2 and AVX-VNNI.
+"""int8 GEMM and convolution (CONV_2D with one group, FULLY_CONNECTED) on 256-bit vectors: AVX2 and AVX-VNNI (and,
+through the generic-IR twins of the two instructions, NEON).
 
 The layer, the activation packing, the folded constant terms, the uint8-weight per-row term and the output stage
 are those of kernels/simd_int8.py (read its module doc first); only the micro-kernels and their weight layout
@@ -70,12 +71,13 @@ _V16S = ir.VectorType(_i16, 16)
 _V16B = ir.VectorType(_i8, 16)
 _V32B = ir.VectorType(_i8, 32)
 _X86 = platform.machine().lower() in ("x86_64", "amd64")
+GENERIC = False  # True: emit the generic twins even on x86 (read at code generation; the tests set it to check them)
 
 
 def _dpbusd(builder, acc, a, b):
     """acc + (per int32 lane) the sum of the 4 products of a's unsigned bytes and b's signed bytes (<8 x i32>):
     vpdpbusd on ymm when the target has AVX-VNNI or AVX-512 VNNI, else the same sums in generic vector IR."""
-    if _X86 and (isa.supports("avxvnni") or isa.supports("avx512vnni")):
+    if _X86 and not GENERIC and (isa.supports("avxvnni") or isa.supports("avx512vnni")):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8I, [_V8I, _V8I, _V8I]),
                                             "llvm.x86.avx512.vpdpbusd.256")
         return builder.call(fn, [acc, a, b])
@@ -90,7 +92,7 @@ def _dpbusd(builder, acc, a, b):
 def _maddwd(builder, a, b):
     """Per int32 lane, a[2i] * b[2i] + a[2i + 1] * b[2i + 1] of int16 vectors (<16 x i16> -> <8 x i32>), exact:
     vpmaddwd on AVX2, else generic vector IR."""
-    if _X86 and isa.supports("avx2"):
+    if _X86 and not GENERIC and isa.supports("avx2"):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8I, [_V16S, _V16S]),
                                             "llvm.x86.avx2.pmadd.wd")
         return builder.call(fn, [a, b])
