@@ -19,7 +19,7 @@ from conftest import scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.base import isa
-from lite_numba.kernels.linear import simd_f32
+from lite_numba.kernels.linear import simd_f32, simd_f32_narrow
 from test_batch_matmul import bmm_model
 from test_batch_matmul import shapes as bmm_shapes
 from test_conv import conv2d_model, conv_shapes
@@ -30,6 +30,7 @@ from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()
 
+PATHS = [p for p in ("portable", "avx2", "avx512") if isa.supports(p)]
 # the isa_level fixture sets LITE_NUMBA_ISA once per test; every example builds new interpreters under it
 FEW = settings(max_examples=scaled(8), deadline=None, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -160,30 +161,38 @@ def test_batch_matmul_random(case, seed, isa_level):
     check_level(bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y), [lhs, rhs], isa_level)
 
 
-def test_gemm_packed_remainders_against_numpy():
-    """The driver alone (when the CPU has AVX-512): every tile height 1..6 and panel width, NaN passing the clamp."""
-    if not isa.supports("avx512"):
-        pytest.skip(f"AVX-512 GEMM driver not run: this CPU lacks {', '.join(isa.missing_features('avx512'))}")
+@pytest.mark.parametrize("path", ["avx2", "avx512"])
+def test_gemm_packed_remainders_against_numpy(path):
+    """The driver alone (when the CPU has the path): every tile height (1..6 zmm, 1..4 ymm) and panel width, NaN
+    passing the clamp, nothing written past the output."""
+    if path not in PATHS:
+        pytest.skip(f"{path} GEMM driver not run: this CPU lacks {', '.join(isa.missing_features(path))}")
+    gemm_packed = simd_f32.gemm_packed if path == "avx512" else simd_f32_narrow.gemm_packed
     rng = np.random.default_rng(3)
-    for M, K, N in [(1, 1, 1), (5, 3, 16), (11, 17, 47), (6, 40, 64), (13, 9, 100)]:
+    for M, K, N in [(1, 1, 1), (5, 3, 16), (11, 17, 47), (6, 40, 64), (13, 9, 100), (7, 5, 8), (3, 4, 9), (2, 3, 24)]:
         a = rng.standard_normal((M, K)).astype(np.float32)
         a[0, 0] = np.nan
         w = rng.standard_normal((N, K)).astype(np.float32)
         bias = rng.standard_normal(N).astype(np.float32)
         out = np.full(M * N + 40, 7.0, np.float32)  # a guard past the end must stay untouched
         lim = np.array([-1.0, 1.5], np.float32)
-        simd_f32.gemm_packed(a.reshape(-1), np.arange(M, dtype=np.int64) * K, np.zeros(1, np.int64), K,
+        gemm_packed(a.reshape(-1), np.arange(M, dtype=np.int64) * K, np.zeros(1, np.int64), K,
                              simd_f32.pack_weights(w.T), simd_f32.pad_bias(bias, N), out, N, lim)
         ref = a.astype(np.float64) @ w.T.astype(np.float64) + bias
         ref = np.where(np.isnan(ref), ref, np.clip(ref, -1.0, 1.5))
         np.testing.assert_allclose(out[:M * N].reshape(M, N), ref, rtol=1e-5, atol=1e-5)
         assert np.all(out[M * N:] == 7.0)
+        if path == "avx2" and "avx512" in PATHS:  # the same sums in the same order: the same bytes
+            out2 = np.full(M * N, 7.0, np.float32)
+            simd_f32.gemm_packed(a.reshape(-1), np.arange(M, dtype=np.int64) * K, np.zeros(1, np.int64), K,
+                                 simd_f32.pack_weights(w.T), simd_f32.pad_bias(bias, N), out2, N, lim)
+            assert np.array_equal(out[:M * N], out2, equal_nan=True)
 
 
 @pytest.mark.parametrize("ksize,ci", [(1, 16), (3, 8)])
 def test_conv2d_bit_identical_to_official(ksize, ci, isa_level):
     """Products are rounded before they are added, as in the official kernels: a pointwise or 3x3 convolution
-    with large values and bias gives the official bits exactly on both paths (a fused multiply-add did not:
+    with large values and bias gives the official bits exactly on every path (a fused multiply-add did not:
     62% of elements exact, which grew to 5e-4 relative at the output of MediaPipe's pose_landmark_full)."""
     from lite_numba.builder import ModelBuilder
 

@@ -19,7 +19,7 @@ from conftest import scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.base import isa
-from lite_numba.kernels.linear import simd_int8
+from lite_numba.kernels.linear import simd_int8, simd_int8_narrow
 from test_conv import conv2d_model, conv_shapes, quant_case
 from test_fully_connected import _quantized_case
 
@@ -120,6 +120,12 @@ def test_weight_packing_layouts():
         width = min(simd_int8.NR, Np - j0)
         assert wp[j0 * Kp + ((k // 4) * width + (n - j0)) * 4 + k % 4] == w[n, k]
     assert np.count_nonzero(wp) == np.count_nonzero(w)
+    wr = simd_int8_narrow.pack_weights_pairs(w)
+    for n, k in [(0, 0), (5, 10), (31, 3), (32, 0), (36, 10), (17, 5)]:
+        j0 = n // simd_int8.NR * simd_int8.NR
+        width = min(simd_int8.NR, Np - j0)
+        assert wr[j0 * Kp + (k // 4) * 4 * width + ((k % 4) // 2 * width + (n - j0)) * 2 + k % 2] == w[n, k]
+    assert np.count_nonzero(wr) == np.count_nonzero(w)
     wq = simd_int8.pack_weights_portable(w).reshape(Np, Kp)
     assert np.array_equal(wq[:37, :11], w) and np.count_nonzero(wq) == np.count_nonzero(w)
     offs = simd_int8.channel_offsets(w, 128, -5, Np)
@@ -172,8 +178,49 @@ def test_vnni_output_stage_extremes():
                              qmin, qmax, np.zeros((MB, Kp), np.uint8),
                              np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
         outs.append(out)
-        assert np.array_equal(outs[0], outs[1]), f"trial {trial}: {np.count_nonzero(outs[0] != outs[1])} differ"
-        assert np.array_equal(outs[2], outs[1]), f"trial {trial}: prepare-time parameters differ"
+        # the 256-bit drivers (both schemes) on the same parameters, computed per call and at prepare
+        for scheme, pack in ((0, simd_int8_narrow.pack_weights_pairs), (1, simd_int8.pack_weights_vnni)):
+            if not isa.supports("avxvnni" if scheme else "avx2"):
+                continue
+            MB = simd_int8.block_rows(Kp, oh * ow, simd_int8_narrow.MR)
+            for o in (offs, pre):
+                out = np.zeros((1, oh, ow, co), np.int8)
+                simd_int8_narrow.qconv_narrow(x, pack(wt), o, bias, out, np.append(geo, [0, scheme]), 128, zp_in,
+                                              mult, shift, zp_out, qmin, qmax, np.zeros((MB, Kp), np.uint8),
+                                              np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
+                outs.append(out)
+        for j, o in enumerate(outs):
+            assert np.array_equal(o, outs[1]), f"trial {trial}, output {j}: {np.count_nonzero(o != outs[1])} differ"
+
+
+def test_generic_twins_of_the_256_bit_tiles(monkeypatch):
+    """The generic-IR twins of vpdpbusd and vpmaddwd (what the 256-bit tiles compile to where the instructions do
+    not exist: NEON) compiled on this machine give the same bytes as the portable driver, both layouts."""
+    from numba import njit
+
+    monkeypatch.setattr(simd_int8_narrow, "GENERIC", True)
+    generic = njit(simd_int8_narrow.qconv_narrow.py_func)  # a fresh compile (no cache): the twins are emitted
+    rng = np.random.default_rng(7)
+    for h, w, ci, co in [(5, 6, 13, 37), (3, 3, 64, 16), (4, 1, 7, 9)]:
+        x = rng.integers(-128, 128, (1, h, w, ci)).astype(np.int8)
+        wt = rng.integers(-127, 128, (co, ci)).astype(np.int8)
+        Kp, Np = simd_int8.padded_sizes(ci, co)
+        zp_in, zp_out = -3, 5
+        bias = rng.integers(-5000, 5000, co).astype(np.int32)
+        mult = rng.integers(2**30, 2**31 - 1, co).astype(np.int32)
+        shift = rng.integers(-12, 1, co).astype(np.int32)
+        geo = np.array([1, 1, 1, 1, 0, 0, 1, 1, h, w, 1, 0], np.int64)
+        offs = simd_int8.channel_offsets(wt, 128, zp_in, Np)
+        MB = simd_int8.block_rows(Kp, h * w, simd_int8.PR)
+        ref = np.zeros((1, h, w, co), np.int8)
+        simd_int8.qconv_portable(x, simd_int8.pack_weights_portable(wt), offs, bias, ref, geo, 128, zp_in, mult, shift,
+                                 zp_out, -128, 127, np.zeros((MB, Kp), np.uint8), np.zeros((MB, Np), np.int32))
+        for scheme, pack in ((0, simd_int8_narrow.pack_weights_pairs), (1, simd_int8.pack_weights_vnni)):
+            MB = simd_int8.block_rows(Kp, h * w, simd_int8_narrow.MR)
+            out = np.zeros((1, h, w, co), np.int8)
+            generic(x, pack(wt), offs, bias, out, np.append(geo, scheme), 128, zp_in, mult, shift, zp_out, -128, 127,
+                    np.zeros((MB, Kp), np.uint8), np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
+            assert np.array_equal(out, ref), f"scheme {scheme}, {h}x{w}x{ci}->{co}"
 
 
 # --- uint8 (TFLite's asymmetric per-tensor scheme): weights packed as w - 128 with a per-row term ------------------

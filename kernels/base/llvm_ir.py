@@ -19,6 +19,7 @@ from numba.core import cgutils
 F32 = ir.FloatType()
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 V16F = ir.VectorType(F32, 16)

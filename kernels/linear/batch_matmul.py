@@ -10,7 +10,6 @@ constant). Every output batch gets the offsets of its lhs and rhs matrices, prec
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.linear.fc_loops import gemm_f32, transpose_batches
 from lite_numba.kernels.linear.fully_connected_quantized import (
     REQUANT_FIXED,
@@ -21,6 +20,7 @@ from lite_numba.kernels.linear.fully_connected_quantized import (
     schedule_igemm,
 )
 from lite_numba.kernels.linear.simd_f32 import schedule_batch_matmul
+from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -128,8 +128,9 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
         ctx.call(transpose_batches, ctx.view(rhs, (rhs.size,)), b, N, K)
     of = ctx.view(o, (o.size,))
 
-    if not quantized and rhs.dtype == np.float32 and has("avx512"):
-        schedule_batch_matmul(ctx, a, a_off, b, b_off, of, M, K, N)
+    drivers = float_drivers()
+    if not quantized and rhs.dtype == np.float32 and drivers is not None:
+        schedule_batch_matmul(ctx, a, a_off, b, b_off, of, M, K, N, drivers)
     elif not quantized and rhs.dtype == np.float32:
         lim = np.array([-np.inf, np.inf], np.float32)
         ctx.call(gemm_f32, a, a_off, b, b_off, np.zeros(N, np.float32), of, M, K, N, lim)

@@ -26,12 +26,12 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.fixedpoint import activation_range_quantized, quantize_multipliers
-from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.linear import conv_loops as L
-from lite_numba.kernels.linear import dwconv, simd_f32, simd_int8
+from lite_numba.kernels.linear import dwconv, qgemm, simd_f32
 from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows
 from lite_numba.kernels.linear.parallel import conv2d_f32_par, gemm_f32_par, image_row_chunks
+from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 
 from lite_numba.ops import ConstArg, PrepareContext, Tensor, TensorView, kernel
 
@@ -251,8 +251,9 @@ def CONV_2D(ctx: PrepareContext) -> None:
         lim = _float_limits(ctx)
         if out.size == 0:
             return
-        if groups == 1 and has("avx512"):
-            return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo)
+        drivers = float_drivers()
+        if groups == 1 and drivers is not None:
+            return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo, drivers)
         w = _filter(ctx, f)
         schedule_conv2d_f32(ctx, x, _as_matrix(ctx, w, CI, CO) if pointwise else w, bias, out, geo, lim, CO, groups,
                             pointwise)
@@ -278,7 +279,7 @@ def CONV_2D(ctx: PrepareContext) -> None:
         # zero point) are packed as w - 128 with a per-row term (simd_int8.qconv_vnni)
         KH, KW = f.shape[1], f.shape[2]
         zp_w = int(f.quantization.zero_point) if x.dtype == np.uint8 else None
-        return simd_int8.schedule_qgemm_mt(ctx, x, f.data.reshape(CO, -1), x.zero_point, bias, out,
+        return qgemm.schedule_qgemm_mt(ctx, x, f.data.reshape(CO, -1), x.zero_point, bias, out,
                                            [int(v) for v in geo] + [KH, KW], mult, shift, out.zero_point, qmin, qmax,
                                            zp_w)
     w = _filter(ctx, f)

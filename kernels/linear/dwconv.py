@@ -106,7 +106,7 @@ def schedule_f32(ctx, x, w, bias, out, geo, lim) -> None:
     KH, KW, CO = ctx.input(1).shape[1:]
     N, OH, OW, _ = out.shape
     xp, bands, g = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, 0.0)
-    if has("avx512"):
+    if has("avx2"):  # 16-lane tiles: one zmm, or two ymm on AVX2
         toff = _tap_offsets(xp, KH, KW, int(g[2]), int(g[3]))
         if bands is None:
             ctx.call(dwconv_f32_simd, xp, w, bias, out, g, toff, lim)
@@ -129,7 +129,7 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
     quant = (int(zp_in), mult, shift, int(zp_out), int(qmin), int(qmax), int(nvec))
     # the AVX-512 tiles' half-up output stage (simd_int8's) needs the shifts of channels below nvec in [-31, 31]
     sv = np.asarray(shift)[:nvec]
-    if has("avx512") and (nvec == 0 or (-31 <= int(sv.min()) and int(sv.max()) <= 31)):
+    if has("avx2") and (nvec == 0 or (-31 <= int(sv.min()) and int(sv.max()) <= 31)):
         toff = _tap_offsets(xp, KH, KW, int(g[2]), int(g[3]))
         nblocks = max(-(-nvec // 16), 1)
         bv, wv = const_values(bias), const_values(wsum)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.activation import float_activation_range
-from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.linear.fc_loops import fc_rows_f32, gemm_f32, transpose_batches
 from lite_numba.kernels.linear.parallel import fc_gemm_f32_par
 from lite_numba.kernels.linear.simd_f32 import schedule_fully_connected
+from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 from lite_numba.kernels.movement.densify import densify_constant
 from lite_numba.kernels.movement.reshape import copy_bytes
 
@@ -88,8 +88,9 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     if dense is None and batch <= _GEMV_ROWS:
         return ctx.call(fc_rows_f32, ctx.view(x, (x.size,)), ctx.view(w, (w.size,)), bias, ctx.view(out, (out.size,)),
                         batch, k, units, lim)
-    if has("avx512"):
-        return schedule_fully_connected(ctx, x, w, dense, b, out, batch, k, units)
+    drivers = float_drivers()
+    if drivers is not None:
+        return schedule_fully_connected(ctx, x, w, dense, b, out, batch, k, units, drivers)
     if dense is not None:
         w_t = ctx.const(np.ascontiguousarray(dense.T).reshape(-1))
     else:

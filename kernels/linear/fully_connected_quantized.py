@@ -27,7 +27,7 @@ from lite_numba.kernels.base.fixedpoint import (
 from lite_numba.kernels.linear.conv_loops import round_neon
 from lite_numba.kernels.linear.fc_loops import transpose_batches
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
-from lite_numba.kernels.linear.simd_int8 import schedule_qgemm_mt
+from lite_numba.kernels.linear.qgemm import schedule_qgemm_mt
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel

@@ -31,6 +31,8 @@ float32 rounding (the tests compare with a 1e-5 relative tolerance).
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import numpy as np
 from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
@@ -61,7 +63,7 @@ def _vload(builder, ptr, vtype):
     return builder.load(builder.bitcast(ptr, vtype.as_pointer()), align=4)
 
 
-def _make_tile(mr: int, lanes: int, nv: int):
+def make_tile(mr: int, lanes: int, nv: int):
     """The (mr x lanes*nv) micro-kernel as a Numba intrinsic (vectors of `lanes` floats, nv of them per row):
 
     tile(a, abase, rows, ri, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
@@ -139,11 +141,11 @@ def _make_tile(mr: int, lanes: int, nv: int):
 # one kernel per tile height and width: 32 columns (2 x 16 lanes), 16 (zmm) and 8 (ymm: on CPUs that split 512-bit
 # operations in two, such as Zen 4, a narrow last panel then runs at full rate)
 fma_tile_1x8, fma_tile_2x8, fma_tile_3x8, fma_tile_4x8, fma_tile_5x8, fma_tile_6x8 = (
-    _make_tile(m, 8, 1) for m in range(1, MR + 1))
+    make_tile(m, 8, 1) for m in range(1, MR + 1))
 fma_tile_1x16, fma_tile_2x16, fma_tile_3x16, fma_tile_4x16, fma_tile_5x16, fma_tile_6x16 = (
-    _make_tile(m, 16, 1) for m in range(1, MR + 1))
+    make_tile(m, 16, 1) for m in range(1, MR + 1))
 fma_tile_1x32, fma_tile_2x32, fma_tile_3x32, fma_tile_4x32, fma_tile_5x32, fma_tile_6x32 = (
-    _make_tile(m, 16, 2) for m in range(1, MR + 1))
+    make_tile(m, 16, 2) for m in range(1, MR + 1))
 
 
 # --- drivers --------------------------------------------------------------------------------------------------------
@@ -331,9 +333,11 @@ def _packed_weights(ctx: PrepareContext, w_const: np.ndarray | None, w: Tensor, 
     return bp
 
 
-def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None, out: Tensor, geo) -> None:
+def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None, out: Tensor, geo,
+                    drivers: GemmDrivers | None = None) -> None:
     """CONV_2D (one group) as a direct convolution: the input is copied into a zero-padded temporary when the
-    padding (or a window reaching past the input) needs it, then gemm_packed runs with one row per output pixel."""
+    padding (or a window reaching past the input) needs it, then gemm_packed runs with one row per output pixel.
+    `drivers`: the vector width's drivers (default ZMM; simd_f32_narrow.float_drivers())."""
     N, H, W, CI = x.shape
     CO, KH, KW, _ = f.shape
     _, OH, OW, _ = out.shape
@@ -349,38 +353,40 @@ def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None,
     K = KH * KW * CI
     bp = _packed_weights(ctx, f.data, f, K, CO)
     _schedule_gemm(ctx, xin, rows, segs, seglen, bp, _packed_bias(ctx, b, CO), ctx.view(out, (out.size,)), CO,
-                   _limits(ctx))
+                   _limits(ctx), drivers)
 
 
 def schedule_fully_connected(ctx: PrepareContext, x: Tensor, w: Tensor, w_dense: np.ndarray | None,
-                             b: Tensor | None, out: Tensor, batch: int, K: int, units: int) -> None:
+                             b: Tensor | None, out: Tensor, batch: int, K: int, units: int,
+                             drivers: GemmDrivers | None = None) -> None:
     """FULLY_CONNECTED: weights [units, K] packed as B = W^T; one row per batch (with one row, each panel of
     the weights is streamed once)."""
     bp = _packed_weights(ctx, w_dense, w, K, units)
     rows = np.arange(batch, dtype=np.int64) * K
     _schedule_gemm(ctx, ctx.view(x, (x.size,)), rows, np.zeros(1, np.int64), K, bp, _packed_bias(ctx, b, units),
-                   ctx.view(out, (out.size,)), units, _limits(ctx))
+                   ctx.view(out, (out.size,)), units, _limits(ctx), drivers)
 
 
 def schedule_batch_matmul(ctx: PrepareContext, a, a_off: np.ndarray, b, b_off: np.ndarray, out, M: int, K: int,
-                          N: int) -> None:
+                          N: int, drivers: GemmDrivers | None = None) -> None:
     """BATCH_MATMUL: a, b flat [M, K] and [K, N] blocks at the given offsets (b packed at run time, once per
     distinct rhs matrix), out the flat output."""
+    d = drivers or ZMM
     lim = np.array([-np.inf, np.inf], np.float32)
     rows = np.arange(M, dtype=np.int64) * K
     B = a_off.size
     t = threads_for(ctx, B * M * K * N)
-    if t > 1 and (B >= t or M >= 2 * MR * t):
+    if t > 1 and (B >= t or M >= 2 * d.mr * t):
         # batch ranges when there are enough batches, else row bands of each batch (each chunk packs its own B)
         parts = CHUNKS_PER_THREAD * t
         ch = [(i0, i1, 0, M) for i0, i1 in bands(B, parts)] if B >= t else \
-            [(0, B, r0, r1) for r0, r1 in bands(M, parts, MR)]
+            [(0, B, r0, r1) for r0, r1 in bands(M, parts, d.mr)]
         bp = ctx.temp((t * panel_count(N) * K * NR,), np.float32)
-        ctx.call(batch_gemm_par, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
+        ctx.call(d.batch_gemm_par, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
                  np.zeros(1, np.int64), np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
         return
     bp = ctx.temp((panel_count(N) * K * NR,), np.float32)
-    ctx.call(batch_gemm, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
+    ctx.call(d.batch_gemm, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
              np.zeros(1, np.int64))
 
 
@@ -446,27 +452,43 @@ def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, seg
             j = next_chunk(cnt)
 
 
-def gemm_chunks(M: int, P: int, threads: int) -> np.ndarray:
-    """[r0, r1, p0, p1] per chunk: row bands (multiples of MR) when there are enough rows, else panel ranges."""
+def gemm_chunks(M: int, P: int, threads: int, mr: int = MR) -> np.ndarray:
+    """[r0, r1, p0, p1] per chunk: row bands (multiples of the tile height mr) when there are enough rows, else
+    panel ranges."""
     parts = CHUNKS_PER_THREAD * threads
-    if M >= 2 * MR * threads or P < threads:
-        ch = [(r0, r1, 0, P) for r0, r1 in bands(M, parts, MR)]
+    if M >= 2 * mr * threads or P < threads:
+        ch = [(r0, r1, 0, P) for r0, r1 in bands(M, parts, mr)]
     else:
         ch = [(0, M, p0, p1) for p0, p1 in bands(P, parts)]
     return np.array(ch, np.int64).reshape(-1)
 
 
 def _schedule_gemm(ctx: PrepareContext, a, rows: np.ndarray, segs: np.ndarray, seglen: int, bp, bias, c, N: int,
-                   lim: np.ndarray) -> None:
-    """gemm_packed, or its parallel driver when ctx.num_threads > 1 and the GEMM is big enough."""
+                   lim: np.ndarray, drivers: GemmDrivers | None = None) -> None:
+    """gemm_packed, or its parallel driver when ctx.num_threads > 1 and the GEMM is big enough (of `drivers`,
+    default ZMM)."""
+    d = drivers or ZMM
     M, P = rows.size, panel_count(N)
     t = threads_for(ctx, M * N * segs.size * seglen)
-    ch = gemm_chunks(M, P, t) if t > 1 else None
+    ch = gemm_chunks(M, P, t, d.mr) if t > 1 else None
     if ch is None or ch.size <= 4:
-        ctx.call(gemm_packed, a, rows, segs, seglen, bp, bias, c, N, lim)
+        ctx.call(d.gemm_packed, a, rows, segs, seglen, bp, bias, c, N, lim)
     else:
-        ctx.call(gemm_packed_par, a, rows, segs, seglen, bp, bias, c, N, lim, ch, ctx.temp((1,), np.int64), t)
+        ctx.call(d.gemm_packed_par, a, rows, segs, seglen, bp, bias, c, N, lim, ch, ctx.temp((1,), np.int64), t)
 
 
-__all__ = ["gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "pack_panels", "pad_nhwc",
-           "pack_weights", "pad_bias", "conv_tables", "panel_count", "MR", "NR"]
+class GemmDrivers(NamedTuple):
+    """The compiled drivers of one vector width (same arguments, same results): what the schedule functions call."""
+
+    mr: int  # rows of the largest tile (the row bands of the parallel drivers are multiples of it)
+    gemm_packed: Callable
+    gemm_packed_par: Callable
+    batch_gemm: Callable
+    batch_gemm_par: Callable
+
+
+ZMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)
+
+
+__all__ = ["GemmDrivers", "ZMM", "gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "pack_panels",
+           "pad_nhwc", "pack_weights", "pad_bias", "conv_tables", "panel_count", "MR", "NR"]

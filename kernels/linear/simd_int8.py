@@ -37,7 +37,6 @@ prepare chooses the path from kernels/base/isa.py; the choice only changes which
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.llvm_ir import I8 as _i8
 from lite_numba.kernels.base.llvm_ir import I32 as _i32
 from lite_numba.kernels.base.llvm_ir import I64 as _i64
@@ -45,14 +44,6 @@ from lite_numba.kernels.base.llvm_ir import V16I as _v16i
 from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import i64 as _const
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.base.threads import (
-    CHUNKS_PER_THREAD,
-    MIN_Q8_MACS,
-    Recorder,
-    bands,
-    serial_address,
-    threads_for,
-)
 from lite_numba.kernels.linear.conv_loops import mbqm_half_up
 from llvmlite import ir
 from numba import njit, types
@@ -65,16 +56,15 @@ PR = 4  # rows and columns of a portable tile
 ABUF_BYTES = 48 * 1024  # activation rows packed per block (kept in L1/L2 while every weight panel passes over them)
 
 
-
 # --- IR helpers -------------------------------------------------------------------------------------------------------
 
 
-def _byte_ptr(builder, base, offset):
+def byte_ptr(builder, base, offset):
     """i8* base + offset (offset an i64 in elements of a 1-byte array)."""
     return builder.gep(base, [offset], inbounds=True)
 
 
-def _load(builder, ptr, ty):
+def load(builder, ptr, ty):
     """Unaligned load of `ty` from a byte or int32 pointer."""
     return builder.load(builder.bitcast(ptr, ty.as_pointer()), align=1)
 
@@ -182,17 +172,17 @@ def _make_vnni_tile(mr: int, nv: int):
             with cgutils.for_range(builder, nrun_) as run, cgutils.for_range(builder, nrun2_) as run2:
                 u, u2 = run.index, run2.index
                 a0 = builder.add(a_off_, builder.add(builder.mul(u, rstride_), builder.mul(u2, rstride2_)))
-                arow = [_byte_ptr(builder, pa, builder.add(a0, builder.mul(lda_, _const(r)))) for r in range(mr)]
+                arow = [byte_ptr(builder, pa, builder.add(a0, builder.mul(lda_, _const(r)))) for r in range(mr)]
                 k0 = builder.mul(builder.add(builder.mul(u, nrun2_), u2), kg_)  # groups before this run
-                pb0 = _byte_ptr(builder, pb, builder.add(b_off_, builder.mul(k0, _const(64 * nv))))
+                pb0 = byte_ptr(builder, pb, builder.add(b_off_, builder.mul(k0, _const(64 * nv))))
                 with cgutils.for_range(builder, kg_) as loop:
                     g = loop.index
                     boff = builder.mul(g, _const(64 * nv))
-                    bv = [_load(builder, _byte_ptr(builder, pb0, builder.add(boff, _const(64 * v))), _v16i)
+                    bv = [load(builder, byte_ptr(builder, pb0, builder.add(boff, _const(64 * v))), _v16i)
                           for v in range(nv)]
                     aoff = builder.mul(g, _const(4))
                     for r in range(mr):
-                        av = _splat16(builder, _load(builder, _byte_ptr(builder, arow[r], aoff), _i32))
+                        av = _splat16(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32))
                         for v in range(nv):
                             builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
             with builder.if_then(builder.icmp_signed("!=", rs_on_, _const(0))):  # per-row terms prm[rs_off + r]
@@ -304,9 +294,9 @@ def _copy16(typingctx, dst, d, src, s, flip):
     def codegen(context, builder, sig, args):
         dst_, d_, src_, s_, flip_ = args
         v16i8 = ir.VectorType(_i8, 16)
-        pd = _byte_ptr(builder, _data_ptr(context, builder, sig.args[0], dst_), d_)
-        ps = _byte_ptr(builder, _data_ptr(context, builder, sig.args[2], src_), s_)
-        v = builder.xor(_load(builder, ps, v16i8), _splat(builder, flip_, v16i8))
+        pd = byte_ptr(builder, _data_ptr(context, builder, sig.args[0], dst_), d_)
+        ps = byte_ptr(builder, _data_ptr(context, builder, sig.args[2], src_), s_)
+        v = builder.xor(load(builder, ps, v16i8), _splat(builder, flip_, v16i8))
         builder.store(v, builder.bitcast(pd, v16i8.as_pointer()), align=1)
         return context.get_dummy_value()
 
@@ -314,20 +304,20 @@ def _copy16(typingctx, dst, d, src, s, flip):
 
 
 @njit(cache=True, inline="always")
-def _copy_flipped(af, d, xf, s, n, fl):
+def copy_flipped(af, d, xf, s, n, fl):
     """af[d:d + n] = xf[s:s + n] ^ fl as bytes (unsigned indices, so that LLVM vectorizes the loop)."""
     for i in range(n):
         af[np.uint64(d + i)] = np.uint8(xf[np.uint64(s + i)]) ^ fl
 
 
 @njit(cache=True, inline="always")
-def _fill(af, d, n, v):
+def fill(af, d, n, v):
     for i in range(n):
         af[np.uint64(d + i)] = v
 
 
 @njit(cache=True, inline="always")
-def _pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
+def pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
     """abuf[r, :K] = row m0 + r of x's im2col matrix, bytes flipped by `flip`; taps outside the image hold zp_in.
     geo[10] != 0 marks a pointwise layer (1x1, stride 1, no padding), whose im2col rows are the rows of x.
 
@@ -345,10 +335,10 @@ def _pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
     af = abuf.reshape(abuf.size)
     if geo[10] != 0:
         if CI == Kp:
-            _copy_flipped(af, 0, xf, m0 * CI, rows * CI, fl)
+            copy_flipped(af, 0, xf, m0 * CI, rows * CI, fl)
         else:
             for r in range(rows):
-                _copy_flipped(af, r * Kp, xf, (m0 + r) * CI, CI, fl)
+                copy_flipped(af, r * Kp, xf, (m0 + r) * CI, CI, fl)
         return
     ox = m0 % OW
     t = m0 // OW
@@ -378,18 +368,18 @@ def _pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
                 iy = iy0 + ky * dh
                 k = d0 + ky * KWC
                 if iy < 0 or iy >= H:
-                    _fill(af, k, KWC, pad)
+                    fill(af, k, KWC, pad)
                     continue
                 base = (n * H + iy) * W
                 if row_inside:
-                    _copy_flipped(af, k, xf, (base + ix0) * CI, KWC, fl)
+                    copy_flipped(af, k, xf, (base + ix0) * CI, KWC, fl)
                     continue
                 for kx in range(KW):
                     ix = ix0 + kx * dw
                     if 0 <= ix < W:
-                        _copy_flipped(af, k + kx * CI, xf, (base + ix) * CI, CI, fl)
+                        copy_flipped(af, k + kx * CI, xf, (base + ix) * CI, CI, fl)
                     else:
-                        _fill(af, k + kx * CI, CI, pad)
+                        fill(af, k + kx * CI, CI, pad)
         ox += 1
         if ox == OW:
             ox = 0
@@ -497,7 +487,7 @@ def const_values(a):
 
 
 @njit(cache=True, inline="always")
-def _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rows):
+def params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rows):
     """The flat output-stage parameters: offs itself when prepare computed them (output_params_host, constant
     bias: offs then has Np / 16 * PRM_BLOCK elements), else filled into prm from the channel offsets offs [Np].
     With per-row terms (rows != 0: uint8 weights, see qconv_vnni) always prm, whose int32 slots from
@@ -516,13 +506,13 @@ def _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rows):
 
 
 @njit(cache=True, inline="always")
-def _row_term(d, s):
+def row_term(d, s):
     """int32(d * s) wrapped like the int32 accumulator."""
     return np.int32(((np.int64(d) * np.int64(s) + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31))
 
 
 @njit(cache=True, inline="always")
-def _byte_sum(xf, s, n):
+def byte_sum(xf, s, n):
     """sum of the bytes xf[s:s + n] (uint8 array), int64."""
     t = np.int64(0)
     for i in range(n):
@@ -531,7 +521,7 @@ def _byte_sum(xf, s, n):
 
 
 @njit(cache=True, inline="always")
-def _row_weight(geo):
+def row_weight(geo):
     """geo[11]: 128 - zp_w for uint8 weights of zero point zp_w (packed as w - 128), 0 for int8 ones (older
     11-element geometries included)."""
     return geo[11] if geo.size > 11 else 0
@@ -558,19 +548,19 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
     kg = Kp // 4
     a = abuf.reshape(MB * Kp)
     o = out.reshape(P * CO)
-    d = _row_weight(geo)
+    d = row_weight(geo)
     rs_on = 1 if d != 0 else 0
     K = geo[6] * geo[7] * x.shape[3]
     npb = Np // 16 * PRM_BLOCK
-    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
+    pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
     rsf = prm.reshape(prm.size)
     lo, hi = np.int32(qmin), np.int32(qmax)
     for m0 in range(0, P, MB):
         rows = min(MB, P - m0)
-        _pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+        pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
         if rs_on:  # pf is prm's memory then
             for r in range(rows):
-                rsf[npb + r] = _row_term(d, _byte_sum(a, r * Kp, K))
+                rsf[npb + r] = row_term(d, byte_sum(a, r * Kp, K))
         full = rows // MR * MR
         rest = rows - full
         if rest > 3:  # a tile over stale rows is cheaper than several 1-row passes
@@ -614,13 +604,13 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
     HP = (OH - 1) * sh + (KH - 1) * dh + 1
     WP = (OW - 1) * sw + (KW - 1) * dw + 1
     Np = (CO + 15) // 16 * 16
-    d = _row_weight(geo)
+    d = row_weight(geo)
     rs_on = 1 if d != 0 else 0
     npb = Np // 16 * PRM_BLOCK
     # runs: one per filter row of KW * CI contiguous bytes, or with dilation along x one per tap of CI bytes
     nrun2 = 1 if dw == 1 else KW
     kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
-    pf = _params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
+    pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
     rsf = prm.reshape(prm.size)
     o = out.reshape(out.size)
     xf = x.reshape(x.size)
@@ -633,14 +623,14 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
             iy = yp - pt
             d0 = ((n * HP + yp) * WP) * CI
             if iy < 0 or iy >= H:
-                _fill(xpad, d0, WP * CI, pad)
+                fill(xpad, d0, WP * CI, pad)
                 continue
             a = min(pl, WP)  # padded columns [a, b) are the image's columns a - pl .. b - pl - 1
             b = max(min(WP, pl + W), a)
-            _fill(xpad, d0, a * CI, pad)
-            _copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
-            _fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
-    _fill(xpad, used, xpad.size - used, pad)
+            fill(xpad, d0, a * CI, pad)
+            copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
+            fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
+    fill(xpad, used, xpad.size - used, pad)
     lo, hi = np.int32(qmin), np.int32(qmax)
     lda = sw * CI
     rstride = dh * WP * CI
@@ -655,11 +645,11 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
                     for ky in range(KH):
                         b0 = arow + ox * lda + ky * rstride
                         if dw == 1:
-                            s += _byte_sum(xpad, b0, KW * CI)
+                            s += byte_sum(xpad, b0, KW * CI)
                         else:
                             for kx in range(KW):
-                                s += _byte_sum(xpad, b0 + kx * rstride2, CI)
-                    rsf[npb + ox] = _row_term(d, s)
+                                s += byte_sum(xpad, b0 + kx * rstride2, CI)
+                    rsf[npb + ox] = row_term(d, s)
             for j0 in range(0, Np, NR):
                 boff = j0 * kg * 4 * KH * nrun2
                 ncols = CO - j0
@@ -741,79 +731,23 @@ def qconv_portable(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out
     o = out.reshape(P, CO)
     a = abuf.reshape(MB * Kp)
     c = cbuf.reshape(MB * Np)
-    d = _row_weight(geo)
+    d = row_weight(geo)
     K = geo[6] * geo[7] * x.shape[3]
     for m0 in range(0, P, MB):
         rows = min(MB, P - m0)
-        _pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+        pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
         for j in range(0, Np, PR):
             for i in range(0, rows, PR):
                 _dot_tile(a, i * Kp, wp, j * Kp, Kp, c, i * Np + j, Np)
         if d != 0:  # uint8 weights: the per-row term (see qconv_vnni)
             for r in range(rows):
-                t = _row_term(d, _byte_sum(a, r * Kp, K))
+                t = row_term(d, byte_sum(a, r * Kp, K))
                 for j in range(Np):
                     c[r * Np + j] = np.int32(c[r * Np + j] + t)
         _requantize_rows(cbuf, o, m0, rows, offs, bias, mult, shift, zp_out, qmin, qmax)
 
 
 # --- prepare helper ---------------------------------------------------------------------------------------------------
-
-
-def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
-                   qmax: int, zp_w: int | None = None) -> None:
-    """Schedule the int8 GEMM / convolution of x [N, H, W, CI] (a tensor or view) with the constant weights
-    w [CO, K] (OHWI flattened, int8) into out [N, OH, OW, CO] (tensor or view).
-
-    geo_conv = [sh, sw, dh, dw, pad_t, pad_l, KH, KW] (FULLY_CONNECTED: x as [B, 1, 1, K], 1x1 geometry); bias an
-    int32 [CO] kernel argument; mult/shift int32 [CO]. Uses the VNNI kernels when kernels/base/isa.py allows them.
-
-    zp_w given: x and w are uint8 (TFLite's asymmetric per-tensor scheme) with the weight zero point zp_w; packed as
-    w - 128 with the per-row term 128 - zp_w (see qconv_vnni)."""
-    N, OH, OW, CO = out.shape
-    K = w.shape[1]
-    P = N * OH * OW
-    Kp, Np = padded_sizes(K, CO)
-    flip = 128 if x.dtype == np.int8 else 0
-    d = 0
-    if zp_w is not None:
-        w16 = np.asarray(w, np.int16)
-        w, d = (w16 - 128).astype(np.int8), 128 - int(zp_w)
-        offs = channel_offsets(w16 - int(zp_w), 0, zp_in, Np)
-    else:
-        offs = channel_offsets(w, flip, zp_in, Np)
-    # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (requantize_vector);
-    # other layers take the portable path
-    vnni = has("avx512vnni") and -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
-    wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
-    MB = block_rows(Kp, P, MR if vnni else PR)
-    bias_values = const_values(bias)
-    if vnni and bias_values is not None:  # the output-stage parameters once, at prepare
-        off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)
-        offs = output_params_host(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
-                                  zp_out, CO, Np // 16)
-    sh, sw, _, _, pt, pl, KH, KW = geo_conv
-    pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
-    geo = np.array(list(geo_conv) + [OH, OW, int(pointwise), d], np.int64)
-    # prm rows for the per-row terms of uint8 weights (pixels of a block, or of an output row, plus a tile's slack)
-    rs_blocks = -(-(max(MB, OW) + MR) // PRM_BLOCK) if d != 0 else 0
-    dh, dw = geo_conv[2], geo_conv[3]
-    if vnni and not pointwise and (KH > 1 or KW > 1):
-        # KxK: read the windows in place from a padded copy of the input (no im2col)
-        HP = (OH - 1) * sh + (KH - 1) * dh + 1
-        WP = (OW - 1) * sw + (KW - 1) * dw + 1
-        CI = x.shape[3]
-        xpad = ctx.temp((N * HP * WP * CI + MR * sw * CI + 64,), np.uint8)
-        runs = KH if dw == 1 else KH * KW
-        ctx.call(qconv_vnni_direct, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
-                 geo, flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out),
-                 int(qmin), int(qmax), xpad, ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32))
-        return
-    abuf = ctx.temp((MB, Kp), np.uint8)
-    scratch = ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
-    fn = qconv_vnni if vnni else qconv_portable
-    ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
-             np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
 
 
 # --- multi-threaded drivers (num_threads > 1, see kernels/base/threads.py) --------------------------------------------
@@ -864,33 +798,3 @@ def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_o
             j = _next_chunk(cnt)
 
 
-def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
-                      qmax: int, zp_w: int | None = None) -> None:
-    """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
-    one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf (xpad) and
-    scratch slice per worker). Same arguments. (The chunks' geometries keep geo[11], the uint8 per-row weight.)"""
-    rec = Recorder(ctx)
-    schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax, zp_w)
-    N, OH, OW, CO = out.shape
-    t = threads_for(ctx, N * OH * OW * CO * w.shape[1], MIN_Q8_MACS)
-    if t > 1 and N >= t:
-        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
-    elif t > 1 and N == 1 and OH >= t:
-        ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
-    else:
-        ch = []
-    par = {qconv_vnni: qconv_par, qconv_portable: qconv_par, qconv_vnni_direct: qconv_par}
-    if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
-        return rec.replay()
-
-    def edit(fn, args):
-        addr = serial_address(fn, args)  # the serial driver, compiled for the types the chunks call it with
-        geo = np.asarray(args[5], np.int64)  # [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]
-        geos = np.repeat(geo[None, :], len(ch), axis=0)
-        for j, (_, _, y0, y1) in enumerate(ch):
-            geos[j, 4] = geo[4] - y0 * geo[0]
-            geos[j, 8] = y1 - y0
-        args[5] = geos
-        return [addr] + args
-
-    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

@@ -1,0 +1,84 @@
+"""Throughput of the main SIMD kernels on every kernel path the CPU has, for docs/architecture.md's per-ISA table.
+
+The drivers are called directly (the arguments the runner passes) on MobileNet-sized shapes: float GEMM (the
+direct-convolution / FULLY_CONNECTED driver with one reduction segment) and int8 GEMM (pointwise convolution) per
+path. Figures are GFLOP/s or GOP/s (2 operations per multiply-add), median and best of 30 samples; a shared machine
+makes the median the honest one. Compare them with the path's roofline per core: float 2 x lanes x (multiply and add
+pipes) per cycle (AVX-512 on Zen 4/5: 2 x 16 x 2; AVX2: 2 x 8 x 2), int8 per `vpdpbusd` 8 x lanes per cycle and
+pipe, per `vpmaddwd` 4 x lanes."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from conftest import ROWS
+from lite_numba.kernels import isa, simd_f32, simd_f32_narrow, simd_int8, simd_int8_narrow
+
+
+def _rate(fn, args, ops: float) -> tuple[float, float]:
+    fn(*args)
+    samples = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        for _ in range(5):
+            fn(*args)
+        samples.append((time.perf_counter() - t0) / 5)
+    return ops / float(np.median(samples)) / 1e9, ops / min(samples) / 1e9
+
+
+F32_PATHS = {"avx512": simd_f32.gemm_packed, "avx2": simd_f32_narrow.gemm_packed}
+
+
+@pytest.mark.parametrize("path", list(F32_PATHS))
+def test_f32_gemm(benchmark, path):
+    if not isa.supports(path):
+        pytest.skip(f"the CPU lacks {path}")
+    M, K, N = 192, 512, 192
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(M * K).astype(np.float32)
+    w = rng.standard_normal((N, K)).astype(np.float32)
+    args = (a, np.arange(M, dtype=np.int64) * K, np.zeros(1, np.int64), K, simd_f32.pack_weights(w.T),
+            simd_f32.pad_bias(None, N), np.empty(M * N, np.float32), N, np.array([-np.inf, np.inf], np.float32))
+    med, best = _rate(F32_PATHS[path], args, 2.0 * M * N * K)
+    ROWS.append({"case": f"f32 GEMM {M}x{K}x{N} GFLOP/s", "path": path, "ours": med, "unit": "rate",
+                 "note": f"best {best:.1f}"})
+    benchmark.extra_info.update(path=path, gflops_median=med, gflops_best=best)
+    benchmark(F32_PATHS[path], *args)
+
+
+Q8_PATHS = ["avx512vnni", "avxvnni", "avx2", "portable"]
+
+
+@pytest.mark.parametrize("path", Q8_PATHS)
+def test_int8_gemm(benchmark, path):
+    if not isa.supports(path):
+        pytest.skip(f"the CPU lacks {path}")
+    h = w = 28
+    ci = co = 128
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (1, h, w, ci)).astype(np.int8)
+    wt = rng.integers(-127, 128, (co, ci)).astype(np.int8)
+    Kp, Np = simd_int8.padded_sizes(ci, co)
+    geo = np.array([1, 1, 1, 1, 0, 0, 1, 1, h, w, 1, 0], np.int64)
+    offs = simd_int8.channel_offsets(wt, 128, 0, Np)
+    prm = np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32)
+    if path == "avx512vnni":
+        fn, wp, mr = simd_int8.qconv_vnni, simd_int8.pack_weights_vnni(wt), simd_int8.MR
+    elif path == "portable":
+        fn, wp, mr = simd_int8.qconv_portable, simd_int8.pack_weights_portable(wt), simd_int8.PR
+        prm = np.zeros((simd_int8.block_rows(Kp, h * w, mr), Np), np.int32)
+    else:
+        vnni = int(path == "avxvnni")
+        fn, mr = simd_int8_narrow.qconv_narrow, simd_int8_narrow.MR
+        wp = simd_int8.pack_weights_vnni(wt) if vnni else simd_int8_narrow.pack_weights_pairs(wt)
+        geo = np.append(geo, vnni)
+    MB = simd_int8.block_rows(Kp, h * w, mr)
+    args = (x, wp, offs, np.zeros(co, np.int32), np.zeros((1, h, w, co), np.int8), geo, 128, 0,
+            np.full(co, 1 << 30, np.int32), np.full(co, -8, np.int32), 0, -128, 127, np.zeros((MB, Kp), np.uint8), prm)
+    med, best = _rate(fn, args, 2.0 * h * w * ci * co)
+    ROWS.append({"case": f"int8 GEMM {h * w}x{ci}x{co} GOP/s", "path": path, "ours": med, "unit": "rate",
+                 "note": f"best {best:.0f}"})
+    benchmark.extra_info.update(path=path, gops_median=med, gops_best=best)
+    benchmark(fn, *args)

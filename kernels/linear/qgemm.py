@@ -1,0 +1,127 @@
+"""int8 GEMM / convolution scheduling: which kernel runs a layer (AVX-512 VNNI, the 256-bit AVX2 / AVX-VNNI / NEON
+tiles of simd_int8_narrow, or the portable tiles) and, with num_threads > 1, its parallel driver. Above both kernel
+modules, so neither imports the other's scheduler."""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.isa import has
+from lite_numba.kernels.base.threads import (
+    CHUNKS_PER_THREAD,
+    MIN_Q8_MACS,
+    Recorder,
+    bands,
+    serial_address,
+    threads_for,
+)
+from lite_numba.kernels.linear.simd_int8 import (
+    MR,
+    PR,
+    PRM_BLOCK,
+    block_rows,
+    channel_offsets,
+    const_values,
+    output_params_host,
+    pack_weights_portable,
+    pack_weights_vnni,
+    pad_runs,
+    padded_sizes,
+    qconv_par,
+    qconv_portable,
+    qconv_vnni,
+    qconv_vnni_direct,
+)
+from lite_numba.kernels.linear.simd_int8_narrow import qconv_narrow, qconv_narrow_direct, schedule_narrow
+
+
+def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
+                   qmax: int, zp_w: int | None = None) -> None:
+    """Schedule the int8 GEMM / convolution of x [N, H, W, CI] (a tensor or view) with the constant weights
+    w [CO, K] (OHWI flattened, int8) into out [N, OH, OW, CO] (tensor or view).
+
+    geo_conv = [sh, sw, dh, dw, pad_t, pad_l, KH, KW] (FULLY_CONNECTED: x as [B, 1, 1, K], 1x1 geometry); bias an
+    int32 [CO] kernel argument; mult/shift int32 [CO]. Uses the VNNI kernels when kernels/base/isa.py allows them.
+
+    zp_w given: x and w are uint8 (TFLite's asymmetric per-tensor scheme) with the weight zero point zp_w; packed as
+    w - 128 with the per-row term 128 - zp_w (see qconv_vnni)."""
+    N, OH, OW, CO = out.shape
+    K = w.shape[1]
+    P = N * OH * OW
+    Kp, Np = padded_sizes(K, CO)
+    flip = 128 if x.dtype == np.int8 else 0
+    d = 0
+    if zp_w is not None:
+        w16 = np.asarray(w, np.int16)
+        w, d = (w16 - 128).astype(np.int8), 128 - int(zp_w)
+        offs = channel_offsets(w16 - int(zp_w), 0, zp_in, Np)
+    else:
+        offs = channel_offsets(w, flip, zp_in, Np)
+    # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (requantize_vector);
+    # other layers take the portable path
+    shifts_ok = -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
+    vnni = has("avx512vnni") and shifts_ok
+    # 256-bit tiles (AVX2 / AVX-VNNI; on NEON their generic-IR twins), simd_int8_narrow
+    narrow = not vnni and (has("avx2") or has("neon")) and shifts_ok
+    bias_values = const_values(bias)
+    if (vnni or narrow) and bias_values is not None:  # the output-stage parameters once, at prepare
+        off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)
+        offs = output_params_host(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
+                                  zp_out, CO, Np // 16)
+    sh, sw, _, _, pt, pl, KH, KW = geo_conv
+    pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
+    geo = np.array(list(geo_conv) + [OH, OW, int(pointwise), d], np.int64)
+    if narrow:
+        return schedule_narrow(ctx, x, w, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax)
+    wp = pack_weights_vnni(w) if vnni else pack_weights_portable(w)
+    MB = block_rows(Kp, P, MR if vnni else PR)
+    # prm rows for the per-row terms of uint8 weights (pixels of a block, or of an output row, plus a tile's slack)
+    rs_blocks = -(-(max(MB, OW) + MR) // PRM_BLOCK) if d != 0 else 0
+    dh, dw = geo_conv[2], geo_conv[3]
+    if vnni and not pointwise and (KH > 1 or KW > 1):
+        # KxK: read the windows in place from a padded copy of the input (no im2col)
+        HP = (OH - 1) * sh + (KH - 1) * dh + 1
+        WP = (OW - 1) * sw + (KW - 1) * dw + 1
+        CI = x.shape[3]
+        xpad = ctx.temp((N * HP * WP * CI + MR * sw * CI + 64,), np.uint8)
+        runs = KH if dw == 1 else KH * KW
+        ctx.call(qconv_vnni_direct, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
+                 geo, flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out),
+                 int(qmin), int(qmax), xpad, ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32))
+        return
+    abuf = ctx.temp((MB, Kp), np.uint8)
+    scratch = ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
+    fn = qconv_vnni if vnni else qconv_portable
+    ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
+             np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
+
+
+def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
+                      qmax: int, zp_w: int | None = None) -> None:
+    """schedule_qgemm, or (ctx.num_threads > 1 and enough work) its parallel driver over ranges of images or, for
+    one image, bands of output rows (schedule_qgemm's preparation, recorded and replayed with one abuf (xpad) and
+    scratch slice per worker). Same arguments. (The chunks' geometries keep geo[11], the uint8 per-row weight.)"""
+    rec = Recorder(ctx)
+    schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax, zp_w)
+    N, OH, OW, CO = out.shape
+    t = threads_for(ctx, N * OH * OW * CO * w.shape[1], MIN_Q8_MACS)
+    if t > 1 and N >= t:
+        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
+    elif t > 1 and N == 1 and OH >= t:
+        ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
+    else:
+        ch = []
+    par = {fn: qconv_par for fn in (qconv_vnni, qconv_portable, qconv_vnni_direct, qconv_narrow, qconv_narrow_direct)}
+    if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
+        return rec.replay()
+
+    def edit(fn, args):
+        addr = serial_address(fn, args)  # the serial driver, compiled for the types the chunks call it with
+        geo = np.asarray(args[5], np.int64)  # [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]
+        geos = np.repeat(geo[None, :], len(ch), axis=0)
+        for j, (_, _, y0, y1) in enumerate(ch):
+            geos[j, 4] = geo[4] - y0 * geo[0]
+            geos[j, 8] = y1 - y0
+        args[5] = geos
+        return [addr] + args
+
+    rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

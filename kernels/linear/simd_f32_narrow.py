@@ -1,0 +1,149 @@
+"""Explicit-SIMD float32 GEMM and direct convolution for narrower vector registers: AVX2 (16 x 256-bit ymm) on x86,
+NEON (32 x 128-bit) on aarch64.
+
+The micro-kernels come from the same width-generic generator as the AVX-512 ones (simd_f32._make_tile: LLVM generic
+vector IR, the vector width a parameter), only the tile shape follows the register file. A 6 x 32 tile needs 12
+accumulators of 16 floats; at 8 lanes the same shape needs 24 registers and spills (measured on a Zen 3:
+36 GFLOP/s against 69 for the shape below, ../shared/spikes README). Here a tile is MR = 4 rows x 16 columns (two
+ymm vectors per row): 8 accumulators, 2 vectors of B and a broadcast of A fit the 16 ymm registers with room for
+the loop's addresses. The same IR lowers to NEON on aarch64 (an 8-lane vector is two q registers there, so the
+tile takes 16 of the 32; the masked stores of the epilogue become per-lane stores).
+
+The packed operands are those of the AVX-512 path (panels of 32 columns, kernels/simd_f32.py); a panel is computed
+as two halves of 16 columns (the tile's B rows are 32 floats apart), so packing, tables and scheduling are shared,
+and only the drivers below differ. Every output is the same sum as on the AVX-512 path (k in order from 0, each
+product rounded before it is added, then the bias), so both paths give the same bytes, and the same bytes as the
+official builtin kernels where the AVX-512 path does.
+
+`float_drivers()` is what the prepare functions ask: the drivers of the best SIMD path in force, or None for the
+portable loops.
+"""
+
+from __future__ import annotations
+
+from lite_numba.kernels.base.isa import has
+from lite_numba.kernels.base.threads import next_chunk
+from lite_numba.kernels.linear import simd_f32
+from lite_numba.kernels.linear.simd_f32 import NR, GemmDrivers, make_tile, pack_panels
+from numba import njit, prange
+
+LANES = 8  # floats per vector (ymm)
+MR = 4  # rows of a tile (2 * MR accumulators)
+HALF = 16  # columns of a tile: half a packed panel
+
+ymm_tile_1x8, ymm_tile_2x8, ymm_tile_3x8, ymm_tile_4x8 = (make_tile(m, LANES, 1) for m in range(1, MR + 1))
+ymm_tile_1x16, ymm_tile_2x16, ymm_tile_3x16, ymm_tile_4x16 = (make_tile(m, LANES, 2) for m in range(1, MR + 1))
+
+
+@njit(cache=True, inline="always")
+def _tile(mr, width, a, abase, rows, ri, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
+    """One tile of mr rows (1..4) and the first 8 or 16 (width) columns of a half panel."""
+    ns = segs.size
+    if width == 16:
+        if mr == 4:
+            ymm_tile_4x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 3:
+            ymm_tile_3x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 2:
+            ymm_tile_2x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        else:
+            ymm_tile_1x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+    else:
+        if mr == 4:
+            ymm_tile_4x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 3:
+            ymm_tile_3x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        elif mr == 2:
+            ymm_tile_2x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        else:
+            ymm_tile_1x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+
+
+@njit(cache=True, inline="always")
+def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1):
+    """C rows [r0, r1) x panels [p0, p1) of clamp(A @ B + bias) (simd_f32._gemm_part's contract): per panel, per
+    band of MR rows, the two 16-column halves (the band's A values stay in L1 between them)."""
+    lo, hi = lim[0], lim[1]
+    panel = segs.size * seglen * NR
+    for p in range(p0, p1):
+        n0 = p * NR
+        ncols = min(NR, N - n0)
+        boff = bp_off + p * panel
+        i = r0
+        while i < r1:
+            mr = min(MR, r1 - i)
+            for q in range(2):
+                live = ncols - HALF * q
+                if live > 0:
+                    _tile(mr, HALF if live > 8 else 8, a, abase, rows, i, segs, seglen, bp, boff + HALF * q, c,
+                          c_off + i * N + n0 + HALF * q, N, bias, n0 + HALF * q, lo, hi, live)
+            i += mr
+
+
+@njit(cache=True, nogil=True)
+def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
+    """simd_f32.gemm_packed on ymm tiles (same arguments, same results)."""
+    _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR)
+
+
+@njit(cache=True, nogil=True)
+def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
+    """simd_f32.batch_gemm on ymm tiles (same arguments, same results)."""
+    M = rows.size
+    last = -1
+    for i in range(a_off.size):
+        if b_off[i] != last:
+            pack_panels(b, b_off[i], K, N, sk, sn, bp)
+            last = b_off[i]
+        _gemm_part(a, a_off[i], rows, 0, M, segs, K, bp, 0, bias, c, i * M * N, N, lim, 0, (N + NR - 1) // NR)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
+    """simd_f32.gemm_packed_par on ymm tiles (chunks [r0, r1, p0, p1] * n taken in turn by T workers)."""
+    nch = ch.size // 4
+    cnt[0] = 0
+    for _w in prange(T):
+        j = next_chunk(cnt)
+        while j < nch:
+            _gemm_part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
+                       ch[4 * j + 3])
+            j = next_chunk(cnt)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
+    """simd_f32.batch_gemm_par on ymm tiles (chunks [i0, i1, r0, r1] * n, one slice of bp per worker)."""
+    M = rows.size
+    nch = ch.size // 4
+    size = bp.size // T
+    cnt[0] = 0
+    for w in prange(T):
+        mine = bp[w * size:(w + 1) * size]
+        j = next_chunk(cnt)
+        while j < nch:
+            last = -1
+            for i in range(ch[4 * j], ch[4 * j + 1]):
+                if b_off[i] != last:
+                    pack_panels(b, b_off[i], K, N, sk, sn, mine)
+                    last = b_off[i]
+                _gemm_part(a, a_off[i], rows, ch[4 * j + 2], ch[4 * j + 3], segs, K, mine, 0, bias, c, i * M * N, N,
+                           lim, 0, (N + NR - 1) // NR)
+            j = next_chunk(cnt)
+
+
+YMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)
+
+
+def float_drivers() -> GemmDrivers | None:
+    """The float GEMM drivers of the path in force (kernels/isa.py): zmm tiles with AVX-512, the 8-lane tiles with
+    AVX2 (ymm) or NEON (each 8-lane vector a pair of 128-bit registers: 16 of NEON's 32 hold the accumulators),
+    None (the portable loops) otherwise."""
+    if has("avx512"):
+        return simd_f32.ZMM
+    if has("avx2") or has("neon"):
+        return YMM
+    return None
+
+
+__all__ = ["gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "float_drivers", "YMM", "MR", "LANES"]

@@ -1,0 +1,411 @@
+"""int8 GEMM and convolution (CONV_2D with one group, FULLY_CONNECTED) on 256-bit vectors: AVX2 and AVX-VNNI (and,
+through the generic-IR twins of the two instructions, NEON).
+
+The layer, the activation packing, the folded constant terms, the uint8-weight per-row term and the output stage
+are those of kernels/simd_int8.py (read its module doc first); only the micro-kernels and their weight layout
+differ, so every output byte is the one the AVX-512 VNNI path and the official runtime give.
+
+- The tile is MR = 4 rows x 16 output channels (two vectors of 8 int32 lanes per row: 8 accumulators of the 16 ymm
+  registers), or 8 channels (one vector) for a last panel half with at most 8 live channels, or one row for a few
+  leftover rows and matrix-vector products. Weights are packed in panels of 32 channels (16 for a last odd panel)
+  like the VNNI path; a panel is computed as two 16-channel halves.
+- AVX-VNNI (level "avxvnni"): the VNNI layout (simd_int8.pack_weights_vnni: per 4-byte group of the depth, each
+  channel's 4 bytes) and `vpdpbusd` on ymm registers (the VEX encoding; LLVM's intrinsic is the AVX-512 VL one,
+  selected as AVX-VNNI on CPUs without AVX-512). When the target lacks both, the intrinsic's generic twin computes
+  the same sums (widening multiplies and adds in generic vector IR).
+- AVX2 (levels "avx2" and "avx512" without VNNI): per 4-byte group, the channels' bytes of depths (4g, 4g+1) then
+  those of (4g+2, 4g+3) (pack_weights_pairs), sign-extended to int16 on load; the group's 4 activation bytes are
+  broadcast and zero-extended to int16 pairs by a byte shuffle, and `vpmaddwd` multiplies the pairs and adds each
+  pair into an int32 lane: exact, as every product of an unsigned byte and a signed one fits 16 bits and a pair sum
+  fits 32 (unlike `vpmaddubsw`, whose int16 pair sums saturate). Generic twin for other targets.
+- The output stage is simd_int8's (requantize_params / requantize_vector on 16 lanes, LLVM splits them into
+  ymm halves), so it is bit-exact with the VNNI path by construction.
+
+Which scheme a driver runs is geo[12] (1: vpdpbusd layout, 0: pairs), so the parallel driver of simd_int8
+(qconv_par, which calls a serial driver with a fixed argument list) serves these drivers unchanged.
+"""
+
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+from lite_numba.kernels.base import isa
+from lite_numba.kernels.base.llvm_ir import I8 as _i8
+from lite_numba.kernels.base.llvm_ir import I16 as _i16
+from lite_numba.kernels.base.llvm_ir import I32 as _i32
+from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
+from lite_numba.kernels.base.llvm_ir import i64 as _const
+from lite_numba.kernels.base.llvm_ir import splat as _splat
+from lite_numba.kernels.linear.simd_int8 import (
+    NR,
+    PRM_BLOCK,
+    block_rows,
+    byte_ptr,
+    byte_sum,
+    copy_flipped,
+    fill,
+    load,
+    pack_rows,
+    pack_weights_vnni,
+    pad_runs,
+    padded_sizes,
+    params_or_offsets,
+    requantize_params,
+    requantize_vector,
+    row_term,
+    row_weight,
+)
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+MR = 4  # rows of a tile
+HALF = 16  # channels of a tile: half a panel
+
+_V8I = ir.VectorType(_i32, 8)
+_V16I = ir.VectorType(_i32, 16)
+_V16S = ir.VectorType(_i16, 16)
+_V16B = ir.VectorType(_i8, 16)
+_V32B = ir.VectorType(_i8, 32)
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+GENERIC = False  # True: emit the generic twins even on x86 (read at code generation; the tests set it to check them)
+
+
+def _dpbusd(builder, acc, a, b):
+    """acc + (per int32 lane) the sum of the 4 products of a's unsigned bytes and b's signed bytes (<8 x i32>):
+    vpdpbusd on ymm when the target has AVX-VNNI or AVX-512 VNNI, else the same sums in generic vector IR."""
+    if _X86 and not GENERIC and (isa.supports("avxvnni") or isa.supports("avx512vnni")):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8I, [_V8I, _V8I, _V8I]),
+                                            "llvm.x86.avx512.vpdpbusd.256")
+        return builder.call(fn, [acc, a, b])
+    v32i = ir.VectorType(_i32, 32)
+    p = builder.mul(builder.zext(builder.bitcast(a, _V32B), v32i), builder.sext(builder.bitcast(b, _V32B), v32i))
+    for i in range(4):
+        part = builder.shuffle_vector(p, p, ir.Constant(_V8I, [4 * j + i for j in range(8)]))
+        acc = builder.add(acc, part)
+    return acc
+
+
+def _maddwd(builder, a, b):
+    """Per int32 lane, a[2i] * b[2i] + a[2i + 1] * b[2i + 1] of int16 vectors (<16 x i16> -> <8 x i32>), exact:
+    vpmaddwd on AVX2, else generic vector IR."""
+    if _X86 and not GENERIC and isa.supports("avx2"):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8I, [_V16S, _V16S]),
+                                            "llvm.x86.avx2.pmadd.wd")
+        return builder.call(fn, [a, b])
+    p = builder.mul(builder.sext(a, _V16I), builder.sext(b, _V16I))
+    even = builder.shuffle_vector(p, p, ir.Constant(_V8I, list(range(0, 16, 2))))
+    odd = builder.shuffle_vector(p, p, ir.Constant(_V8I, list(range(1, 16, 2))))
+    return builder.add(even, odd)
+
+
+# byte shuffles of a broadcast 4-byte group [a0 a1 a2 a3] * 8 into int16 pairs (a0, a1) * 8 and (a2, a3) * 8, zero
+# bytes taken from the second (zero) operand
+_PAIR01 = ir.Constant(ir.VectorType(_i32, 32), [0, 32, 1, 32] * 8)
+_PAIR23 = ir.Constant(ir.VectorType(_i32, 32), [2, 32, 3, 32] * 8)
+
+
+def _make_tile(mr: int, nv: int, vnni: bool):
+    """An intrinsic computing an [mr, 8 * nv] tile of the quantized output (nv = 1 or 2 vectors of 8 channels):
+
+    tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo, nrows, ncols,
+    qmin, qmax, rs_on, rs_off)
+
+    simd_int8._make_vnni_tile's contract, except that the panel's 4-byte groups are gs bytes apart (4 x the panel's
+    channels) and b_off points at the tile's first channel within the first group; c0 (a multiple of 16) is the
+    tile's first channel. vnni: the vpdpbusd layout, else the int16-pair layout (module doc)."""
+
+    @intrinsic
+    def tile(typingctx, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+             nrows, ncols, qmin, qmax, rs_on, rs_off):
+        ip = types.intp
+        sig = types.void(a, ip, ip, ip, ip, ip, ip, ip, b, ip, ip, prm, ip, out, ip, ip, ip, ip, types.int32,
+                         types.int32, ip, ip)
+
+        def codegen(context, builder, sig, args):
+            (a_, a_off_, lda_, kg_, nrun_, rstride_, nrun2_, rstride2_, b_, b_off_, gs_, prm_, c0_, out_, o_off_,
+             ldo_, nrows_, ncols_, qmin_, qmax_, rs_on_, rs_off_) = args
+            pa = _data_ptr(context, builder, sig.args[0], a_)
+            pb = _data_ptr(context, builder, sig.args[8], b_)
+            pp = _data_ptr(context, builder, sig.args[11], prm_)
+            po = _data_ptr(context, builder, sig.args[13], out_)
+            zero32 = ir.Constant(_V32B, None)
+            half = builder.ashr(gs_, _const(1))  # bytes from a group's first depth pair to its second
+            accs = [[cgutils.alloca_once_value(builder, ir.Constant(_V8I, None)) for _ in range(nv)]
+                    for _ in range(mr)]
+            with cgutils.for_range(builder, nrun_) as run, cgutils.for_range(builder, nrun2_) as run2:
+                u, u2 = run.index, run2.index
+                a0 = builder.add(a_off_, builder.add(builder.mul(u, rstride_), builder.mul(u2, rstride2_)))
+                arow = [byte_ptr(builder, pa, builder.add(a0, builder.mul(lda_, _const(r)))) for r in range(mr)]
+                k0 = builder.mul(builder.add(builder.mul(u, nrun2_), u2), kg_)  # groups before this run
+                pb0 = byte_ptr(builder, pb, builder.add(b_off_, builder.mul(k0, gs_)))
+                with cgutils.for_range(builder, kg_) as loop:
+                    g = loop.index
+                    pg = byte_ptr(builder, pb0, builder.mul(g, gs_))
+                    aoff = builder.mul(g, _const(4))
+                    if vnni:
+                        bv = [load(builder, byte_ptr(builder, pg, _const(32 * v)), _V8I) for v in range(nv)]
+                    else:
+                        bv = [[builder.sext(load(builder, byte_ptr(builder, pg, builder.add(
+                            builder.mul(half, _const(h)), _const(16 * v))), _V16B), _V16S) for v in range(nv)]
+                            for h in range(2)]
+                    for r in range(mr):
+                        av = _splat(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32), _V8I)
+                        if vnni:
+                            for v in range(nv):
+                                builder.store(_dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
+                            continue
+                        ab = builder.bitcast(av, _V32B)
+                        p01 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR01), _V16S)
+                        p23 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR23), _V16S)
+                        for v in range(nv):
+                            s = builder.add(_maddwd(builder, p01, bv[0][v]), _maddwd(builder, p23, bv[1][v]))
+                            builder.store(builder.add(builder.load(accs[r][v]), s), accs[r][v])
+            with builder.if_then(builder.icmp_signed("!=", rs_on_, _const(0))):  # per-row terms prm[rs_off + r]
+                for r in range(mr):
+                    t = _splat(builder, builder.load(builder.gep(pp, [builder.add(rs_off_, _const(r))],
+                                                                 inbounds=True)), _V8I)
+                    for v in range(nv):
+                        builder.store(builder.add(builder.load(accs[r][v]), t), accs[r][v])
+            lo, hi = _splat(builder, qmin_, _V16I), _splat(builder, qmax_, _V16I)
+            params = requantize_params(builder, pp, c0_)
+            width = 8 * nv
+            vout = ir.VectorType(_i8, width)
+            for r in range(mr):
+                with builder.if_then(builder.icmp_signed("<", _const(r), nrows_)):
+                    hi8 = builder.load(accs[r][1]) if nv == 2 else ir.Constant(_V8I, None)
+                    acc = builder.shuffle_vector(builder.load(accs[r][0]), hi8, ir.Constant(_V16I, list(range(16))))
+                    y = builder.trunc(requantize_vector(builder, acc, params, lo, hi), _V16B)
+                    if nv == 1:
+                        y = builder.shuffle_vector(y, y, ir.Constant(_V8I, list(range(8))))
+                    dst = builder.gep(po, [builder.add(o_off_, builder.mul(ldo_, _const(r)))], inbounds=True)
+                    with builder.if_else(builder.icmp_signed(">=", ncols_, _const(width))) as (whole, part):
+                        with whole:
+                            builder.store(y, builder.bitcast(dst, vout.as_pointer()), align=1)
+                        with part:
+                            with cgutils.for_range(builder, ncols_) as lane:
+                                e = builder.extract_element(y, builder.trunc(lane.index, _i32))
+                                builder.store(e, builder.gep(dst, [lane.index], inbounds=True))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"{'vnni' if vnni else 'pairs'}_tile_{mr}x{8 * nv}"
+    return tile
+
+
+_vnni_4x16, _vnni_4x8, _vnni_1x16, _vnni_1x8 = (_make_tile(m, v, True) for m, v in ((MR, 2), (MR, 1), (1, 2), (1, 1)))
+_pairs_4x16, _pairs_4x8, _pairs_1x16, _pairs_1x8 = (_make_tile(m, v, False)
+                                                    for m, v in ((MR, 2), (MR, 1), (1, 2), (1, 1)))
+
+
+# --- weight packing (prepare time, numpy) -----------------------------------------------------------------------------
+
+
+def pack_weights_pairs(w: np.ndarray) -> np.ndarray:
+    """w [N, K] int8 -> flat int8 panels for the vpmaddwd tiles: panel j0 (NR channels, 16 for a last odd panel) at
+    byte j0 * Kp holds, per 4-byte group g, the bytes w[j0 + j, 4g + 2h + i] at g * 4 * width + (h * width + j) * 2 + i
+    (h: the group's first or second depth pair); zero beyond N and K."""
+    N, K = w.shape
+    Kp, Np = padded_sizes(K, N)
+    wp = np.zeros((Np, Kp), np.int8)
+    wp[:N, :K] = w
+    out = np.empty(Np * Kp, np.int8)
+    for j0 in range(0, Np, NR):
+        width = min(NR, Np - j0)
+        panel = wp[j0:j0 + width].reshape(width, Kp // 4, 2, 2).transpose(1, 2, 0, 3)
+        out[j0 * Kp:(j0 + width) * Kp] = panel.reshape(-1)
+    return out
+
+
+# --- drivers ----------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _tile(vnni, mr, nv, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+          nrows, ncols, qmin, qmax, rs_on, rs_off):
+    """The tile of scheme vnni (1/0), mr rows (MR or 1) and nv vectors of 8 channels."""
+    if vnni:
+        if mr == MR:
+            if nv == 2:
+                _vnni_4x16(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+                           nrows, ncols, qmin, qmax, rs_on, rs_off)
+            else:
+                _vnni_4x8(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+                          nrows, ncols, qmin, qmax, rs_on, rs_off)
+        elif nv == 2:
+            _vnni_1x16(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+                       nrows, ncols, qmin, qmax, rs_on, rs_off)
+        else:
+            _vnni_1x8(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+                      nrows, ncols, qmin, qmax, rs_on, rs_off)
+    elif mr == MR:
+        if nv == 2:
+            _pairs_4x16(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+                        nrows, ncols, qmin, qmax, rs_on, rs_off)
+        else:
+            _pairs_4x8(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+                       nrows, ncols, qmin, qmax, rs_on, rs_off)
+    elif nv == 2:
+        _pairs_1x16(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+                    nrows, ncols, qmin, qmax, rs_on, rs_off)
+    else:
+        _pairs_1x8(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+                   nrows, ncols, qmin, qmax, rs_on, rs_off)
+
+
+@njit(cache=True, inline="always")
+def _panel_halves(vnni, mr, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, width, prm, j0, out, o_off,
+                  ldo, nrows, ncols, qmin, qmax, rs_on, rs_off):
+    """The (one or two) 16-channel halves of the panel of `width` channels starting at channel j0 (ncols = live
+    channels from j0), mr rows."""
+    gs = 4 * width
+    hq = 64 if vnni else 32  # bytes from a group's first channel to its 17th, in either layout
+    for q in range(width // HALF):
+        live = ncols - HALF * q
+        if live <= 0:
+            break
+        _tile(vnni, mr, 2 if live > 8 else 1, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff + hq * q, gs,
+              prm, j0 + HALF * q, out, o_off + HALF * q, ldo, nrows, live, qmin, qmax, rs_on, rs_off)
+
+
+@njit(cache=True, nogil=True)
+def qconv_narrow(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
+    """simd_int8.qconv_vnni on 256-bit tiles: the same arguments (wp packed by pack_weights_vnni when geo[12] is 1,
+    pack_weights_pairs when 0) and the same results."""
+    N, OH, OW, CO = out.shape
+    P = N * OH * OW
+    MB, Kp = abuf.shape
+    Np = (CO + 15) // 16 * 16
+    kg = Kp // 4
+    a = abuf.reshape(MB * Kp)
+    o = out.reshape(P * CO)
+    d = row_weight(geo)
+    vnni = geo[12]
+    rs_on = 1 if d != 0 else 0
+    K = geo[6] * geo[7] * x.shape[3]
+    npb = Np // 16 * PRM_BLOCK
+    pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
+    rsf = prm.reshape(prm.size)
+    lo, hi = np.int32(qmin), np.int32(qmax)
+    for m0 in range(0, P, MB):
+        rows = min(MB, P - m0)
+        pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+        if rs_on:  # pf is prm's memory then
+            for r in range(rows):
+                rsf[npb + r] = row_term(d, byte_sum(a, r * Kp, K))
+        full = rows // MR * MR
+        rest = rows - full
+        if rest > 2:  # a tile over stale rows is cheaper than three 1-row passes
+            full += MR
+            rest = 0
+        for j0 in range(0, Np, NR):
+            width = min(NR, Np - j0)
+            boff = j0 * Kp
+            ncols = CO - j0
+            for i in range(0, full, MR):
+                _panel_halves(vnni, MR, a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, width, pf, j0, o,
+                              (m0 + i) * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
+            for i in range(full, full + rest):
+                _panel_halves(vnni, 1, a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, width, pf, j0, o,
+                              (m0 + i) * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
+
+
+@njit(cache=True, nogil=True)
+def qconv_narrow_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, xpad, prm):
+    """simd_int8.qconv_vnni_direct on 256-bit tiles: the same arguments (wp packed from pad_runs(w, runs) by
+    pack_weights_vnni when geo[12] is 1, by pack_weights_pairs when 0) and the same results."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    HP = (OH - 1) * sh + (KH - 1) * dh + 1
+    WP = (OW - 1) * sw + (KW - 1) * dw + 1
+    Np = (CO + 15) // 16 * 16
+    d = row_weight(geo)
+    vnni = geo[12]
+    rs_on = 1 if d != 0 else 0
+    npb = Np // 16 * PRM_BLOCK
+    nrun2 = 1 if dw == 1 else KW
+    kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
+    pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
+    rsf = prm.reshape(prm.size)
+    o = out.reshape(out.size)
+    xf = x.reshape(x.size)
+    fl = np.uint8(flip)
+    pad = np.uint8((zp_in + flip) & 0xFF)
+    used = N * HP * WP * CI
+    for n in range(N):
+        for yp in range(HP):
+            iy = yp - pt
+            d0 = ((n * HP + yp) * WP) * CI
+            if iy < 0 or iy >= H:
+                fill(xpad, d0, WP * CI, pad)
+                continue
+            a = min(pl, WP)
+            b = max(min(WP, pl + W), a)
+            fill(xpad, d0, a * CI, pad)
+            copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
+            fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
+    fill(xpad, used, xpad.size - used, pad)
+    lo, hi = np.int32(qmin), np.int32(qmax)
+    lda = sw * CI
+    rstride = dh * WP * CI
+    rstride2 = dw * CI
+    for n in range(N):
+        for oy in range(OH):
+            arow = ((n * HP + oy * sh) * WP) * CI
+            orow = ((n * OH + oy) * OW) * CO
+            if rs_on:
+                for ox in range(OW):
+                    s = np.int64(0)
+                    for ky in range(KH):
+                        b0 = arow + ox * lda + ky * rstride
+                        if dw == 1:
+                            s += byte_sum(xpad, b0, KW * CI)
+                        else:
+                            for kx in range(KW):
+                                s += byte_sum(xpad, b0 + kx * rstride2, CI)
+                    rsf[npb + ox] = row_term(d, s)
+            for j0 in range(0, Np, NR):
+                width = min(NR, Np - j0)
+                boff = j0 * kg * 4 * KH * nrun2
+                ncols = CO - j0
+                for ox0 in range(0, OW, MR):
+                    _panel_halves(vnni, MR, xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff,
+                                  width, pf, j0, o, orow + ox0 * CO + j0, CO, min(MR, OW - ox0), ncols, lo, hi, rs_on,
+                                  npb + ox0)
+
+
+# --- prepare helper ---------------------------------------------------------------------------------------------------
+
+
+def schedule_narrow(ctx, x, w: np.ndarray, offs: np.ndarray, bias, out, geo: np.ndarray, flip: int, zp_in: int, mult,
+                    shift, zp_out: int, qmin: int, qmax: int) -> None:
+    """Schedule qconv_narrow (or qconv_narrow_direct for a KxK convolution) for qgemm.schedule_qgemm, which has
+    prepared w (int8 [CO, K]), offs and geo ([sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise, d]). The
+    vpdpbusd scheme when the path in force has AVX-VNNI, else vpmaddwd."""
+    vnni = 1 if isa.has("avxvnni") else 0
+    pack = pack_weights_vnni if vnni else pack_weights_pairs
+    geo = np.array(list(geo) + [vnni], np.int64)
+    N, OH, OW, CO = out.shape
+    sh, sw, dh, dw, _, _, KH, KW = (int(v) for v in geo[:8])
+    Kp, Np = padded_sizes(w.shape[1], CO)
+    MB = block_rows(Kp, N * OH * OW, MR)
+    # prm rows for the per-row terms of uint8 weights (pixels of a block, or of an output row, plus a tile's slack)
+    rs_blocks = -(-(max(MB, OW) + MR) // PRM_BLOCK) if geo[11] != 0 else 0
+    prm = ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32)
+    args = (flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out), int(qmin),
+            int(qmax))
+    if geo[10] == 0 and (KH > 1 or KW > 1):  # KxK: windows read in place from a padded copy of the input
+        HP = (OH - 1) * sh + (KH - 1) * dh + 1
+        WP = (OW - 1) * sw + (KW - 1) * dw + 1
+        CI = x.shape[3]
+        xpad = ctx.temp((N * HP * WP * CI + MR * sw * CI + 64,), np.uint8)
+        runs = KH if dw == 1 else KH * KW
+        ctx.call(qconv_narrow_direct, x, ctx.const(pack(pad_runs(w, runs))), ctx.const(offs), bias, out, geo, *args,
+                 xpad, prm)
+        return
+    ctx.call(qconv_narrow, x, ctx.const(pack(w)), ctx.const(offs), bias, out, geo, *args, ctx.temp((MB, Kp), np.uint8),
+             prm)

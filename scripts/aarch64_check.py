@@ -1,0 +1,202 @@
+"""Check lite-numba on aarch64 (64-bit ARM) against the official runtime's x86 outputs, under qemu-user emulation.
+
+The official runtime's aarch64 wheel does not run under qemu-user (SIGSEGV even on its builtin kernels), so the
+oracle's outputs are recorded on the x86 host and compared with lite-numba's outputs computed by an emulated aarch64
+Python (../shared/tools/aarch64_env.sh builds one: Debian's arm64 python3.11 under qemu-aarch64-static, numba's
+aarch64 wheels, this project installed as a wheel). Speed under emulation means nothing: this checks that the
+kernels compile for aarch64 and give the same results there.
+
+    python scripts/aarch64_check.py record REFS.npz      # x86 host: the subset's models, inputs, official outputs
+    DIR/py scripts/aarch64_check.py check REFS.npz [--only conv_]   # emulated: lite-numba against REFS.npz
+    python scripts/aarch64_check.py run [--env DIR]      # both (DIR: the emulated environment, built if missing)
+
+The subset (CASES): CONV_2D (float32, int8 per-channel and per-tensor, uint8; pointwise, 3x3, strided, dilated),
+DEPTHWISE_CONV_2D (float32, int8, uint8), FULLY_CONNECTED (float32, int8), elementwise ADD / MUL (float32 with
+broadcast, int8), and whole models: small_cnn float32 / int8 / int8 with uint8 I/O and the transformer block (in
+tests/data), plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has them. int8 and uint8 results must
+be bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a whole model (the official x86
+kernels' summation order is not aarch64's).
+
+Record needs the official runtime and the test helpers (tests/ on the path); check needs only lite-numba and numpy,
+since the models travel in REFS.npz as bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_MODELS = ROOT.parent / "shared" / "models"
+
+
+def _cases() -> dict:
+    """name -> (model bytes, inputs, tolerance): None for exact, else relative to the largest output."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_dwconv_fast import _float_case as dw_float
+    from test_dwconv_fast import _quant_case as dw_quant
+    from test_elementwise import one_op
+    from test_fully_connected import _quantized_case, fc_model
+    from test_simd_f32 import conv_case as conv_f32
+    from test_simd_f32 import geometry
+    from test_simd_int8 import conv_case as conv_int8
+    from test_simd_int8 import conv_case_uint8
+
+    cases = {}
+    convs = {
+        "pointwise": geometry(h=7, w=5, ci=13, co=37, k=(1, 1)),
+        "3x3_same": geometry(h=9, w=11, ci=5, co=33, act="RELU"),
+        "3x3_stride2": geometry(h=13, w=12, ci=3, co=16, s=(2, 2), act="RELU6"),
+        "dilated": geometry(h=9, w=10, ci=4, co=20, d=(2, 2)),
+    }
+    for name, g in convs.items():
+        data, x = conv_f32(g)
+        cases[f"conv_f32_{name}"] = (data, x, 1e-5)
+        for per_channel in (True, False):
+            data, x = conv_int8(g, per_channel)
+            cases[f"conv_int8_{name}_{'pc' if per_channel else 'pt'}"] = (data, x, None)
+        data, x = conv_case_uint8(g, 3, 200, False)
+        cases[f"conv_uint8_{name}"] = (data, x, None)
+    for h, ci, s in [(12, 16, 1), (13, 27, 2), (9, 40, 1)]:
+        g = dict(n=1, h=h, w=h, ci=ci, dm=1, kh=3, kw=3, sh=s, sw=s, dh=1, dw=1, padding="SAME", act="RELU6", seed=h)
+        cases[f"dw_f32_{h}x{ci}s{s}"] = (*dw_float(g), 1e-5)
+        for kind in ("int8", "uint8"):
+            cases[f"dw_{kind}_{h}x{ci}s{s}"] = (*dw_quant(g, kind), None)
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((40, 37)).astype(np.float32)
+    cases["fc_f32"] = (fc_model([3, 37], w, bias=rng.standard_normal(40).astype(np.float32)),
+                       [rng.standard_normal((3, 37)).astype(np.float32)], 1e-5)
+    data, x = _quantized_case(rng, np.int8, np.int8, 3, 70, 33, True, np.int32, "RELU")
+    cases["fc_int8"] = (data, [x], None)
+    a = rng.standard_normal((2, 5, 7, 3)).astype(np.float32)
+    b = rng.standard_normal((1, 7, 3)).astype(np.float32)
+    for op in ("ADD", "MUL"):
+        cases[f"{op.lower()}_f32_broadcast"] = (
+            one_op(op, [(np.float32, a.shape), (np.float32, b.shape)], np.float32, a.shape), [a, b], 1e-5)
+        qa = rng.integers(-128, 128, (2, 5, 7, 3)).astype(np.int8)
+        qb = rng.integers(-128, 128, (2, 5, 7, 3)).astype(np.int8)
+        cases[f"{op.lower()}_int8"] = (
+            one_op(op, [(np.int8, qa.shape, (0.05, 3)), (np.int8, qb.shape, (0.03, -7))], np.int8, qa.shape,
+                   out_quant=(0.08 if op == "ADD" else 0.02, 5)), [qa, qb], None)
+    models = [ROOT / "tests/data/models" / f for f in ("small_cnn_f32.tflite", "small_cnn_int8.tflite",
+                                                       "small_cnn_int8_uint8io.tflite", "transformer_block_f32.tflite")]
+    models += [SHARED_MODELS / f for f in ("mobilenet_v2_035_96_f32.tflite", "mobilenet_v2_035_96_int8.tflite")]
+    for path in models:
+        if path.exists():
+            cases[f"model_{path.stem}"] = (path.read_bytes(), None, 1e-4)
+    return cases
+
+
+def _model_inputs(data: bytes, rng) -> list[np.ndarray]:
+    """Random inputs of a whole model (its input details, from the official runtime)."""
+    from lite_numba.testing import official_interpreter
+
+    arrays = []
+    for d in official_interpreter(data).get_input_details():
+        shape, dt = tuple(int(s) for s in d["shape"]), np.dtype(d["dtype"])
+        if dt.kind == "f":
+            arrays.append(rng.uniform(-1, 1, shape).astype(dt))
+        else:
+            info = np.iinfo(dt)
+            arrays.append(rng.integers(info.min, int(info.max) + 1, shape).astype(dt))
+    return arrays
+
+
+def record(out: Path) -> None:
+    """Write every case's model, inputs and official outputs (x86, builtin kernels) into `out`."""
+    from lite_numba.testing import run_official
+
+    rng = np.random.default_rng(0)
+    store = {}
+    cases = _cases()
+    for name, (data, inputs, tol) in cases.items():
+        if inputs is None:
+            inputs = _model_inputs(data, rng)
+        outs = run_official(data, inputs)
+        store[f"{name}/model"] = np.frombuffer(data, np.uint8)
+        store[f"{name}/tol"] = np.array(-1.0 if tol is None else tol)
+        for i, x in enumerate(inputs):
+            store[f"{name}/in{i}"] = np.asarray(x)
+        for i, y in enumerate(outs):
+            store[f"{name}/out{i}"] = np.asarray(y)
+    np.savez_compressed(out, **store)
+    print(f"recorded {len(cases)} cases into {out}")
+
+
+def check(refs: Path, only: str = "") -> int:
+    """Run lite-numba on every case of `refs` (whose name contains `only`) and compare; returns the number of
+    failures."""
+    import platform
+
+    from lite_numba.kernels import isa
+
+    from lite_numba import Interpreter
+
+    z = np.load(refs)
+    names = sorted({k.split("/")[0] for k in z.files if only in k.split("/")[0]})
+    print(f"{platform.machine()}, ISA path {isa.isa_level()}: {len(names)} cases")
+    failures = 0
+    for name in names:
+        ins = [z[f"{name}/in{i}"] for i in range(sum(k.startswith(f"{name}/in") for k in z.files))]
+        refs_out = [z[f"{name}/out{i}"] for i in range(sum(k.startswith(f"{name}/out") for k in z.files))]
+        tol = float(z[f"{name}/tol"])
+        try:
+            it = Interpreter(model_content=z[f"{name}/model"].tobytes())
+            it.allocate_tensors()
+            for d, x in zip(it.get_input_details(), ins):
+                it.set_tensor(d["index"], x)
+            it.invoke()
+            ours = [it.get_tensor(d["index"]) for d in it.get_output_details()]
+            msgs = []
+            for i, (o, r) in enumerate(zip(ours, refs_out)):
+                if o.shape != r.shape or o.dtype != r.dtype:
+                    msgs.append(f"out{i}: {o.dtype}{o.shape} vs {r.dtype}{r.shape}")
+                elif tol < 0 and not np.array_equal(o, r):
+                    msgs.append(f"out{i}: {np.count_nonzero(o != r)}/{o.size} differ")
+                elif tol >= 0:
+                    scale = max(float(np.max(np.abs(r))) if r.size else 0.0, 1e-30)
+                    err = float(np.max(np.abs(o.astype(np.float64) - r))) / scale if r.size else 0.0
+                    if not err <= tol:
+                        msgs.append(f"out{i}: relative error {err:.2e} > {tol:g}")
+        except Exception as e:  # report and go on: one failing case must not hide the others
+            msgs = [f"{type(e).__name__}: {e}"]
+        failures += bool(msgs)
+        print(f"{'FAIL' if msgs else 'ok  '} {name}" + (": " + "; ".join(msgs) if msgs else ""), flush=True)
+    print(f"{len(names) - failures} passed, {failures} failed")
+    return failures
+
+
+def run(env: Path) -> int:
+    """Record on this host, then check under the emulated aarch64 Python of `env` (built when missing)."""
+    if not (env / "py").exists() or os.environ.get("AARCH64_REBUILD"):
+        subprocess.run(["bash", str(ROOT.parent / "shared/tools/aarch64_env.sh"), str(env)], check=True, cwd=ROOT)
+    refs = env / "aarch64_refs.npz"
+    record(refs)
+    return subprocess.run([str(env / "py"), __file__, "check", str(refs)]).returncode
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("record").add_argument("refs", type=Path)
+    c = sub.add_parser("check")
+    c.add_argument("refs", type=Path)
+    c.add_argument("--only", default="", help="only the cases whose name contains this")
+    r = sub.add_parser("run")
+    r.add_argument("--env", type=Path, default=Path(os.environ.get("TMPDIR") or "/tmp") / "aarch64")
+    a = p.parse_args()
+    if a.cmd == "record":
+        record(a.refs)
+        return 0
+    if a.cmd == "check":
+        return 1 if check(a.refs, a.only) else 0
+    return 1 if run(a.env) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
