@@ -77,8 +77,9 @@ def inv_sqrt_multiplier(x):
 
 
 @njit(cache=True, nogil=True)
-def l2norm_int8(x, out, zp):
-    """x, out (rows, depth) int8; the output has scale 1/128 and zero point 0."""
+def l2norm_q8(x, out, zp, unsigned):
+    """x, out (rows, depth) 8-bit, as the official kernels: int8 output with scale 1/128 and zero point 0, or (unsigned)
+    uint8 output with scale 1/128 and zero point 128 (each rescales the row's 1/norm its own way)."""
     rows, depth = x.shape
     for r in range(rows):
         acc = np.int64(0)
@@ -88,24 +89,10 @@ def l2norm_int8(x, out, zp):
         m, s = inv_sqrt_multiplier(_wrap32(acc))
         for c in range(depth):
             d = np.int64(x[r, c]) - zp
-            v = multiply_by_quantized_multiplier(d, m, s + 7)
-            out[r, c] = min(max(v, -128), 127)
-
-
-@njit(cache=True, nogil=True)
-def l2norm_uint8(x, out, zp):
-    """x, out (rows, depth) uint8; the output has scale 1/128 and zero point 128."""
-    rows, depth = x.shape
-    for r in range(rows):
-        acc = np.int64(0)
-        for c in range(depth):
-            d = np.int64(x[r, c]) - zp
-            acc += d * d
-        m, s = inv_sqrt_multiplier(_wrap32(acc))
-        for c in range(depth):
-            d = np.int64(x[r, c]) - zp
-            v = 128 + multiply_by_quantized_multiplier(128 * d, m, s)
-            out[r, c] = min(max(v, 0), 255)
+            if unsigned:
+                out[r, c] = min(max(128 + multiply_by_quantized_multiplier(128 * d, m, s), 0), 255)
+            else:
+                out[r, c] = min(max(multiply_by_quantized_multiplier(d, m, s + 7), -128), 127)
 
 
 @njit(cache=True, nogil=True)
@@ -150,9 +137,9 @@ def L2_NORMALIZATION(ctx: PrepareContext) -> None:
     if x.dtype == np.float32:
         ctx.call(l2norm_f32, xv, ov, 1e-6)
     elif x.dtype == np.int8:
-        ctx.call(l2norm_int8, xv, ov, x.zero_point)
+        ctx.call(l2norm_q8, xv, ov, x.zero_point, 0)
     else:
-        ctx.call(l2norm_uint8, xv, ov, x.zero_point)
+        ctx.call(l2norm_q8, xv, ov, x.zero_point, 1)
 
 
 # --- LOCAL_RESPONSE_NORMALIZATION ------------------------------------------------------------------------------
