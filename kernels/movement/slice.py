@@ -72,6 +72,24 @@ def _clamp(v: int, lo: int, hi: int) -> int:
     return lo if v < lo else hi if v > hi else v
 
 
+def _steps(span: int, stride: int) -> int:
+    """How many elements a span walked with `stride` covers (0 when it points the other way)."""
+    if (span < 0) != (stride < 0) or span == 0:
+        return 0
+    return (abs(span) + abs(stride) - 1) // abs(stride)
+
+
+def _count(start: int, stop: int, stride: int, size: int, to_end: bool) -> int:
+    """Elements of a STRIDED_SLICE dimension from `start` (resolved) to `stop` (as given: negative counts from the
+    end, clamped into the dimension; to_end: the end mask)."""
+    if stop < 0:
+        stop += size
+    stop = _clamp(stop, 0, size) if stride > 0 else _clamp(stop, -1, size - 1)
+    if to_end:
+        stop = size if stride > 0 else -1
+    return _steps(stop - start, stride)
+
+
 def expand_masks(ctx: PrepareContext, rank: int, begin, end, strides, opts):
     """Resolve ellipsis and new axes into per-dimension (start index, stop index, stride, begin/end/shrink flags,
     dimension size) over the "effective" input (the input with the new unit axes inserted), as TFLite does."""
@@ -170,19 +188,10 @@ def STRIDED_SLICE(ctx: PrepareContext) -> None:
             xs.append(eff_strides[k])
             base += start * eff_strides[k]
             continue
-        stop = d["stop"] + (start if offset else 0)
-        if stop < 0:
-            stop += size
-        stop = _clamp(stop, 0, size) if stride > 0 else _clamp(stop, -1, size - 1)
-        if d["e"]:
-            stop = size if stride > 0 else -1
-        span = stop - start
-        count = 0 if (span < 0) != (stride < 0) or span == 0 else (abs(span) + abs(stride) - 1) // abs(stride)
+        count = _count(start, d["stop"] + (start if offset else 0), stride, size, d["e"])
         if offset:
-            declared = d["stop"]
-            declared = 0 if (declared < 0) != (stride < 0) or declared == 0 else \
-                (abs(declared) + abs(stride) - 1) // abs(stride)
-            ctx.check(declared == count, f"begin {d['start']} + size {d['stop']} exceeds dimension {k} of size {size}")
+            ctx.check(_steps(d["stop"], stride) == count,
+                      f"begin {d['start']} + size {d['stop']} exceeds dimension {k} of size {size}")
         ctx.check(count <= INT32_MAX, f"output dimension {k} overflows")
         out_shape.append(count)
         box.append(count)
@@ -316,19 +325,10 @@ def _strided_slice_at(ctx: PrepareContext, x) -> bool:
                 continue
             if d["stop"] is None and not d["e"]:
                 return False
-            stop = 0 if d["e"] else d["stop"] + (start if offset else 0)
-            if stop < 0:
-                stop += size
-            stop = _clamp(stop, 0, size) if stride > 0 else _clamp(stop, -1, size - 1)
-            if d["e"]:
-                stop = size if stride > 0 else -1
-            span = stop - start
-            count = 0 if (span < 0) != (stride < 0) or span == 0 else (abs(span) + abs(stride) - 1) // abs(stride)
+            count = _count(start, 0 if d["e"] else d["stop"] + (start if offset else 0), stride, size, d["e"])
             if offset:
-                declared = d["stop"]
-                declared = 0 if (declared < 0) != (stride < 0) or declared == 0 else \
-                    (abs(declared) + abs(stride) - 1) // abs(stride)
-                ctx.check(declared == count, f"begin + size {d['stop']} exceeds dimension {k} of size {size}")
+                ctx.check(_steps(d["stop"], stride) == count,
+                          f"begin + size {d['stop']} exceeds dimension {k} of size {size}")
             if count:
                 base += start * eff_strides[k]
         ctx.check(count <= INT32_MAX, f"output dimension {k} overflows")
