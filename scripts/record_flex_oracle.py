@@ -128,6 +128,16 @@ def cases(tf):
 
     out["tensor_list_ops"] = (tensor_list_ops, {"x": unif((4, 3))}, "tensorlist")
 
+    for samples, window, stride, squared in [(1000, 256, 128, True), (800, 200, 75, False)]:
+        def audio(x, window=window, stride=stride, squared=squared):
+            r = tf.raw_ops
+            spec = r.AudioSpectrogram(input=x, window_size=window, stride=stride, magnitude_squared=squared)
+            return {"AudioSpectrogram": spec,
+                    "Mfcc": r.Mfcc(spectrogram=spec, sample_rate=16000, upper_frequency_limit=4000.0,
+                                   lower_frequency_limit=20.0, filterbank_channel_count=40, dct_coefficient_count=13)}
+
+        out[f"audio_{window}_{stride}"] = (audio, {"x": unif((samples, 1))}, "select")
+
     def dynamic_shape(x):  # the leading dimension is unknown at conversion: these ops are not folded
         n = tf.shape(x)[0]
         return {"Shape": tf.shape(x), "Fill": tf.fill([n, 2], 1.5), "ZerosLike": tf.zeros_like(x),
