@@ -26,7 +26,9 @@ OUT = os.path.join(HERE, "..", "tests", "data", "flex")
 
 
 def cases(tf):
-    """name -> (function of named tensors returning a dict, {arg: array}, mode "select" | "mixed" | "tensorlist")."""
+    """name -> (function of named tensors returning a dict, {arg: array}, mode "select" | "mixed" | "tensorlist" |
+    "select_lists" (SELECT_TF_OPS only, TensorLists kept)
+    [, the converted input shape, None for dimensions unknown at conversion])."""
     rng = np.random.default_rng(19)
     f32 = np.float32
 
@@ -119,15 +121,30 @@ def cases(tf):
         for i in range(3):
             lst = r.TensorListPushBack(input_handle=lst, tensor=x[i])
         lst, last = r.TensorListPopBack(input_handle=lst, element_shape=[3], element_dtype=tf.float32)
-        whole = r.TensorListFromTensor(tensor=x, element_shape=[3])
-        return {"TensorListFromTensor": r.TensorListGetItem(input_handle=whole, index=2, element_shape=[3],
-                                                            element_dtype=tf.float32),
-                "TensorListPopBack": last, "TensorListLength": r.TensorListLength(input_handle=lst),
+        return {"TensorListPopBack": last, "TensorListLength": r.TensorListLength(input_handle=lst),
                 "TensorListGetItem": r.TensorListGetItem(input_handle=lst, index=1, element_shape=[3],
                                                          element_dtype=tf.float32),
                 "TensorListStack": r.TensorListStack(input_handle=lst, element_shape=[3], element_dtype=tf.float32)}
 
     out["tensor_list_ops"] = (tensor_list_ops, {"x": unif((4, 3))}, "tensorlist")
+
+    for samples, window, stride, squared in [(1000, 256, 128, True), (800, 200, 75, False)]:
+        def audio(x, window=window, stride=stride, squared=squared):
+            r = tf.raw_ops
+            spec = r.AudioSpectrogram(input=x, window_size=window, stride=stride, magnitude_squared=squared)
+            return {"AudioSpectrogram": spec,
+                    "Mfcc": r.Mfcc(spectrogram=spec, sample_rate=16000, upper_frequency_limit=4000.0,
+                                   lower_frequency_limit=20.0, filterbank_channel_count=40, dct_coefficient_count=13)}
+
+        out[f"audio_{window}_{stride}"] = (audio, {"x": unif((samples, 1))}, "select")
+
+    def dynamic_shape(x):  # the leading dimension is unknown at conversion: these ops are not folded
+        n = tf.shape(x)[0]
+        return {"Shape": tf.shape(x), "Fill": tf.fill([n, 2], 1.5), "ZerosLike": tf.zeros_like(x),
+                "Range": tf.range(0, n, 1), "LogicalNot": tf.math.logical_not(tf.cast(x, tf.bool)),
+                "StopGradient": tf.stop_gradient(x) * 2.0}
+
+    out["dynamic_shape"] = (dynamic_shape, {"x": unif((5, 3))}, "select_lists", [None, 3])
 
     for m_, k_, n_ in [(3, 4, 5), (1, 8, 2), (6, 6, 6)]:
         def products(a, b, bt, c):
@@ -245,11 +262,11 @@ def whole_models(tf):
          [("wz", (n_in + hid, hid)), ("wr", (n_in + hid, hid)), ("wh", (n_in + hid, hid))]}
 
     def gru_tensor_array(x):
-        xs = tf.TensorArray(tf.float32, size=steps).unstack(x)  # TensorListFromTensor
+        xs = tf.TensorArray(tf.float32, size=steps).unstack(x)  # the converter turns its reads into GATHER
         ys = tf.TensorArray(tf.float32, size=steps)  # TensorListReserve
         h = tf.zeros([1, hid])
-        for t in tf.range(xs.size()):  # TensorListLength
-            xt = xs.read(t)[tf.newaxis]  # TensorListGetItem
+        for t in tf.range(xs.size()):
+            xt = xs.read(t)[tf.newaxis]
             xh = tf.concat([xt, h], axis=1)
             z, r = tf.sigmoid(xh @ g["wz"]), tf.sigmoid(xh @ g["wr"])
             cand = tf.tanh(tf.concat([xt, r * h], axis=1) @ g["wh"])
@@ -262,8 +279,8 @@ def whole_models(tf):
     return out
 
 
-def convert(tf, fn, inputs: dict, mode: str) -> bytes:
-    specs = [tf.TensorSpec(v.shape, tf.as_dtype(v.dtype), name=k) for k, v in inputs.items()]
+def convert(tf, fn, inputs: dict, mode: str, shape=None) -> bytes:
+    specs = [tf.TensorSpec(shape or v.shape, tf.as_dtype(v.dtype), name=k) for k, v in inputs.items()]
     names = list(inputs)
 
     def wrapped(*args):
@@ -275,7 +292,7 @@ def convert(tf, fn, inputs: dict, mode: str) -> bytes:
     if mode in ("mixed", "tensorlist"):
         ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + ops
     conv.target_spec.supported_ops = ops
-    if mode == "tensorlist":  # keep TensorList ops (FlexTensorList*) instead of lowering them to tensors
+    if mode in ("tensorlist", "select_lists"):  # keep TensorList ops (FlexTensorList*), do not lower them
         conv._experimental_lower_tensor_list_ops = False
     return conv.convert()
 
@@ -289,11 +306,11 @@ def main() -> None:
 
     os.makedirs(args.out, exist_ok=True)
     todo = {**cases(tf), **whole_models(tf)}
-    for name, (fn, inputs, mode) in todo.items():
+    for name, (fn, inputs, mode, *shape) in todo.items():
         if args.only and name not in args.only:
             continue
         try:
-            model = convert(tf, fn, inputs, mode)
+            model = convert(tf, fn, inputs, mode, *shape)
         except Exception as e:  # noqa: BLE001 - report every case that does not convert, then go on
             print(f"{name}: conversion failed: {str(e)[-300:]}", file=sys.stderr)
             continue

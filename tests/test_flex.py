@@ -13,6 +13,8 @@ import os
 import numpy as np
 import pytest
 from flatbuffers import flexbuffers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lite_numba.plugins.flex import supported_flex_ops
 from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_flex_options, decode_node_def
 
@@ -179,3 +181,136 @@ def test_dense_bincount_refuses_negative_values_like_tensorflow():
     bad["arr"][0] = -1
     with pytest.raises(Exception, match="non-negative"):
         it.get_signature_runner()(**bad)
+
+
+# --- property tests over hypothesis-generated shapes and attributes ------------------------------------------------
+# The recordings above pin TensorFlow's semantics on a few shapes per op. Here the same kernels run on one-op Flex
+# models built in code (NodeDefs encoded by hand) over generated shapes and attributes, against numpy's definition
+# of the same maths (np.einsum, np.fft, np.roll, np.cumprod, np.linalg): the shapes and attribute combinations the
+# recordings do not cover.
+
+_DT = {np.dtype(np.float32): 1, np.dtype(np.int32): 3, np.dtype(np.complex64): 8}
+
+
+def _flex_model(tf_op: str, attrs: dict, inputs: list, out_shapes: list, out_dtypes: list) -> bytes:
+    """A one-op Flex model: inputs are ("name", array, is_const); attrs map to encoded AttrValues."""
+    node_def = _field(2, 2, tf_op.encode())
+    for k, v in attrs.items():
+        if isinstance(v, np.dtype):
+            enc = _field(6, 0, _DT[v])
+        elif isinstance(v, bool):
+            enc = _field(5, 0, int(v))
+        elif isinstance(v, int):
+            enc = _field(3, 0, v)
+        else:
+            enc = _field(2, 2, v)
+        node_def += _attr(k, enc)
+    b = ModelBuilder()
+    ids = [b.add_const(n, a) if const else b.add_input(n, a.dtype, a.shape) for n, a, const in inputs]
+    outs = [b.add_tensor(f"out{i}", dt, s) for i, (s, dt) in enumerate(zip(out_shapes, out_dtypes))]
+    b.add_custom_op("Flex" + tf_op, ids, outs, options=_flex_options(tf_op, node_def))
+    for o in outs:
+        b.mark_output(o)
+    return b.build()
+
+
+def _run_model(model: bytes, feeds: list) -> list:
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    for d, v in zip(it.get_input_details(), feeds):
+        it.set_tensor(d["index"], v)
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+@st.composite
+def _einsum_case(draw):
+    letters = "abcdef"
+    n_ops = draw(st.integers(1, 2))
+    terms = [draw(st.lists(st.sampled_from(letters), min_size=0, max_size=4)) for _ in range(n_ops)]
+    used = sorted(set("".join("".join(t) for t in terms)))
+    out = draw(st.permutations(used).map(lambda p: p[: draw(st.integers(0, len(p)))])) if used else []
+    sizes = {lab: draw(st.integers(1, 4)) for lab in used}
+    return ",".join("".join(t) for t in terms) + "->" + "".join(out), terms, sizes
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(_einsum_case(), st.integers(0, 2**31 - 1))
+def test_einsum_any_equation_matches_numpy(case, seed):
+    eq, terms, sizes = case
+    rng = np.random.default_rng(seed)
+    ops = [rng.uniform(-1, 1, [sizes[c] for c in t]).astype(np.float32) for t in terms]
+    ref = np.einsum(eq, *[o.astype(np.float64) for o in ops]).astype(np.float32)
+    model = _flex_model("Einsum", {"equation": eq.encode(), "N": len(ops), "T": np.dtype(np.float32)},
+                        [(f"x{i}", o, False) for i, o in enumerate(ops)], [ref.shape], [np.float32])
+    (ours,) = _run_model(model, ops)
+    assert_close(ours, ref, tol=1e-5)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(st.integers(1, 3), st.integers(1, 20), st.integers(1, 24), st.sampled_from(["RFFT", "IRFFT", "FFT", "IFFT"]),
+       st.integers(0, 2**31 - 1))
+def test_fft_family_any_length_matches_numpy(rows, length, n, op, seed):
+    rng = np.random.default_rng(seed)
+    if op == "RFFT":
+        x = rng.uniform(-1, 1, (rows, length)).astype(np.float32)
+        ref = np.fft.rfft(x.astype(np.float64), n).astype(np.complex64)
+    elif op == "IRFFT":
+        x = (rng.uniform(-1, 1, (rows, length)) + 1j * rng.uniform(-1, 1, (rows, length))).astype(np.complex64)
+        # numpy's c2r transform also ignores the DC (and even-length Nyquist) imaginary parts
+        ref = np.fft.irfft(x.astype(np.complex128), n).astype(np.float32)
+    else:
+        x = (rng.uniform(-1, 1, (rows, length)) + 1j * rng.uniform(-1, 1, (rows, length))).astype(np.complex64)
+        ref = (np.fft.fft if op == "FFT" else np.fft.ifft)(x.astype(np.complex128)).astype(np.complex64)
+    inputs = [("x", x, False)]
+    if op in ("RFFT", "IRFFT"):
+        inputs.append(("fft_length", np.array([n], np.int32), True))
+    model = _flex_model(op, {"Tcomplex": np.dtype(np.complex64)}, inputs, [ref.shape], [ref.dtype])
+    (ours,) = _run_model(model, [x])
+    assert_close(ours, ref, tol=1e-5)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=4), st.data())
+def test_roll_and_cumprod_any_axis_match_numpy(shape, data):
+    x = np.random.default_rng(len(shape)).uniform(0.5, 1.5, shape).astype(np.float32)
+    axes = data.draw(st.lists(st.integers(-len(shape), len(shape) - 1), min_size=1, max_size=3))
+    shifts = data.draw(st.lists(st.integers(-7, 7), min_size=len(axes), max_size=len(axes)))
+    consts = [("shift", np.array(shifts, np.int32), True), ("axis", np.array(axes, np.int32), True)]
+    model = _flex_model("Roll", {"T": np.dtype(np.float32)}, [("x", x, False)] + consts, [x.shape], [np.float32])
+    (ours,) = _run_model(model, [x])
+    np.testing.assert_array_equal(ours, np.roll(x, shifts, axes))
+    axis, exclusive, reverse = data.draw(st.integers(0, len(shape) - 1)), data.draw(st.booleans()), data.draw(
+        st.booleans())
+    y = np.flip(x, axis) if reverse else x
+    ref = np.cumprod(y.astype(np.float64), axis=axis)
+    if exclusive:
+        ref = np.concatenate([np.ones_like(np.take(ref, [0], axis)), np.delete(ref, -1, axis)], axis)
+    ref = (np.flip(ref, axis) if reverse else ref).astype(np.float32)
+    model = _flex_model("Cumprod", {"exclusive": exclusive, "reverse": reverse, "T": np.dtype(np.float32)},
+                        [("x", x, False), ("axis", np.array(axis, np.int32), True)], [x.shape], [np.float32])
+    (ours,) = _run_model(model, [x])
+    assert_close(ours, ref, tol=1e-5)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.integers(1, 7), st.lists(st.integers(1, 3), max_size=2), st.booleans(), st.integers(0, 2**31 - 1))
+def test_matrix_inverse_and_determinant_match_numpy(n, batch, adjoint, seed):
+    rng = np.random.default_rng(seed)
+    a = (rng.uniform(-1, 1, tuple(batch) + (n, n)) + 2 * np.eye(n)).astype(np.float32)
+    a64 = a.astype(np.float64)
+    inv = np.linalg.inv(np.swapaxes(a64, -1, -2) if adjoint else a64).astype(np.float32)
+    (ours,) = _run_model(_flex_model("MatrixInverse", {"adjoint": adjoint, "T": np.dtype(np.float32)},
+                                     [("a", a, False)], [a.shape], [np.float32]), [a])
+    assert_close(ours, inv, tol=1e-5)
+    det = np.linalg.det(a64).astype(np.float32)
+    (ours,) = _run_model(_flex_model("MatrixDeterminant", {"T": np.dtype(np.float32)}, [("a", a, False)],
+                                     [det.shape], [np.float32]), [a])
+    assert_close(ours, det, tol=1e-5)
+
+
+def test_matrix_inverse_of_a_singular_matrix_is_an_error():
+    a = np.ones((3, 3), np.float32)
+    model = _flex_model("MatrixInverse", {"T": np.dtype(np.float32)}, [("a", a, False)], [a.shape], [np.float32])
+    with pytest.raises(Exception, match="not invertible"):
+        _run_model(model, [a])

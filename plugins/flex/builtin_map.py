@@ -1,6 +1,6 @@
 """Flex ops whose TensorFlow semantics equal a builtin TFLite op's: the node is prepared by the builtin kernel, with
 the NodeDef's attributes translated to the builtin's options (and attribute-like inputs, such as ConcatV2's axis,
-turned into options).
+turned into options). AudioSpectrogram and Mfcc go to the TFLite custom kernels of the same ops.
 
 Every row was checked against TensorFlow (tests/test_flex.py, recordings of scripts/record_flex_oracle.py). Where
 TensorFlow accepts more than the builtin (dtypes, ranks), the builtin's check names what it lacks.
@@ -12,7 +12,7 @@ import copy
 import dataclasses
 
 import numpy as np
-from lite_numba.kernels.registry import BUILTINS
+from lite_numba.kernels.registry import BUILTINS, CUSTOMS
 
 from .nodedef import FlexNode
 
@@ -34,6 +34,30 @@ def run_builtin(ctx, op: str, options: dict | None = None, inputs: tuple[int, ..
     sub = copy.copy(ctx)
     sub.node = node
     _builtin_kernel(op).prepare(sub)
+
+
+def run_registered_custom(ctx, name: str, options: dict) -> None:
+    """Prepare this node with the kernel of custom op `name` of kernels/registry.py's CUSTOMS (the custom ops the
+    official runtime also registers), its state being `options` (what their init keeps from a flexbuffer map)."""
+    (k,) = [k for n, _, _, k in CUSTOMS if n == name]
+    sub = copy.copy(ctx)
+    sub.state = options
+    k.prepare(sub)
+
+
+def _audio_spectrogram(ctx, node: FlexNode) -> None:
+    run_registered_custom(ctx, "AudioSpectrogram", {"window_size": node.attr("window_size"), "stride": node.attr(
+        "stride"), "magnitude_squared": bool(node.attr("magnitude_squared", False))})
+
+
+def _mfcc(ctx, node: FlexNode) -> None:
+    # TF's frequency limits are floats; the TFLite kernel (the same algorithm, ported from TF) takes integers
+    lower, upper = float(node.attr("lower_frequency_limit", 20.0)), float(node.attr("upper_frequency_limit", 4000.0))
+    ctx.check(lower == int(lower) and upper == int(upper), f"Mfcc: fractional frequency limits {lower}, {upper} are "
+                                                           f"not supported")
+    run_registered_custom(ctx, "Mfcc", {"upper_frequency_limit": int(upper), "lower_frequency_limit": int(lower),
+                                        "filterbank_channel_count": int(node.attr("filterbank_channel_count", 40)),
+                                        "dct_coefficient_count": int(node.attr("dct_coefficient_count", 13))})
 
 
 def _const_input(ctx, i: int, what: str) -> np.ndarray:
@@ -135,6 +159,8 @@ OPS = {
     "Cumsum": same("CUMSUM", lambda n: {"exclusive": bool(n.attr("exclusive", False)),
                                          "reverse": bool(n.attr("reverse", False))}),
     "MatMul": _mat_mul,
+    # audio: the custom ops AudioSpectrogram / Mfcc of the official resolver, options from the NodeDef
+    "AudioSpectrogram": _audio_spectrogram, "Mfcc": _mfcc,
     "BatchMatMulV2": same("BATCH_MATMUL", lambda n: {"adj_x": bool(n.attr("adj_x", False)),
                                                      "adj_y": bool(n.attr("adj_y", False))}),
     "BatchMatMulV3": same("BATCH_MATMUL", lambda n: {"adj_x": bool(n.attr("adj_x", False)),

@@ -39,7 +39,7 @@ def _parse_einsum(ctx, equation: str, ranks: list[int]) -> tuple[list[str], str]
             n = r - (len(t) - 3)
             ctx.check(n >= 0, f"Einsum operand {t!r} has rank {r}, fewer than its labels")
             t = t.replace("...", ell[ell_rank - n:])
-        ctx.check(len(t) == r and t.isalpha(), f"Einsum operand labels {t!r} do not match its rank {r}")
+        ctx.check(len(t) == r and (t.isalpha() or t == ""), f"Einsum operand labels {t!r} do not match its rank {r}")
         out_terms.append(t)
     rhs = rhs.replace("...", ell)
     ctx.check(rhs.isalpha() or rhs == "", f"Einsum output labels {rhs!r} are not letters")

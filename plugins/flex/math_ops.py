@@ -1,4 +1,4 @@
-"""Flex ops without a TFLite builtin: special functions (Erf, Erfc, Erfinv, Lgamma, Digamma, ...), Cumprod, Roll,
+"""Flex ops without a TFLite builtin: special functions (Erf, Tan, Atan, Sinh, Cosh, Softplus, ...), Cumprod, Roll,
 DenseBincount, Identity, and float binary ops with TF-only semantics (DivNoNan, MulNoNan, Xlogy, Xdivy; Atan2,
 which TF broadcasts and TFLite's ATAN2 does not).
 
@@ -19,60 +19,13 @@ _FLOATS = (np.float32, np.float64)
 
 # --- unary maths --------------------------------------------------------------------------------------------------
 
-UNARY_CODES = {"Erf": 0, "Erfc": 1, "Lgamma": 2, "Expm1": 3, "Log1p": 4, "Reciprocal": 5, "Inv": 5, "Tan": 6,
-               "Asin": 7, "Acos": 8, "Atan": 9, "Sinh": 10, "Cosh": 11, "Asinh": 12, "Acosh": 13, "Atanh": 14,
-               "Softplus": 15, "Softsign": 16, "Selu": 17, "Erfinv": 18, "Digamma": 19, "Rint": 20}
+# TF's converter refuses Erfc, Erfinv, Lgamma, Digamma, Expm1, Log1p, Asin, Acos, Asinh, Acosh, Atanh, Rint as Flex
+# ops ("neither a custom op nor a flex op"), so no model holds them and they are left out.
+UNARY_CODES = {"Erf": 0, "Reciprocal": 1, "Inv": 1, "Tan": 2, "Atan": 3, "Sinh": 4, "Cosh": 5, "Softplus": 6,
+               "Softsign": 7, "Selu": 8}
 
 _SELU_SCALE = 1.0507009873554804934193349852946
 _SELU_ALPHA = 1.6732632423543772848170429916717
-
-
-@njit(cache=True, nogil=True)
-def erfinv64(y):
-    """Inverse error function in float64: Giles' single-precision approximation refined by Newton steps on erf."""
-    if y <= -1.0:
-        return -np.inf if y == -1.0 else np.nan
-    if y >= 1.0:
-        return np.inf if y == 1.0 else np.nan
-    if y != y:
-        return y
-    w = -math.log((1.0 - y) * (1.0 + y))
-    if w < 5.0:
-        w -= 2.5
-        p = 2.81022636e-08
-        for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
-                  0.246640727, 1.50140941):
-            p = c + p * w
-    else:
-        w = math.sqrt(w) - 3.0
-        p = -0.000200214257
-        for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
-                  1.00167406, 2.83297682):
-            p = c + p * w
-    x = p * y
-    for _ in range(3):  # Newton: erf'(x) = 2/sqrt(pi) exp(-x^2)
-        err = math.erf(x) - y
-        x -= err / (1.1283791670955126 * math.exp(-x * x))
-    return x
-
-
-@njit(cache=True, nogil=True)
-def digamma64(x):
-    """psi(x) in float64: reflection for x < 0.5, recurrence up to x >= 6, then the asymptotic series."""
-    if x != x or x == -np.inf:
-        return np.nan
-    if x <= 0.0 and math.floor(x) == x:
-        return np.nan  # poles (TF returns NaN there)
-    acc = 0.0
-    if x < 0.5:
-        acc = -math.pi / math.tan(math.pi * x)
-        x = 1.0 - x
-    while x < 6.0:
-        acc -= 1.0 / x
-        x += 1.0
-    f = 1.0 / (x * x)
-    series = f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))))
-    return acc + math.log(x) - 0.5 / x - series
 
 
 @njit(cache=True, nogil=True)
@@ -80,44 +33,20 @@ def _unary64(v, code):
     if code == 0:
         return math.erf(v)
     if code == 1:
-        return math.erfc(v)
-    if code == 2:
-        return math.lgamma(v) if not (v <= 0.0 and math.floor(v) == v) else np.inf
-    if code == 3:
-        return math.expm1(v)
-    if code == 4:
-        return math.log1p(v) if v >= -1.0 else np.nan
-    if code == 5:
         return 1.0 / v if v != 0.0 else math.copysign(np.inf, v)
-    if code == 6:
+    if code == 2:
         return math.tan(v)
-    if code == 7:
-        return math.asin(v) if abs(v) <= 1.0 else np.nan
-    if code == 8:
-        return math.acos(v) if abs(v) <= 1.0 else np.nan
-    if code == 9:
+    if code == 3:
         return math.atan(v)
-    if code == 10:
+    if code == 4:
         return math.sinh(v) if abs(v) < 710.0 else math.copysign(np.inf, v)
-    if code == 11:
+    if code == 5:
         return math.cosh(v) if abs(v) < 710.0 else np.inf
-    if code == 12:
-        return math.asinh(v)
-    if code == 13:
-        return math.acosh(v) if v >= 1.0 else np.nan
-    if code == 14:
-        return math.atanh(v) if abs(v) < 1.0 else (math.copysign(np.inf, v) if abs(v) == 1.0 else np.nan)
-    if code == 15:
+    if code == 6:
         return v if v > 30.0 else math.log1p(math.exp(v))
-    if code == 16:
+    if code == 7:
         return v / (1.0 + abs(v))
-    if code == 17:
-        return _SELU_SCALE * (v if v > 0.0 else _SELU_ALPHA * math.expm1(v))
-    if code == 18:
-        return erfinv64(v)
-    if code == 19:
-        return digamma64(v)
-    return np.rint(v)
+    return _SELU_SCALE * (v if v > 0.0 else _SELU_ALPHA * math.expm1(v))
 
 
 @njit(cache=True, nogil=True)
@@ -136,18 +65,16 @@ def _unary(ctx, node: FlexNode) -> None:
         ctx.call(unary_float, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), UNARY_CODES[node.op])
 
 
-PREDICATE_CODES = {"IsNan": 0, "IsInf": 1, "IsFinite": 2}
+PREDICATE_CODES = {"IsNan": 0, "IsFinite": 2}  # IsInf: refused by the converter as a Flex op
 
 
 @njit(cache=True, nogil=True)
 def float_predicate(x, out, code):
-    """out[i] = isnan / isinf / isfinite(x[i]) (bool)."""
+    """out[i] = isnan (code 0) / isfinite (code 2) of x[i] (bool)."""
     for i in range(out.size):
         v = x[i]
         if code == 0:
             out[i] = v != v
-        elif code == 1:
-            out[i] = v == np.inf or v == -np.inf
         else:
             out[i] = v == v and v != np.inf and v != -np.inf
 

@@ -1,12 +1,11 @@
 """Flex TensorList ops (a `tf.TensorArray` loop converted with tensor-list lowering off): EmptyTensorList,
-TensorListReserve,
-TensorListFromTensor, TensorListSetItem, TensorListGetItem, TensorListStack, TensorListLength,
-TensorListPushBack, TensorListPopBack.
+TensorListReserve, TensorListSetItem, TensorListGetItem, TensorListStack, TensorListLength, TensorListPushBack,
+TensorListPopBack. (TensorListFromTensor is left out: the converter rewrites its reads into GATHER.)
 
 A TensorList is a TF variant tensor; the converted model gives it an int32 scalar tensor (TFLite's VARIANT). Here
 that scalar is a handle into `ctx.resources["tensor_lists"]`, where a `TensorList` holds the items as numpy arrays,
 so handles flow through WHILE loops as plain values. These are host ops (the list grows and changes at run time),
-run from Python at invoke; the maths around them stays compiled. Each creating node (Reserve, FromTensor) owns
+run from Python at invoke; the maths around them stays compiled. Each creating node (Empty, Reserve) owns
 one handle, reset every time the node runs, so repeated invokes do not accumulate lists.
 
 TensorFlow's lists are values; SetItem / PushBack / PopBack here update the list in place and return the same
@@ -95,12 +94,6 @@ def _host_empty(ctx, node):
     _new_handle(ctx, TensorList(_dtype(node), _shape_value(ctx.input_array(0)), []))
 
 
-def _host_from_tensor(ctx, node):
-    x = np.array(ctx.input_array(0), copy=True)
-    ctx.check(x.ndim >= 1, "TensorListFromTensor needs a tensor of rank >= 1")
-    _new_handle(ctx, TensorList(x.dtype, tuple(x.shape[1:]), [x[i] for i in range(x.shape[0])]))
-
-
 def _host_set_item(ctx, node):
     lst = _get(ctx, 0)
     item = np.array(ctx.input_array(2), copy=True)
@@ -159,11 +152,11 @@ def _host_pop_back(ctx, node):
     ctx.set_output_array(1, item)
 
 
-HOSTS = {"EmptyTensorList": _host_empty, "TensorListReserve": _host_reserve, "TensorListFromTensor": _host_from_tensor,
+HOSTS = {"EmptyTensorList": _host_empty, "TensorListReserve": _host_reserve,
          "TensorListSetItem": _host_set_item, "TensorListGetItem": _host_get_item, "TensorListStack": _host_stack,
          "TensorListLength": _host_length, "TensorListPushBack": _host_push_back,
          "TensorListPopBack": _host_pop_back}
-HANDLE_OUT = {"EmptyTensorList", "TensorListReserve", "TensorListFromTensor", "TensorListSetItem", "TensorListPushBack",
+HANDLE_OUT = {"EmptyTensorList", "TensorListReserve", "TensorListSetItem", "TensorListPushBack",
               "TensorListPopBack"}
 
 
