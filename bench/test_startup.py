@@ -55,7 +55,8 @@ self_ru = resource.getrusage(resource.RUSAGE_SELF)
 child_ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 stats = {}
 if which == "ours":
-    from lite_numba.compiler import STATS as stats
+    import lite_numba.compiler as compiler
+    stats = getattr(compiler, "STATS", {})
 print(json.dumps({"import_s": t_import - t0, "first_invoke_s": t3 - t0, "cpu_s": time.process_time() - c0,
                   "worker_cpu_s": child_ru.ru_utime + child_ru.ru_stime, "peak_rss_mib": self_ru.ru_maxrss / 1024,
                   "stats": stats, "phases_s": {"import": t_import - t0, "Interpreter() (load, resolve)": t1 - t_import,
@@ -89,7 +90,7 @@ def _run(which: str, path, env) -> dict:
 def _setting() -> str:
     from lite_numba.kernels.base.isa import isa_level
 
-    from lite_numba.compiler import compile_workers
+    import lite_numba.compiler as compiler
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -97,7 +98,8 @@ def _setting() -> str:
                    if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return (f"{cpu}, {os.cpu_count()} CPUs, ISA path {isa_level()}, {compile_workers()} compile processes, "
+    workers = getattr(compiler, "compile_workers", lambda: 1)()
+    return (f"{cpu}, {os.cpu_count()} CPUs, ISA path {isa_level()}, {workers} compile processes, "
             f"load {os.getloadavg()[0]:.1f}")
 
 
