@@ -1,8 +1,9 @@
-"""The `lite-numba` command: `benchmark`, `inspect` and `run`.
+"""The `lite-numba` command: `benchmark`, `inspect`, `run` and `warmup`.
 
     lite-numba benchmark --graph MODEL.tflite [official benchmark_model flags]   (see lite_numba.benchmark)
     lite-numba inspect MODEL.tflite [--json] [--builtin-only]                   (see lite_numba.inspect_model)
     lite-numba run MODEL.tflite --input x.npy [--input y.npy] --output-dir D [--trace] [--all-tensors]
+    lite-numba warmup [MODEL.tflite ...] [--all] [--num-threads N]            (see lite_numba.warmup)
 
 `run` feeds the inputs (in the model's input order, or `NAME=path.npy`; random values when none are given), invokes
 once and writes every output to D/<output tensor name>.npy (names sanitized to letters, digits, '.', '_' and '-').
@@ -23,12 +24,13 @@ from .version import __version__
 
 __all__ = ["main", "run_model", "sanitize_name"]
 
-_USAGE = """usage: lite-numba {benchmark,inspect,run} ...
+_USAGE = """usage: lite-numba {benchmark,inspect,run,warmup} ...
 
 commands:
   benchmark   time a model like the official benchmark_model tool (--graph MODEL.tflite; --help for flags)
   inspect     describe a model and whether this installation can run it
   run         run a model on .npy inputs and write its outputs as .npy files
+  warmup      compile models' kernels into the on-disk caches ahead of time (image builds, CI caches)
 """
 
 
@@ -158,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         return inspect_main(rest)
     if command == "run":
         return _run_main(rest)
+    if command == "warmup":
+        from .warmup import main as warmup_main  # lazy: a command's modules load only when it runs
+
+        return warmup_main(rest)
     sys.stderr.write(f"lite-numba: unknown command {command!r}\n{_USAGE}")
     return 2
 

@@ -28,9 +28,11 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
-KEEP = 4  # cache directories of other source versions kept (the most recently used ones)
+KEEP = 4  # cache directories of other source versions kept (the most recently used ones) ...
+RECENT_S = 24 * 3600  # ... and any used within a day: another installation or worktree may be using it right now
 
 
 def _sources() -> list[Path]:
@@ -67,7 +69,7 @@ def configure(version: str) -> str:
     """Point Numba's cache at the directory for the current sources; returns it. Imports Numba."""
     from numba.core import config  # lazy: Numba (see install)
 
-    _lock_index_updates()
+    _patch_numba_caching()
 
     key = source_hash(version)
     if os.environ.get("LITE_NUMBA_BOUNDSCHECK", "") not in ("", "0"):
@@ -94,15 +96,19 @@ def configure(version: str) -> str:
 
 
 def _prune(base: str, prefix: str, current: str) -> None:
-    """Delete the cache directories of older sources beyond the KEEP most recently modified (best effort)."""
+    """Delete the cache directories of older sources beyond the KEEP most recently modified, unless used within
+    RECENT_S (best effort). A directory deleted while a process used it would make Numba's saves fail: several
+    worktrees or virtual environments with other sources may share the cache root."""
     pattern = re.compile(re.escape(prefix) + r"[0-9a-f]{16}(-boundscheck)?$")
     try:
         old = [e for e in os.scandir(base) if e.is_dir() and pattern.match(e.name) and e.path != current]
     except OSError:
         return
     old.sort(key=lambda e: e.stat().st_mtime, reverse=True)
+    now = time.time()
     for e in old[KEEP:]:
-        shutil.rmtree(e.path, ignore_errors=True)
+        if now - e.stat().st_mtime > RECENT_S:
+            shutil.rmtree(e.path, ignore_errors=True)
 
 
 _PACKAGE_DIR: str | None = None
@@ -150,32 +156,50 @@ def install(version: str) -> None:
         sys.meta_path.insert(0, _AfterNumbaImport(version))
 
 
-_LOCKED = False
+_PATCHED = False
 
 
-def _lock_index_updates() -> None:
-    """Make Numba's cache-entry save hold an exclusive lock on `<index>.lock` (see the module's docstring)."""
-    global _LOCKED
-    if _LOCKED:
+def _patch_numba_caching() -> None:
+    """Two changes to Numba's disk cache, once per process:
+
+    - its cache-entry save holds an exclusive lock on `<index>.lock` (see the module's docstring);
+    - the check that a function's cache directory is writable (makedirs and a temporary file, done for every
+      decorated function: ~230 when the kernels of a MobileNet are imported) runs once per directory."""
+    global _PATCHED
+    if _PATCHED:
         return
-    _LOCKED = True
+    _PATCHED = True
+    from numba.core import caching  # lazy: Numba
+
+    checked: set[str] = set()
+    ensure_cache_path = caching._CacheLocator.ensure_cache_path
+
+    def ensure_once(self):
+        path = self.get_cache_path()
+        if path not in checked:
+            ensure_cache_path(self)  # raises when not writable: Numba then tries its next locator
+            checked.add(path)
+
+    caching._CacheLocator.ensure_cache_path = ensure_once
     try:
         import fcntl  # lazy: POSIX only; elsewhere saves stay unlocked, as in Numba
-
-        from numba.core.caching import IndexDataCacheFile  # lazy: Numba
     except ImportError:
         return
-    save = IndexDataCacheFile.save
+    save = caching.IndexDataCacheFile.save
 
     def locked_save(self, key, data):
+        # The compiled code is in memory already: a save that fails (directory removed or full) only costs the
+        # next process a compile, so it must not fail the allocation.
         try:
             fd = os.open(self._index_path + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
         except OSError:
-            return save(self, key, data)
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            return save(self, key, data)
+            save(self, key, data)
+        except OSError:
+            pass
         finally:
             os.close(fd)  # releases the lock
 
-    IndexDataCacheFile.save = locked_save
+    caching.IndexDataCacheFile.save = locked_save

@@ -1,0 +1,181 @@
+"""`lite-numba warmup`: compile kernels and runners into the caches ahead of time (Docker image builds, CI caches,
+installers), so that the first `allocate_tensors()` of a later process only loads them.
+
+    lite-numba warmup MODEL.tflite [MODEL ...] [--num-threads N] [--no-invoke]
+    lite-numba warmup --all
+
+Each model is loaded, allocated (every static kernel and the runner are compiled, in parallel worker processes when
+several are missing; see lite_numba.compiler.precompile) and invoked once on zeros, which also compiles what only
+runs at invoke time (dynamic nodes). `--all` warms the bundled example models and `common_op_models()`: a float32
+and an int8 chain of the ops of typical image models (convolutions 3x3 and 1x1, depthwise, residual ADD, pooling,
+MEAN, FULLY_CONNECTED, SOFTMAX, RESHAPE, CONCATENATION), built in code.
+
+The caches are where the runtime looks (`cache_locations()`): kernels in Numba's cache directory for these sources
+($NUMBA_CACHE_DIR/lite_numba-HASH, else $LITE_NUMBA_CACHE_DIR/numba/HASH, default ~/.cache/lite_numba/numba/HASH),
+runners in $LITE_NUMBA_CACHE_DIR/runners. Kernels are compiled for the kernel path of the machine warming up
+(`LITE_NUMBA_ISA`) and Numba's host CPU: warm up on the machine type that runs the models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import numba_cache
+from .builder import ModelBuilder
+from .compiler import STATS, cache_dir
+from .interpreter import Interpreter
+from .version import __version__
+
+__all__ = ["cache_locations", "common_op_models", "main", "warm_model"]
+
+
+def cache_locations() -> dict[str, str]:
+    """Where warm-up writes: Numba's cache directory for these sources (kernels and runners' code) and the
+    generated runners' source directory."""
+    return {"kernels": numba_cache.ensure(__version__), "runners": str(cache_dir() / "runners")}
+
+
+def warm_model(model: str | bytes, *, num_threads: int = 1, invoke: bool = True, out=sys.stdout) -> dict:
+    """Allocate (and by default invoke once on zeros) `model`, a path or the model's bytes; returns what it took:
+    seconds and the kernels compiled or loaded (lite_numba.compiler.STATS)."""
+    before = dict(STATS)
+    t0 = time.perf_counter()
+    it = Interpreter(model_path=model, num_threads=num_threads)
+    it.allocate_tensors()
+    note = ""
+    if invoke:
+        try:
+            for d in it.get_input_details():
+                if np.dtype(d["dtype"]) != np.object_:
+                    it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+            it.invoke()
+        except (RuntimeError, ValueError) as e:  # a model that rejects zeros: what allocate compiled is cached
+            note = f" (invoke on zeros failed: {e})"
+    took = {k: STATS[k] - before.get(k, 0) for k in STATS}
+    took["seconds"] = time.perf_counter() - t0
+    name = model if isinstance(model, str) else f"<{len(model)} bytes>"
+    print(f"{name}: {took['seconds']:.1f} s, kernels compiled {took['compiled']} (+{took['compiled_by_workers']} by "
+          f"workers), loaded {took['loaded']}{note}", file=out)
+    return took
+
+
+def _conv_quant(scale_in: float, co: int, axis: int, rng) -> tuple[dict, dict]:
+    scales = (rng.uniform(0.5, 1.5, co) * 0.02).astype(np.float32)
+    w = {"scales": scales, "zero_points": np.zeros(co, np.int64), "quantized_dimension": axis}
+    b = {"scales": scales * scale_in, "zero_points": np.zeros(co, np.int64), "quantized_dimension": 0}
+    return w, b
+
+
+def common_op_models() -> dict[str, bytes]:
+    """Two small models covering the kernels of typical image models, float32 and int8 (see the module's
+    docstring)."""
+    return {f"common_ops_{np.dtype(t).name}": _common_model(t) for t in (np.float32, np.int8)}
+
+
+def _common_model(dtype) -> bytes:
+    rng = np.random.default_rng(0)
+    q = dtype == np.int8
+
+    def act(scale: float, zp: int):
+        return (scale, zp) if q else None
+
+    def weights(shape, axis):
+        if not q:
+            return rng.standard_normal(shape).astype(np.float32) * 0.1, None, None
+        wq, bq = _conv_quant(0.05, shape[axis], axis, rng)
+        return rng.integers(-127, 128, shape).astype(np.int8), wq, bq
+
+    def bias(n, bq):
+        return (rng.integers(-500, 500, n).astype(np.int32) if q else np.zeros(n, np.float32)), bq
+
+    b = ModelBuilder()
+    x = b.add_input("x", dtype, [1, 16, 16, 8], quant=act(0.05, -3))
+
+    c0 = b.add_tensor("c0", dtype, [1, 8, 8, 16], quant=act(0.05, -128))
+    w, wq, bq = weights([16, 3, 3, 8], 0)
+    bv, bq = bias(16, bq)
+    b.add_op("CONV_2D", [x, b.add_const("c0_w", w, quant=wq), b.add_const("c0_b", bv, quant=bq)], [c0],
+             options={"padding": "SAME", "stride_w": 2, "stride_h": 2, "fused_activation_function": "RELU6"},
+             version=3 if q else 1)
+    d1 = b.add_tensor("d1", dtype, [1, 8, 8, 16], quant=act(0.05, -128))
+    w, wq, bq = weights([1, 3, 3, 16], 3)
+    bv, bq = bias(16, bq)
+    b.add_op("DEPTHWISE_CONV_2D", [c0, b.add_const("d1_w", w, quant=wq), b.add_const("d1_b", bv, quant=bq)],
+             [d1], options={"padding": "SAME", "stride_w": 1, "stride_h": 1, "depth_multiplier": 1,
+                            "fused_activation_function": "RELU6"}, version=3 if q else 1)
+    p1 = b.add_tensor("p1", dtype, [1, 8, 8, 16], quant=act(0.05, -128))
+    w, wq, bq = weights([16, 1, 1, 16], 0)
+    bv, bq = bias(16, bq)
+    b.add_op("CONV_2D", [d1, b.add_const("p1_w", w, quant=wq), b.add_const("p1_b", bv, quant=bq)], [p1],
+             options={"padding": "VALID", "stride_w": 1, "stride_h": 1}, version=3 if q else 1)
+    r = b.add_tensor("r", dtype, [1, 8, 8, 16], quant=act(0.08, -20))
+    b.add_op("ADD", [p1, c0], [r], version=2 if q else 1)
+    mp = b.add_tensor("mp", dtype, [1, 4, 4, 16], quant=act(0.08, -20))
+    ap = b.add_tensor("ap", dtype, [1, 4, 4, 16], quant=act(0.08, -20))
+    pool = {"padding": "VALID", "stride_w": 2, "stride_h": 2, "filter_width": 2, "filter_height": 2}
+    b.add_op("MAX_POOL_2D", [r], [mp], options=pool, version=2 if q else 1)
+    b.add_op("AVERAGE_POOL_2D", [r], [ap], options=pool, version=2 if q else 1)
+    cat = b.add_tensor("cat", dtype, [1, 4, 4, 32], quant=act(0.08, -20))
+    b.add_op("CONCATENATION", [mp, ap], [cat], options={"axis": 3}, version=2 if q else 1)
+    m = b.add_tensor("m", dtype, [1, 32], quant=act(0.08, -20))
+    b.add_op("MEAN", [cat, b.add_const("axes", np.array([1, 2], np.int32))], [m], version=2 if q else 1)
+    w = (rng.integers(-127, 128, (10, 32)).astype(np.int8) if q
+         else rng.standard_normal((10, 32)).astype(np.float32) * 0.1)
+    wq = (0.02, 0) if q else None
+    bv = rng.integers(-500, 500, 10).astype(np.int32) if q else np.zeros(10, np.float32)
+    fc = b.add_tensor("fc", dtype, [1, 10], quant=act(0.1, 0))
+    b.add_op("FULLY_CONNECTED", [m, b.add_const("fc_w", w, quant=wq),
+                                 b.add_const("fc_b", bv, quant=(0.08 * 0.02, 0) if q else None)], [fc],
+             version=4 if q else 1)
+    rs = b.add_tensor("rs", dtype, [1, 10], quant=act(0.1, 0))
+    b.add_op("RESHAPE", [fc, b.add_const("shape", np.array([1, 10], np.int32))], [rs])
+    y = b.add_tensor("y", dtype, [1, 10], quant=act(1 / 256, -128))
+    b.add_op("SOFTMAX", [rs], [y], options={"beta": 1.0}, version=2 if q else 1)
+    b.mark_output(y)
+    return b.build()
+
+
+def _bundled_models() -> list[str]:
+    return sorted(str(p) for p in (Path(__file__).parent / "examples").glob("*.tflite"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `lite-numba warmup` command."""
+    ap = argparse.ArgumentParser(prog="lite-numba warmup", description="Compile the kernels and runners of models "
+                                 "into the on-disk caches, so that later processes start without compiling.")
+    ap.add_argument("models", nargs="*", metavar="MODEL", help=".tflite files to warm up")
+    ap.add_argument("--all", action="store_true", help="also the bundled example models and a float32 and an int8 "
+                    "model of the common image-model ops")
+    ap.add_argument("--num-threads", type=int, default=1, help="compile the parallel variants too (as "
+                    "Interpreter(num_threads=N) would use them)")
+    ap.add_argument("--no-invoke", action="store_true", help="allocate only (do not run once on zeros)")
+    a = ap.parse_args(argv)
+    if not a.models and not a.all:
+        ap.error("give MODEL files or --all")
+    if a.num_threads < 1:
+        ap.error("--num-threads must be >= 1")
+    targets: list[tuple[str, str | bytes]] = [(m, m) for m in a.models]
+    if a.all:
+        targets += [(m, m) for m in _bundled_models()]
+        targets += list(common_op_models().items())
+    for where, path in cache_locations().items():
+        print(f"{where} cache: {path}")
+    failed = 0
+    for name, model in targets:
+        try:
+            if isinstance(model, bytes):
+                print(f"{name}:", end=" ")
+            warm_model(model, num_threads=a.num_threads, invoke=not a.no_invoke)
+        except (OSError, ValueError, RuntimeError) as e:
+            print(f"ERROR: {name}: {e}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Start-up (issue 16): `import lite_numba` imports no compiler; kernels compiled by parallel workers or by
+`lite-numba warmup` reach the disk cache, and a fresh process then allocates and runs without compiling anything.
+
+Compiles are counted in the fresh process with Numba's own "numba:compile" event (fired only when Numba compiles,
+not when it loads from the disk cache) and with lite_numba.compiler.STATS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from lite_numba.builder import ModelBuilder
+from lite_numba.testing import assert_close, require_official, run_official
+
+# A fresh process: allocate and invoke the model, print its output and what was compiled or loaded.
+FRESH = r"""
+import json, sys
+import numpy as np
+from numba.core import event
+
+compiled = []
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Count())
+from lite_numba import Interpreter
+from lite_numba.compiler import STATS
+
+it = Interpreter(model_path=sys.argv[1])
+it.allocate_tensors()
+it.set_tensor(it.get_input_details()[0]["index"], np.load(sys.argv[2]))
+it.invoke()
+y = it.get_tensor(it.get_output_details()[0]["index"])
+print(json.dumps({"compiled": compiled, "stats": STATS, "y": y.tolist()}))
+"""
+
+
+def _model() -> bytes:
+    """Three cheap kernels (two closures of one factory, ADD and MUL, and a concatenation): several to compile, so
+    the parallel path runs, and closures, whose symbol names must survive the trip through another process."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [2, 8])
+    a = b.add_tensor("a", np.float32, [2, 8])
+    m = b.add_tensor("m", np.float32, [2, 8])
+    y = b.add_tensor("y", np.float32, [2, 16])
+    b.add_op("ADD", [x, b.add_const("c", np.linspace(-1, 1, 8, dtype=np.float32))], [a])
+    b.add_op("MUL", [a, b.add_const("k", np.full(8, 3.0, np.float32))], [m])
+    b.add_op("CONCATENATION", [a, m], [y], options={"axis": 1})
+    b.mark_output(y)
+    return b.build()
+
+
+def _env(tmp_path, **extra) -> dict:
+    env = dict(os.environ, LITE_NUMBA_CACHE_DIR=str(tmp_path / "ln"), NUMBA_CACHE_DIR=str(tmp_path / "nb"),
+               LITE_NUMBA_PROGRESS="0")
+    env.pop("LITE_NUMBA_COMPILE_WORKERS", None)
+    return {**env, **extra}
+
+
+def _fresh(model, x_path, env) -> dict:
+    out = subprocess.run([sys.executable, "-c", FRESH, str(model), str(x_path)], capture_output=True, text=True,
+                         env=env, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_does_not_load_the_compiler():
+    code = ("import sys, lite_numba; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'numba', 'llvmlite'})))")
+    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == []
+
+
+def test_numba_cache_is_configured_when_numba_is_first_imported(tmp_path):
+    code = ("import lite_numba, sys; assert 'numba' not in sys.modules\n"
+            "from lite_numba.kernels.elementwise import arithmetic\n"  # a kernel module imports Numba
+            "from numba.core import config\n"
+            "print(config.CACHE_DIR); print(lite_numba.NUMBA_CACHE_DIR)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(tmp_path),
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    configured, expected = out.stdout.split()
+    assert configured == expected
+    assert configured.startswith(str(tmp_path / "nb" / "lite_numba-"))
+
+
+def test_cache_written_by_workers_is_loaded_by_a_fresh_process(tmp_path):
+    require_official()
+    model = tmp_path / "m.tflite"
+    model.write_bytes(_model())
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ref = run_official(model.read_bytes(), [x])[0]
+
+    # cold, two compile processes (this one and a forked worker)
+    cold = _fresh(model, tmp_path / "x.npy", _env(tmp_path, LITE_NUMBA_COMPILE_WORKERS="2"))
+    assert cold["compiled"], "the cold process compiled nothing: the caches were not empty"
+    assert cold["stats"]["compiled_by_workers"] >= 1, cold["stats"]
+    assert_close(np.array(cold["y"], np.float32), ref)
+
+    warm = _fresh(model, tmp_path / "x.npy", _env(tmp_path))
+    assert warm["compiled"] == [], f"a fresh process recompiled {warm['compiled']}"
+    assert warm["stats"]["compiled"] == 0 and warm["stats"]["loaded"] >= 3, warm["stats"]
+    assert_close(np.array(warm["y"], np.float32), ref)
+
+
+def test_warmup_command_then_a_fresh_process_compiles_nothing(tmp_path):
+    require_official()
+    model = tmp_path / "m.tflite"
+    model.write_bytes(_model())
+    x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    env = _env(tmp_path)
+    cmd = [sys.executable, "-c", "import sys; from lite_numba.cli import main; sys.exit(main())"]
+    out = subprocess.run(cmd + ["warmup", str(model)], capture_output=True, text=True, env=env, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "kernels cache: " + str(tmp_path / "nb") in out.stdout
+    assert f"{model}:" in out.stdout and "kernels compiled" in out.stdout
+
+    warm = _fresh(model, tmp_path / "x.npy", env)
+    assert warm["compiled"] == [], f"a fresh process recompiled {warm['compiled']}"
+    assert warm["stats"]["compiled"] == 0, warm["stats"]
+    assert_close(np.array(warm["y"], np.float32), run_official(model.read_bytes(), [x])[0])
+
+
+def test_warmup_command_errors(tmp_path, capsys):
+    from lite_numba.warmup import main
+
+    try:
+        main([])
+    except SystemExit as e:  # argparse: nothing to warm up
+        assert e.code == 2
+    else:
+        raise AssertionError("warmup without models must fail")
+    assert "give MODEL files or --all" in capsys.readouterr().err
+    missing = tmp_path / "missing.tflite"
+    assert main([str(missing)]) == 1
+    assert f"ERROR: {missing}" in capsys.readouterr().err
+
+
+def test_common_op_models_load():
+    from lite_numba import Interpreter
+    from lite_numba.warmup import common_op_models
+
+    models = common_op_models()
+    assert sorted(models) == ["common_ops_float32", "common_ops_int8"]
+    for m in models.values():
+        ops = {n.op_name for n in Interpreter(model_content=m).model.subgraphs[0].nodes}
+        assert {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "SOFTMAX", "ADD", "MEAN"} <= ops
