@@ -191,6 +191,21 @@ class GraphRuntime:
     def _node_error(self, node: Node, err: Exception) -> PrepareError:
         return PrepareError(f"{err}\nNode number {node.index} ({node.op_name}) failed to prepare.")
 
+    def _check_sources(self) -> None:
+        """Every tensor a node reads is an input, a constant, a variable or some node's output: the official
+        runtime refuses the others at invoke ("lacks data"); running them would read zeros as if they were data."""
+        plan = self.plan
+        known = set(plan.inputs) | {o for n in plan.nodes for o in n.outputs}
+        for node in plan.nodes:
+            for i in node.inputs:
+                spec = plan.tensors[i] if i >= 0 else None
+                if spec is not None and i not in known and not self.tensors[i].is_const and not spec.is_variable \
+                        and spec.type_name not in ("STRING", "RESOURCE", "VARIANT"):  # string constants have no data
+                    t = self.tensors[i]
+                    raise PrepareError(f"Input tensor {i} ({t.name!r}) lacks data: it is neither an input of subgraph "
+                                       f"{self.subgraph_index}, a constant, a variable nor any operator's output\n"
+                                       f"Node number {node.index} ({node.op_name}) failed to prepare.")
+
     def _prepare_node(self, node: Node) -> PrepareContext:
         k = self.kernels[node.index]
         if k is None:
@@ -244,6 +259,7 @@ class GraphRuntime:
         for s in self.plan.tensors:  # shapes of non-input tensors are recomputed by prepare
             if s.index not in self.plan.inputs and not s.is_const:
                 self.tensors[s.index].shape = s.shape
+        self._check_sources()
         node_temps: dict[int, list[Tensor]] = {}
         for i in self._folded:  # recomputed below (shapes may have changed)
             self.tensors[i].data = None

@@ -71,3 +71,33 @@ def test_required_input_absent_is_named(build, official):
         Interpreter(model_content=data).allocate_tensors()
     with pytest.raises((RuntimeError, ValueError)):
         official_interpreter(data)
+
+
+def test_input_no_one_produces_is_refused_as_the_official_runtime_does(official):
+    """Campaign seed 2 (subgraph 0 inputs -> []): the official runtime refuses 'Input tensor 0 lacks data'; we ran
+    the model on zeros."""
+    b = ModelBuilder()
+    x = b.add_tensor("x", np.float32, [2, 3])  # not a graph input any more
+    w = b.add_const("w", np.ones((4, 3), np.float32))
+    y = b.add_tensor("y", np.float32, [2, 4])
+    b.add_op("FULLY_CONNECTED", [x, w, -1], [y])
+    b.mark_output(y)
+    data = b.build()
+    with pytest.raises(ValueError, match=r"Input tensor 0 \('x'\) lacks data"):
+        Interpreter(model_content=data).allocate_tensors()
+    it = official_interpreter(data)
+    with pytest.raises(RuntimeError, match="Input tensor 0 lacks data"):
+        it.invoke()
+
+
+def test_variable_tensor_with_a_buffer_is_refused():
+    """Campaign seed 2 (is_variable on a constant): the official runtime refuses such a model at load."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3])
+    c = b.add_const("c", np.ones(3, np.float32))
+    y = b.add_tensor("y", np.float32, [3])
+    b.add_op("ADD", [x, c], [y])
+    b.mark_output(y)
+    b.main.tensors[c].is_variable = True
+    with pytest.raises(ValueError, match=r"tensor 1 \('c'\) is a variable tensor with a buffer"):
+        Interpreter(model_content=b.build())
