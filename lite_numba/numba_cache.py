@@ -20,9 +20,10 @@ import importlib.util
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
-KEEP = 4  # cache directories of other source versions kept (the most recently used ones)
+KEEP = 4  # cache directories of other source versions kept (the most recently used ones, and any used within a day)
 
 
 def _sources() -> list[Path]:
@@ -83,4 +84,6 @@ def _prune(base: str, prefix: str, current: str) -> None:
         return
     old.sort(key=lambda e: e.stat().st_mtime, reverse=True)
     for e in old[KEEP:]:
-        shutil.rmtree(e.path, ignore_errors=True)
+        # not one used in the last day: another process (another checkout, the checked mode) may be running from it
+        if time.time() - e.stat().st_mtime > 86400:
+            shutil.rmtree(e.path, ignore_errors=True)
