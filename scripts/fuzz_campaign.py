@@ -143,6 +143,7 @@ def run_request(runtime: str, req: dict) -> dict:
                 it.set_tensor(d["index"], make_input(d["shape"], d["dtype"], mode, rng))
             stage = "invoke"
             it.invoke()
+            stage = "get_tensor"
             outputs.append([np.array(it.get_tensor(d["index"]), copy=True) for d in it.get_output_details()])
         return {"status": "ran", "outputs": outputs}
     except Exception as e:  # noqa: BLE001 - every Python exception is a refusal, classified by the parent
