@@ -101,3 +101,40 @@ def test_variable_tensor_with_a_buffer_is_refused():
     b.main.tensors[c].is_variable = True
     with pytest.raises(ValueError, match=r"tensor 1 \('c'\) is a variable tensor with a buffer"):
         Interpreter(model_content=b.build())
+
+
+def test_node_reading_its_own_output_is_refused():
+    """Campaign seed 2 (COS inputs -> [its output]): the official runtime reads whatever the memory holds; we read
+    zeros. A tensor read before any operator produced it is refused."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [4])
+    y = b.add_tensor("y", np.float32, [4])
+    b.add_op("COS", [y], [y])
+    z = b.add_tensor("z", np.float32, [4])
+    b.add_op("ADD", [x, y], [z])
+    b.mark_output(z)
+    with pytest.raises(ValueError, match=r"Input tensor 1 \('y'\) lacks data: it is produced only by this or a "
+                                         r"later operator\nNode number 0 \(COS\)"):
+        Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def test_infinite_option_is_named():
+    """Campaign seed 2 (int16 SOFTMAX beta=-inf): the refusal was a bare 'cannot convert float infinity to
+    integer'; it now names the option."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.int16, [2, 6], quant=(0.001, 0))
+    y = b.add_tensor("y", np.int16, [2, 6], quant=(1.0 / 32768, 0))
+    b.add_op("SOFTMAX", [x], [y], options={"beta": float("-inf")})
+    b.mark_output(y)
+    with pytest.raises(ValueError, match=r"SOFTMAX: option beta=-inf is not finite"):
+        Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def test_scales_whose_ratio_overflows_are_named():
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [4], quant=(1e38, 0))
+    y = b.add_tensor("y", np.int8, [4], quant=(1e-38, 0))
+    b.add_op("RELU", [x], [y])
+    b.mark_output(y)
+    with pytest.raises(ValueError, match=r"RELU: .*scales"):
+        Interpreter(model_content=b.build()).allocate_tensors()
