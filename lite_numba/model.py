@@ -240,6 +240,8 @@ class _Loader:
                     if raw.ctypes.data % dtype.alignment:
                         raw = raw.copy()
                     data = raw.view(dtype).reshape(shape)
+            _check(data is None or not t.IsVariable(), f"tensor {ti} ({name!r}) is a variable tensor with a buffer "
+                                                       f"(the official runtime does not support it either)")
             tensors.append(TensorSpec(
                 index=ti, name=name, dtype=dtype, type_name=type_name, shape=shape, shape_signature=sig,
                 quantization=self.read_quantization(t, f"tensor {ti} ({name!r})", type_name, shape), data=data,

@@ -27,7 +27,9 @@ does not answer within its timeout is a hang (killed, restarted). Per mutant the
   official_only                the official runtime ran, we refused (refusing is right when the model is invalid)
   both_refused
   official_crash, official_hang  (reported for information: not our bug)
-Our refusals whose message is a bare Python error (not naming the model field) are counted as bare_refusals.
+Our refusals whose message is a bare Python error (not naming the model field) are counted as bare_refusals; under
+LITE_NUMBA_BOUNDSCHECK=1, refusals that are a kernel's out-of-bounds access caught by the checks as checked_mode_oob
+(must stay 0: unchecked, that access would touch memory the kernel does not own).
 Crashes, hangs, disagreements and bare refusals are saved in --out with the inputs needed to replay them
 (`--replay DIR`).
 """
@@ -141,6 +143,7 @@ def run_request(runtime: str, req: dict) -> dict:
                 it.set_tensor(d["index"], make_input(d["shape"], d["dtype"], mode, rng))
             stage = "invoke"
             it.invoke()
+            stage = "get_tensor"
             outputs.append([np.array(it.get_tensor(d["index"]), copy=True) for d in it.get_output_details()])
         return {"status": "ran", "outputs": outputs}
     except Exception as e:  # noqa: BLE001 - every Python exception is a refusal, classified by the parent
@@ -589,6 +592,11 @@ BARE = re.compile(r"^(TypeError|IndexError|KeyError|AttributeError|OverflowError
                   r"index \d+ is out of bounds|out of bounds for axis|numba|Numba")
 
 
+# what the checked mode (LITE_NUMBA_BOUNDSCHECK=1) raises when a kernel indexes outside an array: without it, that
+# access would have read or written memory it does not own
+CHECKED_OOB = re.compile(r"index is out of bounds|SIMD kernel accessed memory outside")
+
+
 def outputs_agree(ours: list, theirs: list) -> tuple[bool, str]:
     if len(ours) != len(theirs):
         return False, f"{len(ours)} invokes vs {len(theirs)}"
@@ -701,19 +709,23 @@ def campaign(args) -> dict:
             if res_off["status"] in ("crash", "hang"):
                 counts["official_" + res_off["status"]] += 1
             err = res_ours.get("error", "")
+            oob = res_ours["status"] == "refused" and CHECKED_OOB.search(err) is not None
+            if oob:
+                counts["checked_mode_oob"] += 1
             if res_ours["status"] == "refused" and BARE.search(err):
                 bare[err[:160]] += 1
                 counts["bare_refusals"] += 1
-            if kind in ("ours_crash", "ours_hang", "both_hang", "disagree", "disagree_extreme_inputs") or \
-                    (res_ours["status"] == "refused" and BARE.search(err)):
-                case = out / f"case_{args.seed}_{i}_{kind}"
+            if kind in ("ours_crash", "ours_hang", "both_hang", "disagree", "disagree_extreme_inputs") or oob or \
+                    (res_ours["status"] == "refused" and BARE.search(err)) or res_off["status"] == "crash":
+                label = "oob" if oob else "official_crash" if res_off["status"] == "crash" else kind
+                case = out / f"case_{args.seed}_{i}_{label}"
                 case.mkdir(exist_ok=True)
                 (case / "model.tflite").write_bytes(data)
                 (case / "case.json").write_text(json.dumps({
                     "source": name, "class": cls, "mutation": what, "mode": mode, "seed": req["seed"],
                     "invokes": req["invokes"], "kind": kind, "why": why, "ours": err or res_ours["status"],
                     "official": res_off.get("error", res_off["status"])}, indent=1))
-                findings.append({"case": case.name, "source": name, "mutation": what, "kind": kind, "why": why,
+                findings.append({"case": case.name, "source": name, "mutation": what, "kind": label, "why": why,
                                  "ours": err[:200]})
             if kind in ("official_only", "ours_only") and len(refusals[kind]) < 400:
                 refusals[kind].append({"source": name, "mutation": what[:160], "mode": mode,

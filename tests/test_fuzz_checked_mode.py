@@ -113,3 +113,21 @@ def test_checked_mode_checks_the_simd_generators_loads_and_stores(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == "in_range True", proc.stdout
     assert len(lines) == 4 and all(line.startswith("outside IndexError") for line in lines[1:]), proc.stdout
+
+
+def test_cache_directories_used_within_a_day_are_not_pruned(tmp_path, monkeypatch):
+    """Checked and unchecked runs, and other checkouts, run at the same time from different cache directories:
+    pruning one that a running process uses made its next compile fail (FileNotFoundError, seen in the campaign)."""
+    from numba.core import config
+
+    from lite_numba import numba_cache
+
+    monkeypatch.setattr(config, "CACHE_DIR", config.CACHE_DIR)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LITE_NUMBA_BOUNDSCHECK", raising=False)
+    recent = [tmp_path / f"lite_numba-{i:016x}" for i in range(numba_cache.KEEP + 2)]
+    for d in recent:
+        d.mkdir()
+    d = numba_cache.configure("0.1.0")
+    assert all(r.is_dir() for r in recent)
+    assert os.path.isdir(d)

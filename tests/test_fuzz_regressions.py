@@ -71,3 +71,70 @@ def test_required_input_absent_is_named(build, official):
         Interpreter(model_content=data).allocate_tensors()
     with pytest.raises((RuntimeError, ValueError)):
         official_interpreter(data)
+
+
+def test_input_no_one_produces_is_refused_as_the_official_runtime_does(official):
+    """Campaign seed 2 (subgraph 0 inputs -> []): the official runtime refuses 'Input tensor 0 lacks data'; we ran
+    the model on zeros."""
+    b = ModelBuilder()
+    x = b.add_tensor("x", np.float32, [2, 3])  # not a graph input any more
+    w = b.add_const("w", np.ones((4, 3), np.float32))
+    y = b.add_tensor("y", np.float32, [2, 4])
+    b.add_op("FULLY_CONNECTED", [x, w, -1], [y])
+    b.mark_output(y)
+    data = b.build()
+    with pytest.raises(ValueError, match=r"Input tensor 0 \('x'\) lacks data"):
+        Interpreter(model_content=data).allocate_tensors()
+    it = official_interpreter(data)
+    with pytest.raises(RuntimeError, match="Input tensor 0 lacks data"):
+        it.invoke()
+
+
+def test_variable_tensor_with_a_buffer_is_refused():
+    """Campaign seed 2 (is_variable on a constant): the official runtime refuses such a model at load."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3])
+    c = b.add_const("c", np.ones(3, np.float32))
+    y = b.add_tensor("y", np.float32, [3])
+    b.add_op("ADD", [x, c], [y])
+    b.mark_output(y)
+    b.main.tensors[c].is_variable = True
+    with pytest.raises(ValueError, match=r"tensor 1 \('c'\) is a variable tensor with a buffer"):
+        Interpreter(model_content=b.build())
+
+
+def test_node_reading_its_own_output_is_refused():
+    """Campaign seed 2 (COS inputs -> [its output]): the official runtime reads whatever the memory holds; we read
+    zeros. A tensor read before any operator produced it is refused."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [4])
+    y = b.add_tensor("y", np.float32, [4])
+    b.add_op("COS", [y], [y])
+    z = b.add_tensor("z", np.float32, [4])
+    b.add_op("ADD", [x, y], [z])
+    b.mark_output(z)
+    with pytest.raises(ValueError, match=r"Input tensor 1 \('y'\) lacks data: it is produced only by this or a "
+                                         r"later operator\nNode number 0 \(COS\)"):
+        Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def test_infinite_option_is_named():
+    """Campaign seed 2 (int16 SOFTMAX beta=-inf): the refusal was a bare 'cannot convert float infinity to
+    integer'; it now names the option."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.int16, [2, 6], quant=(0.001, 0))
+    y = b.add_tensor("y", np.int16, [2, 6], quant=(1.0 / 32768, 0))
+    b.add_op("SOFTMAX", [x], [y], options={"beta": float("-inf")})
+    b.mark_output(y)
+    with pytest.raises(ValueError, match=r"SOFTMAX: option beta=-inf is not finite"):
+        Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def test_scales_whose_ratio_overflows_are_named():
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [4], quant=(1e38, 0))
+    y = b.add_tensor("y", np.int8, [4], quant=(1e-38, 0))
+    b.add_op("RELU", [x], [y])
+    b.mark_output(y)
+    with pytest.raises(ValueError, match=r"RELU: .*scales"):
+        Interpreter(model_content=b.build()).allocate_tensors()
