@@ -1,14 +1,73 @@
 """Benchmarks against the official runtime, same process, same inputs, interleaved; ratios printed at the end.
 
-Run: pip install -e ".[bench]" && pytest bench -p no:cacheprovider   (see README)."""
+Run: pip install -e ".[bench]" && pytest bench -p no:cacheprovider   (see README).
+
+Light mode (``pytest bench --bench-light``, or LITE_NUMBA_BENCH_LIGHT=1), what CI runs after the tests: every case
+runs a few interleaved rounds only, its outputs are checked against the official builtin kernels (the parity
+tests' lite_numba.testing.assert_close), the ratios are printed, pytest-benchmark's own timing loop is off and the
+start-up cases (a cold compile of everything) are skipped. No case asserts on time, in either mode."""
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_DIRS = [ROOT / "tests" / "data" / "models", ROOT.parent / "shared" / "models"]
 ROWS: list[dict] = []
+LIGHT = {"on": False}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--bench-light", action="store_true", default=False,
+                     help="a few interleaved rounds per case, outputs checked against the official runtime, "
+                          "ratios printed (CI)")
+
+
+def pytest_configure(config):
+    LIGHT["on"] = bool(config.getoption("--bench-light") or os.environ.get("LITE_NUMBA_BENCH_LIGHT"))
+    if LIGHT["on"]:
+        config.option.benchmark_disable = True  # benchmark(fn) then calls fn once
+
+
+def light() -> bool:
+    """True in the light (CI) mode."""
+    return LIGHT["on"]
+
+
+def rounds(full: int) -> int:
+    """Interleaved rounds of a case: `full`, or 3 in light mode."""
+    return 3 if light() else full
+
+
+def check_outputs(case: str, ours, theirs, family: str) -> None:
+    """Assert our outputs equal the official interpreter's (after both invoked on the same inputs)."""
+    from lite_numba.testing import assert_close
+
+    od, td = ours.get_output_details(), theirs.get_output_details()
+    assert len(od) == len(td), f"{case}: {len(od)} outputs vs {len(td)}"
+    for k, (a, b) in enumerate(zip(od, td)):
+        assert_close(ours.get_tensor(a["index"]), theirs.get_tensor(b["index"]), family=family,
+                     what=f"{case} output {k}")
+
+
+@pytest.fixture(autouse=True)
+def _skip_startup_in_light_mode(request):
+    if light() and request.node.module.__name__.endswith("test_startup"):
+        pytest.skip("start-up cases (cold compile of everything) are not run in --bench-light mode")
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def cpu_name() -> str:
@@ -44,8 +103,12 @@ def find_model(name: str) -> Path | None:
 def pytest_terminal_summary(terminalreporter):
     if not ROWS:
         return
+    from lite_numba.kernels import isa
+
     w = terminalreporter.write_line
     w("")
+    w(f"CPU: {_cpu()}; kernel path (LITE_NUMBA_ISA) {isa.isa_level()}; "
+      f"{'light mode: 3 rounds, outputs checked' if light() else 'full mode'}")
     w("lite-numba vs the official runtime (1 thread unless the case says otherwise; medians of interleaved rounds; "
       "ratio < 1 = we are faster)")
     path = isa_path()

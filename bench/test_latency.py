@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import ROWS, find_model
+from conftest import ROWS, check_outputs, find_model, rounds
 
 from lite_numba import Interpreter
 
@@ -93,12 +93,13 @@ def _model_latency(benchmark, name: str, threads: int):
         for i, x in inputs:
             it.set_tensor(i, x)
         it.invoke()
+    check_outputs(name, ours, runtimes["builtin"], "accumulation" if name.startswith("op_") else "model")
     # calibrate the inner count to ~2 ms per sample, then interleave the three runtimes round by round
     t0 = time.perf_counter()
     ours.invoke()
     inner = max(1, int(2e-3 / max(time.perf_counter() - t0, 1e-7)))
     meds = {k: [] for k in runtimes}
-    for _ in range(15):
+    for _ in range(rounds(15)):
         for k, it in runtimes.items():
             if threads > 1:
                 # the three runtimes' worker pools share this process: let the previous one's spinning workers go to
@@ -128,8 +129,13 @@ def test_set_invoke_get_overhead(benchmark):
         it.invoke()
         it.get_tensor(2)
 
-    a = [_median_us(lambda: cycle(ours), 1, 2000) for _ in range(10)]
-    b = [_median_us(lambda: cycle(theirs), 1, 2000) for _ in range(10)]
+    cycle(ours)
+    cycle(theirs)
+    check_outputs("op_add", ours, theirs, "accumulation")
+    a, b = [], []
+    for _ in range(rounds(10)):  # interleaved, round by round
+        a.append(_median_us(lambda: cycle(ours), 1, 2000))
+        b.append(_median_us(lambda: cycle(theirs), 1, 2000))
     row = {"case": "2x set_tensor + invoke + get_tensor (op_add)", "ours": float(np.median(a)),
            "builtin": float(np.median(b))}
     ROWS.append(row)
