@@ -7,6 +7,7 @@ from .numba_cache import configure as _configure_numba_cache  # noqa: E402
 # before any kernel is decorated: Numba's cache directory follows the hash of every source file (numba_cache.py)
 NUMBA_CACHE_DIR = _configure_numba_cache(__version__)
 
+from . import lite  # noqa: E402  (`import lite_numba as tf` makes tf.lite.Interpreter work)
 from .compat import install_as_tflite_runtime  # noqa: E402
 from .interpreter import (  # noqa: E402
     Interpreter,
@@ -20,6 +21,6 @@ from .resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_
 
 __all__ = [
     "Interpreter", "InterpreterWithCustomOps", "SignatureRunner", "OpResolverType", "load_delegate",
-    "install_as_tflite_runtime", "OpKernel", "PrepareContext", "Tensor", "custom_op", "kernel",
+    "install_as_tflite_runtime", "lite", "OpKernel", "PrepareContext", "Tensor", "custom_op", "kernel",
     "BuiltinOpResolver", "MutableOpResolver", "OpResolver", "default_op_resolver", "__version__",
 ]

@@ -593,9 +593,9 @@ class Classifier:
 
 
 def test_install_is_opt_in():
-    out = _python(["-c", "import sys, lite_numba; print(sorted(n for n in sys.modules if n.startswith("
-                         "('tflite_runtime', 'ai_edge_litert'))))"])
-    assert out.strip() == "[]"
+    out = _python(["-c", "import sys, lite_numba as tf; print(sorted(n for n in sys.modules if n.startswith("
+                         "('tflite_runtime', 'ai_edge_litert')))); print(tf.lite.Interpreter.__module__)"])
+    assert out.split() == ["[]", "lite_numba.interpreter"]
 
 
 def test_install_as_tflite_runtime_runs_a_library_written_for_it(tmp_path, official):
