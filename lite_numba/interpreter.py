@@ -423,8 +423,12 @@ class Interpreter(SubgraphHost):
 
         As in the official runtime, resource variables (VAR_HANDLE/ASSIGN_VARIABLE) keep their values and CALL_ONCE
         does not run again (measured with ai-edge-litert 2.3)."""
-        for rt in self._runtimes.values():
-            rt.init_variables()
+        self._enter("reset_all_variables")
+        try:
+            for rt in self._runtimes.values():
+                rt.init_variables()
+        finally:
+            self._slot.append(None)
 
     # --- copies for other threads and processes (lite_numba.interpreter_state) --------------------------------
     def clone(self) -> "Interpreter":

@@ -695,6 +695,37 @@ def test_official_cannot_pickle_ours_can(official):
     assert tuple(pickle.loads(pickle.dumps(it)).get_input_details()[0]["shape"]) == (1, 4)
 
 
+def test_interpreter_with_custom_ops_and_explicit_resolvers_pickle():
+    data = triple_model()
+    x = np.ones((2, 4), np.float32)
+    expected = 3 * x + np.arange(8, dtype=np.float32).reshape(2, 4)
+    with pytest.raises(ValueError, match="cannot load the native op registerer"):
+        ours.InterpreterWithCustomOps(custom_op_registerers=["TF_RegisterConformanceTriple"], model_content=data)
+    registered = []
+    interps = [
+        ours.InterpreterWithCustomOps(custom_op_registerers=[conformance_triple], model_content=data),
+        ours.InterpreterWithCustomOps(custom_op_registerers=[
+            lambda r: registered.append(r.add_custom("ConformanceTriple", conformance_triple))], model_content=data),
+        ours.Interpreter(model_content=data, op_resolver=_resolver_with_triple()),
+    ]
+    assert len(registered) == 1
+    for it in interps:
+        it.allocate_tensors()
+        it.set_tensor(0, x)
+        it.invoke()
+        out = it.get_output_details()[0]["index"]
+        np.testing.assert_array_equal(it.get_tensor(out), expected)
+        back = pickle.loads(pickle.dumps(it))
+        assert type(back) is type(it)
+        np.testing.assert_array_equal(back.get_tensor(out), expected)
+
+
+def _resolver_with_triple():
+    r = lite_numba.BuiltinOpResolver()
+    r.add_custom("ConformanceTriple", conformance_triple)
+    return r
+
+
 def test_pickled_interpreters_run_in_a_spawn_pool(official):
     """A custom-op model and a stateful (resource variable) model, pickled mid-stream, continue in spawned workers
     exactly as in the parent; the parent's runs match the official runtime."""
