@@ -130,9 +130,10 @@ class Interpreter(SubgraphHost):
                 raise ModelFileError(f"Could not open '{os.fspath(model_path)}'.The model allocation is null/empty") \
                     from e
         elif model_content is not None:
-            if not isinstance(model_content, (bytes, bytearray, memoryview)):
-                raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}")
-            data = bytes(model_content) if not isinstance(model_content, bytes) else model_content
+            try:  # bytes or any buffer (bytearray, memoryview, mmap)
+                data = model_content if isinstance(model_content, bytes) else bytes(memoryview(model_content))
+            except TypeError:
+                raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}") from None
         else:
             raise ValueError("`model_path` or `model_content` must be specified.")
         if experimental_delegates:
