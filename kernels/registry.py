@@ -41,6 +41,9 @@ class LazyKernel(OpKernel):
         other = other.resolve() if isinstance(other, LazyKernel) else other
         return self.resolve() == other
 
+    def __reduce_ex__(self, protocol):
+        return LazyKernel, self._where  # by its row (a pickled resolver): the kernel may be a factory's closure
+
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:

@@ -7,6 +7,7 @@ from .version import __version__  # noqa: E402, F401
 # set when Numba is first imported, so that `import lite_numba` itself stays light
 _numba_cache.install(__version__)
 
+from . import lite  # noqa: E402  (`import lite_numba as tf` makes tf.lite.Interpreter work)
 from .compat import install_as_tflite_runtime  # noqa: E402
 from .interpreter import (  # noqa: E402
     Interpreter,
@@ -20,7 +21,7 @@ from .resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_
 
 __all__ = [
     "Interpreter", "InterpreterWithCustomOps", "SignatureRunner", "OpResolverType", "load_delegate",
-    "install_as_tflite_runtime", "OpKernel", "PrepareContext", "Tensor", "custom_op", "kernel",
+    "install_as_tflite_runtime", "lite", "OpKernel", "PrepareContext", "Tensor", "custom_op", "kernel",
     "BuiltinOpResolver", "MutableOpResolver", "OpResolver", "default_op_resolver", "__version__",
 ]
 

@@ -125,9 +125,10 @@ class Interpreter(SubgraphHost):
                 raise ModelFileError(f"Could not open '{os.fspath(model_path)}'.The model allocation is null/empty") \
                     from e
         elif model_content is not None:
-            if not isinstance(model_content, (bytes, bytearray, memoryview)):
-                raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}")
-            data = bytes(model_content) if not isinstance(model_content, bytes) else model_content
+            try:  # bytes or any buffer (bytearray, memoryview, mmap)
+                data = model_content if isinstance(model_content, bytes) else bytes(memoryview(model_content))
+            except TypeError:
+                raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}") from None
         else:
             raise ValueError("`model_path` or `model_content` must be specified.")
         if experimental_delegates:
@@ -419,8 +420,12 @@ class Interpreter(SubgraphHost):
 
         As in the official runtime, resource variables (VAR_HANDLE/ASSIGN_VARIABLE) keep their values and CALL_ONCE
         does not run again (measured with ai-edge-litert 2.3)."""
-        for rt in self._runtimes.values():
-            rt.init_variables()
+        self._enter("reset_all_variables")
+        try:
+            for rt in self._runtimes.values():
+                rt.init_variables()
+        finally:
+            self._slot.append(None)
 
     # --- copies for other threads and processes (lite_numba.interpreter_state) --------------------------------
     def clone(self) -> "Interpreter":

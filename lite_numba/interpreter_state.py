@@ -9,10 +9,10 @@ packing. Otherwise it is prepared again for the same input shapes, like a fresh 
 loading and op resolution. Either way invoking a clone never touches another interpreter's memory.
 
 The state that copies and pickles carry: the input shapes (resizes), whether subgraph 0 was allocated, the values
-of its planned tensors (inputs, outputs, variable tensors, intermediates) and of its dynamic tensors, and the
-interpreter's resources (resource variables with their "assigned" flags, which CALL_ONCE ran). Not carried: the
-state of other subgraphs' runtimes (prepared again on use) and the generator state of the random ops (they start
-again from their seeds).
+of its inputs, outputs and variable tensors (of every tensor with experimental_preserve_all_tensors) and of its
+dynamic tensors, and the interpreter's resources (resource variables with their "assigned" flags, which CALL_ONCE
+ran). Not carried: the state of other subgraphs' runtimes (prepared again on use) and the generator state of the
+random ops (they start again from their seeds).
 """
 
 from __future__ import annotations
@@ -113,7 +113,11 @@ def capture_state(interp) -> dict:
              "max_while_iterations": interp.max_while_iterations, "tensors": {}, "dynamic": {}}
     n = len(rt.tensors)
     if rt.ready:
-        state["tensors"] = {i: np.array(v, copy=True) for i, v in rt.views.items() if i < n}
+        # inputs, outputs and variable tensors (intermediates are recomputed by the next invoke; every tensor when
+        # they are all kept)
+        keep = set(rt.plan.inputs) | set(rt.plan.outputs) | {t.index for t in rt.tensors if t.spec.is_variable}
+        state["tensors"] = {i: np.array(v, copy=True) for i, v in rt.views.items()
+                            if i < n and (i in keep or rt.preserve_all)}
         state["dynamic"] = {i: np.array(v, copy=True) for i, v in rt.dynamic_arrays.items() if i < n}
     resources = {}
     for key, value in interp.resources.items():

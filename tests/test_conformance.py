@@ -593,9 +593,9 @@ class Classifier:
 
 
 def test_install_is_opt_in():
-    out = _python(["-c", "import sys, lite_numba; print(sorted(n for n in sys.modules if n.startswith("
-                         "('tflite_runtime', 'ai_edge_litert'))))"])
-    assert out.strip() == "[]"
+    out = _python(["-c", "import sys, lite_numba as tf; print(sorted(n for n in sys.modules if n.startswith("
+                         "('tflite_runtime', 'ai_edge_litert')))); print(tf.lite.Interpreter.__module__)"])
+    assert out.split() == ["[]", "lite_numba.interpreter"]
 
 
 def test_install_as_tflite_runtime_runs_a_library_written_for_it(tmp_path, official):
@@ -693,6 +693,37 @@ def test_official_cannot_pickle_ours_can(official):
     np.testing.assert_array_equal(back.get_tensor(out), x * 3 + np.arange(8, dtype=np.float32).reshape(2, 4))
     it.resize_tensor_input(0, [1, 4])
     assert tuple(pickle.loads(pickle.dumps(it)).get_input_details()[0]["shape"]) == (1, 4)
+
+
+def test_interpreter_with_custom_ops_and_explicit_resolvers_pickle():
+    data = triple_model()
+    x = np.ones((2, 4), np.float32)
+    expected = 3 * x + np.arange(8, dtype=np.float32).reshape(2, 4)
+    with pytest.raises(ValueError, match="cannot load the native op registerer"):
+        ours.InterpreterWithCustomOps(custom_op_registerers=["TF_RegisterConformanceTriple"], model_content=data)
+    registered = []
+    interps = [
+        ours.InterpreterWithCustomOps(custom_op_registerers=[conformance_triple], model_content=data),
+        ours.InterpreterWithCustomOps(custom_op_registerers=[
+            lambda r: registered.append(r.add_custom("ConformanceTriple", conformance_triple))], model_content=data),
+        ours.Interpreter(model_content=data, op_resolver=_resolver_with_triple()),
+    ]
+    assert len(registered) == 1
+    for it in interps:
+        it.allocate_tensors()
+        it.set_tensor(0, x)
+        it.invoke()
+        out = it.get_output_details()[0]["index"]
+        np.testing.assert_array_equal(it.get_tensor(out), expected)
+        back = pickle.loads(pickle.dumps(it))
+        assert type(back) is type(it)
+        np.testing.assert_array_equal(back.get_tensor(out), expected)
+
+
+def _resolver_with_triple():
+    r = lite_numba.BuiltinOpResolver()
+    r.add_custom("ConformanceTriple", conformance_triple)
+    return r
 
 
 def test_pickled_interpreters_run_in_a_spawn_pool(official):
