@@ -1,13 +1,13 @@
 """num_threads: the parallel kernel variants give the same bytes as one thread, and match the official runtime.
 
-Every case runs on both instruction-set paths (LITE_NUMBA_ISA=portable and the best the CPU has) with num_threads=1
-and 2, each in a new Interpreter; the two thread counts must give identical outputs, and both must match the
-official builtin kernels (float within 1e-5 relative to the largest output, integers exactly). Each case is big
-enough that num_threads=2 schedules a parallel driver (checked by name, so a threshold change cannot silently
-leave the parallel code untested), and covers one way of splitting the work: row bands of a float GEMM /
-convolution, column panels of a one-row FULLY_CONNECTED, batches and row bands of BATCH_MATMUL, image ranges and
-row bands of the int8 GEMM (KxK im2col and pointwise), depthwise over a banded padded input and over the input
-itself. The MobileNets of ../shared/models run when present.
+Every case runs on the instruction-set paths LITE_NUMBA_ISA=portable, avx2 and avxvnni (the 256-bit kernels) when
+the CPU has them, and the best the CPU has, with num_threads=1 and 2, each in a new Interpreter; the two thread
+counts must give identical outputs, and both must match the official builtin kernels (float within 1e-5 relative
+to the largest output, integers exactly). Each case is big enough that num_threads=2 schedules a parallel driver
+(checked by name, so a threshold change cannot silently leave the parallel code untested), and covers one way of
+splitting the work: row bands of a float GEMM / convolution, column panels of a one-row FULLY_CONNECTED, batches
+and row bands of BATCH_MATMUL, image ranges and row bands of the int8 GEMM (KxK im2col and pointwise), depthwise
+over a banded padded input and over the input itself. The MobileNets of ../shared/models run when present.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()
 
-PATHS = ["portable"] + ([isa.best_level()] if isa.best_level() != "portable" else [])
+PATHS = list(dict.fromkeys([p for p in ("portable", "avx2", "avxvnni") if isa.supports(p)] + [isa.best_level()]))
 
 
 def run_ours(data: bytes, inputs, path: str, threads: int, monkeypatch):
