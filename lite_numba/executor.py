@@ -18,6 +18,7 @@ sequence into segments; they are re-prepared and run from Python at invoke time.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import Any
@@ -78,7 +79,7 @@ class GraphRuntime:
         self._spec_allowed = False
         self._spec_failures = 0
         self._deferred = False  # a node's output shape depended on data (ctx.defer): never speculate
-        self._memo: dict[int, tuple] = {}  # node -> its last dynamic preparation (see _run_dynamic)
+        self._memo: dict[int, tuple] = {}  # node -> its last dynamic preparation (see run_dynamic)
         self._folded: set[int] = set()  # tensors computed once at allocate (see _fold)
         self._reads: list[int] | None = None
 
@@ -100,7 +101,7 @@ class GraphRuntime:
         t.shape = tuple(shape)
         if self._dynamic_phase:
             cur = self.dynamic_arrays.get(i)
-            if cur is None or cur.shape != t.shape:  # keep the array while the shape holds (see _run_dynamic)
+            if cur is None or cur.shape != t.shape:  # keep the array while the shape holds (see run_dynamic)
                 self.dynamic_arrays[i] = np.zeros(shape, t.dtype)
 
     def _check_bytes(self, t: Tensor, shape) -> None:
@@ -153,6 +154,47 @@ class GraphRuntime:
         return v
 
     # --- prepare and plan -------------------------------------------------------------------------------------
+    @property
+    def speculation_allowed(self) -> bool:
+        """Whether general invokes record the values dynamic nodes read, to re-plan the graph on them later."""
+        return self._spec_allowed
+
+    def plain_program(self) -> bool:
+        """True when the invoke sequence has only compiled segments and host nodes run with their allocate
+        preparation: no node prepared at run time and no speculation, so a caller may run `program` itself."""
+        return not self.assumed and not self._spec_pending and not self._spec_allowed and not any(
+            getattr(fn, "__func__", None) is GraphRuntime.run_dynamic for fn, _ in self.program)
+
+    def share(self, host_env) -> GraphRuntime:
+        """A GraphRuntime that runs this one's prepared plan on an arena of its own (Interpreter.clone()).
+
+        Shared, read-only at run time: the compiled runners, the segments' constant tables (`aux`: packed weights,
+        lookup tables; `it`/`ft`: offsets, shapes, scalars; `fp`: kernel addresses), folded constants, node states
+        and preparations. Copied: tensors (their shapes change on resize), the arena and its views, every
+        container. A later allocate() after a resize prepares the copy on its own, as a fresh runtime would."""
+        rt = object.__new__(GraphRuntime)
+        rt.__dict__.update(self.__dict__)
+        for key, value in rt.__dict__.items():
+            if isinstance(value, (dict, list, set)):
+                rt.__dict__[key] = copy.copy(value)
+        rt.host_env = host_env
+        rt.tensors = [Tensor(t.index, t.name, t.dtype, t.shape, t.spec, t.data) for t in self.tensors]
+        rt._memo = {}
+        rt.dynamic_arrays = {}
+        rt.arena = np.zeros_like(self.arena)
+        remap = lambda a: _same_place(a, self.arena, rt.arena)  # noqa: E731
+        rt.views = {k: remap(v) for k, v in self.views.items()}
+        rt.fast_views = {k: rt.views[k] for k in self.fast_views}
+        steps = []
+        for kind, seg in self.steps:
+            seg = copy.copy(seg)  # py_calls (profiling) hold views: of the new arena
+            seg.py_calls = [(fn, tuple(remap(a) for a in args), ni) for fn, args, ni in seg.py_calls]
+            steps.append((kind, seg))
+        rt.steps = steps
+        rt._make_program()
+        rt.init_variables()
+        return rt
+
     def defer(self) -> bool:
         """A node's output shapes depend on data (ctx.defer): never speculate on this graph. True when prepare runs at
         invoke time (the data is there), False at allocate (the node becomes dynamic)."""
@@ -481,8 +523,8 @@ class GraphRuntime:
 
     def _host_step(self, ni: int) -> tuple:
         """A host node prepared at allocate whose inputs and outputs are all planned (none dynamic) runs its host
-        function directly with that preparation (_run_dynamic's memo would always hit: its storage is fixed until
-        the next allocate); any other dynamic or host node runs through _run_dynamic."""
+        function directly with that preparation (run_dynamic's memo would always hit: its storage is fixed until
+        the next allocate); any other dynamic or host node runs through run_dynamic."""
         node = self.plan.nodes[ni]
         k = self.kernels[ni]
         ctx = self.prepared[ni]
@@ -490,7 +532,7 @@ class GraphRuntime:
                 and not any(i in self.dynamic_tensors for i in node.inputs if i >= 0)
                 and not any(o in self.dynamic_tensors for o in node.outputs if o >= 0)):
             return self._run_host, (k.host, ctx)
-        return self._run_dynamic, (ni,)
+        return self.run_dynamic, (ni,)
 
     def _run_host(self, host, ctx: PrepareContext) -> None:
         self._dynamic_phase = True
@@ -515,7 +557,7 @@ class GraphRuntime:
                 return self.invoke()
             raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.subgraph_index}).") from None
 
-    def _run_dynamic(self, ni: int) -> None:
+    def run_dynamic(self, ni: int) -> None:
         """Prepare and run a dynamic or host node. The prepared node is memoised: when its inputs are the same
         arrays (same shapes; outputs of earlier dynamic nodes keep their array while their shape holds) and the
         values its prepare read with ctx.value() are unchanged, prepare is skipped and the resolved calls (or the
@@ -612,7 +654,7 @@ class GraphRuntime:
                         on_node(ni)
             else:
                 t0 = clock()
-                self._run_dynamic(step)
+                self.run_dynamic(step)
                 times[step] = clock() - t0
                 if on_node is not None:
                     on_node(step)
@@ -641,3 +683,11 @@ def _is_guard_failure(err: BaseException) -> bool:
     from .guards import is_guard_failure  # lazy: guards.py imports Numba; reached only when a kernel raised
 
     return is_guard_failure(err)
+
+
+def _same_place(a, old: np.ndarray, new: np.ndarray):
+    """A view of `new` where `a` views `old` (same offset, dtype, shape); anything else unchanged."""
+    if not isinstance(a, np.ndarray) or a.base is not old:
+        return a
+    off = a.ctypes.data - old.ctypes.data
+    return new[off:off + a.nbytes].view(a.dtype).reshape(a.shape)

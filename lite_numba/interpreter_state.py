@@ -4,7 +4,7 @@ What is shared and what is not: the loaded model (`ModelPlan`, whose constant te
 the op resolution and the compiled code (Numba's dispatchers and the generated runners are per process and keyed by
 structure) are shared by every clone in a process. When subgraph 0 is one or more compiled segments and nothing
 else (no host or dynamic node, no resource variable: `_shareable`), a clone also shares its preparation — the
-segments' tables with the packed weights — and gets only an arena of its own (`share_runtime`): no prepare, no
+segments' tables with the packed weights — and gets only an arena of its own (`GraphRuntime.share`): no prepare, no
 packing. Otherwise it is prepared again for the same input shapes, like a fresh interpreter without the model
 loading and op resolution. Either way invoking a clone never touches another interpreter's memory.
 
@@ -22,13 +22,10 @@ import importlib
 
 import numpy as np
 
-from .executor import GraphRuntime
 from .model import load_model
-from .ops import Tensor
 from .resolver import default_op_resolver
 
-__all__ = ["capture_state", "clone_interpreter", "copy_interpreter", "pickle_interpreter", "restore_state",
-           "share_runtime"]
+__all__ = ["capture_state", "clone_interpreter", "copy_interpreter", "pickle_interpreter", "restore_state"]
 
 _VARIABLE_KEYS = ("variables", "variable_flags")  # rid -> array, pinned once compiled code uses its address
 
@@ -42,7 +39,7 @@ def clone_interpreter(interp):
     new.max_while_iterations = interp.max_while_iterations
     rt, nrt = interp._main, new._main
     if _shareable(interp):
-        new._main = new._runtimes[0] = share_runtime(rt, new)
+        new._main = new._runtimes[0] = rt.share(new)
         return new
     for i in rt.plan.inputs:
         nrt.tensors[i].shape = rt.tensors[i].shape
@@ -56,47 +53,8 @@ def _shareable(interp) -> bool:
     node, whose prepared state is per interpreter, no speculation) and no resources (resource variables hold
     addresses of per-interpreter storage in the segments' tables)."""
     rt = interp._main
-    return (rt.ready and not interp.resources and not rt.dynamic_nodes and not rt.assumed and not rt._spec_allowed
+    return (rt.ready and not interp.resources and not rt.dynamic_nodes and not rt.assumed and not rt.speculation_allowed
             and all(kind == "segment" and step.run is not None for kind, step in rt.steps))
-
-
-def share_runtime(src: GraphRuntime, host_env) -> GraphRuntime:
-    """A GraphRuntime that runs src's prepared plan on an arena of its own.
-
-    Shared, read-only at run time: the compiled runners, the segments' constant tables (`aux`: packed weights,
-    lookup tables; `it`/`ft`: offsets, shapes, scalars; `fp`: kernel addresses), folded constants, node states and
-    preparations. Copied: tensors (their shapes change on resize), the arena and its views, every container. A
-    later allocate_tensors() after a resize prepares the clone on its own, as a fresh interpreter would."""
-    rt = object.__new__(GraphRuntime)
-    rt.__dict__.update(src.__dict__)
-    for key, value in rt.__dict__.items():
-        if isinstance(value, (dict, list, set)):
-            rt.__dict__[key] = copy.copy(value)
-    rt.host_env = host_env
-    rt.tensors = [Tensor(t.index, t.name, t.dtype, t.shape, t.spec, t.data) for t in src.tensors]
-    rt._memo = {}
-    rt.dynamic_arrays = {}
-    rt.arena = np.zeros_like(src.arena)
-    remap = lambda a: _same_place(a, src.arena, rt.arena)  # noqa: E731
-    rt.views = {k: remap(v) for k, v in src.views.items()}
-    rt.fast_views = {k: rt.views[k] for k in src.fast_views}
-    steps = []
-    for kind, seg in src.steps:
-        seg = copy.copy(seg)  # py_calls (profiling) hold views: of the new arena
-        seg.py_calls = [(fn, tuple(remap(a) for a in args), ni) for fn, args, ni in seg.py_calls]
-        steps.append((kind, seg))
-    rt.steps = steps
-    rt._make_program()
-    rt.init_variables()
-    return rt
-
-
-def _same_place(a, old: np.ndarray, new: np.ndarray):
-    """A view of `new` where `a` views `old` (same offset, dtype, shape); anything else unchanged."""
-    if not isinstance(a, np.ndarray) or a.base is not old:
-        return a
-    off = a.ctypes.data - old.ctypes.data
-    return new[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
 
 
 def copy_interpreter(interp):

@@ -536,7 +536,7 @@ def iter_node_steps(rt) -> Iterator[tuple[int, Callable[[], None]]]:
             for ni in step.nodes:
                 yield ni, _call_all(calls.get(ni, []))
         else:
-            yield step, (lambda ni=step: rt._run_dynamic(ni))
+            yield step, (lambda ni=step: rt.run_dynamic(ni))
 
 
 def _call_all(calls: list) -> Callable[[], None]:

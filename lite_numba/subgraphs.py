@@ -170,8 +170,7 @@ class BoundSubgraph:
         # one call of a subgraph without host nodes, for loops that call it directly (errors through `fail`).
         # `calls_nothing`: no host node, so running it calls no other subgraph.
         prog = rt.program
-        plain = not rt.assumed and not rt._spec_pending and not rt._spec_allowed and not any(
-            getattr(fn, "__func__", None) is GraphRuntime._run_dynamic for fn, _ in prog)
+        plain = rt.plain_program()
         self.program = list(prog) if plain else None
         self.calls_nothing = not rt.dynamic_nodes
         self.single = None
