@@ -61,9 +61,16 @@ def op_status(op_name: str, custom_options: bytes | None) -> tuple[bool, str]:
     return False, f"Flex op: TensorFlow op {node.op} {node.describe_attrs()} is not supported"
 
 
-FLEX = register_custom_prefix("Flex", OpKernel("Flex", _prepare, init=lambda options: {},
-                                               meta={"op_status": op_status}))
+def _new_state(options) -> dict:
+    """A node's state: the decoded NodeDef and the TF op's own state, filled by its first prepare."""
+    return {}
+
+
+FLEX = register_custom_prefix("Flex", OpKernel("Flex", _prepare, init=_new_state, meta={"op_status": op_status}))
 # TensorList ops are host ops (their lists live in Python): a kernel of their own, chosen by the longer prefix
 TENSOR_LIST = tensor_list.make_kernel(flex_node, op_status)
+# named, so a pickled resolver refers to these kernels instead of pickling their hooks (closures) by value
+FLEX.__module__ = TENSOR_LIST.__module__ = __name__
+FLEX.__qualname__, TENSOR_LIST.__qualname__ = "FLEX", "TENSOR_LIST"
 register_custom_prefix("FlexTensorList", TENSOR_LIST)
 register_custom_prefix("FlexEmptyTensorList", TENSOR_LIST)

@@ -160,6 +160,10 @@ HANDLE_OUT = {"EmptyTensorList", "TensorListReserve", "TensorListSetItem", "Tens
               "TensorListPopBack"}
 
 
+def _new_state(options) -> dict:
+    return {}
+
+
 def make_kernel(flex_node, op_status) -> OpKernel:
     """The host kernel of every FlexTensorList* op; `flex_node(ctx)` decodes the node (the plugin's helper)."""
 
@@ -176,4 +180,4 @@ def make_kernel(flex_node, op_status) -> OpKernel:
     def host(ctx) -> None:
         HOSTS[flex_node(ctx).op](ctx, flex_node(ctx))
 
-    return OpKernel("FlexTensorList", prepare, init=lambda options: {}, host=host, meta={"op_status": op_status})
+    return OpKernel("FlexTensorList", prepare, init=_new_state, host=host, meta={"op_status": op_status})
