@@ -215,7 +215,8 @@ class GraphRuntime:
             for i in node.inputs:
                 spec = plan.tensors[i] if i >= 0 else None
                 if spec is not None and i not in ready and not self.tensors[i].is_const and not spec.is_variable \
-                        and spec.type_name not in ("STRING", "RESOURCE", "VARIANT"):  # string constants have no data
+                        and spec.type_name not in ("STRING", "RESOURCE", "VARIANT") \
+                        and math.prod(self.tensors[i].shape) > 0:  # string constants and empty tensors have no data
                     t = self.tensors[i]
                     why = ("is produced only by this or a later operator" if i in produced else
                            f"is neither an input of subgraph {self.subgraph_index}, a constant, a variable nor any "
