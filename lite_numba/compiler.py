@@ -170,7 +170,7 @@ def load_cached_runner(run, sig, kernels) -> bool:
     ~0.5-1.5 s of a warm start, none of which loading object code needs. Only the NRT must be initialised. Used
     only when every kernel is one of ours (whose code uses none of the symbols those registries add: hashing
     secrets, BLAS); anything unexpected falls back to the normal path (False)."""
-    if not all(symbol_name(k).startswith("lite_numba.") for k in kernels):
+    if not all(symbol_name(k).startswith(("lite_numba.", "lite_numba_runner_")) for k in kernels):
         return False
     try:
         from numba.core.compiler_lock import global_compiler_lock
