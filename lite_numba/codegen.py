@@ -121,7 +121,15 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
     # called directly (linked into the runner) instead.
     compiled = calls and executor_mode() != "python"
     if compiled:
-        precompile([(fn, sig) for _, fn, _, sig, _ in pending])
+        items = [(fn, sig) for _, fn, _, sig, _ in pending]
+        if all(hasattr(fn, "overloads") and symbol_name(fn).startswith("lite_numba.") for fn, _ in items):
+            # Our kernels are nopython functions returning None, called through their addresses (checked below):
+            # the runner's source is known before they are compiled, so it joins their compile queue (compiled in
+            # parallel with them; a different source below just compiles another runner).
+            ahead = compile_runner(_native_source(pending), [])
+            items.insert(0, (ahead, runner_sig((arena, arena, np.zeros(1, np.int64), np.zeros(1, np.float64),
+                                                np.zeros(1, np.int64)))))
+        precompile(items)
     for ni, fn, src, sig, spec in pending:
         direct = not native_callable(fn, sig) if compiled else not hasattr(fn, "overloads")
         if direct:
@@ -171,3 +179,14 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
             run.compile(sig)  # compile (or load from the disk cache) now, without running anything
         seg.run = run.overloads[sig].entry_point  # the compiled wrapper: skips the dispatcher's type checks
     return seg
+
+
+def _native_source(pending) -> str:
+    """The runner body make_segment writes when every call goes through a native address."""
+    findex: dict = {}
+    lines = []
+    for ni, fn, _src, sig, spec in pending:
+        fi = findex.setdefault((id(fn), sig), len(findex))
+        spec = f"{fi};{spec}" if spec else f"{fi}"
+        lines.append(f"    call_native(arena, aux, it, ft, fp, \"{spec}\")  # node {ni} {symbol_name(fn)}")
+    return "\n".join(lines) if lines else "    pass"

@@ -40,7 +40,8 @@ def cache_locations() -> dict[str, str]:
     return {"kernels": numba_cache.ensure(__version__), "runners": str(cache_dir() / "runners")}
 
 
-def warm_model(model: str | bytes, *, num_threads: int = 1, invoke: bool = True, out=sys.stdout) -> dict:
+def warm_model(model: str | bytes, *, num_threads: int = 1, invoke: bool = True, name: str | None = None,
+               out=sys.stdout) -> dict:
     """Allocate (and by default invoke once on zeros) `model`, a path or the model's bytes; returns what it took:
     seconds and the kernels compiled or loaded (lite_numba.compiler.STATS)."""
     before = dict(STATS)
@@ -58,7 +59,8 @@ def warm_model(model: str | bytes, *, num_threads: int = 1, invoke: bool = True,
             note = f" (invoke on zeros failed: {e})"
     took = {k: STATS[k] - before.get(k, 0) for k in STATS}
     took["seconds"] = time.perf_counter() - t0
-    name = model if isinstance(model, str) else f"<{len(model)} bytes>"
+    if name is None:
+        name = model if isinstance(model, str) else f"<{len(model)} bytes>"
     print(f"{name}: {took['seconds']:.1f} s, kernels compiled {took['compiled']} (+{took['compiled_by_workers']} by "
           f"workers), loaded {took['loaded']}{note}", file=out)
     return took
@@ -168,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for name, model in targets:
         try:
-            if isinstance(model, bytes):
-                print(f"{name}:", end=" ")
-            warm_model(model, num_threads=a.num_threads, invoke=not a.no_invoke)
+            warm_model(model, num_threads=a.num_threads, invoke=not a.no_invoke, name=name)
         except (OSError, ValueError, RuntimeError) as e:
             print(f"ERROR: {name}: {e}", file=sys.stderr)
             failed += 1
