@@ -14,7 +14,7 @@ import pytest
 from conftest import MODELS
 from numba import njit
 
-import lite_numba.executor as ex
+import lite_numba.compiler as compiler
 from lite_numba import Interpreter
 from lite_numba.native_call import call_native, native_address, spec_types
 from lite_numba.testing import assert_close, require_official, run_official
@@ -31,14 +31,14 @@ def _segments(it):
 def test_runner_has_no_kernel_code(tmp_path, monkeypatch):
     require_official()
     monkeypatch.setenv("LITE_NUMBA_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(ex, "_RUNNERS", {})
+    monkeypatch.setattr(compiler, "_RUNNERS", {})
     path = str(MODELS / "small_cnn_f32.tflite")
     it = Interpreter(model_path=path)
     it.allocate_tensors()
     (seg,) = _segments(it)
     lines = seg.source.splitlines()
     assert len(lines) > 5 and all(ln.lstrip().startswith("call_native(") for ln in lines)
-    (run,) = ex._RUNNERS.values()
+    (run,) = compiler._RUNNERS.values()
     objects = list(Path(run._cache._cache_path).glob("lnb_*.nbc"))  # this runner's directory (a fresh path)
     assert objects and all(p.stat().st_size < 12_000 * len(lines) for p in objects), \
         [(p.name, p.stat().st_size) for p in objects]  # ~6 kB a call; linked kernels made it ~70 kB
@@ -53,14 +53,14 @@ def test_runner_has_no_kernel_code(tmp_path, monkeypatch):
 def test_kernel_edit_keeps_runner(tmp_path, monkeypatch):
     """The runner cache key ignores kernel sources: a changed kernel fingerprint reuses the same runner file."""
     monkeypatch.setenv("LITE_NUMBA_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(ex, "_RUNNERS", {})
+    monkeypatch.setattr(compiler, "_RUNNERS", {})
     path = str(MODELS / "op_add.tflite")
     Interpreter(model_path=path).allocate_tensors()
     before = _runner_files(tmp_path)
     assert len(before) == 1
-    monkeypatch.setattr(ex, "_RUNNERS", {})
-    monkeypatch.setattr(ex, "_PACKAGE_HASH", "kernels-edited")
-    monkeypatch.setattr(ex, "fingerprint", lambda fn: "edited")
+    monkeypatch.setattr(compiler, "_RUNNERS", {})
+    monkeypatch.setattr(compiler, "_PACKAGE_HASH", "kernels-edited")
+    monkeypatch.setattr(compiler, "fingerprint", lambda fn: "edited")
     Interpreter(model_path=path).allocate_tensors()
     assert _runner_files(tmp_path) == before
 
