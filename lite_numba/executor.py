@@ -776,8 +776,12 @@ def _overflow_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
         return f"{node.op_name}: option {opts} is not finite ({err})"
     scales = [f"{rt.tensors[i].name!r} {rt.tensors[i].quantization.scales.tolist()[:4]}"
               for i in (*node.inputs, *node.outputs) if i >= 0 and rt.tensors[i].quantization.scales.size]
-    return (f"{node.op_name}: its quantization scales give a multiplier out of range ({err}); scales: "
-            f"{'; '.join(scales) or 'none'}")
+    if scales:
+        return f"{node.op_name}: its quantization scales give a multiplier out of range ({err}); scales: " \
+               f"{'; '.join(scales)}"
+    inputs = [f"{rt.tensors[i].name!r} {rt.tensors[i].dtype.name} {list(rt.tensors[i].shape)}"
+              for i in node.inputs if i >= 0]
+    return f"{node.op_name}: an input value does not fit an integer ({err}); inputs: {'; '.join(inputs)}"
 
 
 def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:
