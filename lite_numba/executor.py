@@ -191,26 +191,6 @@ class GraphRuntime:
     def _node_error(self, node: Node, err: Exception) -> PrepareError:
         return PrepareError(f"{err}\nNode number {node.index} ({node.op_name}) failed to prepare.")
 
-    def _check_sources(self) -> None:
-        """Every tensor a node reads is an input, a constant, a variable or the output of an earlier node. The
-        official runtime refuses a tensor no node produces ("lacks data") and runs one produced only later (or by the
-        node itself) on whatever its memory holds; we would read zeros as if they were data: both are refused."""
-        plan = self.plan
-        produced = {o for n in plan.nodes for o in n.outputs}
-        ready = set(plan.inputs)
-        for node in plan.nodes:
-            for i in node.inputs:
-                spec = plan.tensors[i] if i >= 0 else None
-                if spec is not None and i not in ready and not self.tensors[i].is_const and not spec.is_variable \
-                        and spec.type_name not in ("STRING", "RESOURCE", "VARIANT"):  # string constants have no data
-                    t = self.tensors[i]
-                    why = ("is produced only by this or a later operator" if i in produced else
-                           f"is neither an input of subgraph {self.subgraph_index}, a constant, a variable nor any "
-                           f"operator's output")
-                    raise PrepareError(f"Input tensor {i} ({t.name!r}) lacks data: it {why}\n"
-                                       f"Node number {node.index} ({node.op_name}) failed to prepare.")
-            ready.update(node.outputs)
-
     def _prepare_node(self, node: Node) -> PrepareContext:
         k = self.kernels[node.index]
         if k is None:
@@ -266,7 +246,6 @@ class GraphRuntime:
         for s in self.plan.tensors:  # shapes of non-input tensors are recomputed by prepare
             if s.index not in self.plan.inputs and not s.is_const:
                 self.tensors[s.index].shape = s.shape
-        self._check_sources()
         node_temps: dict[int, list[Tensor]] = {}
         for i in self._folded:  # recomputed below (shapes may have changed)
             self.tensors[i].data = None
