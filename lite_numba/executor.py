@@ -204,27 +204,6 @@ class GraphRuntime:
     def _node_error(self, node: Node, err: Exception) -> PrepareError:
         return PrepareError(f"{err}\nNode number {node.index} ({node.op_name}) failed to prepare.")
 
-    def _check_sources(self) -> None:
-        """Every tensor a node reads is an input, a constant, a variable or the output of an earlier node. The
-        official runtime refuses a tensor no node produces ("lacks data") and runs one produced only later (or by the
-        node itself) on whatever its memory holds; we would read zeros as if they were data: both are refused."""
-        plan = self.plan
-        produced = {o for n in plan.nodes for o in n.outputs}
-        ready = set(plan.inputs)
-        for node in plan.nodes:
-            for i in node.inputs:
-                spec = plan.tensors[i] if i >= 0 else None
-                if spec is not None and i not in ready and not self.tensors[i].is_const and not spec.is_variable \
-                        and spec.type_name not in ("STRING", "RESOURCE", "VARIANT") \
-                        and math.prod(self.tensors[i].shape) > 0:  # string constants and empty tensors have no data
-                    t = self.tensors[i]
-                    why = ("is produced only by this or a later operator" if i in produced else
-                           f"is neither an input of subgraph {self.subgraph_index}, a constant, a variable nor any "
-                           f"operator's output")
-                    raise PrepareError(f"Input tensor {i} ({t.name!r}) lacks data: it {why}\n"
-                                       f"Node number {node.index} ({node.op_name}) failed to prepare.")
-            ready.update(node.outputs)
-
     def _prepare_node(self, node: Node) -> PrepareContext:
         k = self.kernels[node.index]
         if k is None:
@@ -280,7 +259,6 @@ class GraphRuntime:
         for s in self.plan.tensors:  # shapes of non-input tensors are recomputed by prepare
             if s.index not in self.plan.inputs and not s.is_const:
                 self.tensors[s.index].shape = s.shape
-        self._check_sources()
         node_temps: dict[int, list[Tensor]] = {}
         for i in self._folded:  # recomputed below (shapes may have changed)
             self.tensors[i].data = None
@@ -671,8 +649,12 @@ def _overflow_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
         return f"{node.op_name}: option {opts} is not finite ({err})"
     scales = [f"{rt.tensors[i].name!r} {rt.tensors[i].quantization.scales.tolist()[:4]}"
               for i in (*node.inputs, *node.outputs) if i >= 0 and rt.tensors[i].quantization.scales.size]
-    return (f"{node.op_name}: its quantization scales give a multiplier out of range ({err}); scales: "
-            f"{'; '.join(scales) or 'none'}")
+    if scales:
+        return f"{node.op_name}: its quantization scales give a multiplier out of range ({err}); scales: " \
+               f"{'; '.join(scales)}"
+    inputs = [f"{rt.tensors[i].name!r} {rt.tensors[i].dtype.name} {list(rt.tensors[i].shape)}"
+              for i in node.inputs if i >= 0]
+    return f"{node.op_name}: an input value does not fit an integer ({err}); inputs: {'; '.join(inputs)}"
 
 
 def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:

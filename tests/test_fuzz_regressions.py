@@ -138,3 +138,18 @@ def test_scales_whose_ratio_overflows_are_named():
     b.mark_output(y)
     with pytest.raises(ValueError, match=r"RELU: .*scales"):
         Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def test_float_shape_tensor_is_named_not_a_bare_conversion_error():
+    """Campaign seed 3 (RESHAPE inputs -> [0, 0]: the float input as its own shape): a bare 'cannot convert float
+    infinity to integer' before; now the op and its inputs are named."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [2])
+    y = b.add_tensor("y", np.float32, [2], shape_signature=[-1])
+    b.add_op("RESHAPE", [x, x], [y])
+    b.mark_output(y)
+    it = Interpreter(model_content=b.build())
+    it.allocate_tensors()
+    it.set_tensor(0, np.array([np.inf, 1.0], np.float32))
+    with pytest.raises(ValueError, match=r"RESHAPE: .*'x' float32 \[2\]"):
+        it.invoke()

@@ -17,6 +17,8 @@ def schedule_tile(ctx: PrepareContext, x: Tensor, out: Tensor, shape, multiples)
     """out (shape[d] * multiples[d] per dimension) = x (viewed with `shape`) repeated `multiples` times."""
     rank = len(shape)
     out_shape = [n * m for n, m in zip(shape, multiples)]
+    if 0 in out_shape:  # a zero multiple: nothing to write (copying the input first would write past the output)
+        return
     os = contiguous_strides(out_shape)
     schedule_strided_copy(ctx, x, out, shape, contiguous_strides(shape), os)
     for d in range(rank - 1, -1, -1):
