@@ -51,7 +51,8 @@ def test_terabyte_tensor_fails_at_allocate_with_memory_error_under_200_mib(tmp_p
         print("seconds", time.perf_counter() - t0)
         # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the parent (pytest, often > 1 GiB by then)
         hwm = [ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:")]
-        print("peak_mib", int(hwm[0].split()[1]) / 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        peak_kib = int(hwm[0].split()[1]) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print("peak_mib", peak_kib / 1024)
     """)
     env = dict(os.environ, LITE_NUMBA_PROGRESS="0")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
