@@ -87,7 +87,7 @@ def cpu_name() -> str:
 
 def isa_path() -> str:
     """The kernel path in force (kernels/isa.py: the best the CPU has, or LITE_NUMBA_ISA)."""
-    from lite_numba.kernels import isa
+    from lite_numba.kernels.base import isa
 
     return isa.isa_level()
 
@@ -103,7 +103,7 @@ def find_model(name: str) -> Path | None:
 def pytest_terminal_summary(terminalreporter):
     if not ROWS:
         return
-    from lite_numba.kernels import isa
+    from lite_numba.kernels.base import isa
 
     w = terminalreporter.write_line
     w("")

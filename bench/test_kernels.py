@@ -14,7 +14,8 @@ import time
 import numpy as np
 import pytest
 from conftest import ROWS
-from lite_numba.kernels import isa, simd_f32, simd_f32_narrow, simd_int8, simd_int8_narrow
+from lite_numba.kernels.base import isa
+from lite_numba.kernels.linear import simd_f32, simd_f32_narrow, simd_int8, simd_int8_narrow
 
 
 def _rate(fn, args, ops: float) -> tuple[float, float]:

@@ -133,7 +133,7 @@ def check(refs: Path, only: str = "") -> int:
     failures."""
     import platform
 
-    from lite_numba.kernels import isa
+    from lite_numba.kernels.base import isa
 
     from lite_numba import Interpreter
 
