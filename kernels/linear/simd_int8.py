@@ -588,6 +588,43 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
                               npb + i)
 
 
+@njit(cache=True, inline="always")
+def pad_flipped(xpad, xf, N, H, W, CI, HP, WP, pt, pl, pad, fl):
+    """xpad = the input x (flat xf, [N, H, W, CI]) padded to [N, HP, WP, CI] with the byte `pad` and every byte
+    XOR fl (the int8 -> uint8 flip), the rest of xpad (the tiles' overrun) padded too: the in-place K x K drivers'
+    input."""
+    used = N * HP * WP * CI
+    for n in range(N):
+        for yp in range(HP):
+            iy = yp - pt
+            d0 = ((n * HP + yp) * WP) * CI
+            if iy < 0 or iy >= H:
+                fill(xpad, d0, WP * CI, pad)
+                continue
+            a = min(pl, WP)  # padded columns [a, b) are the image's columns a - pl .. b - pl - 1
+            b = max(min(WP, pl + W), a)
+            fill(xpad, d0, a * CI, pad)
+            copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
+            fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
+    fill(xpad, used, xpad.size - used, pad)
+
+
+@njit(cache=True, inline="always")
+def window_row_terms(xpad, rsf, npb, arow, OW, KH, KW, CI, lda, rstride, rstride2, dw, d):
+    """rsf[npb + ox] = the uint8-weight per-row term of output pixel ox of one output row (arow: the row's first
+    window in xpad), from the byte sum of its window."""
+    for ox in range(OW):
+        s = np.int64(0)
+        for ky in range(KH):
+            b0 = arow + ox * lda + ky * rstride
+            if dw == 1:
+                s += byte_sum(xpad, b0, KW * CI)
+            else:
+                for kx in range(KW):
+                    s += byte_sum(xpad, b0 + kx * rstride2, CI)
+        rsf[npb + ox] = row_term(d, s)
+
+
 @njit(cache=True, nogil=True)
 def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, xpad, prm):
     """qconv_vnni for a KxK convolution without an im2col matrix: the input is copied once, flipped to uint8 and
@@ -617,20 +654,7 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
     fl = np.uint8(flip)
     pad = np.uint8((zp_in + flip) & 0xFF)
     # the padded, flipped copy
-    used = N * HP * WP * CI
-    for n in range(N):
-        for yp in range(HP):
-            iy = yp - pt
-            d0 = ((n * HP + yp) * WP) * CI
-            if iy < 0 or iy >= H:
-                fill(xpad, d0, WP * CI, pad)
-                continue
-            a = min(pl, WP)  # padded columns [a, b) are the image's columns a - pl .. b - pl - 1
-            b = max(min(WP, pl + W), a)
-            fill(xpad, d0, a * CI, pad)
-            copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
-            fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
-    fill(xpad, used, xpad.size - used, pad)
+    pad_flipped(xpad, xf, N, H, W, CI, HP, WP, pt, pl, pad, fl)
     lo, hi = np.int32(qmin), np.int32(qmax)
     lda = sw * CI
     rstride = dh * WP * CI
@@ -640,16 +664,7 @@ def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_
             arow = ((n * HP + oy * sh) * WP) * CI
             orow = ((n * OH + oy) * OW) * CO
             if rs_on:
-                for ox in range(OW):
-                    s = np.int64(0)
-                    for ky in range(KH):
-                        b0 = arow + ox * lda + ky * rstride
-                        if dw == 1:
-                            s += byte_sum(xpad, b0, KW * CI)
-                        else:
-                            for kx in range(KW):
-                                s += byte_sum(xpad, b0 + kx * rstride2, CI)
-                    rsf[npb + ox] = row_term(d, s)
+                window_row_terms(xpad, rsf, npb, arow, OW, KH, KW, CI, lda, rstride, rstride2, dw, d)
             for j0 in range(0, Np, NR):
                 boff = j0 * kg * 4 * KH * nrun2
                 ncols = CO - j0

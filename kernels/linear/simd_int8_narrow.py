@@ -43,11 +43,10 @@ from lite_numba.kernels.linear.simd_int8 import (
     block_rows,
     byte_ptr,
     byte_sum,
-    copy_flipped,
-    fill,
     load,
     pack_rows,
     pack_weights_vnni,
+    pad_flipped,
     pad_runs,
     padded_sizes,
     params_or_offsets,
@@ -55,6 +54,7 @@ from lite_numba.kernels.linear.simd_int8 import (
     requantize_vector,
     row_term,
     row_weight,
+    window_row_terms,
 )
 from llvmlite import ir
 from numba import njit, types
@@ -335,20 +335,7 @@ def qconv_narrow_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, z
     xf = x.reshape(x.size)
     fl = np.uint8(flip)
     pad = np.uint8((zp_in + flip) & 0xFF)
-    used = N * HP * WP * CI
-    for n in range(N):
-        for yp in range(HP):
-            iy = yp - pt
-            d0 = ((n * HP + yp) * WP) * CI
-            if iy < 0 or iy >= H:
-                fill(xpad, d0, WP * CI, pad)
-                continue
-            a = min(pl, WP)
-            b = max(min(WP, pl + W), a)
-            fill(xpad, d0, a * CI, pad)
-            copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
-            fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
-    fill(xpad, used, xpad.size - used, pad)
+    pad_flipped(xpad, xf, N, H, W, CI, HP, WP, pt, pl, pad, fl)
     lo, hi = np.int32(qmin), np.int32(qmax)
     lda = sw * CI
     rstride = dh * WP * CI
@@ -358,16 +345,7 @@ def qconv_narrow_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, z
             arow = ((n * HP + oy * sh) * WP) * CI
             orow = ((n * OH + oy) * OW) * CO
             if rs_on:
-                for ox in range(OW):
-                    s = np.int64(0)
-                    for ky in range(KH):
-                        b0 = arow + ox * lda + ky * rstride
-                        if dw == 1:
-                            s += byte_sum(xpad, b0, KW * CI)
-                        else:
-                            for kx in range(KW):
-                                s += byte_sum(xpad, b0 + kx * rstride2, CI)
-                    rsf[npb + ox] = row_term(d, s)
+                window_row_terms(xpad, rsf, npb, arow, OW, KH, KW, CI, lda, rstride, rstride2, dw, d)
             for j0 in range(0, Np, NR):
                 width = min(NR, Np - j0)
                 boff = j0 * kg * 4 * KH * nrun2
