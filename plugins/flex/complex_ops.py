@@ -265,9 +265,8 @@ BINARY_CODES = {"AddV2": 0, "Add": 0, "Sub": 1, "Mul": 2, "RealDiv": 3, "Complex
 
 
 @njit(cache=True, nogil=True)
-def complex_binary(x, y, out, shape, xs, ys, xo, yo, code):
+def complex_binary(x, y, out, xo, yo, code):
     """out (pairs) = x op y over broadcast operands: complex pairs, or (Complex) two real arrays -> re + i im."""
-    broadcast_offsets(shape, xs, ys, xo, yo)
     n = xo.size
     for i in range(n):
         if code == 4:
@@ -303,9 +302,9 @@ def _complex_binary(ctx, node: FlexNode) -> None:
     if out.size == 0:
         return
     k = 1 if code == 4 else 2
+    xo, yo = broadcast_offsets(shape, xs, ys)
     ctx.call(complex_binary, ctx.view(x, (k * x.size,), np.float32), ctx.view(y, (k * y.size,), np.float32),
-             ctx.view(out, (2 * out.size,), np.float32), np.array(shape or (1,), np.int64), xs, ys,
-             ctx.temp((out.size,), np.int64), ctx.temp((out.size,), np.int64), code)
+             ctx.view(out, (2 * out.size,), np.float32), xo, yo, code)
 
 
 OPS = {"RFFT": _rfft, "IRFFT": _irfft, "FFT": _cfft, "IFFT": _cfft, "RFFT2D": _rfft2d, "IRFFT2D": _irfft2d,

@@ -123,37 +123,20 @@ def broadcast_strides(ctx, shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ..
     return shape, strides
 
 
-@njit(cache=True, nogil=True)
-def broadcast_offsets(shape, xs, ys, xo, yo):
-    """xo[i], yo[i] = element offsets in x and y of output element i (row-major over `shape`)."""
-    n = xo.size
-    rank = shape.size
-    idx = np.zeros(rank, np.int64)
-    ox = 0
-    oy = 0
-    for i in range(n):
-        xo[i] = ox
-        yo[i] = oy
-        d = rank - 1
-        while d >= 0:
-            idx[d] += 1
-            ox += xs[d]
-            oy += ys[d]
-            if idx[d] < shape[d]:
-                break
-            ox -= xs[d] * shape[d]
-            oy -= ys[d] * shape[d]
-            idx[d] = 0
-            d -= 1
+def broadcast_offsets(shape: tuple[int, ...], xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(xo, yo): the element offsets in x and y of every output element (row-major over `shape`), from the strides
+    broadcast_strides gives. They depend on shapes only, so prepare computes them once."""
+    dims = shape or (1,)
+    grid = np.indices(dims, dtype=np.int64).reshape(len(dims), -1)
+    return np.ascontiguousarray(xs @ grid), np.ascontiguousarray(ys @ grid)
 
 
 BINARY_CODES = {"DivNoNan": 0, "Xlogy": 1, "Xdivy": 2, "MulNoNan": 5, "Atan2": 6}
 
 
 @njit(cache=True, nogil=True)
-def binary_broadcast(x, y, out, shape, xs, ys, xo, yo, code):
-    """out[i] = f_code(x, y) over broadcast operands; xo/yo: int64 scratch of out.size offsets."""
-    broadcast_offsets(shape, xs, ys, xo, yo)
+def binary_broadcast(x, y, out, xo, yo, code):
+    """out[i] = f_code(x[xo[i]], y[yo[i]]): broadcast operands through their offset tables (broadcast_offsets)."""
     for i in range(out.size):
         a = x[xo[i]]
         b = y[yo[i]]
@@ -170,14 +153,13 @@ def binary_broadcast(x, y, out, shape, xs, ys, xo, yo, code):
 
 
 def schedule_binary(ctx, fn, x, y, out_dtype, *extra) -> None:
-    """Broadcast x, y; set output 0; schedule fn(x, y, out, shape, xs, ys, xo, yo, *extra)."""
+    """Broadcast x, y; set output 0; schedule fn(x, y, out, xo, yo, *extra) (xo/yo: broadcast_offsets)."""
     shape, (xs, ys) = broadcast_strides(ctx, [x.shape, y.shape])
     out = ctx.set_output(0, shape, out_dtype)
     if out.size == 0:
         return
-    n = out.size
-    ctx.call(fn, ctx.view(x, (x.size,)), ctx.view(y, (y.size,)), ctx.view(out, (n,)),
-             np.array(shape or (1,), np.int64), xs, ys, ctx.temp((n,), np.int64), ctx.temp((n,), np.int64), *extra)
+    xo, yo = broadcast_offsets(shape, xs, ys)
+    ctx.call(fn, ctx.view(x, (x.size,)), ctx.view(y, (y.size,)), ctx.view(out, (out.size,)), xo, yo, *extra)
 
 
 def _binary(ctx, node: FlexNode) -> None:
@@ -229,13 +211,12 @@ def _cumprod(ctx, node: FlexNode) -> None:
 
 
 @njit(cache=True, nogil=True)
-def roll(x, out, shape, shifts):
-    """out[(i + shift) mod n per dimension] = x[i], flat row-major arrays over `shape`."""
+def roll(x, out, shape, shifts, strides, idx):
+    """out[(i + shift) mod n per dimension] = x[i], flat row-major arrays over `shape` (element `strides`); idx:
+    int64 scratch of the rank."""
     rank = shape.size
-    idx = np.zeros(rank, np.int64)
-    strides = np.ones(rank, np.int64)
-    for d in range(rank - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
+    for d in range(rank):
+        idx[d] = 0
     for i in range(x.size):
         o = 0
         for d in range(rank):
@@ -266,8 +247,11 @@ def _roll(ctx, node: FlexNode) -> None:
         total[int(a) % x.ndim] += int(s)
     shifts = np.array([t % n if n else 0 for t, n in zip(total, x.shape)] or [0], np.int64)
     if x.size:
-        ctx.call(roll, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), np.array(x.shape or (1,), np.int64),
-                 shifts)
+        dims = np.array(x.shape or (1,), np.int64)
+        strides = np.ones(dims.size, np.int64)
+        strides[:-1] = np.cumprod(dims[::-1])[:-1][::-1]
+        ctx.call(roll, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), dims, shifts, strides,
+                 ctx.temp((dims.size,), np.int64))
 
 
 @njit(cache=True, nogil=True)
