@@ -130,6 +130,32 @@ def test_infinite_option_is_named():
         Interpreter(model_content=b.build()).allocate_tensors()
 
 
+def _int16_softmax(shift: int) -> bytes:
+    """int16 SOFTMAX whose beta x input scale / (10/65535) is 0.75 * 2^shift (the kernel's multiplier shift)."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.int16, [2, 6], quant=(0.001, 0))
+    y = b.add_tensor("y", np.int16, [2, 6], quant=(1.0 / 32768, 0))
+    b.add_op("SOFTMAX", [x], [y], options={"beta": 0.75 * 2.0 ** shift * (10 / 65535) / 0.001})
+    b.mark_output(y)
+    return b.build()
+
+
+def test_int16_softmax_with_a_shift_past_31_bits_is_refused(official):
+    """Campaign seed 3 (int16 SOFTMAX beta=1e30): the official kernel shifts the int32 difference left by the
+    multiplier's shift in C, which is undefined from 32 bits on (the CPU takes the count mod 32, so beta 2^32 times
+    larger gives the same output); we answered differently. Up to 31 bits the two agree (wrapping included); past it
+    we refuse, naming the shift."""
+    x = np.random.default_rng(0).integers(-3000, 3000, (2, 6)).astype(np.int16)
+    for shift in (10, 30, 31):
+        data = _int16_softmax(shift)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+    for shift in (32, 40, 100):
+        data = _int16_softmax(shift)
+        _run_official(data, [x])  # it runs (on garbage), we refuse
+        with pytest.raises(ValueError, match=rf"SOFTMAX.*left shift of {shift} > 31 bits"):
+            Interpreter(model_content=data).allocate_tensors()
+
+
 def test_scales_whose_ratio_overflows_are_named():
     b = ModelBuilder()
     x = b.add_input("x", np.int8, [4], quant=(1e38, 0))

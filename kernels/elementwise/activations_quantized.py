@@ -356,6 +356,10 @@ def _softmax(ctx: PrepareContext) -> None:
         exp_lut = fx.lut_populate_int16(10.0 / rng, 32767, 2.0 / rng, 0, fx.libm_exp, np.float64)
         recip_lut = fx.lut_populate_int16(1.0 / rng, -32768, 2.0 / rng, 0, lambda v: 1.0 / (1.0 + v), np.float64)
         q, sh = fx.quantize_multiplier(float(f32(f32(x.scale) * f32(beta))) / (10.0 / 65535.0))
+        # the official kernel shifts the int32 difference left by `sh` in C (undefined from 32 on; x86 and ARM take
+        # the count mod 32, so its results are garbage there): refuse instead of answering differently
+        ctx.check(sh <= 31, f"input scale {x.scale} x beta {beta} is too large for int16 SOFTMAX (its fixed-point "
+                            f"multiplier needs a left shift of {sh} > 31 bits)")
         if out.size:
             ctx.call(softmax_int16, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)), exp_lut, recip_lut, q, sh)
         return
