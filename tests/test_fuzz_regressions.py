@@ -153,3 +153,47 @@ def test_float_shape_tensor_is_named_not_a_bare_conversion_error():
     it.set_tensor(0, np.array([np.inf, 1.0], np.float32))
     with pytest.raises(ValueError, match=r"RESHAPE: .*'x' float32 \[2\]"):
         it.invoke()
+
+
+def _sequence_rnn(time: int) -> bytes:
+    """UNIDIRECTIONAL_SEQUENCE_RNN, batch-major x [2, time, 3], its hidden state a variable tensor [2, 4]."""
+    rng = np.random.default_rng(17)
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [2, time, 3])
+    h = b.add_tensor("h", np.float32, [2, 4], is_variable=True)
+    ins = [x, b.add_const("w", (rng.standard_normal((4, 3)) * 0.5).astype(np.float32)),
+           b.add_const("r", (rng.standard_normal((4, 4)) * 0.5).astype(np.float32)),
+           b.add_const("b", (rng.standard_normal(4) * 0.3).astype(np.float32)), h]
+    y = b.add_tensor("y", np.float32, [2, time, 4])
+    b.add_op("UNIDIRECTIONAL_SEQUENCE_RNN", ins, [y], options={"fused_activation_function": "TANH",
+                                                                "time_major": False})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("new_time", [5, 3])
+def test_allocate_after_a_resize_resets_the_variable_tensors(new_time, official):
+    """Campaign run 2 case 2083 (tfkeras_lstm_int8_stacked, data mode 'resize'): after invoke, resize_tensor_input
+    and allocate_tensors, the official runtime restarts the LSTM state from its zero point (Subgraph::AllocateTensors
+    resets the variable tensors when it re-allocates) and we carried the previous invoke's state. A resize to the
+    same shape re-allocates nothing there, and the state carries on (new_time=3)."""
+    data = _sequence_rnn(3)
+    rng = np.random.default_rng(2083)
+    x0 = rng.standard_normal((2, 3, 3)).astype(np.float32)
+    x1 = rng.standard_normal((2, new_time, 3)).astype(np.float32)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    ref = official_interpreter(data)
+    outs = []
+    for it in (ours, ref):
+        i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+        it.set_tensor(i, x0)
+        it.invoke()
+        it.resize_tensor_input(i, [2, new_time, 3])
+        it.allocate_tensors()
+        it.set_tensor(i, x1)
+        it.invoke()
+        outs.append(np.array(it.get_tensor(o), copy=True))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    fresh = _run_official(_sequence_rnn(new_time), [x1])[0]
+    assert np.allclose(outs[1], fresh, rtol=1e-5, atol=1e-6) == (new_time != 3)  # reset iff re-allocated
