@@ -197,3 +197,65 @@ def test_allocate_after_a_resize_resets_the_variable_tensors(new_time, official)
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
     fresh = _run_official(_sequence_rnn(new_time), [x1])[0]
     assert np.allclose(outs[1], fresh, rtol=1e-5, atol=1e-6) == (new_time != 3)  # reset iff re-allocated
+
+
+def _lstm_nan_bias(hybrid: bool, proj: bool) -> bytes:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM x [1, 3, 3], 4 cells, cell_clip 3 (and with a projection to 3 outputs,
+    proj_clip 0.5), a NaN in the forget gate bias (and in the projection bias); float or hybrid (int8 weights)."""
+    rng = np.random.default_rng(1249)
+    n_in, n_cell, n_out = 3, 4, 3 if proj else 4
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 3, n_in])
+
+    def weights(name, shape):
+        w = (rng.standard_normal(shape) * 0.5).astype(np.float32)
+        if not hybrid:
+            return b.add_const(name, w)
+        scale = float(np.abs(w).max()) / 127
+        return b.add_const(name, np.round(w / scale).astype(np.int8), quant=(scale, 0))
+
+    ins = [x] + [weights(f"wx{g}", (n_cell, n_in)) for g in "ifco"] + [weights(f"wh{g}", (n_cell, n_out))
+                                                                       for g in "ifco"] + [-1, -1, -1]
+    for g in "ifco":
+        bias = (rng.standard_normal(n_cell) * 0.3).astype(np.float32)
+        if g == "f":
+            bias[1] = np.nan
+        ins.append(b.add_const(f"b{g}", bias))
+    if proj:
+        pb = (rng.standard_normal(n_out) * 0.3).astype(np.float32)
+        pb[0] = np.nan
+        ins += [weights("wp", (n_out, n_cell)), b.add_const("pb", pb)]
+    else:
+        ins += [-1, -1]
+    ins += [b.add_tensor("h", np.float32, [1, n_out], is_variable=True),
+            b.add_tensor("c", np.float32, [1, n_cell], is_variable=True), -1, -1, -1, -1]
+    y = b.add_tensor("y", np.float32, [1, 3, n_out])
+    b.add_op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], version=3 if hybrid else 1,
+             options={"fused_activation_function": "TANH", "cell_clip": 3.0, "proj_clip": 0.5 if proj else 0.0,
+                      "time_major": False, "asymmetric_quantize_inputs": hybrid})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["float", "hybrid"])
+@pytest.mark.parametrize("proj", [False, True], ids=["cell_clip", "proj_clip"])
+def test_lstm_clip_turns_nan_into_the_clip_value(hybrid, proj, official):
+    """Campaign run 3 case 1249 (tfkeras_lstm_dynamic_range, a NaN written into the forget gate bias, cell_clip 10):
+    the official CwiseClipping computes max(min(clip, v), -clip) with std::min/std::max, which turn a NaN into
+    +clip, so its cell state stayed finite (10.0) and so did every output; ours kept the NaN, which then spread
+    through the recurrent weights over the invokes. Two invokes: the state carries the clipped value."""
+    data = _lstm_nan_bias(hybrid, proj)
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((1, 3, 3)).astype(np.float32) for _ in range(2)]
+    outs = []
+    for it in (Interpreter(model_content=data), official_interpreter(data)):
+        it.allocate_tensors()
+        seq = []
+        for x in xs:
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+            seq.append(np.array(it.get_tensor(it.get_output_details()[0]["index"]), copy=True))
+        outs.append(seq)
+    for ours, theirs in zip(*outs):
+        assert np.isfinite(theirs).all()  # what the case is about: the official clip removed the NaN
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
