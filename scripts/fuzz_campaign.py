@@ -440,8 +440,9 @@ def _mutate_buffer(b, rng) -> str:
             k = int(rng.integers(0, n))
             if dt.kind in "iu":
                 info = np.iinfo(dt)
-                arr[k] = int(rng.choice([info.min, info.max, -1 if info.min < 0 else 0, n, n + 1, 2**15 - 1
-                                         if info.bits >= 16 else 100]))
+                v = int(rng.choice([info.min, info.max, -1 if info.min < 0 else 0, n, n + 1, 2**15 - 1
+                                    if info.bits >= 16 else 100]))
+                arr[k] = min(max(v, int(info.min)), int(info.max))  # n + 1 past an 8-bit type's range
             elif dt.kind == "f":
                 arr[k] = rng.choice([np.nan, np.inf, -np.inf, 1e30])
             data = bytearray(arr.tobytes())
