@@ -445,7 +445,7 @@ class GraphRuntime:
         for i, v in old.items():
             if v.shape == self.views[i].shape:
                 self.views[i][...] = v
-        if not old:  # first allocation; a re-allocation keeps the state carried so far
+        if not old:  # first allocation; a re-allocation keeps the state (allocate_tensors resets it: allocate_fresh)
             self.init_variables()
 
     def init_variables(self) -> None:

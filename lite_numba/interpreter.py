@@ -250,12 +250,13 @@ class Interpreter(SubgraphHost):
     # --- the official API -------------------------------------------------------------------------------------
     def allocate_tensors(self) -> None:
         """Prepare every node, plan memory and compile the executor (cached on disk). Nothing happens when nothing
-        was resized since the last allocation: inputs set and variable state are kept, as officially."""
+        was resized since the last allocation: inputs set and variable state are kept, as officially; after a resize
+        the variable tensors restart from zeros (their zero point when quantized), as officially."""
         self._enter("allocate_tensors")
         try:
             self._ensure_safe()
             if not self._main.ready:
-                self._main.allocate()
+                allocate_fresh(self._main)
         finally:
             self._slot.append(None)
 
@@ -490,6 +491,15 @@ def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:
     np.copyto(rt.array(tensor_index), value)
 
 
+def allocate_fresh(rt: GraphRuntime) -> None:
+    """allocate_tensors() after a resize: prepare and plan again, then reset the variable tensors (zeros, or the zero
+    point when quantized). The official Subgraph::AllocateTensors resets them whenever it re-allocates (a resize to
+    a new shape); when nothing was resized it returns early and the state carries on (measured with ai-edge-litert
+    2.3: an LSTM invoked, resized and invoked again gives what a fresh interpreter of the new shape gives)."""
+    rt.allocate()
+    rt.init_variables()
+
+
 def resize_input(rt: GraphRuntime, input_index: int, tensor_size, strict: bool) -> None:
     """Give input `input_index` of `rt` a new shape (checked; `strict` allows only the -1 dimensions to change)."""
     _check_int(input_index, "input_index")
@@ -548,7 +558,8 @@ class SignatureRunner:
                 for name, i in self._sig.outputs.items()}
 
     def allocate_tensors(self) -> None:
-        self._rt.allocate()
+        if not self._rt.ready:
+            allocate_fresh(self._rt)
 
     def __call__(self, **kwargs) -> dict[str, np.ndarray]:
         if len(kwargs) != len(self._sig.inputs):
@@ -567,7 +578,7 @@ class SignatureRunner:
                 if value.shape != rt.tensors[i].shape:
                     resize_input(rt, i, value.shape, False)
             if not rt.ready:
-                rt.allocate()
+                allocate_fresh(rt)
             for name, value in kwargs.items():
                 set_tensor(rt, self._sig.inputs[name], value)
             rt.invoke()

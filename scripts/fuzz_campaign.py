@@ -20,8 +20,11 @@ Each runtime runs in a long-lived worker process fed one mutant at a time; a wor
 does not answer within its timeout is a hang (killed, restarted). Per mutant the result is classed as:
   ours_crash, ours_hang        lite-numba's failures (must stay 0)
   both_hang                    both runtimes time out (an endless WHILE loop is what the model means)
-  disagree                     both ran, outputs differ (must stay 0); with NaN/inf or extreme inputs counted apart
-                               as disagree_extreme_inputs (overflow and NaN propagation orders)
+  disagree                     both ran, outputs differ (must stay 0); with NaN/inf or extreme inputs, or a semantic
+                               mutant whose edits left a float constant holding an inf or a magnitude above
+                               sqrt(FLT_MAX) (EXTREME_CONSTANT), counted apart as disagree_extreme_inputs (overflow
+                               and NaN propagation orders: the summation order of a dot product decides which partial
+                               sum overflows, and the two runtimes' orders differ)
   agree                        both ran, outputs agree
   ours_only                    we ran, the official runtime refused, crashed or hung
   official_only                the official runtime ran, we refused (refusing is right when the model is invalid)
@@ -437,8 +440,9 @@ def _mutate_buffer(b, rng) -> str:
             k = int(rng.integers(0, n))
             if dt.kind in "iu":
                 info = np.iinfo(dt)
-                arr[k] = int(rng.choice([info.min, info.max, -1 if info.min < 0 else 0, n, n + 1, 2**15 - 1
-                                         if info.bits >= 16 else 100]))
+                v = int(rng.choice([info.min, info.max, -1 if info.min < 0 else 0, n, n + 1, 2**15 - 1
+                                    if info.bits >= 16 else 100]))
+                arr[k] = min(max(v, int(info.min)), int(info.max))  # n + 1 past an 8-bit type's range
             elif dt.kind == "f":
                 arr[k] = rng.choice([np.nan, np.inf, -np.inf, 1e30])
             data = bytearray(arr.tobytes())
@@ -559,11 +563,41 @@ SEMANTIC_WEIGHTS = {"options": 4, "shape": 3, "quantization": 3, "type": 2, "buf
                     "wiring": 2, "variable": 1, "version": 1, "custom": 1}
 
 
-def mutate_semantic(data: bytes, rng: np.random.Generator) -> tuple[bytes, str] | None:
+# A float constant beyond this magnitude overflows float32 once multiplied by a value of its own size (as the layers
+# after it produce): the results then depend on the order of the sums (see classify). A NaN constant does not count:
+# a NaN term makes every summation order NaN, so a NaN constant only shows how the ops treat NaN, which is their
+# semantics (run 3 case 1249: the official LSTM clip turns a NaN cell state into +cell_clip; ours kept the NaN).
+EXTREME_CONSTANT = float(np.sqrt(np.finfo(np.float32).max))  # 1.8e19
+
+
+def extreme_constants(b) -> dict[tuple[int, int], str]:
+    """{(subgraph, tensor): name} of the float constants of builder `b` holding an inf or a finite value beyond
+    EXTREME_CONSTANT in magnitude (the buffer's bytes read in the tensor's type, whole elements only; NaNs are
+    ignored)."""
+    out = {}
+    for si, sg in enumerate(b.subgraphs):
+        for ti, t in enumerate(sg.tensors):
+            dt = np.dtype(t.dtype)
+            if dt.kind != "f" or not 0 < t.buffer < len(b.buffers):
+                continue
+            raw = bytes(b.buffers[t.buffer])
+            n = len(raw) // dt.itemsize
+            if n == 0:
+                continue
+            a = np.abs(np.frombuffer(raw[: n * dt.itemsize], dt.newbyteorder("<")).astype(np.float64))
+            if (a > EXTREME_CONSTANT).any():  # inf included, NaN compares False
+                out[(si, ti)] = t.name
+    return out
+
+
+def mutate_semantic(data: bytes, rng: np.random.Generator) -> tuple[bytes, str, list[str]] | None:
+    """(mutant, description of the edits, names of the float constants the edits made extreme: extreme_constants)
+    or None when no edit applied or the builder cannot hold or write the model."""
     try:
         b = to_builder(data)
     except Exception:  # noqa: BLE001 - a model the builder cannot hold (sparse, strings): no semantic mutants
         return None
+    before = extreme_constants(b)
     names = list(SEMANTIC)
     p = np.array([SEMANTIC_WEIGHTS[n] for n in names], np.float64)
     edits = []
@@ -574,8 +608,9 @@ def mutate_semantic(data: bytes, rng: np.random.Generator) -> tuple[bytes, str] 
             edits.append(f"{name}: {what}")
     if not edits:
         return None
+    extreme = sorted(name for key, name in extreme_constants(b).items() if key not in before)
     try:
-        return b.build(), "; ".join(edits)
+        return b.build(), "; ".join(edits), extreme
     except Exception:  # noqa: BLE001 - the edit made records the writer refuses (e.g. a type it cannot write)
         return None
 
@@ -630,7 +665,13 @@ def outputs_agree(ours: list, theirs: list) -> tuple[bool, str]:
     return True, ""
 
 
-def classify(ours: dict, theirs: dict, mode: str) -> tuple[str, str]:
+def classify(ours: dict, theirs: dict, mode: str, extreme: bool = False) -> tuple[str, str]:
+    """The class of one mutant's results; `extreme`: its edits left a float constant holding an inf or a value
+    beyond EXTREME_CONSTANT. Such constants overflow float32 products, and which partial sum of a dot product
+    overflows (to inf, then clamped to FLT_MAX by a fused activation, or inf - inf = NaN) depends on the summation
+    order, which differs between the runtimes (found: mediapipe_hand_recrop with random PReLU alphas up to 3.8e37,
+    every intermediate tensor bit-identical in both runtimes up to the last CONV_2D, whose 64-term sums over values
+    near FLT_MAX came out 1.78e38, -FLT_MAX, FLT_MAX in ours, in order, and FLT_MAX, FLT_MAX, NaN officially)."""
     so, st = ours["status"], theirs["status"]
     if so == "crash":
         return "ours_crash", f"{ours.get('returncode')} {ours.get('signal')}"
@@ -641,7 +682,7 @@ def classify(ours: dict, theirs: dict, mode: str) -> tuple[str, str]:
         ok, why = outputs_agree(ours["outputs"], theirs["outputs"])
         if ok:
             return "agree", ""
-        return ("disagree_extreme_inputs" if mode in ("nonfinite", "extremes") else "disagree"), why
+        return ("disagree_extreme_inputs" if extreme or mode in ("nonfinite", "extremes") else "disagree"), why
     if so == "ran":
         return "ours_only", f"official {st}: {theirs.get('error', '')[:200]}"
     if st == "ran":
@@ -682,13 +723,14 @@ def campaign(args) -> dict:
             cls = CLASSES[int(rng.choice(3, p=weights / weights.sum()))]
             mode = DATA_MODES[int(rng.integers(len(DATA_MODES)))] if cls == "data" else \
                 str(rng.choice(DATA_MODES, p=[0.6, 0.1, 0.1, 0.1, 0.1]))
+            extreme = []
             if cls == "structural":
                 data, what = mutate_bytes(src, rng)
             elif cls == "semantic":
                 m = mutate_semantic(src, rng)
                 if m is None:
                     continue
-                data, what = m
+                data, what, extreme = m
             else:
                 data, what = src, f"data {mode}"
             i = done
@@ -703,7 +745,7 @@ def campaign(args) -> dict:
             official.send(r_off)
             res_ours = ours.wait(r_ours, args.timeout)
             res_off = official.wait(r_off, args.official_timeout)
-            kind, why = classify(res_ours, res_off, mode)
+            kind, why = classify(res_ours, res_off, mode, bool(extreme))
             counts[kind] += 1
             per_class[cls][kind] += 1
             if res_off["status"] in ("crash", "hang"):
@@ -723,7 +765,8 @@ def campaign(args) -> dict:
                 (case / "model.tflite").write_bytes(data)
                 (case / "case.json").write_text(json.dumps({
                     "source": name, "class": cls, "mutation": what, "mode": mode, "seed": req["seed"],
-                    "invokes": req["invokes"], "kind": kind, "why": why, "ours": err or res_ours["status"],
+                    "invokes": req["invokes"], "kind": kind, "why": why, "extreme_constants": extreme,
+                    "ours": err or res_ours["status"],
                     "official": res_off.get("error", res_off["status"])}, indent=1))
                 findings.append({"case": case.name, "source": name, "mutation": what, "kind": label, "why": why,
                                  "ours": err[:200]})
@@ -752,17 +795,46 @@ def write_summary(out, args, counts, per_class, bare, findings, refusals, start,
     return summary
 
 
+def _source_bytes(name: str) -> bytes | None:
+    from fuzz_sources import RECIPES, REPO
+
+    if name.startswith("built:"):
+        fn = RECIPES.get(name[len("built:"):])
+        return fn() if fn else None
+    found = sorted((REPO / "tests" / "data").rglob(f"{name}.tflite"))
+    return found[0].read_bytes() if found else None
+
+
+def replay_extreme_constants(case: dict, data: bytes) -> list[str]:
+    """The case's extreme_constants (saved since the campaign records them; for older semantic cases, recomputed
+    against the source model)."""
+    if "extreme_constants" in case or case["class"] != "semantic":
+        return list(case.get("extreme_constants", []))
+    src = _source_bytes(case["source"])
+    if src is None:
+        return []
+    before = extreme_constants(to_builder(src))
+    return sorted(n for key, n in extreme_constants(to_builder(data)).items() if key not in before)
+
+
 def replay(case_dir: str) -> None:
-    """Run a saved case in both runtimes in this process and print what each did."""
+    """Run a saved case in both runtimes in this process and print what each did, then the class."""
     case = json.loads((Path(case_dir) / "case.json").read_text())
-    req = {"path": str(Path(case_dir) / "model.tflite"), "seed": case["seed"], "mode": case["mode"],
-           "invokes": case["invokes"]}
+    path = Path(case_dir) / "model.tflite"
+    req = {"path": str(path), "seed": case["seed"], "mode": case["mode"], "invokes": case["invokes"]}
+    results = []
     for runtime in ("ours", "official"):
         res = run_request(runtime, req)
+        results.append(res)
         print(runtime, res["status"], res.get("error", ""))
         for k, outs in enumerate(res.get("outputs", [])):
             for j, o in enumerate(outs):
                 print(f"  invoke {k} output {j}: {o.dtype} {o.shape} {np.array2string(o.ravel()[:8])}")
+    extreme = replay_extreme_constants(case, path.read_bytes())
+    if extreme:
+        print(f"float constants the mutation left holding |v| > {EXTREME_CONSTANT:.3g} (inf included): {extreme}")
+    kind, why = classify(results[0], results[1], case["mode"], bool(extreme))
+    print("class:", kind, why)
 
 
 def main() -> None:

@@ -63,6 +63,35 @@ def test_output_comparison_tells_agreement_from_disagreement():
                                   "normal")[0] == "official_only"
 
 
+def test_constants_made_extreme_are_told_apart():
+    """A semantic mutant whose edits left a float constant beyond sqrt(FLT_MAX) (or inf) disagrees as
+    disagree_extreme_inputs: which partial sum of a dot product overflows depends on the summation order (run 3 case
+    954: random PReLU alphas up to 3.8e37, every intermediate identical in both runtimes up to the last CONV_2D).
+    A NaN constant is not extreme: NaN handling is the ops' semantics (run 3 case 1249 was a real LSTM clip bug)."""
+    from lite_numba.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4])
+    y = b.add_tensor("y", np.float32, [1, 2])
+    b.add_op("FULLY_CONNECTED", [x, b.add_const("w", np.ones((2, 4), np.float32)),
+                                 b.add_const("bias", np.zeros(2, np.float32))], [y])
+    b.mark_output(y)
+    rec = fuzz_campaign.to_builder(b.build())
+    assert fuzz_campaign.extreme_constants(rec) == {}
+    sg = rec.subgraphs[0]
+    w = next(t for t in sg.tensors if t.name == "w")
+    for value, extreme in ((np.nan, False), (1e19, False), (2e19, True), (-np.inf, True), (3.4e38, True)):
+        arr = np.ones((2, 4), np.float32)
+        arr[1, 2] = value
+        rec.buffers[w.buffer] = arr.tobytes()
+        assert bool(fuzz_campaign.extreme_constants(rec)) == extreme, value
+    ran = {"status": "ran", "outputs": [[np.array([1.0, 2.0], np.float32)]]}
+    other = {"status": "ran", "outputs": [[np.array([1.0, -3.4e38], np.float32)]]}
+    assert fuzz_campaign.classify(ran, other, "normal")[0] == "disagree"
+    assert fuzz_campaign.classify(ran, other, "normal", extreme=True)[0] == "disagree_extreme_inputs"
+    assert fuzz_campaign.classify(ran, ran, "normal", extreme=True)[0] == "agree"
+
+
 def test_campaign_slice_has_no_crash_hang_or_disagreement(tmp_path, official):
     env = dict(os.environ, LITE_NUMBA_PROGRESS="0")
     proc = subprocess.run(

@@ -179,3 +179,109 @@ def test_float_shape_tensor_is_named_not_a_bare_conversion_error():
     it.set_tensor(0, np.array([np.inf, 1.0], np.float32))
     with pytest.raises(ValueError, match=r"RESHAPE: .*'x' float32 \[2\]"):
         it.invoke()
+
+
+def _sequence_rnn(time: int) -> bytes:
+    """UNIDIRECTIONAL_SEQUENCE_RNN, batch-major x [2, time, 3], its hidden state a variable tensor [2, 4]."""
+    rng = np.random.default_rng(17)
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [2, time, 3])
+    h = b.add_tensor("h", np.float32, [2, 4], is_variable=True)
+    ins = [x, b.add_const("w", (rng.standard_normal((4, 3)) * 0.5).astype(np.float32)),
+           b.add_const("r", (rng.standard_normal((4, 4)) * 0.5).astype(np.float32)),
+           b.add_const("b", (rng.standard_normal(4) * 0.3).astype(np.float32)), h]
+    y = b.add_tensor("y", np.float32, [2, time, 4])
+    b.add_op("UNIDIRECTIONAL_SEQUENCE_RNN", ins, [y], options={"fused_activation_function": "TANH",
+                                                                "time_major": False})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("new_time", [5, 3])
+def test_allocate_after_a_resize_resets_the_variable_tensors(new_time, official):
+    """Campaign run 2 case 2083 (tfkeras_lstm_int8_stacked, data mode 'resize'): after invoke, resize_tensor_input
+    and allocate_tensors, the official runtime restarts the LSTM state from its zero point (Subgraph::AllocateTensors
+    resets the variable tensors when it re-allocates) and we carried the previous invoke's state. A resize to the
+    same shape re-allocates nothing there, and the state carries on (new_time=3)."""
+    data = _sequence_rnn(3)
+    rng = np.random.default_rng(2083)
+    x0 = rng.standard_normal((2, 3, 3)).astype(np.float32)
+    x1 = rng.standard_normal((2, new_time, 3)).astype(np.float32)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    ref = official_interpreter(data)
+    outs = []
+    for it in (ours, ref):
+        i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+        it.set_tensor(i, x0)
+        it.invoke()
+        it.resize_tensor_input(i, [2, new_time, 3])
+        it.allocate_tensors()
+        it.set_tensor(i, x1)
+        it.invoke()
+        outs.append(np.array(it.get_tensor(o), copy=True))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    fresh = _run_official(_sequence_rnn(new_time), [x1])[0]
+    assert np.allclose(outs[1], fresh, rtol=1e-5, atol=1e-6) == (new_time != 3)  # reset iff re-allocated
+
+
+def _lstm_nan_bias(hybrid: bool, proj: bool) -> bytes:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM x [1, 3, 3], 4 cells, cell_clip 3 (and with a projection to 3 outputs,
+    proj_clip 0.5), a NaN in the forget gate bias (and in the projection bias); float or hybrid (int8 weights)."""
+    rng = np.random.default_rng(1249)
+    n_in, n_cell, n_out = 3, 4, 3 if proj else 4
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 3, n_in])
+
+    def weights(name, shape):
+        w = (rng.standard_normal(shape) * 0.5).astype(np.float32)
+        if not hybrid:
+            return b.add_const(name, w)
+        scale = float(np.abs(w).max()) / 127
+        return b.add_const(name, np.round(w / scale).astype(np.int8), quant=(scale, 0))
+
+    ins = [x] + [weights(f"wx{g}", (n_cell, n_in)) for g in "ifco"] + [weights(f"wh{g}", (n_cell, n_out))
+                                                                       for g in "ifco"] + [-1, -1, -1]
+    for g in "ifco":
+        bias = (rng.standard_normal(n_cell) * 0.3).astype(np.float32)
+        if g == "f":
+            bias[1] = np.nan
+        ins.append(b.add_const(f"b{g}", bias))
+    if proj:
+        pb = (rng.standard_normal(n_out) * 0.3).astype(np.float32)
+        pb[0] = np.nan
+        ins += [weights("wp", (n_out, n_cell)), b.add_const("pb", pb)]
+    else:
+        ins += [-1, -1]
+    ins += [b.add_tensor("h", np.float32, [1, n_out], is_variable=True),
+            b.add_tensor("c", np.float32, [1, n_cell], is_variable=True), -1, -1, -1, -1]
+    y = b.add_tensor("y", np.float32, [1, 3, n_out])
+    b.add_op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], version=3 if hybrid else 1,
+             options={"fused_activation_function": "TANH", "cell_clip": 3.0, "proj_clip": 0.5 if proj else 0.0,
+                      "time_major": False, "asymmetric_quantize_inputs": hybrid})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["float", "hybrid"])
+@pytest.mark.parametrize("proj", [False, True], ids=["cell_clip", "proj_clip"])
+def test_lstm_clip_turns_nan_into_the_clip_value(hybrid, proj, official):
+    """Campaign run 3 case 1249 (tfkeras_lstm_dynamic_range, a NaN written into the forget gate bias, cell_clip 10):
+    the official CwiseClipping computes max(min(clip, v), -clip) with std::min/std::max, which turn a NaN into
+    +clip, so its cell state stayed finite (10.0) and so did every output; ours kept the NaN, which then spread
+    through the recurrent weights over the invokes. Two invokes: the state carries the clipped value."""
+    data = _lstm_nan_bias(hybrid, proj)
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((1, 3, 3)).astype(np.float32) for _ in range(2)]
+    outs = []
+    for it in (Interpreter(model_content=data), official_interpreter(data)):
+        it.allocate_tensors()
+        seq = []
+        for x in xs:
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+            seq.append(np.array(it.get_tensor(it.get_output_details()[0]["index"]), copy=True))
+        outs.append(seq)
+    for ours, theirs in zip(*outs):
+        assert np.isfinite(theirs).all()  # what the case is about: the official clip removed the NaN
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)

@@ -16,7 +16,8 @@ would move int8 values. Per step:
   input/forget/output gates use sigmoid, the cell gate the fused activation. CIFG (no input gate): i = 1 - f.
   Peepholes of the input and forget gates read the old cell state, the output gate's the updated one.
   c = f .* c + g .* i, clipped to [-cell_clip, cell_clip] when cell_clip > 0;
-  h = o .* act(c), or with projection h = clip(P (o .* act(c)) + p_bias, proj_clip).
+  h = o .* act(c), or with projection h = clip(P (o .* act(c)) + p_bias, proj_clip). Both clips map a NaN to +clip,
+  as the official CwiseClipping does (_clip).
 - RNN step: h = act(bias + W x + R h).
 
 The recurrent state tensors (LSTM output/cell state, RNN hidden state, SVDF activation state) are *variable* inputs
@@ -138,6 +139,14 @@ def _lstm_gate(x, xo, n_in, x_zero, w_x, aux, ao, n_aux, aux_zero, w_a, h, ho, n
 
 
 @njit(cache=True, inline="always")
+def _clip(v, clip):
+    """v clipped to [-clip, clip] as TFLite's CwiseClipping does it, max(min(clip, v), -clip) with the C++ std::min
+    and std::max: a NaN becomes +clip (std::min(clip, NaN) returns clip), where Python's min/max would keep it."""
+    m = v if v < clip else clip
+    return -clip if m < -clip else m
+
+
+@njit(cache=True, inline="always")
 def _update_cell(scratch, gi, gf, gc, c, co, n_cell, cifg, cell_clip):
     """c = forget * c + cell gate * input gate (1 - forget with CIFG), clipped to +-cell_clip when it is > 0."""
     one = np.float32(1.0)
@@ -146,7 +155,7 @@ def _update_cell(scratch, gi, gf, gc, c, co, n_cell, cifg, cell_clip):
         i_gate = one - scratch[gf + j] if cifg else scratch[gi + j]
         v += scratch[gc + j] * i_gate
         if cell_clip > 0:
-            v = min(max(v, -cell_clip), cell_clip)
+            v = _clip(v, cell_clip)
         c[co + j] = v
 
 
@@ -182,7 +191,7 @@ def _lstm_step(x, xo, x_zero, aux, ao, aux_zero, w_xi, w_xf, w_xc, w_xo, w_ai, w
             v = b_p[k] if p[_P_PROJ_BIAS] != 0 else np.float32(0.0)
             v = dot(w_p, k * n_cell, scratch, tmp, n_cell) + v
             if proj_clip > 0:
-                v = min(max(v, -proj_clip), proj_clip)
+                v = _clip(v, proj_clip)
             h[ho + k] = v
     else:
         for k in range(n_out):
@@ -326,7 +335,7 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
                                     hb, n_out, iacc)
                 if proj_clip > 0:
                     for k in range(n_out):
-                        h[hb + k] = min(max(h[hb + k], -proj_clip), proj_clip)
+                        h[hb + k] = _clip(h[hb + k], proj_clip)
             else:
                 for k in range(n_out):
                     h[hb + k] = scratch[tmp + k]
