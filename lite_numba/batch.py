@@ -413,3 +413,11 @@ def shared_runner(model, batch_size: int = 32, *, mode: str = "auto", num_thread
             _SHARED[key] = runner
     runner.preprocess, runner.postprocess = preprocess, postprocess
     return runner
+
+
+def shared_runners(model) -> list[BatchRunner]:
+    """Every runner shared_runner made for `model` in this process (all threads, batch sizes and modes): their
+    `stats` tell what a worker has done."""
+    key = model_key(model)
+    with _SHARED_LOCK:
+        return [r for k, r in _SHARED.items() if k[0] == key]

@@ -12,6 +12,7 @@ This module does not import Ray: the class only needs numpy batches (Ray imports
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -23,12 +24,15 @@ class RayPredictor:
     """`model`: a .tflite path or its bytes. `input_columns`: {model input name: column} (or one column name for a
     one-input model); default, the inputs' own names. `output_columns`: {output name: column}; default, the outputs'
     names. `preprocess(row_dict) -> example` runs per row (on {column: value}), `postprocess` per batch of outputs,
-    as in BatchRunner. `batch_size` only sizes the model's invokes in resize mode: Ray decides the batches."""
+    as in BatchRunner. `batch_size` only sizes the model's invokes in resize mode: Ray decides the batches.
+    `timing=True` adds the columns lite_numba_batch_s and lite_numba_invoke_s: the batch's seconds in this call and
+    in invoke, on each of its rows (the adapter's overhead is their difference)."""
 
     def __init__(self, model, *, input_columns: str | Mapping[str, str] | None = None,
                  output_columns: Mapping[str, str] | None = None, preprocess: Callable | None = None,
                  postprocess: Callable | None = None, drop_inputs: bool = True, batch_size: int = 32,
-                 mode: str = "auto", num_threads: int | None = None):
+                 mode: str = "auto", num_threads: int | None = None, timing: bool = False):
+        self.timing = timing
         self.runner = BatchRunner(model, batch_size, mode=mode, num_threads=num_threads, postprocess=postprocess,
                                   progress=False)
         names = self.runner.input_names
@@ -52,6 +56,7 @@ class RayPredictor:
         self.preprocess, self.drop_inputs = preprocess, drop_inputs
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        start, invoked = time.perf_counter(), self.runner.stats.invoke_s
         if self.preprocess is not None:
             n = len(next(iter(batch.values()))) if batch else 0
             rows = ({c: v[k] for c, v in batch.items()} for k in range(n))
@@ -65,6 +70,10 @@ class RayPredictor:
         result = {c: v for c, v in batch.items() if not (self.drop_inputs and c in self.input_columns.values())}
         for name, value in outputs.items():
             result[self.output_columns.get(name, name)] = value
+        if self.timing:  # this batch's seconds in the adapter and in invoke, on each of its rows
+            n = len(next(iter(outputs.values()))) if outputs else 0
+            result["lite_numba_batch_s"] = np.full(n, time.perf_counter() - start)
+            result["lite_numba_invoke_s"] = np.full(n, self.runner.stats.invoke_s - invoked)
         return result
 
 
