@@ -63,6 +63,37 @@ def _load() -> str:
     return f"load average {a:.1f} / {b:.1f} / {c:.1f} (1/5/15 min) on {os.cpu_count()} CPUs"
 
 
+def _plain_worker(path: str, n: int, seed: int, barrier) -> tuple[float, float]:
+    """A child process: n invokes after the barrier; returns (start, end) on the shared clock."""
+    it = Interpreter(model_path=path)
+    it.allocate_tensors()
+    i = it.get_input_details()[0]["index"]
+    x = _images(n, seed)
+    barrier.wait()
+    t0 = time.time()
+    for e in x:
+        it.set_tensor(i, e[None])
+        it.invoke()
+    return t0, time.time()
+
+
+def _machine_scaling(path, n: int) -> float:
+    """The control: the same n invokes in 1 process, then split over 2 processes (no engine); the ratio tells how
+    much of a second core the machine had to give at that moment."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = mp.get_context("spawn")
+    walls = {}
+    for procs in (1, 2):
+        with ctx.Manager() as m, ProcessPoolExecutor(procs, mp_context=ctx) as pool:
+            barrier = m.Barrier(procs)
+            spans = list(pool.map(_plain_worker, [str(path)] * procs, [n // procs] * procs, range(procs),
+                                  [barrier] * procs))
+        walls[procs] = max(e for _, e in spans) - min(s for s, _ in spans)
+    return walls[1] / walls[2]
+
+
 def test_dask_two_workers_vs_one():
     dask_array = pytest.importorskip("dask.array")
     distributed = pytest.importorskip("distributed")
@@ -91,6 +122,7 @@ def test_dask_two_workers_vs_one():
                 times[w].append(time.perf_counter() - t0)
                 assert np.array_equal(got[:64], ref), "Dask outputs differ from the plain loop"
         load = _load()
+        control = _machine_scaling(path, n)
         # the adapter's overhead at batch 32: each block's task time on the worker against its invoke time
         with distributed.get_task_stream(client) as ts:
             before = client.run(_stats, str(path))
@@ -106,6 +138,8 @@ def test_dask_two_workers_vs_one():
     t1, t2 = float(np.median(times[1])), float(np.median(times[2]))
     _row(f"dask {MODEL} {n} inputs", f"1 worker {n / t1:.0f}/s, 2 workers {n / t2:.0f}/s: x{t1 / t2:.2f} "
          f"(plain invoke {invoke_s * 1e3:.2f} ms; {load}; CPU {cpu_name()})")
+    _row("machine control: plain loop, 2 procs vs 1", f"x{control:.2f} (the same {n} invokes split over 2 "
+         f"processes, no engine: the share of a second core this shared machine gave)")
     _row(f"dask overhead per batch of {BATCH}",
          f"task {task_s / (n / BATCH) * 1e3:.2f} ms, in adapter {adapter / (n / BATCH) * 1e3:.2f} ms, invoke "
          f"{inv / (n / BATCH) * 1e3:.2f} ms: engine overhead {(task_s - inv) / task_s:.1%}, adapter "
