@@ -39,6 +39,10 @@ def predict_array(x, model, *, output: str | None = None, batch_size: int = 32, 
     ins, outs = io_details(load_interpreter(model))  # declared shapes: nothing compiled here
     if len(ins) != 1:
         raise BatchInputError(f"predict_array runs one-input models; this one has {[n for n, _ in ins]}")
+    want = np.dtype(ins[0][1]["dtype"])
+    if x.dtype != want:
+        raise BatchInputError(f"x has dtype {x.dtype}, the model's input {ins[0][0]!r} takes {want} "
+                              f"(x.astype(...) first)")
     names = [n for n, _ in outs]
     if output is None:
         if len(outs) != 1:

@@ -4,6 +4,7 @@ loop of Interpreter.invoke, one example at a time (int8 bit for bit, float equal
 from __future__ import annotations
 
 import io
+import threading
 
 import numpy as np
 import pytest
@@ -182,3 +183,25 @@ def test_run_batches_and_shared_runner():
     a = shared_runner(path, 4)
     assert shared_runner(path, 4) is a  # once per process and thread
     assert shared_runner(path, 8) is not a
+
+
+def test_shared_runner_gives_each_thread_its_own_interpreter():
+    """Dask runs tasks on several threads of a worker: each gets a runner over a clone (one Interpreter is used by
+    one thread at a time), and all compute the plain loop's values."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = model_path("small_cnn_int8")
+    x = images(24, np.int8, seed=12)
+    ref = plain_loop(path, {"image": x})["Identity"]
+    barrier = threading.Barrier(3)
+
+    def work(k):
+        barrier.wait()
+        r = shared_runner(path, 5)
+        return r, [r.run(x[s:s + 8])["Identity"] for s in (0, 8, 16)]
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(work, range(3)))
+    assert len({id(r.interpreter) for r, _ in results}) == 3
+    for _, outs in results:
+        np.testing.assert_array_equal(np.concatenate(outs), ref)

@@ -135,10 +135,11 @@ def test_dask_array_equals_a_plain_loop_and_workers_share_the_cache(dask_client)
 
 
 def test_dask_dataframe_partitions(dask_client):
+    import dask.array as da
     import dask.dataframe as dd
     import pandas as pd
 
-    from lite_numba.batch_dask import predict_frame
+    from lite_numba.batch_dask import predict_array, predict_frame
 
     path = model_path("dynamic_batch_mlp")
     x = np.random.default_rng(8).standard_normal((50, 8)).astype(np.float32)
@@ -149,6 +150,8 @@ def test_dask_dataframe_partitions(dask_client):
     got = out.compute().sort_index()
     np.testing.assert_array_equal(got.to_numpy(), plain_loop(path, {"x": x})["Identity"])
     assert got.dtypes.iloc[0] == np.float32
+    with pytest.raises(BatchInputError, match=r"x has dtype float64, the model's input 'x' takes float32"):
+        predict_array(da.zeros((4, 8)), str(path))
     with pytest.raises(BatchInputError, match=r"takes \[8\] = 8 values per example; 2 columns were given"):
         predict_frame(ddf, str(path), cols[:2])
     with pytest.raises(BatchInputError, match=r"columns \['nope'\] are not in the frame"):
@@ -212,7 +215,7 @@ def _beam_run(handler, examples, out_prefix) -> dict[int, dict]:
         return json.dumps({"key": key, "out": {k: [str(np.asarray(v).dtype), np.asarray(v).tolist()]
                                                for k, v in result.inference.items()}})
 
-    opts = PipelineOptions(runner="DirectRunner")
+    opts = PipelineOptions(flags=[], runner="DirectRunner")
     with beam.Pipeline(options=opts) as p:
         (p | beam.Create(list(enumerate(examples)))
            | RunInference(KeyedModelHandler(handler))
