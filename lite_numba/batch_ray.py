@@ -26,7 +26,8 @@ class RayPredictor:
     names. `preprocess(row_dict) -> example` runs per row (on {column: value}), `postprocess` per batch of outputs,
     as in BatchRunner. `batch_size` only sizes the model's invokes in resize mode: Ray decides the batches.
     `timing=True` adds the columns lite_numba_batch_s and lite_numba_invoke_s: the batch's seconds in this call and
-    in invoke, on each of its rows (the adapter's overhead is their difference)."""
+    in invoke, on each of its rows (the adapter's overhead is their difference), and lite_numba_started, the wall
+    clock when the batch began."""
 
     def __init__(self, model, *, input_columns: str | Mapping[str, str] | None = None,
                  output_columns: Mapping[str, str] | None = None, preprocess: Callable | None = None,
@@ -56,7 +57,7 @@ class RayPredictor:
         self.preprocess, self.drop_inputs = preprocess, drop_inputs
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        start, invoked = time.perf_counter(), self.runner.stats.invoke_s
+        start, invoked, began = time.perf_counter(), self.runner.stats.invoke_s, time.time()
         if self.preprocess is not None:
             n = len(next(iter(batch.values()))) if batch else 0
             rows = ({c: v[k] for c, v in batch.items()} for k in range(n))
@@ -74,6 +75,7 @@ class RayPredictor:
             n = len(next(iter(outputs.values()))) if outputs else 0
             result["lite_numba_batch_s"] = np.full(n, time.perf_counter() - start)
             result["lite_numba_invoke_s"] = np.full(n, self.runner.stats.invoke_s - invoked)
+            result["lite_numba_started"] = np.full(n, began)  # the wall clock (time.time()) when the batch began
         return result
 
 
