@@ -114,12 +114,16 @@ def test_dask_two_workers_vs_one():
         xd = client.persist(xd)  # the inputs already on the workers (as a data set in a cluster would be)
         distributed.wait(xd)
         times = {1: [], 2: []}
+        cpu = {1: [], 2: []}
         for _ in range(rounds(3)):
             for w in (1, 2):
                 y = predict_array(xd, str(path), batch_size=BATCH)
+                c0 = client.run(_cpu_s)
                 t0 = time.perf_counter()
                 got = client.compute(y, workers=workers[:w], allow_other_workers=False).result()
                 times[w].append(time.perf_counter() - t0)
+                c1 = client.run(_cpu_s)
+                cpu[w].append(sum(c1[k] - c0[k] for k in c1))
                 assert np.array_equal(got[:64], ref), "Dask outputs differ from the plain loop"
         load = _load()
         control = _machine_scaling(path, n)
@@ -138,12 +142,21 @@ def test_dask_two_workers_vs_one():
     t1, t2 = float(np.median(times[1])), float(np.median(times[2]))
     _row(f"dask {MODEL} {n} inputs", f"1 worker {n / t1:.0f}/s, 2 workers {n / t2:.0f}/s: x{t1 / t2:.2f} "
          f"(plain invoke {invoke_s * 1e3:.2f} ms; {load}; CPU {cpu_name()})")
+    _row("dask workers' CPU per input", f"1 worker {np.median(cpu[1]) / n * 1e3:.3f} ms, 2 workers "
+         f"{np.median(cpu[2]) / n * 1e3:.3f} ms (the same figure would mean the second worker adds no work, so "
+         f"its speed-up is bounded only by the cores free)")
     _row("machine control: plain loop, 2 procs vs 1", f"x{control:.2f} (the same {n} invokes split over 2 "
          f"processes, no engine: the share of a second core this shared machine gave)")
     _row(f"dask overhead per batch of {BATCH}",
          f"task {task_s / (n / BATCH) * 1e3:.2f} ms, in adapter {adapter / (n / BATCH) * 1e3:.2f} ms, invoke "
          f"{inv / (n / BATCH) * 1e3:.2f} ms: engine overhead {(task_s - inv) / task_s:.1%}, adapter "
          f"{(adapter - inv) / adapter:.1%}")
+
+
+def _cpu_s() -> float:
+    """This process's CPU seconds (user + system), on a worker."""
+    t = os.times()
+    return t.user + t.system
 
 
 def _stats(path):
