@@ -59,6 +59,17 @@ def test_ray_map_batches_equals_a_plain_loop(ray_cluster):
     ref = plain_loop(path, {"image": x})["Identity"]
     assert got.dtype == np.int8 and np.array_equal(got, ref)
 
+    @ray_cluster.remote(num_cpus=1)
+    def load_in_a_worker(model):  # another Ray worker process of this machine, after this test's process warmed it
+        from lite_numba.batch import BatchRunner
+        from lite_numba.compiler import STATS
+
+        BatchRunner(model)
+        return dict(STATS)
+
+    stats = ray_cluster.get(load_in_a_worker.remote(str(path)))
+    assert stats["compiled"] == 0 and stats["compiled_by_workers"] == 0 and stats["loaded"] >= 1, stats
+
 
 def test_ray_resize_model_with_preprocessing_and_renamed_columns(ray_cluster):
     from lite_numba.batch_ray import RayPredictor
