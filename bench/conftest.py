@@ -119,6 +119,9 @@ def pytest_terminal_summary(terminalreporter):
         if r.get("unit") == "rate":  # a kernel's throughput (bench/test_kernels.py)
             w(f"{r['case']:42s} {r['path']:>10s} median {r['ours']:.1f}  {r.get('note', '')}")
             continue
+        if r.get("unit") == "text":  # a measured statement (bench/test_scaleout.py)
+            w(f"{r['case']:42s} {r['note']}")
+            continue
         if r.get("unit") == "s":
             w(f"{r['case']:42s} {r.get('path', path):>10s} ours {r['ours']:.2f} s, official builtin "
               f"{r['builtin']:.2f} s  {r.get('note', '')}")

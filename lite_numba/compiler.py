@@ -188,8 +188,73 @@ def load_cached_runner(run, sig, kernels) -> bool:
         return False
 
 
-# What this process compiled or loaded through precompile (tests check that a warm cache compiles nothing).
-STATS = {"compiled": 0, "loaded": 0, "compiled_by_workers": 0}
+# What this process compiled or loaded through precompile (tests check that a warm cache compiles nothing);
+# "waited": kernels another process was compiling when this one needed them, loaded once it had finished.
+STATS = {"compiled": 0, "loaded": 0, "compiled_by_workers": 0, "waited": 0}
+
+
+def _lock_path(fn, sig) -> str | None:
+    """The lock file of one (kernel, signature) compile: beside the kernel's Numba cache index, named by a hash of
+    the index path and the signature (None when the kernel has no disk cache or the locks are off)."""
+    if os.environ.get("LITE_NUMBA_COMPILE_LOCK", "1") == "0":
+        return None
+    try:
+        index = fn._cache._cache_file._index_path
+    except AttributeError:  # not a disk-cached dispatcher
+        return None
+    h = hashlib.sha256(f"{index}|{sig}".encode()).hexdigest()[:20]
+    return f"{index}.{h}.compiling"
+
+
+def claim_compiles(items) -> tuple[list[int], list]:
+    """Try to take, without waiting, the cross-process lock of each (kernel, signature) in `items`.
+
+    Returns (the open descriptors holding the locks taken, the items another process holds). Several processes
+    starting on one cold cache (a cluster's workers on one machine) thus split the compiles instead of each compiling
+    everything: what another process is compiling is waited for (wait_for_compile) and loaded from the disk cache.
+    Without fcntl (not POSIX) nothing is locked."""
+    try:
+        import fcntl  # lazy: POSIX only
+    except ImportError:
+        return [], []
+    held, busy = [], []
+    for fn, sig in items:
+        path = _lock_path(fn, sig)
+        if path is None:
+            continue
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError:  # unwritable cache: compile without the lock, as before
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            busy.append((fn, sig))
+            continue
+        held.append(fd)
+    return held, busy
+
+
+def release_compiles(fds) -> None:
+    for fd in fds:
+        os.close(fd)  # releases the flock
+
+
+def wait_for_compile(fn, sig) -> None:
+    """Block until no process holds the compile lock of (fn, sig) (it has saved its result to the disk cache, or
+    died, which releases the lock too)."""
+    import fcntl  # lazy: POSIX only (claim_compiles reported no busy item otherwise)
+
+    path = _lock_path(fn, sig)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
 
 
 def precompile(items) -> None:
@@ -207,19 +272,38 @@ def precompile(items) -> None:
     progress = _Progress(len(todo), "kernels")
     pending = list(todo.values())
     missing = [(fn, sig) for fn, sig in pending if _disk_cached(fn) and not in_disk_cache(fn, sig)]
-    done = compile_in_workers(missing, progress) if len(missing) > 1 else 0
-    for fn, sig in pending:
-        if sig in fn.overloads:  # compiled in this process while the workers ran
-            continue
-        if load_cached_runner(fn, sig, [fn]):  # a disk-cache load without targetctx.refresh, else compile
-            STATS["loaded"] += 1
-            if (fn, sig) in missing:
-                continue  # a worker compiled it: already counted
-        else:
-            _compile(fn, sig)
-        done += 1
-        progress.update(done)
+    # Another process compiling some of them right now (a cold cache shared by several workers) keeps them: this
+    # one compiles the rest, then waits for those and loads them (see claim_compiles).
+    held, busy = claim_compiles(missing)
+    busy_keys = {(id(fn), sig) for fn, sig in busy}
+    mine = [(fn, sig) for fn, sig in missing if (id(fn), sig) not in busy_keys]
+    try:
+        done = compile_in_workers(mine, progress) if len(mine) > 1 else 0
+        for fn, sig in pending:
+            if (id(fn), sig) not in busy_keys:
+                done = _load_or_compile(fn, sig, (fn, sig) in mine, done, progress)
+    finally:
+        release_compiles(held)
+    for fn, sig in busy:
+        wait_for_compile(fn, sig)
+        STATS["waited"] += 1
+        done = _load_or_compile(fn, sig, False, done, progress)
     progress.close()
+
+
+def _load_or_compile(fn, sig, by_workers: bool, done: int, progress: _Progress) -> int:
+    """precompile's step for one item: nothing when compiled here already, else a disk-cache load, else a compile."""
+    if sig in fn.overloads:  # compiled in this process while the workers ran
+        return done
+    if load_cached_runner(fn, sig, [fn]):  # a disk-cache load without targetctx.refresh, else compile
+        STATS["loaded"] += 1
+        if by_workers:
+            return done  # a worker compiled it: already counted
+    else:
+        _compile(fn, sig)
+    done += 1
+    progress.update(done)
+    return done
 
 
 def _compile(fn, sig) -> None:

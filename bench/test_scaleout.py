@@ -1,0 +1,255 @@
+"""Batch inference at scale (issue 18): MobileNetV2 0.35/96 int8 over >= 2,000 inputs on 1 and 2 workers, and the
+adapters' overhead per batch of 32 (the engine's or the adapter's time per batch minus the time inside invoke).
+
+Printed, never asserted: throughput ratios (2 workers / 1 worker) on Dask (a LocalCluster of 2 worker processes,
+the 1-worker run pinned to one of them) and Ray Data (map_batches with concurrency 1 and 2 on
+ray.init(num_cpus=2); Ray starts new actors for each run, so its wall time includes loading the model in them), the
+overheads on Dask, Ray and Beam (DirectRunner), the CPU and the machine's load average during the run. Outputs are
+checked against a plain Interpreter loop (int8: equal). Light mode (CI): 128 inputs, one round."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+from conftest import ROWS, cpu_name, find_model, light, rounds
+
+from lite_numba import Interpreter
+from lite_numba.batch import BatchRunner
+
+MODEL = "mobilenet_v2_035_96_int8"
+BATCH = 32
+
+
+def _n() -> int:
+    return 128 if light() else 2048
+
+
+def _model():
+    path = find_model(MODEL)
+    if path is None:
+        pytest.skip(f"{MODEL} not found")
+    return path
+
+
+def _images(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(-128, 128, (n, 96, 96, 3), dtype=np.int8)
+
+
+def _plain(path, x) -> tuple[np.ndarray, float]:
+    """The plain loop's outputs and its median seconds per invoke."""
+    it = Interpreter(model_path=str(path))
+    it.allocate_tensors()
+    i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+    out, times = [], []
+    for e in x:
+        it.set_tensor(i, e[None])
+        t0 = time.perf_counter()
+        it.invoke()
+        times.append(time.perf_counter() - t0)
+        out.append(it.get_tensor(o))
+    return np.concatenate(out), float(np.median(times))
+
+
+def _row(case: str, note: str) -> None:
+    ROWS.append({"case": case, "unit": "text", "note": note})
+    print(f"{case}: {note}")
+
+
+def _load() -> str:
+    a, b, c = os.getloadavg()
+    return f"load average {a:.1f} / {b:.1f} / {c:.1f} (1/5/15 min) on {os.cpu_count()} CPUs"
+
+
+def _plain_worker(path: str, n: int, seed: int, barrier) -> tuple[float, float]:
+    """A child process: n invokes after the barrier; returns (start, end) on the shared clock."""
+    it = Interpreter(model_path=path)
+    it.allocate_tensors()
+    i = it.get_input_details()[0]["index"]
+    x = _images(n, seed)
+    barrier.wait()
+    t0 = time.time()
+    for e in x:
+        it.set_tensor(i, e[None])
+        it.invoke()
+    return t0, time.time()
+
+
+def _machine_scaling(path, n: int) -> float:
+    """The control: the same n invokes in 1 process, then split over 2 processes (no engine); the ratio tells how
+    much of a second core the machine had to give at that moment."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = mp.get_context("spawn")
+    walls = {}
+    for procs in (1, 2):
+        with ctx.Manager() as m, ProcessPoolExecutor(procs, mp_context=ctx) as pool:
+            barrier = m.Barrier(procs)
+            spans = list(pool.map(_plain_worker, [str(path)] * procs, [n // procs] * procs, range(procs),
+                                  [barrier] * procs))
+        walls[procs] = max(e for _, e in spans) - min(s for s, _ in spans)
+    return walls[1] / walls[2]
+
+
+def test_dask_two_workers_vs_one():
+    dask_array = pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    from lite_numba.batch_dask import predict_array
+
+    path = _model()
+    BatchRunner(path)  # warm cache: the workers load, they do not compile
+    n = _n()
+    x_np = _images(n)
+    ref, invoke_s = _plain(path, x_np[:64])
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    client = distributed.Client(cluster)
+    try:
+        xd = dask_array.from_array(x_np, chunks=(BATCH, 96, 96, 3))
+        workers = sorted(client.scheduler_info()["workers"])
+        # every worker loads the model once before the timed runs
+        client.run(lambda: __import__("lite_numba.batch", fromlist=["x"]).shared_runner(str(path), BATCH))
+        xd = client.persist(xd)  # the inputs already on the workers (as a data set in a cluster would be)
+        distributed.wait(xd)
+        times = {1: [], 2: []}
+        cpu = {1: [], 2: []}
+        for _ in range(rounds(3)):
+            for w in (1, 2):
+                y = predict_array(xd, str(path), batch_size=BATCH)
+                c0 = client.run(_cpu_s)
+                t0 = time.perf_counter()
+                got = client.compute(y, workers=workers[:w], allow_other_workers=False).result()
+                times[w].append(time.perf_counter() - t0)
+                c1 = client.run(_cpu_s)
+                cpu[w].append(sum(c1[k] - c0[k] for k in c1))
+                assert np.array_equal(got[:64], ref), "Dask outputs differ from the plain loop"
+        load = _load()
+        control = _machine_scaling(path, n)
+        # the adapter's overhead at batch 32: each block's task time on the worker against its invoke time
+        with distributed.get_task_stream(client) as ts:
+            before = client.run(_stats, str(path))
+            client.compute(predict_array(xd, str(path), batch_size=BATCH)).result()
+            after = client.run(_stats, str(path))
+        task_s = sum(ss["stop"] - ss["start"] for t in ts.data if "_run_block" in str(t["key"])
+                     for ss in t["startstops"] if ss["action"] == "compute")
+        inv = sum(after[k][0] - before[k][0] for k in after)
+        adapter = sum(after[k][1] - before[k][1] for k in after)
+    finally:
+        client.close()
+        cluster.close()
+    t1, t2 = float(np.median(times[1])), float(np.median(times[2]))
+    _row(f"dask {MODEL} {n} inputs", f"1 worker {n / t1:.0f}/s, 2 workers {n / t2:.0f}/s: x{t1 / t2:.2f} "
+         f"(plain invoke {invoke_s * 1e3:.2f} ms; {load}; CPU {cpu_name()})")
+    _row("dask workers' CPU per input", f"1 worker {np.median(cpu[1]) / n * 1e3:.3f} ms, 2 workers "
+         f"{np.median(cpu[2]) / n * 1e3:.3f} ms (the same figure would mean the second worker adds no work, so "
+         f"its speed-up is bounded only by the cores free)")
+    _row("machine control: plain loop, 2 procs vs 1", f"x{control:.2f} (the same {n} invokes split over 2 "
+         f"processes, no engine: the share of a second core this shared machine gave)")
+    _row(f"dask overhead per batch of {BATCH}",
+         f"task {task_s / (n / BATCH) * 1e3:.2f} ms, in adapter {adapter / (n / BATCH) * 1e3:.2f} ms, invoke "
+         f"{inv / (n / BATCH) * 1e3:.2f} ms: engine overhead {(task_s - inv) / task_s:.1%}, adapter "
+         f"{(adapter - inv) / adapter:.1%}")
+
+
+def _cpu_s() -> float:
+    """This process's CPU seconds (user + system), on a worker."""
+    t = os.times()
+    return t.user + t.system
+
+
+def _stats(path):
+    from lite_numba.batch import shared_runners
+
+    runners = shared_runners(path)  # the worker's runners of the model (one per thread that ran it)
+    return sum(r.stats.invoke_s for r in runners), sum(r.stats.total_s for r in runners)
+
+
+def test_ray_two_workers_vs_one():
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    from lite_numba.batch_ray import RayPredictor
+
+    path = _model()
+    BatchRunner(path)
+    n = _n()
+    x_np = _images(n, seed=1)
+    ref, invoke_s = _plain(path, x_np[:64])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        ds = ray.data.from_items([{"id": k, "image": x_np[k]} for k in range(n)]).materialize()
+        times = {1: [], 2: []}
+        inside = {1: [], 2: []}
+        spans = {1: [], 2: []}
+        for _ in range(rounds(2)):
+            for w in (1, 2):
+                t0 = time.perf_counter()
+                rows = ds.map_batches(RayPredictor, fn_constructor_kwargs={"model": str(path), "timing": True},
+                                      batch_size=BATCH, concurrency=w, num_cpus=1).take_all()
+                times[w].append(time.perf_counter() - t0)
+                rows.sort(key=lambda r: r["id"])
+                got = np.stack([r["Identity"] for r in rows[:64]])
+                assert np.array_equal(got, ref), "Ray outputs differ from the plain loop"
+                batch_s = {}  # one entry per batch (its rows repeat the batch's figures)
+                for r in rows:
+                    batch_s[(r["lite_numba_batch_s"], r["lite_numba_invoke_s"], r["lite_numba_started"])] = 1
+                per = np.array(list(batch_s))
+                inside[w].append(per)
+                # from the first batch's start to the last one's end: the actors' start-up left out
+                spans[w].append(float((per[:, 2] + per[:, 0]).max() - per[:, 2].min()))
+        load = _load()
+    finally:
+        ray.shutdown()
+    t1, t2 = float(np.median(times[1])), float(np.median(times[2]))
+    per = inside[2][-1]
+    s1, s2 = float(np.median(spans[1])), float(np.median(spans[2]))
+    _row(f"ray {MODEL} {n} inputs", f"concurrency 1 {n / t1:.0f}/s, 2 {n / t2:.0f}/s: x{t1 / t2:.2f} (wall, "
+         f"actor start included); first batch to last: {n / s1:.0f}/s, {n / s2:.0f}/s: x{s1 / s2:.2f} (plain "
+         f"invoke {invoke_s * 1e3:.2f} ms; {load})")
+    _row(f"ray overhead per batch of {BATCH}",
+         f"in adapter {per[:, 0].mean() * 1e3:.2f} ms, invoke {per[:, 1].mean() * 1e3:.2f} ms: adapter overhead "
+         f"{(per[:, 0].sum() - per[:, 1].sum()) / per[:, 0].sum():.1%}; engine wall per batch "
+         f"{t2 / (n / BATCH) * 1e3:.2f} ms at concurrency 2")
+
+
+def test_beam_overhead_per_batch(tmp_path):
+    beam = pytest.importorskip("apache_beam")
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.ml.inference.base import RunInference
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.util import assert_that
+
+    from lite_numba.batch_beam import TFLiteModelHandlerNumpy
+
+    path = _model()
+    BatchRunner(path)
+    n = _n()
+    x_np = _images(n, seed=2)
+    ref, _ = _plain(path, x_np[:64])
+    handler = TFLiteModelHandlerNumpy(str(path), min_batch_size=BATCH, max_batch_size=BATCH)
+    expected = {x_np[k].tobytes(): ref[k] for k in range(len(ref))}
+
+    def check(results):  # runs in the pipeline: a mismatch fails it
+        matched = 0
+        for r in results:
+            want = expected.get(r.example.tobytes())
+            if want is not None:
+                assert np.array_equal(r.inference["Identity"], want), "Beam outputs differ from the plain loop"
+                matched += 1
+        assert matched == len(expected), (matched, len(expected))
+
+    t0 = time.perf_counter()
+    p = beam.Pipeline(options=PipelineOptions(flags=[], runner="DirectRunner"))
+    assert_that(p | beam.Create(list(x_np)) | RunInference(handler), check)
+    result = p.run()
+    result.wait_until_finish()
+    wall = time.perf_counter() - t0
+    metrics = result.metrics().query(MetricsFilter().with_namespace(handler.get_metrics_namespace()))
+    dist = {m.key.metric.name: m.committed for m in metrics["distributions"]}
+    lat, inv = dist["inference_batch_latency_micro_secs"], dist["lite_numba_invoke_micro_secs"]
+    _row(f"beam overhead per batch of {BATCH}",
+         f"run_inference {lat.mean / 1e3:.2f} ms (Beam's latency metric), invoke {inv.mean / 1e3:.2f} ms over "
+         f"{lat.count} batches: overhead {(lat.sum - inv.sum) / lat.sum:.1%}; pipeline wall {wall:.1f} s for {n} "
+         f"inputs ({_load()})")

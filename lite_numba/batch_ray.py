@@ -1,0 +1,90 @@
+"""Ray Data adapter (``pip install "lite-numba[ray]"``): a callable class for ``Dataset.map_batches``.
+
+    ds.map_batches(RayPredictor, fn_constructor_kwargs={"model": "model.tflite"}, batch_size=32, concurrency=2)
+
+Ray makes one instance per actor: the model is loaded and compiled (or loaded from the compile cache, which every
+worker process on a machine shares; see lite_numba.compiler.claim_compiles) once per actor. Each batch arrives as
+{column: numpy array}; the model's inputs are read from the columns named like them (or `input_columns`), every
+output becomes a column (named like the output, or through `output_columns`), and the other columns pass through
+(ids, file names), the input columns too unless `drop_inputs`. The rows are fed by lite_numba.batch's rule.
+
+This module does not import Ray: the class only needs numpy batches (Ray imports it in each actor by pickle)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from .batch import BatchInputError, BatchRunner
+
+
+class RayPredictor:
+    """`model`: a .tflite path or its bytes. `input_columns`: {model input name: column} (or one column name for a
+    one-input model); default, the inputs' own names. `output_columns`: {output name: column}; default, the outputs'
+    names. `preprocess(row_dict) -> example` runs per row (on {column: value}), `postprocess` per batch of outputs,
+    as in BatchRunner. `batch_size` only sizes the model's invokes in resize mode: Ray decides the batches.
+    `timing=True` adds the columns lite_numba_batch_s and lite_numba_invoke_s: the batch's seconds in this call and
+    in invoke, on each of its rows (the adapter's overhead is their difference), and lite_numba_started, the wall
+    clock when the batch began."""
+
+    def __init__(self, model, *, input_columns: str | Mapping[str, str] | None = None,
+                 output_columns: Mapping[str, str] | None = None, preprocess: Callable | None = None,
+                 postprocess: Callable | None = None, drop_inputs: bool = True, batch_size: int = 32,
+                 mode: str = "auto", num_threads: int | None = None, timing: bool = False):
+        self.timing = timing
+        self.runner = BatchRunner(model, batch_size, mode=mode, num_threads=num_threads, postprocess=postprocess,
+                                  progress=False)
+        names = self.runner.input_names
+        if input_columns is None:
+            input_columns = {n: n for n in names}
+        elif isinstance(input_columns, str):
+            if len(names) != 1:
+                raise BatchInputError(f"the model has inputs {names}: give input_columns as a mapping of input "
+                                      f"name to column")
+            input_columns = {names[0]: input_columns}
+        unknown = [n for n in input_columns if n not in names]
+        if unknown or len(input_columns) != len(names):
+            raise BatchInputError(f"input_columns must map each of the model's inputs {names} to a column; got "
+                                  f"{dict(input_columns)}")
+        self.input_columns = dict(input_columns)
+        self.output_columns = dict(output_columns or {})
+        unknown = [n for n in self.output_columns if n not in self.runner.output_names]
+        if unknown and postprocess is None:
+            raise BatchInputError(f"output_columns names {unknown}, which are not outputs of the model "
+                                  f"{self.runner.output_names}")
+        self.preprocess, self.drop_inputs = preprocess, drop_inputs
+
+    def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        start, invoked, began = time.perf_counter(), self.runner.stats.invoke_s, time.time()
+        if self.preprocess is not None:
+            n = len(next(iter(batch.values()))) if batch else 0
+            rows = ({c: v[k] for c, v in batch.items()} for k in range(n))
+            outputs = self.runner.run(map(self.preprocess, rows), batch_size=max(n, 1), progress=False)
+        else:
+            missing = [c for c in self.input_columns.values() if c not in batch]
+            if missing:
+                raise BatchInputError(f"the batch has no column {missing} for the model's inputs (columns: "
+                                      f"{sorted(batch)}); set input_columns")
+            outputs = self.runner.run_batch({n: _dense(batch[c], c) for n, c in self.input_columns.items()})
+        result = {c: v for c, v in batch.items() if not (self.drop_inputs and c in self.input_columns.values())}
+        for name, value in outputs.items():
+            result[self.output_columns.get(name, name)] = value
+        if self.timing:  # this batch's seconds in the adapter and in invoke, on each of its rows
+            n = len(next(iter(outputs.values()))) if outputs else 0
+            result["lite_numba_batch_s"] = np.full(n, time.perf_counter() - start)
+            result["lite_numba_invoke_s"] = np.full(n, self.runner.stats.invoke_s - invoked)
+            result["lite_numba_started"] = np.full(n, began)  # the wall clock (time.time()) when the batch began
+        return result
+
+
+def _dense(column, name: str) -> np.ndarray:
+    """A column as one numpy array (Ray gives tensor columns as ndarrays; ragged ones as object arrays)."""
+    a = np.asarray(column)
+    if a.dtype == object:
+        try:
+            a = np.stack([np.asarray(v) for v in a])
+        except ValueError:
+            raise BatchInputError(f"column {name!r} holds arrays of different shapes") from None
+    return a

@@ -1,0 +1,207 @@
+"""lite_numba.batch (issue 18): a model over many examples, a batch at a time. Every result is compared with a plain
+loop of Interpreter.invoke, one example at a time (int8 bit for bit, float equal)."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import numpy as np
+import pytest
+from conftest import model_path
+
+from lite_numba import Interpreter
+from lite_numba.batch import BatchInputError, BatchRunner, run_batches, shared_runner
+from lite_numba.builder import ModelBuilder
+
+
+def plain_loop(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The oracle: one example per invoke, inputs by tensor name, outputs by tensor name, stacked."""
+    it = Interpreter(model_path=str(model)) if not isinstance(model, bytes) else Interpreter(model_content=model)
+    it.allocate_tensors()
+    ins, outs = it.get_input_details(), it.get_output_details()
+    n = len(next(iter(inputs.values())))
+    res: dict[str, list] = {d["name"]: [] for d in outs}
+    for k in range(n):
+        for d in ins:
+            it.set_tensor(d["index"], inputs[d["name"]][k].reshape(d["shape"]))
+        it.invoke()
+        for d in outs:
+            res[d["name"]].append(it.get_tensor(d["index"]))
+    return {k: np.concatenate(v) for k, v in res.items()}
+
+
+def images(n: int, dtype, seed: int = 0, shape=(32, 32, 3)) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype) == np.int8:
+        return rng.integers(-128, 128, (n, *shape), dtype=np.int8)
+    return rng.standard_normal((n, *shape)).astype(dtype)
+
+
+def two_in_two_out(dynamic: bool) -> bytes:
+    """x (?, 4) float, s (?, 4) float -> sum (?, 4), prod (?, 4); the batch dimension dynamic or fixed at 1."""
+    b = ModelBuilder()
+    sig = [-1, 4] if dynamic else None
+    x = b.add_input("x", np.float32, [1, 4], shape_signature=sig)
+    s = b.add_input("s", np.float32, [1, 4], shape_signature=sig)
+    a = b.add_tensor("sum", np.float32, [1, 4], shape_signature=sig)
+    m = b.add_tensor("prod", np.float32, [1, 4], shape_signature=sig)
+    b.add_op("ADD", [x, s], [a])
+    b.add_op("MUL", [a, b.add_const("k", np.linspace(0.5, 2, 4, dtype=np.float32))], [m])
+    b.mark_output(a)
+    b.mark_output(m)
+    return b.build()
+
+
+@pytest.mark.parametrize("name,dtype,mode", [("small_cnn_int8", np.int8, "loop"),
+                                             ("small_cnn_f32", np.float32, "loop")])
+def test_fixed_batch_of_one_runs_example_by_example(name, dtype, mode):
+    path = model_path(name)
+    x = images(37, dtype)
+    r = BatchRunner(path, batch_size=16)
+    assert r.mode == mode and r.input_names == ["image"]
+    out = r.run(x)
+    ref = plain_loop(path, {"image": x})
+    assert list(out) == list(ref)
+    for k in ref:
+        assert out[k].dtype == ref[k].dtype and np.array_equal(out[k], ref[k]), k
+    assert r.stats.examples == 37 and r.stats.batches == 3 and r.stats.invokes == 37
+    assert 0 < r.stats.invoke_s <= r.stats.total_s
+
+
+def test_dynamic_batch_resizes_to_the_batch():
+    path = model_path("dynamic_batch_mlp")
+    x = np.random.default_rng(3).standard_normal((45, 8)).astype(np.float32)
+    r = BatchRunner(path, batch_size=16)
+    assert r.mode == "resize"
+    out = r.run(x)
+    assert r.stats.invokes == 3  # 16 + 16 + 13
+    ref = plain_loop(path, {"x": x})
+    np.testing.assert_array_equal(out["Identity"], ref["Identity"])
+    # forcing the loop gives the same values, one invoke per example
+    loop = BatchRunner(path, batch_size=16, mode="loop")
+    np.testing.assert_array_equal(loop.run(x)["Identity"], ref["Identity"])
+    assert loop.stats.invokes == 45
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_several_inputs_and_outputs_from_an_iterable_with_pre_and_postprocessing(dynamic):
+    model = two_in_two_out(dynamic)
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((11, 4)).astype(np.float32)
+    ss = rng.standard_normal((11, 4)).astype(np.float32)
+    raw = [{"a": xs[k].tolist(), "b": ss[k].tolist()} for k in range(11)]  # e.g. JSON records
+
+    def pre(rec):
+        return {"x": np.array(rec["a"], np.float32), "s": np.array(rec["b"], np.float32)}
+
+    def post(out):
+        return {**out, "best": out["prod"].argmax(axis=1)}
+
+    r = BatchRunner(model, batch_size=4, preprocess=pre, postprocess=post)
+    assert r.mode == ("resize" if dynamic else "loop")
+    out = r.run(iter(raw))
+    ref = plain_loop(model, {"x": xs, "s": ss})
+    np.testing.assert_array_equal(out["sum"], ref["sum"])
+    np.testing.assert_array_equal(out["prod"], ref["prod"])
+    np.testing.assert_array_equal(out["best"], ref["prod"].argmax(axis=1))
+    # batches one at a time
+    plain = BatchRunner(model, batch_size=5)
+    chunks = list(plain.iter_batches({"x": xs, "s": ss}))
+    assert [len(c["sum"]) for c in chunks] == [5, 5, 1]
+    np.testing.assert_array_equal(np.concatenate([c["prod"] for c in chunks]), ref["prod"])
+
+
+def test_fixed_batch_larger_than_one_pads_the_last_batch():
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [3, 4])
+    y = b.add_tensor("y", np.int8, [3, 4])
+    b.add_op("MAXIMUM", [x, b.add_const("z", np.full(4, -5, np.int8))], [y])
+    b.mark_output(y)
+    model = b.build()
+    xs = np.random.default_rng(1).integers(-128, 128, (8, 4), dtype=np.int8)
+    r = BatchRunner(model, batch_size=5)
+    assert r.mode == "fixed" and r.model_batch == 3
+    out = r.run(xs)["y"]
+    np.testing.assert_array_equal(out, np.maximum(xs, -5))
+    assert r.stats.invokes == 3  # batches of 5 and 3: 3 + 2 (padded to 3), then 3
+
+
+def test_empty_input_gives_empty_outputs():
+    r = BatchRunner(model_path("small_cnn_f32"))
+    out = r.run(np.zeros((0, 32, 32, 3), np.float32))
+    assert out["Identity"].shape == (0, 10) and out["Identity"].dtype == np.float32
+    assert r.run([])["Identity"].shape == (0, 10)
+
+
+def test_bad_input_is_a_clear_error():
+    path = model_path("small_cnn_f32")
+    r = BatchRunner(path)
+    with pytest.raises(BatchInputError, match=r"input 'image' has dtype float64, the model takes float32"):
+        r.run([np.zeros((32, 32, 3))])
+    with pytest.raises(BatchInputError, match=r"example 1: input 'image' has shape \[32, 32\]"):
+        r.run([np.zeros((32, 32, 3), np.float32), np.zeros((32, 32), np.float32)])
+    with pytest.raises(BatchInputError, match=r"a batch of shape \[4, 3\]"):
+        r.run(np.zeros((4, 3), np.float32))
+    with pytest.raises(BatchInputError, match=r"missing \['image'\], unknown \['img'\]"):
+        r.run({"img": np.zeros((2, 32, 32, 3), np.float32)})
+    with pytest.raises(BatchInputError, match="batch_size must be a positive integer"):
+        BatchRunner(path, batch_size=0)
+    with pytest.raises(BatchInputError, match="mode must be one of"):
+        BatchRunner(path, mode="sometimes")
+    with pytest.raises(BatchInputError, match="model must be a .tflite path"):
+        BatchRunner(3.5)
+    with pytest.raises(BatchInputError, match="postprocess must return a mapping"):
+        BatchRunner(path, postprocess=lambda o: 1).run(np.zeros((1, 32, 32, 3), np.float32))
+    multi = BatchRunner(two_in_two_out(True))
+    with pytest.raises(BatchInputError, match=r"the model has 2 inputs \['x', 's'\]"):
+        multi.run([np.zeros(4, np.float32)])
+
+
+def test_progress_bar_is_written_when_asked():
+    import sys  # tqdm is in the test extra: a missing one fails this test
+
+    r = BatchRunner(model_path("small_cnn_f32"), batch_size=4)
+    err, sys.stderr = sys.stderr, io.StringIO()
+    try:
+        r.run(images(10, np.float32), progress=True)
+        shown = sys.stderr.getvalue()
+        sys.stderr = io.StringIO()
+        r.run(images(10, np.float32))  # not a terminal: no bar
+        hidden = sys.stderr.getvalue()
+    finally:
+        sys.stderr = err
+    assert "10/10" in shown and "lite-numba" in shown
+    assert hidden == ""
+
+
+def test_run_batches_and_shared_runner():
+    path = model_path("small_cnn_int8")
+    x = images(6, np.int8, seed=9)
+    out = run_batches(path, x, batch_size=4)
+    np.testing.assert_array_equal(out["Identity"], plain_loop(path, {"image": x})["Identity"])
+    a = shared_runner(path, 4)
+    assert shared_runner(path, 4) is a  # once per process and thread
+    assert shared_runner(path, 8) is not a
+
+
+def test_shared_runner_gives_each_thread_its_own_interpreter():
+    """Dask runs tasks on several threads of a worker: each gets a runner over a clone (one Interpreter is used by
+    one thread at a time), and all compute the plain loop's values."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = model_path("small_cnn_int8")
+    x = images(24, np.int8, seed=12)
+    ref = plain_loop(path, {"image": x})["Identity"]
+    barrier = threading.Barrier(3)
+
+    def work(k):
+        barrier.wait()
+        r = shared_runner(path, 5)
+        return r, [r.run(x[s:s + 8])["Identity"] for s in (0, 8, 16)]
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(work, range(3)))
+    assert len({id(r.interpreter) for r, _ in results}) == 3
+    for _, outs in results:
+        np.testing.assert_array_equal(np.concatenate(outs), ref)
