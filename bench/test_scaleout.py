@@ -199,10 +199,32 @@ def test_ray_two_workers_vs_one():
                 inside[w].append(per)
                 # from the first batch's start to the last one's end: the actors' start-up left out
                 spans[w].append(float((per[:, 2] + per[:, 0]).max() - per[:, 2].min()))
+        # the engine's control: the same dataset and batches through a class that only burns the CPU time of our
+        # median invoke per batch (no model): how far Ray itself scales from 1 to 2 actors on this machine
+        burn = float(np.median(inside[1][-1][:, 1]))
+
+        class _Burn:  # local: Ray's pickler sends it by value (the bench module is not importable in the actors)
+            def __init__(self, seconds: float):
+                self.seconds = seconds
+
+            def __call__(self, batch):
+                t = time.process_time()
+                while time.process_time() - t < self.seconds:
+                    pass
+                return {"id": batch["id"]}
+
+        control = {}
+        for w in (1, 2):
+            t0 = time.perf_counter()
+            ds.map_batches(_Burn, fn_constructor_kwargs={"seconds": burn}, batch_size=BATCH, concurrency=w,
+                           num_cpus=1).take_all()
+            control[w] = time.perf_counter() - t0
         load = _load()
     finally:
         ray.shutdown()
     t1, t2 = float(np.median(times[1])), float(np.median(times[2]))
+    _row("ray control: CPU burn per batch, no model", f"concurrency 2 vs 1 x{control[1] / control[2]:.2f} (each batch "
+         f"burns {burn * 1e3:.1f} ms of CPU, our median invoke per batch; the engine's own scaling on this machine)")
     per = inside[2][-1]
     s1, s2 = float(np.median(spans[1])), float(np.median(spans[2]))
     _row(f"ray {MODEL} {n} inputs", f"concurrency 1 {n / t1:.0f}/s, 2 {n / t2:.0f}/s: x{t1 / t2:.2f} (wall, "
