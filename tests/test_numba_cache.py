@@ -43,5 +43,7 @@ def test_package_import_configured_numba():
 
     import lite_numba
 
-    assert lite_numba.NUMBA_CACHE_DIR.endswith(numba_cache.source_hash(lite_numba.__version__))
+    checked = os.environ.get("LITE_NUMBA_BOUNDSCHECK", "") not in ("", "0")  # the checked mode's own directory
+    suffix = numba_cache.source_hash(lite_numba.__version__) + ("-boundscheck" if checked else "")
+    assert lite_numba.NUMBA_CACHE_DIR.endswith(suffix)
     assert config.CACHE_DIR == lite_numba.NUMBA_CACHE_DIR
