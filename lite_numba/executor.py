@@ -646,7 +646,7 @@ def _overflow_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
     bad = {k: v for k, v in node.options.items() if isinstance(v, float) and not math.isfinite(v)}
     if bad:
         opts = ", ".join(f"{k}={v}" for k, v in bad.items())
-        return f"{node.op_name}: option {opts} is not finite ({err})"
+        return f"{node.op_name}: option {opts} is not finite"
     scales = [f"{rt.tensors[i].name!r} {rt.tensors[i].quantization.scales.tolist()[:4]}"
               for i in (*node.inputs, *node.outputs) if i >= 0 and rt.tensors[i].quantization.scales.size]
     if scales:

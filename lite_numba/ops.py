@@ -402,6 +402,12 @@ class PrepareContext:
                 checked.append(float(a))
             else:
                 raise TypeError(f"{self.op_name}: unsupported kernel argument {type(a).__name__}")
+            half = a.array.dtype if isinstance(a, ConstArg) else \
+                a.dtype if isinstance(a, (Tensor, TensorView, np.ndarray)) else None
+            if half == np.float16:  # Numba has no CPU float16 arrays: name the tensor instead of its bare error
+                t = a.tensor if isinstance(a, TensorView) else a
+                self.fail(f"float16 data ({getattr(t, 'name', 'a constant')!r}) is not supported by this op's "
+                          f"kernels")
         self.calls.append(Call(stable_kernel(fn), tuple(checked)))
 
 

@@ -285,3 +285,25 @@ def test_lstm_clip_turns_nan_into_the_clip_value(hybrid, proj, official):
     for ours, theirs in zip(*outs):
         assert np.isfinite(theirs).all()  # what the case is about: the official clip removed the NaN
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+def test_float16_resource_handle_is_named(official):
+    """Campaign seed 5 (a resource-variable model whose VAR_HANDLE output became float16): the refusal was Numba's
+    bare 'NotImplementedError: float16'; it now names the op and the type. The official runtime refuses it too."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3])
+    h = b.add_tensor("h", np.float16, [])
+    b.add_op("VAR_HANDLE", [], [h], options={"container": "", "shared_name": "v"})
+    b.add_op("ASSIGN_VARIABLE", [h, x], [])
+    y = b.add_tensor("y", np.float32, [3])
+    b.add_op("READ_VARIABLE", [h], [y])
+    b.mark_output(y)
+    data = b.build()
+    with pytest.raises(ValueError, match=r"VAR_HANDLE.*RESOURCE \(or integer\) tensor, got float16"):
+        it = Interpreter(model_content=data)
+        it.allocate_tensors()
+        it.invoke()
+    with pytest.raises(Exception):  # noqa: B017 - any refusal; the point is that it does not run
+        it = official_interpreter(data)
+        it.set_tensor(it.get_input_details()[0]["index"], np.ones(3, np.float32))
+        it.invoke()

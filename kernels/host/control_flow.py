@@ -355,6 +355,8 @@ def fill_resource_id(out, rid):
 def VAR_HANDLE(ctx: PrepareContext) -> None:
     """The resource id of (container, shared_name), fixed per interpreter: written by a compiled kernel (no host
     step) and known at prepare time."""
+    dt = ctx.output(0).dtype
+    ctx.check(dt.kind in "iu", f"the handle output must be a RESOURCE (or integer) tensor, got {dt.name}")
     out = ctx.set_output(0, ctx.output(0).shape)
     rid = _resource_id(ctx)
     ctx.set_known_value(0, np.full(out.shape, rid, out.dtype))
