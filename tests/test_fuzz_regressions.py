@@ -307,3 +307,28 @@ def test_float16_resource_handle_is_named(official):
         it = official_interpreter(data)
         it.set_tensor(it.get_input_details()[0]["index"], np.ones(3, np.float32))
         it.invoke()
+
+
+def _range_runtime(dtype) -> bytes:
+    b = ModelBuilder()
+    ins = [b.add_input(n, dtype, []) for n in ("start", "limit", "delta")]
+    y = b.add_tensor("y", dtype, [4], shape_signature=[-1])
+    b.add_op("RANGE", ins, [y])
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_range_whose_size_overflows_is_refused(dtype, official):
+    """Campaign seed 6 (RANGE on run-time int32 inputs): start 1392145108, limit -1423905635, delta -1229247790.
+    The official size (|limit - start| + |delta| - 1) / |delta| is computed in int32, overflows and gives 2 elements
+    where the range has 3; we gave 3. Such a range is now refused, naming the values; near the edge both agree."""
+    info = np.iinfo(dtype)
+    data = _range_runtime(dtype)
+    step = 1 << (info.bits - 12)  # ~2,000-4,000 elements; |limit - start| + |delta| - 1 = max - 11: no overflow
+    ok = [dtype(info.max - 10), dtype(info.max - 10 - (info.max - step - 10)), dtype(-step)]
+    ours, theirs = _run_ours(data, ok)[0], _run_official(data, ok)[0]
+    assert ours.dtype == theirs.dtype and ours.tolist() == theirs.tolist()
+    bad = [dtype(info.max // 2 + 10), dtype(-(info.max // 2) - 10), dtype(-(info.max // 2) - 20)]
+    with pytest.raises(ValueError, match=rf"RANGE.*overflows {np.dtype(dtype).name}"):
+        _run_ours(data, bad)

@@ -169,8 +169,15 @@ def range_size(ctx: PrepareContext, start, limit, delta) -> int:
               f"start {start}, limit {limit} and delta {delta} give a negative length")
     if isinstance(start, np.floating):
         return int(math.ceil(abs(float(np.float32(np.float32(limit) - np.float32(start)) / np.float32(delta)))))
+    info = np.iinfo(np.asarray(start).dtype)
     start, limit, delta = int(start), int(limit), int(delta)
-    return (abs(limit - start) + abs(delta) - 1) // abs(delta)
+    # the official size, (|limit - start| + |delta| - 1) / |delta|, is computed in the element type: where a step
+    # of it overflows, its answer is wrapped garbage (undefined in C), so such a range is refused, not answered
+    span = abs(limit - start) + abs(delta) - 1
+    ctx.check(span <= info.max and abs(delta) <= info.max,
+              f"start {start}, limit {limit} and delta {delta}: |limit - start| + |delta| - 1 = {span} overflows "
+              f"{info.dtype.name}")
+    return span // abs(delta)
 
 
 @kernel("RANGE")
