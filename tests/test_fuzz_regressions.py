@@ -332,3 +332,26 @@ def test_range_whose_size_overflows_is_refused(dtype, official):
     bad = [dtype(info.max // 2 + 10), dtype(-(info.max // 2) - 10), dtype(-(info.max // 2) - 20)]
     with pytest.raises(ValueError, match=rf"RANGE.*overflows {np.dtype(dtype).name}"):
         _run_ours(data, bad)
+
+
+def test_hybrid_weight_of_minus_128_is_refused(official):
+    """Campaign seed 6 (a byte mutation left -128 in a hybrid LSTM's recurrent weights): the official x86 int8
+    matrix-vector product computes -128 times a negative input with the wrong sign, so the two runtimes disagreed.
+    TFLite's spec keeps int8 weights in [-127, 127]: -127 agrees with the official runtime, -128 is refused."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, (8, 32)).astype(np.int8)
+    xs = rng.standard_normal((2, 32)).astype(np.float32)
+    for val in (-127, -128):
+        w[3, 5] = val
+        b = ModelBuilder()
+        x = b.add_input("x", np.float32, [2, 32])
+        wt = b.add_const("w", w, quant=(0.01, 0))
+        y = b.add_tensor("y", np.float32, [2, 8])
+        b.add_op("FULLY_CONNECTED", [x, wt, -1], [y], options={"asymmetric_quantize_inputs": False})
+        b.mark_output(y)
+        data = b.build()
+        if val == -127:
+            assert _run_ours(data, [xs])[0].tobytes() == _run_official(data, [xs])[0].tobytes()
+        else:
+            with pytest.raises(ValueError, match=r"weights 'w' holds -128: hybrid .* \[-127, 127\]"):
+                _run_ours(data, [xs])

@@ -454,6 +454,16 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     ctx.call(requantize, acc, bias, ctx.view(o, (o.size,)), units, mode, qm, qs, fscale, int(out.zero_point), lo, hi)
 
 
+def refuse_minus_128(ctx: PrepareContext, name: str, values) -> None:
+    """Hybrid weights that the official x86 build multiplies in its int8 matrix-vector product (FULLY_CONNECTED and
+    the LSTM, RNN and SVDF matrices) must lie in [-127, 127], as TFLite's int8 quantization spec says: that product
+    takes |input| and moves the input's sign onto the weight, and -128 has no positive counterpart, so its products
+    with negative inputs come out with the wrong sign there. A -128 is refused rather than answered differently."""
+    if values is not None and (np.asarray(values).view(np.int8) == -128).any():
+        ctx.fail(f"{name} holds -128: hybrid (dynamic-range) int8 weights must lie in [-127, 127] (TFLite's int8 "
+                 f"quantization spec; the official kernels compute -128 times a negative input with the wrong sign)")
+
+
 def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) -> None:
     ctx.check(w.dtype == np.int8, f"hybrid FULLY_CONNECTED needs int8 weights, got {w.dtype.name}")
     ctx.check_dtype(out, np.float32)
@@ -468,6 +478,7 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
         ctx.check(b.size == units, f"bias has {b.size} elements, expected {units}")
     dense = weights_array(ctx, w)
     ctx.check(dense is not None, "hybrid FULLY_CONNECTED needs constant weights")
+    refuse_minus_128(ctx, f"weights {w.name!r}", dense)
     if o.size == 0:
         return
     if k == 0:

@@ -36,7 +36,7 @@ import functools
 import numpy as np
 from lite_numba.kernels.base.activation import ACT_NONE, ACT_TANH
 from lite_numba.kernels.base.vecmath import sigmoid_f32, tanh_f32
-from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows
+from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows, refuse_minus_128
 from lite_numba.kernels.sequence.cell import (
     EMPTY_I8,
     activate,
@@ -364,6 +364,8 @@ def _check_hybrid(ctx: PrepareContext, tensors: dict) -> None:
         if want == np.int8:
             ctx.check(t.data is not None, f"{name} must be constant in a hybrid LSTM")
             ctx.check(t.quantization.scales.size == 1, f"{name} must have one (per-tensor) scale")
+            if "cell_to" not in name:  # the peepholes are multiplied in float
+                refuse_minus_128(ctx, f"{name} {t.name!r}", t.data)
 
 
 def _prepare_lstm_direction(ctx: PrepareContext, *, label: str, x, aux, weights: dict, state_h, state_c,

@@ -7,7 +7,7 @@ accumulate in int32 and are scaled back to float). Per step: h = act(bias + W x 
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows
+from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows, refuse_minus_128
 from lite_numba.kernels.sequence.cell import (
     activate,
     cell_activation,
@@ -175,6 +175,7 @@ def _prepare_rnn_hybrid(ctx: PrepareContext, x, n_batch: int, max_time: int, n_i
     for name, t in (("weights", w), ("recurrent_weights", r)):
         ctx.check(t.data is not None and t.quantization.scales.size == 1,
                   f"{name} must be constant with one (per-tensor) scale in a hybrid RNN")
+        refuse_minus_128(ctx, f"{name} {t.name!r}", t.data)
     ctx.check(w.ndim == 2, f"weights must be 2-D, got shape {list(w.shape)}")
     units = w.shape[0]
     ctx.check(w.shape[1] == n_input, f"weights have depth {w.shape[1]}, input has {n_input}")

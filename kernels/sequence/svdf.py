@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.fixedpoint import multiply_by_quantized_multiplier as _mbqm
-from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows
+from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows, refuse_minus_128
 from lite_numba.kernels.sequence.cell import activate, cell_activation, dot, flat, int8_matvec_t
 from numba import njit
 
@@ -179,6 +179,7 @@ def prepare_svdf_hybrid(ctx: PrepareContext, x, w_f, w_t, bias, state, dims, act
     for name, t in (("weights_feature", w_f), ("weights_time", w_t)):
         ctx.check(t.data is not None and t.quantization is not None and t.quantization.scales.size == 1,
                   f"{name} must be constant with one (per-tensor) scale in a hybrid SVDF")
+    refuse_minus_128(ctx, f"weights_feature {w_f.name!r}", w_f.data)  # weights_time is multiplied in float
     out = ctx.set_output(0, (n_batch, units), np.float32)
     if out.size == 0 or mem == 0:
         return
