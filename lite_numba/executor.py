@@ -233,6 +233,8 @@ class GraphRuntime:
         except (ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
             if isinstance(e, OverflowError) or "cannot convert float" in str(e):
                 raise self._node_error(node, ValueError(_overflow_cause(self, node, e))) from None
+            if isinstance(e, ZeroDivisionError):
+                raise self._node_error(node, ValueError(_zero_division_cause(self, node, e))) from None
             raise self._node_error(node, e) from None
         except ArenaLimitError as e:
             raise ArenaLimitError(f"{e}\nNode number {node.index} ({node.op_name}) failed to prepare.") from None
@@ -655,6 +657,19 @@ def _overflow_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
     inputs = [f"{rt.tensors[i].name!r} {rt.tensors[i].dtype.name} {list(rt.tensors[i].shape)}"
               for i in node.inputs if i >= 0]
     return f"{node.op_name}: an input value does not fit an integer ({err}); inputs: {'; '.join(inputs)}"
+
+
+def _zero_division_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
+    """Name what a prepare divided by zero: the zero quantization scales among the node's tensors (inputs,
+    outputs and intermediates), else the node's inputs."""
+    ids = [i for i in (*node.inputs, *node.outputs, *getattr(node, "intermediates", ())) if i >= 0]
+    zero = [repr(rt.tensors[i].name) for i in ids
+            if rt.tensors[i].quantization.scales.size and not np.all(rt.tensors[i].quantization.scales)]
+    if zero:
+        return f"{node.op_name}: a quantization scale of 0 ({', '.join(zero)})"
+    inputs = [f"{rt.tensors[i].name!r} {rt.tensors[i].dtype.name} {list(rt.tensors[i].shape)}"
+              for i in node.inputs if i >= 0]
+    return f"{node.op_name}: a division by zero ({err}); inputs: {'; '.join(inputs)}"
 
 
 def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:

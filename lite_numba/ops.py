@@ -308,6 +308,9 @@ class PrepareContext:
     # --- host ops (control flow, resource variables): run from Python at invoke time ----------------------------
     def input_array(self, i: int) -> np.ndarray:
         """The current values of input i (host ops only)."""
+        if i >= len(self.node.inputs) or self.node.inputs[i] < 0:
+            self.fail(f"input {i} is absent (the operator's inputs are {list(self.node.inputs)}; -1 marks an absent "
+                      f"one)")
         return self._rt.array(self.node.inputs[i])
 
     def set_output_array(self, i: int, value: np.ndarray) -> None:

@@ -355,3 +355,63 @@ def test_hybrid_weight_of_minus_128_is_refused(official):
         else:
             with pytest.raises(ValueError, match=r"weights 'w' holds -128: hybrid .* \[-127, 127\]"):
                 _run_ours(data, [xs])
+
+
+def _mul_int8(out_scale: float) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [8], quant=(0.027, 1))
+    y = b.add_input("y", np.int8, [8], quant=(0.029, -2))
+    z = b.add_tensor("z", np.int8, [8], quant=(out_scale, 0))
+    b.add_op("MUL", [x, y], [z])
+    b.mark_output(z)
+    return b.build()
+
+
+def test_int8_mul_with_a_shift_past_31_bits_is_refused(official):
+    """Campaign seed 6 (int8 MUL whose output scale became 1e-38): the multiplier's left shift of 116 bits is
+    undefined in the official kernels (8 of 72 outputs differed); refused, naming the scales. A tiny but sane output
+    scale still agrees."""
+    rng = np.random.default_rng(1)
+    xs = [rng.integers(-128, 128, 8).astype(np.int8) for _ in range(2)]
+    data = _mul_int8(1e-6)  # shift 10: in range
+    assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+    with pytest.raises(ValueError, match=r"MUL .*left shift of \d+ > 31 bits"):
+        _run_ours(_mul_int8(1e-38), xs)
+
+
+def test_zero_scale_division_is_named():
+    """Campaign seed 6 (an integer LSTM's effective_hidden_scale_intermediate scale set to 0): the refusal was a
+    bare 'float division by zero'; a prepare that divides by zero now names the zero scales."""
+    b = _fuzz_builder("models", "tfkeras_lstm_int8.tflite")
+    sg = b.subgraphs[0]
+    t = next(t for t in sg.tensors if t.name == "effective_hidden_scale_intermediate")
+    t.quant = dict(t.quant, scales=[0.0])
+    with pytest.raises(ValueError, match=r"UNIDIRECTIONAL_SEQUENCE_LSTM: a quantization scale of 0 "
+                                         r"\('effective_hidden_scale_intermediate'\)"):
+        Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def _fuzz_builder(*path):
+    """The campaign's ModelBuilder copy of a model in tests/data (scripts/fuzz_campaign.to_builder)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from fuzz_campaign import to_builder
+
+    return to_builder(Path(__file__).parent.joinpath("data", *path).read_bytes())
+
+
+def test_host_op_missing_input_is_named():
+    """Campaign seed 6 (a Flex TensorListPushBack left with one input): a host op reading an absent input raised a
+    bare 'tuple index out of range' at invoke; ctx.input_array now names the input and the operator's inputs."""
+    b = _fuzz_builder("flex", "tensor_list_ops.tflite")
+    ops = b.subgraphs[0].operators
+    push = next(o for o in ops if "TensorListPushBack" in str(o))
+    push.inputs = push.inputs[:1]
+    it = Interpreter(model_content=b.build())
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], np.ones(d["shape"], d["dtype"]))
+    with pytest.raises(ValueError, match=r"FlexTensorListPushBack .*input 1 is absent"):
+        it.invoke()

@@ -515,6 +515,10 @@ def _mul(ctx: PrepareContext) -> None:
     # float arithmetic, as in the official Prepare
     f32 = np.float32
     q, sh = fx.quantize_multiplier(float(f32(f32(x.scale) * f32(y.scale)) / f32(out.scale)))
+    # the official kernels shift left by `sh` in C and in SSE lanes: undefined from 32 bits on (and the two give
+    # different garbage), so such scales are refused, as for int16 SOFTMAX
+    ctx.check(sh <= 31, f"input scales {x.scale} x {y.scale} over output scale {out.scale} need a left shift of "
+                        f"{sh} > 31 bits")
     values = all_values(x.dtype)
     t1, t2 = values - x.zero_point, values - y.zero_point
     if x.dtype == np.int16:
