@@ -436,7 +436,8 @@ def _mutate_buffer(b, rng) -> str:
         dt = np.dtype(t.dtype)
         n = len(data) // max(dt.itemsize, 1)
         if n:
-            arr = np.frombuffer(bytes(data), dt).copy()
+            # a buffer an earlier edit resized may end in a partial element: the whole elements only
+            arr = np.frombuffer(bytes(data[: n * dt.itemsize]), dt).copy()
             k = int(rng.integers(0, n))
             if dt.kind in "iu":
                 info = np.iinfo(dt)
@@ -445,7 +446,7 @@ def _mutate_buffer(b, rng) -> str:
                 arr[k] = min(max(v, int(info.min)), int(info.max))  # n + 1 past an 8-bit type's range
             elif dt.kind == "f":
                 arr[k] = rng.choice([np.nan, np.inf, -np.inf, 1e30])
-            data = bytearray(arr.tobytes())
+            data = bytearray(arr.tobytes()) + data[n * dt.itemsize:]
         what = "value"
     elif kind == 1:
         data = data[: int(rng.integers(0, len(data) + 1))]
