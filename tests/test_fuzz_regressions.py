@@ -415,3 +415,25 @@ def test_host_op_missing_input_is_named():
         it.set_tensor(d["index"], np.ones(d["shape"], d["dtype"]))
     with pytest.raises(ValueError, match=r"FlexTensorListPushBack .*input 1 is absent"):
         it.invoke()
+
+
+def test_int8_batch_matmul_per_channel_activation_is_refused(official):
+    """Campaign seed 7 (int8 BATCH_MATMUL whose lhs got 2 per-channel scales): the official kernel reads one scale
+    per tensor, which a per-channel tensor does not have (0), and returned the output zero point everywhere; we used
+    the first scale. Refused now, naming the tensor; per-tensor agrees."""
+    rng = np.random.default_rng(2)
+    xs = [rng.integers(-128, 128, (2, 3, 4)).astype(np.int8), rng.integers(-128, 128, (2, 4, 5)).astype(np.int8)]
+    for scales in ([0.05], [0.05, 0.05]):
+        b = ModelBuilder()
+        a = b.add_input("in0", np.int8, [2, 3, 4], quant={"scales": scales, "zero_points": [0] * len(scales),
+                                                          "quantized_dimension": 0})
+        c = b.add_input("in1", np.int8, [2, 4, 5], quant=(0.028, 22))
+        y = b.add_tensor("y", np.int8, [2, 3, 5], quant=(0.062, -6))
+        b.add_op("BATCH_MATMUL", [a, c], [y])
+        b.mark_output(y)
+        data = b.build()
+        if len(scales) == 1:
+            assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+        else:
+            with pytest.raises(ValueError, match=r"BATCH_MATMUL .*'in0' must be quantized per tensor"):
+                _run_ours(data, xs)
