@@ -437,3 +437,29 @@ def test_int8_batch_matmul_per_channel_activation_is_refused(official):
         else:
             with pytest.raises(ValueError, match=r"BATCH_MATMUL .*'in0' must be quantized per tensor"):
                 _run_ours(data, xs)
+
+
+def test_int8_depthwise_per_channel_activation_is_refused(official):
+    """Campaign seed 7 (an int8 DEPTHWISE_CONV_2D rewired to take its per-channel weights as its input): the official
+    kernel reads one input scale, 0 for a per-channel tensor, and gave the output zero point everywhere; we used the
+    first scale. Convolutions and FULLY_CONNECTED now refuse per-channel inputs and outputs; per-tensor agrees."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (1, 6, 6, 2)).astype(np.int8)
+    w = rng.integers(-127, 128, (1, 3, 3, 6)).astype(np.int8)
+    for scales in ([0.025], [0.025, 0.025]):
+        b = ModelBuilder()
+        xi = b.add_input("x", np.int8, [1, 6, 6, 2], quant={"scales": scales, "zero_points": [5] * len(scales),
+                                                             "quantized_dimension": 3})
+        wt = b.add_const("w", w, quant={"scales": [0.0025] * 6, "zero_points": [0] * 6, "quantized_dimension": 3})
+        bias = b.add_const("b", np.zeros(6, np.int32), quant={"scales": [0.025 * 0.0025] * 6,
+                                                              "zero_points": [0] * 6, "quantized_dimension": 0})
+        y = b.add_tensor("y", np.int8, [1, 4, 4, 6], quant=(0.01, -128))
+        b.add_op("DEPTHWISE_CONV_2D", [xi, wt, bias], [y], options={"padding": "VALID", "depth_multiplier": 3,
+                                                                    "stride_w": 1, "stride_h": 1}, version=3)
+        b.mark_output(y)
+        data = b.build()
+        if len(scales) == 1:
+            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+        else:
+            with pytest.raises(ValueError, match=r"DEPTHWISE_CONV_2D .*input 'x' must be quantized per tensor"):
+                _run_ours(data, [x])

@@ -102,6 +102,9 @@ def _requant_params(ctx: PrepareContext, x: Tensor, f: Tensor, out: Tensor, chan
     multiplier whose scale product is taken in float32)."""
     ctx.check(x.quantization.scales.size > 0, f"input {x.name!r} is not quantized")
     ctx.check(out.quantization.scales.size > 0, f"output {out.name!r} is not quantized")
+    for what, t in (("input", x), ("output", out)):  # the official kernels read one scale (0 when per channel)
+        ctx.check(t.quantization.scales.size == 1, f"{what} {t.name!r} must be quantized per tensor, not per "
+                                                   f"channel ({t.quantization.scales.size} scales)")
     fs = _filter_scales(ctx, f, channels, axis)
     if x.dtype == np.uint8:
         ctx.check(f.quantization.scales.size == 1, "uint8 kernels support per-tensor filter quantization only")

@@ -397,6 +397,9 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     wzp = int(w.quantization.zero_points[0]) if w.quantization.zero_points.size else 0
     if per_channel:
         wzp = 0  # per-channel weights are symmetric by spec; TFLite ignores their zero points
+    for what, t in (("input", x), ("output", out)):  # the official kernels read one scale (0 when per channel)
+        ctx.check(t.quantization.scales.size <= 1, f"{what} {t.name!r} must be quantized per tensor, not per "
+                                                   f"channel ({t.quantization.scales.size} scales)")
     in_s, out_s = np.float32(x.scale), np.float32(out.scale)
     if per_channel:
         reals = [np.float64(in_s) * np.float64(s) / np.float64(out_s) for s in scales]
