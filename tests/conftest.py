@@ -44,16 +44,20 @@ def in_ci() -> bool:
     return bool(os.environ.get("CI"))
 
 
+def skip_or_fail(msg: str) -> None:
+    """Skip with `msg` locally; fail under CI, where a missing model, oracle or engine must not hide a test."""
+    if in_ci():
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
 def model_path(name: str) -> Path:
     """A bundled model, or one from ../shared/models (skips when neither exists; fails under CI)."""
     for folder in (MODELS, SHARED_MODELS):
         p = folder / f"{name}.tflite"
         if p.exists():
             return p
-    msg = f"model {name} is not bundled in tests/data/models and ../shared/models has no copy"
-    if in_ci():
-        pytest.fail(msg)
-    pytest.skip(msg)
+    skip_or_fail(f"model {name} is not bundled in tests/data/models and ../shared/models has no copy")
 
 
 @pytest.fixture(scope="session")

@@ -9,23 +9,8 @@ import pytest
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
 from lite_numba.testing import official_interpreter
-
-
-def _run_ours(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
-
-
-def _run_official(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    it = official_interpreter(data)
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+from lite_numba.testing import run_official as _run_official
+from lite_numba.testing import run_ours as _run_ours
 
 
 def test_hard_swish_of_the_largest_floats_does_not_overflow(official):

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import in_ci, model_path
+from conftest import model_path, skip_or_fail
 from test_batch import images, plain_loop, two_in_two_out
 
 from lite_numba.batch import BatchInputError, BatchRunner
@@ -24,10 +24,7 @@ def require(module: str):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        msg = f"{module} is not installed (pip install -e '.[ray,dask,beam]'): {e}"
-        if in_ci():
-            pytest.fail(msg)
-        pytest.skip(msg)
+        skip_or_fail(f"{module} is not installed (pip install -e '.[ray,dask,beam]'): {e}")
 
 
 # --- Ray Data -------------------------------------------------------------------------------------------------
