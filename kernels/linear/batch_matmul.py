@@ -16,6 +16,7 @@ from lite_numba.kernels.linear.fully_connected_quantized import (
     REQUANT_FIXED64,
     fixed_multipliers,
     requantize,
+    require_per_tensor,
     schedule_hybrid_rows,
     schedule_igemm,
 )
@@ -147,10 +148,7 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
 def _quantized(ctx: PrepareContext, lhs, rhs, o, a, a_off, b, b_const, b_off, of, M, K, N) -> None:
     for t in (lhs, rhs, o):
         ctx.check(t.quantization.scales.size >= 1, f"tensor {t.name!r} is not quantized")
-        # the official kernel reads one scale per tensor; a per-channel tensor has none there (scale 0)
-        ctx.check(t.quantization.scales.size == 1,
-                  f"tensor {t.name!r} must be quantized per tensor, not per channel ({t.quantization.scales.size} "
-                  f"scales)")
+    require_per_tensor(ctx, ("tensor", lhs), ("tensor", rhs), ("tensor", o))
     if lhs.dtype == np.int16:
         ctx.check(lhs.zero_point == 0 and rhs.zero_point == 0 and o.zero_point == 0,
                   "int16 BATCH_MATMUL needs zero points 0")

@@ -29,7 +29,7 @@ from lite_numba.kernels.base.fixedpoint import activation_range_quantized, quant
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.linear import conv_loops as L
 from lite_numba.kernels.linear import dwconv, qgemm, simd_f32
-from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows
+from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows, require_per_tensor
 from lite_numba.kernels.linear.parallel import conv2d_f32_par, gemm_f32_par, image_row_chunks
 from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 
@@ -102,9 +102,7 @@ def _requant_params(ctx: PrepareContext, x: Tensor, f: Tensor, out: Tensor, chan
     multiplier whose scale product is taken in float32)."""
     ctx.check(x.quantization.scales.size > 0, f"input {x.name!r} is not quantized")
     ctx.check(out.quantization.scales.size > 0, f"output {out.name!r} is not quantized")
-    for what, t in (("input", x), ("output", out)):  # the official kernels read one scale (0 when per channel)
-        ctx.check(t.quantization.scales.size == 1, f"{what} {t.name!r} must be quantized per tensor, not per "
-                                                   f"channel ({t.quantization.scales.size} scales)")
+    require_per_tensor(ctx, ("input", x), ("output", out))
     fs = _filter_scales(ctx, f, channels, axis)
     if x.dtype == np.uint8:
         ctx.check(f.quantization.scales.size == 1, "uint8 kernels support per-tensor filter quantization only")

@@ -397,9 +397,7 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     wzp = int(w.quantization.zero_points[0]) if w.quantization.zero_points.size else 0
     if per_channel:
         wzp = 0  # per-channel weights are symmetric by spec; TFLite ignores their zero points
-    for what, t in (("input", x), ("output", out)):  # the official kernels read one scale (0 when per channel)
-        ctx.check(t.quantization.scales.size <= 1, f"{what} {t.name!r} must be quantized per tensor, not per "
-                                                   f"channel ({t.quantization.scales.size} scales)")
+    require_per_tensor(ctx, ("input", x), ("output", out))
     in_s, out_s = np.float32(x.scale), np.float32(out.scale)
     if per_channel:
         reals = [np.float64(in_s) * np.float64(s) / np.float64(out_s) for s in scales]
@@ -455,6 +453,15 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     else:
         bias = ctx.view(b, (units,))
     ctx.call(requantize, acc, bias, ctx.view(o, (o.size,)), units, mode, qm, qs, fscale, int(out.zero_point), lo, hi)
+
+
+def require_per_tensor(ctx: PrepareContext, *named) -> None:
+    """Each (label, tensor) carries at most one scale: the official integer GEMM-family kernels read a tensor's
+    single scale, which a per-channel quantized activation does not have (0 there: every output would be the output
+    zero point), so such a tensor is refused rather than read with its first scale."""
+    for what, t in named:
+        ctx.check(t.quantization.scales.size <= 1, f"{what} {t.name!r} must be quantized per tensor, not per "
+                                                   f"channel ({t.quantization.scales.size} scales)")
 
 
 def refuse_minus_128(ctx: PrepareContext, name: str, values) -> None:
