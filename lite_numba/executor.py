@@ -654,9 +654,7 @@ def _overflow_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
     if scales:
         return f"{node.op_name}: its quantization scales give a multiplier out of range ({err}); scales: " \
                f"{'; '.join(scales)}"
-    inputs = [f"{rt.tensors[i].name!r} {rt.tensors[i].dtype.name} {list(rt.tensors[i].shape)}"
-              for i in node.inputs if i >= 0]
-    return f"{node.op_name}: an input value does not fit an integer ({err}); inputs: {'; '.join(inputs)}"
+    return f"{node.op_name}: an input value does not fit an integer ({err}); inputs: {_inputs_text(rt, node)}"
 
 
 def _zero_division_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
@@ -667,9 +665,13 @@ def _zero_division_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
             if rt.tensors[i].quantization.scales.size and not np.all(rt.tensors[i].quantization.scales)]
     if zero:
         return f"{node.op_name}: a quantization scale of 0 ({', '.join(zero)})"
-    inputs = [f"{rt.tensors[i].name!r} {rt.tensors[i].dtype.name} {list(rt.tensors[i].shape)}"
-              for i in node.inputs if i >= 0]
-    return f"{node.op_name}: a division by zero ({err}); inputs: {'; '.join(inputs)}"
+    return f"{node.op_name}: a division by zero ({err}); inputs: {_inputs_text(rt, node)}"
+
+
+def _inputs_text(rt: GraphRuntime, node: Node) -> str:
+    """The node's present inputs as "'name' dtype [shape]; ..." (for error messages)."""
+    return "; ".join(f"{rt.tensors[i].name!r} {rt.tensors[i].dtype.name} {list(rt.tensors[i].shape)}"
+                     for i in node.inputs if i >= 0)
 
 
 def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:
