@@ -17,8 +17,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_DIRS = [ROOT / "tests" / "data" / "models", ROOT.parent / "shared" / "models"]
+# real models the bench names but the repository does not carry (scripts/fetch_bench_models.py puts them here)
+FETCHED_DIR = Path(os.environ.get("LITE_NUMBA_BENCH_MODELS") or Path.home() / ".cache" / "lite-numba" / "bench-models")
 ROWS: list[dict] = []
 LIGHT = {"on": False}
+OFFICIAL_ISA: dict = {}
 
 
 def pytest_addoption(parser):
@@ -27,10 +30,27 @@ def pytest_addoption(parser):
                           "ratios printed (CI)")
 
 
+def official_level() -> str | None:
+    """The x86 level the official runtime's XNNPACK and ruy are restricted to (bench/official_isa.py), or None.
+    LITE_NUMBA_BENCH_OFFICIAL_ISA=avx2|avxvnni|native chooses; unset, it follows LITE_NUMBA_ISA when that forces
+    avx2 or avxvnni, so both sides of a ratio run the same instruction set."""
+    want = (os.environ.get("LITE_NUMBA_BENCH_OFFICIAL_ISA") or "").strip().lower()
+    if want == "native":
+        return None
+    if not want:
+        want = (os.environ.get("LITE_NUMBA_ISA") or "").strip().lower()
+    return want if want in ("avx2", "avxvnni") else None
+
+
 def pytest_configure(config):
     LIGHT["on"] = bool(config.getoption("--bench-light") or os.environ.get("LITE_NUMBA_BENCH_LIGHT"))
     if LIGHT["on"]:
         config.option.benchmark_disable = True  # benchmark(fn) then calls fn once
+    level = official_level()
+    if level:
+        import official_isa
+
+        OFFICIAL_ISA["note"] = official_isa.restrict(level)
 
 
 def light() -> bool:
@@ -93,7 +113,7 @@ def isa_path() -> str:
 
 
 def find_model(name: str) -> Path | None:
-    for d in MODEL_DIRS:
+    for d in [*MODEL_DIRS, ROOT / "tests" / "data" / "real", FETCHED_DIR]:
         p = d / f"{name}.tflite"
         if p.exists():
             return p
@@ -113,6 +133,13 @@ def pytest_terminal_summary(terminalreporter):
       "ratio < 1 = we are faster)")
     path = isa_path()
     w(f"CPU: {cpu_name()}; lite-numba kernel path (LITE_NUMBA_ISA): {path}")
+    if OFFICIAL_ISA:
+        import official_isa
+
+        w(official_isa.verify())
+    if os.environ.get("NUMBA_CPU_NAME") or os.environ.get("NUMBA_CPU_FEATURES"):
+        w(f"lite-numba code generation: NUMBA_CPU_NAME={os.environ.get('NUMBA_CPU_NAME', '')!r}, "
+          f"NUMBA_CPU_FEATURES {'set' if os.environ.get('NUMBA_CPU_FEATURES') else 'unset'}")
     w(f"{'case':42s} {'path':>10s} {'ours µs':>10s} {'XNNPACK µs':>11s} {'builtin µs':>11s} {'/XNNPACK':>9s} "
       f"{'/builtin':>9s}")
     for r in ROWS:

@@ -3,6 +3,9 @@ one-node model (same tensors, quantization, options and constants) and both runt
 
     python scripts/op_compare.py MODEL.tflite [--builtin] [--nodes 0,3,5] [--rounds 15]
 
+With LITE_NUMBA_ISA=avx2 or avxvnni (scripts/as_level.py sets it) the official kernels are restricted to the same
+level (bench/official_isa.py).
+
 Prints one row per node (ours us, theirs us, ratio) and the sums; the per-invoke overhead of each runtime
 (an empty-ish one-node model) is included in every row, so compare ratios of the heavy rows.
 """
@@ -10,7 +13,10 @@ Prints one row per node (ours us, theirs us, ratio) and the sums; the per-invoke
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -27,14 +33,28 @@ def _quant(t):
             "quantized_dimension": int(q.quantized_dimension)}
 
 
-def one_node_model(sg, node) -> bytes:
+def folded_constants(sg) -> dict[int, np.ndarray]:
+    """Outputs of DEQUANTIZE nodes of constant float16 weights (MediaPipe's float models), as the float32 constants
+    both runtimes turn them into at prepare: one-node models then get constant weights, as in the whole model."""
+    out = {}
+    for node in sg.nodes:
+        if node.op_name == "DEQUANTIZE" and sg.tensors[node.inputs[0]].is_const \
+                and sg.tensors[node.inputs[0]].dtype == np.float16:
+            out[node.outputs[0]] = np.asarray(sg.tensors[node.inputs[0]].data, np.float32)
+    return out
+
+
+def one_node_model(sg, node, folded: dict | None = None) -> bytes:
     mb = ModelBuilder()
     remap = {-1: -1}
+    folded = folded or {}
     for i in node.inputs:
         if i < 0 or i in remap:
             continue
         t = sg.tensors[i]
-        if t.is_const:
+        if i in folded:
+            remap[i] = mb.add_const(t.name, folded[i], None)
+        elif t.is_const:
             remap[i] = mb.add_const(t.name, np.array(t.data), _quant(t))
         else:
             remap[i] = mb.add_input(t.name, t.dtype, t.shape, quant=_quant(t))
@@ -68,16 +88,23 @@ def main() -> None:
     ap.add_argument("--nodes", default="")
     ap.add_argument("--rounds", type=int, default=15)
     a = ap.parse_args()
+    level = (os.environ.get("LITE_NUMBA_ISA") or "").lower()
+    if level in ("avx2", "avxvnni"):  # the official kernels on the same instruction set (bench/official_isa.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+        import official_isa
+
+        print(official_isa.restrict(level))
     plan = load_model(read_model_bytes(a.model))
     sg = plan.subgraphs[0]
     pick = {int(s) for s in a.nodes.split(",") if s}
     kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if a.builtin else {}
     rng = np.random.default_rng(0)
     tot_o = tot_t = 0.0
+    folded = folded_constants(sg)
     for node in sg.nodes:
-        if pick and node.index not in pick:
+        if (pick and node.index not in pick) or (node.outputs and node.outputs[0] in folded):
             continue
-        data = one_node_model(sg, node)
+        data = one_node_model(sg, node, folded)
         ours = Interpreter(model_content=data, num_threads=1)
         ours.allocate_tensors()
         theirs = Official(model_content=data, num_threads=1, **kw)
