@@ -111,7 +111,8 @@ def schedule_f32(ctx, x, w, bias, out, geo, lim) -> None:
         if bands is None:
             ctx.call(dwconv_f32_simd, xp, w, bias, out, g, toff, lim)
         else:
-            ctx.call(dwconv_f32_simd_banded, *bands, xp, w, bias, out, g, toff, lim)
+            toff_x = _tap_offsets(x, KH, KW, int(g[2]), int(g[3]))  # taps in the unpadded input (interior pixels)
+            ctx.call(dwconv_f32_simd_banded, x, *bands, xp, w, bias, out, g, toff, toff_x, lim)
         return
     if bands is not None:
         ctx.call(dwconv_f32_banded, *bands, xp, w, bias, out, g, lim)
@@ -182,8 +183,10 @@ def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     def edit(fn, args):  # the SIMD drivers call dwconv_f32_simd by address (compiled for the chunks' types)
         if fn is dwconv_f32_simd:
             return [serial_address(dwconv_f32_simd, args)] + args
-        if fn is dwconv_f32_simd_banded:
-            return [serial_address(dwconv_f32_simd, args[2:])] + args
+        if fn is dwconv_f32_simd_banded:  # (x, xb, sb, s, w, bias, out, g, toff, toff_x, lim): pads whole bands
+            xb, sb, s, w_, b_, o_, g_, toff, _toff_x, lim_ = args[1:]
+            return [serial_address(dwconv_f32_simd, [s, w_, b_, o_, g_, toff, lim_]), xb, sb, s, w_, b_, o_, g_, toff,
+                    lim_]
         return args
 
     rec.replay(t, par, (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

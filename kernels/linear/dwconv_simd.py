@@ -14,6 +14,7 @@ int32 lanes starting from bias - zp_in * window_sum, and are requantized by the 
 
 from __future__ import annotations
 
+from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
 from lite_numba.kernels.base.llvm_ir import I32 as _i32
 from lite_numba.kernels.base.llvm_ir import I64 as _i64
@@ -63,6 +64,27 @@ def _masked_store(builder, v, ptr, mask):
     builder.call(fn, [v, builder.bitcast(ptr, ir.PointerType(vt)), ir.Constant(_i32, 4), mask])
 
 
+def _masks_native() -> bool:
+    """True when the target has cheap masked loads and stores of every lane width (AVX-512 F and BW). Elsewhere
+    LLVM lowers a masked load or store of bytes to one branch per lane, and of float32 to vmaskmovps, whose store
+    form is slow on AMD cores; so there the tiles branch once, to plain vector loads and stores when all 16 lanes
+    are live (read at code generation, from the features Numba compiles for)."""
+    feats = isa.cpu_features()
+    return bool(feats.get("avx512f") and feats.get("avx512bw"))
+
+
+def _emit_split(builder, nch, emit):
+    """emit(full) once with masks (targets with native masks), or twice behind one branch on nch >= 16."""
+    if _masks_native():
+        emit(False)
+        return
+    with builder.if_else(builder.icmp_signed(">=", nch, _i(VL))) as (whole, part):
+        with whole:
+            emit(True)
+        with part:
+            emit(False)
+
+
 def _lane_mask(builder, nch):
     iota = ir.Constant(_v16i, list(range(VL)))
     return builder.icmp_signed("<", iota, _splat(builder, builder.trunc(nch, _i32), _v16i))
@@ -87,25 +109,37 @@ def _make_f32_tile(pt: int):
             pbias = _gep(builder, _data_ptr(context, builder, sig.args[7], bias_), c0_, _f32)
             po = _data_ptr(context, builder, sig.args[9], out_)
             mask = _lane_mask(builder, nch_)
-            b = _masked_load(builder, pbias, _v16f, mask)
-            accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
-            xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), _f32) for p in range(pt)]
-            with cgutils.for_range(builder, ntap_) as loop:
-                t = loop.index
-                to = builder.load(_gep(builder, ptoff, t, _i64))
-                wv = _masked_load(builder, _gep(builder, pw, builder.mul(t, wstride_), _f32), _v16f, mask)
+
+            def emit(full):  # full: all 16 lanes live, plain loads and stores (see _masks_native)
+                def ld(ptr):
+                    if full:
+                        return builder.load(builder.bitcast(ptr, ir.PointerType(_v16f)), align=4)
+                    return _masked_load(builder, ptr, _v16f, mask)
+
+                b = ld(pbias)
+                accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
+                xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), _f32) for p in range(pt)]
+                with cgutils.for_range(builder, ntap_) as loop:
+                    t = loop.index
+                    to = builder.load(_gep(builder, ptoff, t, _i64))
+                    wv = ld(_gep(builder, pw, builder.mul(t, wstride_), _f32))
+                    for p in range(pt):
+                        xv = ld(_gep(builder, xs[p], to, _f32))
+                        builder.store(builder.fadd(builder.load(accs[p]), builder.fmul(xv, wv)), accs[p])
+                lov = _splat(builder, lo_, _v16f)
+                hiv = _splat(builder, hi_, _v16f)
                 for p in range(pt):
-                    xv = _masked_load(builder, _gep(builder, xs[p], to, _f32), _v16f, mask)
-                    builder.store(builder.fadd(builder.load(accs[p]), builder.fmul(xv, wv)), accs[p])
-            lov = _splat(builder, lo_, _v16f)
-            hiv = _splat(builder, hi_, _v16f)
-            for p in range(pt):
-                v = builder.load(accs[p])
-                # min(max(v, lo), hi) as the portable loop computes it
-                v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
-                v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
-                ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), _f32)
-                _masked_store(builder, v, ptr, mask)
+                    v = builder.load(accs[p])
+                    # min(max(v, lo), hi) as the portable loop computes it
+                    v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
+                    v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
+                    ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), _f32)
+                    if full:
+                        builder.store(v, builder.bitcast(ptr, ir.PointerType(_v16f)), align=4)
+                    else:
+                        _masked_store(builder, v, ptr, mask)
+
+            _emit_split(builder, nch_, emit)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -182,67 +216,82 @@ def _make_int_tile(pt: int, kind: str):
             ps = _gep(builder, _data_ptr(context, builder, sig.args[10], shift_), c0_, _i32)
             po = _data_ptr(context, builder, sig.args[15], out_)
             mask = _lane_mask(builder, nch_)
-            vx = ir.VectorType(xt, VL)
-            vw = ir.VectorType(wt, VL)
-            b = ir.Constant(_v16i, None) if kind in ("up", "auto") else _masked_load(builder, pbe, _v16i, mask)
-            accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
-            xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), xt) for p in range(pt)]
-            with cgutils.for_range(builder, ntap_) as loop:
-                t = loop.index
-                to = builder.load(_gep(builder, ptoff, t, _i64))
-                wv = builder.sext(_masked_load(builder, _gep(builder, pw, builder.mul(t, wstride_), wt), vw, mask),
-                                  _v16i)
-                for p in range(pt):
-                    raw = _masked_load(builder, _gep(builder, xs[p], to, xt), vx, mask)
-                    xv = builder.sext(raw, _v16i) if x_signed else builder.zext(raw, _v16i)
-                    builder.store(builder.add(builder.load(accs[p]), builder.mul(xv, wv)), accs[p])
-            vo = ir.VectorType(ot, VL)
-            store = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
-                f"llvm.masked.store.{_vec_name(vo)}.p0")
-            def up_stage():
-                params = requantize_params(builder, _data_ptr(context, builder, sig.args[19], prm_), c0_)
-                lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
-                hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
-                for p in range(pt):
-                    r = requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32)
-                    ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
-                    builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
-                                         ir.Constant(_i32, 1), mask])
 
-            def int64_stage(k):  # the output stage in int64 lanes, per channel ("away" / "mixed")
-                q = builder.sext(_masked_load(builder, pm, _v16i, mask), v16l)
-                sh = builder.sext(_masked_load(builder, ps, _v16i, mask), v16l)
-                zero = ir.Constant(v16l, None)
-                left = builder.select(builder.icmp_signed(">", sh, zero), sh, zero)
-                nsh = builder.sub(zero, sh)
-                right = builder.select(builder.icmp_signed(">", nsh, zero), nsh, zero)
-                lane = builder.add(ir.Constant(v16l, list(range(VL))), _splat(builder, c0_, v16l))
-                upmask = builder.icmp_signed("<", lane, _splat(builder, nvec_, v16l))
-                zpv = _splat(builder, zpo_, v16l)
-                lov = _splat(builder, qmin_, v16l)
-                hiv = _splat(builder, qmax_, v16l)
-                for p in range(pt):
-                    r = builder.add(_requantize(builder, builder.load(accs[p]), q, left, right, k, upmask), zpv)
-                    r = builder.select(builder.icmp_signed("<", r, lov), lov, r)
-                    r = builder.select(builder.icmp_signed(">", r, hiv), hiv, r)
-                    ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
-                    builder.call(store, [builder.trunc(r, vo), builder.bitcast(ptr, ir.PointerType(vo)),
-                                         ir.Constant(_i32, 1), mask])
+            def emit(full):
+                # full: all 16 lanes live, plain loads and stores (see _masks_native)
+                def ld(ptr, vt, m):
+                    if full:
+                        return builder.load(builder.bitcast(ptr, ir.PointerType(vt)), align=1)
+                    return _masked_load(builder, ptr, vt, m)
 
-            if kind == "up":
-                up_stage()
-            elif kind == "auto":  # a block below nvec: half up (prm); else + be, rounded half away from zero
-                with builder.if_else(builder.icmp_signed("<", c0_, nvec_)) as (then, otherwise):
-                    with then:
-                        up_stage()
-                    with otherwise:
-                        bev = _masked_load(builder, pbe, _v16i, mask)
-                        for p in range(pt):
-                            builder.store(builder.add(builder.load(accs[p]), bev), accs[p])
-                        int64_stage("away")
-            else:
-                int64_stage(kind)
+                def st(v, ptr):
+                    if full:
+                        builder.store(v, builder.bitcast(ptr, ir.PointerType(v.type)), align=1)
+                    else:
+                        builder.call(store, [v, builder.bitcast(ptr, ir.PointerType(v.type)), ir.Constant(_i32, 1),
+                                             mask])
+
+                vx = ir.VectorType(xt, VL)
+                vw = ir.VectorType(wt, VL)
+                b = ir.Constant(_v16i, None) if kind in ("up", "auto") else ld(pbe, _v16i, mask)
+                accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
+                xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), xt) for p in range(pt)]
+                with cgutils.for_range(builder, ntap_) as loop:
+                    t = loop.index
+                    to = builder.load(_gep(builder, ptoff, t, _i64))
+                    wv = builder.sext(ld(_gep(builder, pw, builder.mul(t, wstride_), wt), vw, mask),
+                                      _v16i)
+                    for p in range(pt):
+                        raw = ld(_gep(builder, xs[p], to, xt), vx, mask)
+                        xv = builder.sext(raw, _v16i) if x_signed else builder.zext(raw, _v16i)
+                        builder.store(builder.add(builder.load(accs[p]), builder.mul(xv, wv)), accs[p])
+                vo = ir.VectorType(ot, VL)
+                store = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
+                    f"llvm.masked.store.{_vec_name(vo)}.p0")
+                def up_stage():
+                    params = requantize_params(builder, _data_ptr(context, builder, sig.args[19], prm_), c0_)
+                    lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
+                    hi32 = _splat(builder, builder.trunc(qmax_, _i32), _v16i)
+                    for p in range(pt):
+                        r = requantize_vector(builder, builder.load(accs[p]), params, lo32, hi32)
+                        ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
+                        st(builder.trunc(r, vo), ptr)
+
+                def int64_stage(k):  # the output stage in int64 lanes, per channel ("away" / "mixed")
+                    q = builder.sext(ld(pm, _v16i, mask), v16l)
+                    sh = builder.sext(ld(ps, _v16i, mask), v16l)
+                    zero = ir.Constant(v16l, None)
+                    left = builder.select(builder.icmp_signed(">", sh, zero), sh, zero)
+                    nsh = builder.sub(zero, sh)
+                    right = builder.select(builder.icmp_signed(">", nsh, zero), nsh, zero)
+                    lane = builder.add(ir.Constant(v16l, list(range(VL))), _splat(builder, c0_, v16l))
+                    upmask = builder.icmp_signed("<", lane, _splat(builder, nvec_, v16l))
+                    zpv = _splat(builder, zpo_, v16l)
+                    lov = _splat(builder, qmin_, v16l)
+                    hiv = _splat(builder, qmax_, v16l)
+                    for p in range(pt):
+                        r = builder.add(_requantize(builder, builder.load(accs[p]), q, left, right, k, upmask), zpv)
+                        r = builder.select(builder.icmp_signed("<", r, lov), lov, r)
+                        r = builder.select(builder.icmp_signed(">", r, hiv), hiv, r)
+                        ptr = _gep(builder, po, builder.add(ooff_, builder.mul(ostep_, _i(p))), ot)
+                        st(builder.trunc(r, vo), ptr)
+
+                if kind == "up":
+                    up_stage()
+                elif kind == "auto":  # a block below nvec: half up (prm); else + be, rounded half away from zero
+                    with builder.if_else(builder.icmp_signed("<", c0_, nvec_)) as (then, otherwise):
+                        with then:
+                            up_stage()
+                        with otherwise:
+                            bev = ld(pbe, _v16i, mask)
+                            for p in range(pt):
+                                builder.store(builder.add(builder.load(accs[p]), bev), accs[p])
+                            int64_stage("away")
+                else:
+                    int64_stage(kind)
+
+            _emit_split(builder, nch_, emit)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -438,16 +487,81 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
 
 
 @njit(cache=True, nogil=True)
-def dwconv_f32_simd_banded(xb, sb, s, w, bias, out, geo, toff, lim):
-    """dwconv_f32_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded)."""
+def _f_pixels(xf, xrow, xstep, toff, wf, C, bias, of, orow, a, b, lo, lim):
+    """Float32 output pixels ox in [a, b) of one output row whose windows start at xf[xrow + ox * xstep] (as
+    _q_pixels: tiles of PT pixels, the last one moved back to end at b but not before lo; single pixels when
+    b - lo < PT)."""
+    T = toff.size
+    tiles = b - lo >= PT
+    count = (b - a + PT - 1) // PT if tiles else b - a
+    for c0 in range(0, C, VL):
+        nch = min(VL, C - c0)
+        for t in range(count):
+            ox = min(a + t * PT, b - PT) if tiles else a + t
+            if tiles:
+                dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of, orow + ox * C + c0, C,
+                             lim[0], lim[1], nch)
+            else:
+                dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of, orow + ox * C + c0, C,
+                             lim[0], lim[1], nch)
+
+
+@njit(cache=True, inline="always")
+def _interior(H, W, KH, KW, OH, OW, WP, geo):
+    """Where a banded driver may read the unpadded input in place: output rows [y0, y1) and pixels [xa, xe) (whole
+    tiles of PT, at least PT in from the left edge) whose windows lie inside the image, and the padded columns
+    [0, c_lo) and [c_hi, WP) the pixels left of xa and from xe on read (y1 = y0, nothing in place, for a depth
+    multiplier other than 1 or fewer than PT such pixels)."""
+    sh, sw, dh, dw, pt, pl, dm = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
+    y0 = (pt + sh - 1) // sh
+    y1 = max(min((H - 1 + pt - (KH - 1) * dh) // sh + 1, OH), y0)
+    x0 = min((pl + sw - 1) // sw, OW)
+    x1 = max(min((W - 1 + pl - (KW - 1) * dw) // sw + 1, OW), x0)
+    xa = max(x0, PT)
+    xe = xa + max(x1 - xa, 0) // PT * PT
+    if dm != 1 or xe - xa < PT:
+        y1 = y0
+    c_lo = (xa - 1) * sw + (KW - 1) * dw + 1
+    c_hi = max(min(xe, OW - PT), 0) * sw if xe < OW else WP
+    return y0, y1, xa, xe, c_lo, c_hi
+
+
+@njit(cache=True, nogil=True)
+def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
+    """dwconv_f32_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), the
+    interior of the image read where it is (as dwconv_q_simd_banded: edge columns padded, toff_x the taps' offsets
+    in x). Every output is computed by the same tile arithmetic either way."""
     N, OH, OW, C = out.shape
-    KH = w.shape[0]
-    band = geo[9]
+    H, W = x.shape[1], x.shape[2]
+    KH, KW = w.shape[0], w.shape[1]
+    sh, sw, pt, pl, band = geo[0], geo[1], geo[4], geo[5], geo[9]
+    WP = s.shape[2]
+    y0, y1, xa, xe, c_lo, c_hi = _interior(H, W, KH, KW, OH, OW, WP, geo)
+    xf = x.reshape(x.size)
+    sf = s.reshape(s.size)
+    wf = w.reshape(w.size)
+    of = out.reshape(out.size)
+    xstep = sw * C
+    z = OW - OW  # 0 as a run-time int64
     for n in range(N):
         for oy0 in range(0, OH, band):
             nb = min(band, OH - oy0)
-            pad_band(xb, sb, geo, KH, n, oy0, nb)
-            dwconv_f32_simd(s, w, bias, out[n, oy0:oy0 + nb].reshape((1, nb, OW, C)), geo, toff, lim)
+            inner = oy0 >= y0 and oy0 + nb <= y1
+            if inner:
+                pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi)
+            else:
+                pad_band(xb, sb, geo, KH, n, oy0, nb)
+            for r in range(nb):
+                oy = oy0 + r
+                srow = r * sh * WP * C
+                orow = ((n * OH + oy) * OW) * C
+                if inner:
+                    _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, z, xa, z, lim)
+                    _f_pixels(xf, ((n * H + oy * sh - pt) * W - pl) * C, xstep, toff_x, wf, C, bias, of, orow, xa,
+                              xe, xa, lim)
+                    _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, xe, OW, z, lim)
+                else:
+                    _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, z, OW, z, lim)
 
 
 @njit(cache=True, nogil=True)
@@ -462,23 +576,13 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
     N, OH, OW, C = out.shape
     H, W = x.shape[1], x.shape[2]
     KH, KW = w.shape[0], w.shape[1]
-    sh, sw, dh, dw, pt, pl, dm, band = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[9]
+    sh, sw, pt, pl, band = geo[0], geo[1], geo[4], geo[5], geo[9]
     WP = s.shape[2]
     if fill:
         _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
-    # output rows [y0, y1) and columns [x0, x1) whose windows are inside the image
-    y0 = (pt + sh - 1) // sh
-    y1 = max(min((H - 1 + pt - (KH - 1) * dh) // sh + 1, OH), y0)
-    x0 = min((pl + sw - 1) // sw, OW)
-    x1 = max(min((W - 1 + pl - (KW - 1) * dw) // sw + 1, OW), x0)
-    # pixels [xa, xe) read x: whole tiles; [0, xa) and [xe, OW) the padded edge columns, in tiles too (the last
-    # one moved back, not before OW - PT)
-    xa = max(x0, PT)
-    xe = xa + max(x1 - xa, 0) // PT * PT
-    if dm != 1 or xe - xa < PT:
-        y1 = y0
-    c_lo = (xa - 1) * sw + (KW - 1) * dw + 1  # padded columns the pixels left of xa read
-    c_hi = max(min(xe, OW - PT), 0) * sw if xe < OW else WP  # and from where on the pixels from xe on read
+    # pixels [xa, xe) of rows [y0, y1) read x: whole tiles; [0, xa) and [xe, OW) the padded edge columns, in tiles
+    # too (the last one moved back, not before OW - PT)
+    y0, y1, xa, xe, c_lo, c_hi = _interior(H, W, KH, KW, OH, OW, WP, geo)
     xf = x.reshape(x.size)
     sf = s.reshape(s.size)
     wf = w.reshape(w.size)
