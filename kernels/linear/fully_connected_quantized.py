@@ -24,6 +24,11 @@ from lite_numba.kernels.base.fixedpoint import (
     quantize_multiplier,
     round_half_away,
 )
+from lite_numba.kernels.base.hybrid_quant import (
+    official_is_zero_vector,
+    quantize_row_asymmetric_nonfinite,
+    quantize_row_symmetric_nonfinite,
+)
 from lite_numba.kernels.linear.conv_loops import round_neon
 from lite_numba.kernels.linear.fc_loops import transpose_batches
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
@@ -243,7 +248,8 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
     As the official x86 build computes it (NeonSymmetricQuantizeFloats / NeonAsymmetricQuantizeFloats through
     NEON_2_SSE): blocks of 8 values are rounded by the vector code (conv_loops.round_neon: trunc(v +- 0.5) in
     float32), the tail by std::round; the asymmetric zero point is added after rounding, the asymmetric range is
-    a float32 difference and its inverse scale a double division."""
+    a float32 difference and its inverse scale a double division. A row holding a NaN or an infinity goes to
+    quantize_row_nonfinite (kernels/base/hybrid_quant.py), which reproduces what the official build does with it."""
     nvec = (K // 8) * 8
     for r in range(rows):
         base = r * K
@@ -253,10 +259,19 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
             continue
         mn = x[base]
         mx = x[base]
+        nonfinite = x[base] * np.float32(0.0)  # stays 0 unless a value is NaN or infinite
         for k in range(1, K):
             v = x[base + k]
             mn = min(mn, v)
             mx = max(mx, v)
+            nonfinite += v * np.float32(0.0)
+        if nonfinite != 0:  # NaN: the official NaN- and inf-dependent range and conversions
+            if asymmetric:
+                sf[r], zp[r] = quantize_row_asymmetric_nonfinite(x, base, K, q)
+            else:
+                sf[r] = quantize_row_symmetric_nonfinite(x, base, K, q)
+                zp[r] = 0
+            continue
         if not asymmetric:
             rng = max(abs(mn), abs(mx))
             zp[r] = 0
@@ -315,6 +330,17 @@ def apply_float_activation(v, act):
     if act == ACT_SIGN_BIT:
         return np.float32(1.0) if np.signbit(v) else np.float32(0.0)
     return v
+
+
+@njit(cache=True, nogil=True)
+def hybrid_fc_zero_input(x, bias, out, N, act):
+    """The official EvalHybrid skips the product and returns act(bias) in every row when its all-zero test passes on
+    the whole input. That test (official_is_zero_vector) counts NaNs in blocks of four as zeros, so it differs from
+    computing the product only there: [NaN, 0, 0, 0] gives the bias, not NaN."""
+    if official_is_zero_vector(x, 0, x.size):
+        for r in range(out.size // N):
+            for n in range(N):
+                out[r * N + n] = apply_float_activation(bias[n], act)
 
 
 @njit(cache=True, nogil=True)
@@ -500,6 +526,7 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
     schedule_igemm(ctx, q, zero, 0, np.int8, None, np.ascontiguousarray(dense.T), zero, 0, acc, batch, k, units)
     row_sums = dense.astype(np.int64).sum(axis=1).astype(np.int32)
     ctx.call(hybrid_fc_finish, acc, sf, zp, row_sums, scales, bias, ctx.view(o, (o.size,)), units, act)
+    ctx.call(hybrid_fc_zero_input, ctx.view(x, (x.size,)), bias, ctx.view(o, (o.size,)), units, act)
 
 
 def schedule_hybrid_rows(ctx: PrepareContext, x, rows: int, k: int):
