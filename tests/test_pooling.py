@@ -105,6 +105,30 @@ def test_large_window_and_depth():
                 assert_close(ours, ref, 1e-5 if dtype == np.float32 else 0)
 
 
+@pytest.mark.parametrize("channels", [16, 19, 32, 53])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.uint8, np.int16])
+def test_max_pool_channel_vectors(channels, dtype):
+    """MAX_POOL_2D's 16-channel vector path (pooling.vmax_into) and its scalar tail, with NaN and infinities among
+    float inputs (a NaN never replaces the running maximum, as in the official kernel) and the extremes of each
+    integer type, 2x2 stride 2 SAME as MediaPipe's models use."""
+    rng = np.random.default_rng(channels)
+    shape = [1, 9, 8, channels]
+    if dtype == np.float32:
+        x = rng.uniform(-3, 3, shape).astype(np.float32)
+        x.flat[rng.choice(x.size, 40, replace=False)] = np.nan
+        x.flat[rng.choice(x.size, 10, replace=False)] = np.inf
+        x.flat[rng.choice(x.size, 10, replace=False)] = -np.inf
+        q = None
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(dtype)
+        q = (0.05, 0) if dtype == np.int16 else (0.05, 3)
+    for act in ("NONE", "RELU6"):
+        data = pool_model("MAX_POOL_2D", dtype, shape, (2, 2), (2, 2), "SAME", act, quant=q)
+        (ours,), (ref,) = run_ours(data, [x]), run_official(data, [x])
+        np.testing.assert_array_equal(ours, ref)
+
+
 def _fails(data: bytes, match: str) -> None:
     with pytest.raises((ValueError, RuntimeError), match=match):
         it = Interpreter(model_content=data)

@@ -12,8 +12,12 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.fixedpoint import activation_range_quantized
+from lite_numba.kernels.base.llvm_ir import data_ptr, gep, splat
 from lite_numba.kernels.base.vecmath import fdiv
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from lite_numba.ops import PrepareContext, kernel
 
@@ -98,32 +102,85 @@ def avg_pool_int(x, out, acc, p, lim):
                     out[b, oy, ox, c] = min(max(q, lo), hi)
 
 
+VMAX = 16  # lanes of max_pixel
+
+
+@intrinsic
+def max_pixel(typingctx, o, o_off, x, x_org, row, col, fy0, fy1, fx0, fx1, lowest, lo, hi):
+    """One output pixel's window maximum for VMAX channels, in registers: m = lowest; for the taps (fy, fx) in
+    [fy0, fy1) x [fx0, fx1), v = x[x_org + fy * row + fx * col + k], m = v if v > m else m (the scalar loop's
+    semantics: a NaN never replaces the running maximum); o[o_off + k] = min(max(m, lo), hi) for k < VMAX. A channel
+    row of 16 is shorter than the step LLVM's loop vectorizer needs (vector width x interleave), so the plain loops
+    ran scalar there (MediaPipe hand_landmark_lite's 112x112x16 pool: 98 against XNNPACK's 34 us on AVX2)."""
+    ip = types.intp
+    sig = types.void(o, ip, x, ip, ip, ip, ip, ip, ip, ip, o.dtype, o.dtype, o.dtype)
+    signed = isinstance(o.dtype, types.Integer) and o.dtype.signed
+    is_float = isinstance(o.dtype, types.Float)
+
+    def codegen(context, builder, sig, args):
+        o_, oo, x_, xorg, row_, col_, fy0_, fy1_, fx0_, fx1_, lowest_, lo_, hi_ = args
+        et = context.get_value_type(sig.args[0].dtype)
+        vt = ir.VectorType(et, VMAX)
+
+        def gt(a, b):
+            if is_float:
+                return builder.fcmp_ordered(">", a, b)
+            return builder.icmp_signed(">", a, b) if signed else builder.icmp_unsigned(">", a, b)
+
+        px = data_ptr(context, builder, sig.args[2], x_)
+        acc = cgutils.alloca_once_value(builder, splat(builder, lowest_, vt))
+        with cgutils.for_range(builder, builder.sub(fy1_, fy0_)) as ly:
+            fy = builder.add(fy0_, ly.index)
+            with cgutils.for_range(builder, builder.sub(fx1_, fx0_)) as lx:
+                fx = builder.add(fx0_, lx.index)
+                off = builder.add(xorg, builder.add(builder.mul(fy, row_), builder.mul(fx, col_)))
+                v = builder.load(builder.bitcast(gep(builder, px, off, et), vt.as_pointer()), align=1)
+                m = builder.load(acc)
+                builder.store(builder.select(gt(v, m), v, m), acc)
+        m = builder.load(acc)
+        lov, hiv = splat(builder, lo_, vt), splat(builder, hi_, vt)
+        m = builder.select(gt(lov, m), lov, m)
+        m = builder.select(gt(m, hiv), hiv, m)
+        po = builder.bitcast(gep(builder, data_ptr(context, builder, sig.args[0], o_), oo, et), vt.as_pointer())
+        builder.store(m, po, align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True)
 def max_pool(x, out, p, lim):
-    """out = clamp(window max); lim = [lowest, act_min, act_max] typed as the data."""
+    """out = clamp(window max); lim = [lowest, act_min, act_max] typed as the data. Channels in vectors of VMAX
+    (max_pixel), the rest one by one."""
     B, H, W, C = x.shape
     _, OH, OW, _ = out.shape
     lowest, lo, hi = lim[0], lim[1], lim[2]
     xf = x.reshape(x.size)
     of = out.reshape(out.size)
+    cv = C - C % VMAX
     for b in range(B):
         for oy in range(OH):
             y0, fy0, fy1 = _window(oy, p[0], p[4], p[2], H)
             for ox in range(OW):
                 x0, fx0, fx1 = _window(ox, p[1], p[5], p[3], W)
                 o0 = ((b * OH + oy) * OW + ox) * C
-                orow = of[o0:o0 + C]  # (slices indexed from 0: the channel loops vectorize)
-                for c in range(C):
+                xorg = ((b * H + y0) * W + x0) * C  # the window's corner (taps outside the image are not read)
+                for c in range(0, cv, VMAX):
+                    max_pixel(of, o0 + c, xf, xorg + c, W * C, C, fy0, fy1, fx0, fx1, lowest, lo, hi)
+                if cv == C:
+                    continue
+                orow = of[o0 + cv:o0 + C]  # (slices indexed from 0: the channel loops vectorize)
+                for c in range(C - cv):
                     orow[c] = lowest
                 for fy in range(fy0, fy1):
                     for fx in range(fx0, fx1):
-                        i0 = ((b * H + y0 + fy) * W + x0 + fx) * C
-                        xrow = xf[i0:i0 + C]
-                        for c in range(C):
+                        i0 = xorg + (fy * W + fx) * C + cv
+                        xrow = xf[i0:i0 + C - cv]
+                        for c in range(C - cv):
                             v = xrow[c]
                             m = orow[c]
                             orow[c] = v if v > m else m
-                for c in range(C):
+                for c in range(C - cv):
                     orow[c] = min(max(orow[c], lo), hi)
 
 
