@@ -81,9 +81,10 @@ _EVEN_ODD = [i if i % 2 == 0 else 15 + i for i in range(16)]  # lanes from the l
 
 def requantize_params(builder, prm_ptr, c):
     """The output-stage parameter vectors of channels c..c+15 (c a multiple of 16) from their block of `prm`
-    (output_params): offset, left shift (<16 x i32>), multipliers of the even and odd channels, rounding terms,
-    int64 right shifts (<8 x i64> each), then the second (int32) right shift and the output zero point
-    (<16 x i32>, from the high halves of the multipliers' int64 slots: zp << 8 | shift)."""
+    (output_params): offset, left shift (<16 x i32>), multipliers of the even and odd channels, rounding terms
+    (+ 2^63), int64 right shifts (<8 x i64> each), then the second (int32) right shift and the output zero point
+    term (<16 x i32>; the shift from the left-shift slots' bits 8.., the zero point term from the high halves of
+    the multipliers' int64 slots)."""
     v8i64 = ir.VectorType(_i64, 8)
     base = builder.gep(prm_ptr, [builder.mul(c, _const(PRM_BLOCK // 16))], inbounds=True)
 
@@ -91,13 +92,14 @@ def requantize_params(builder, prm_ptr, c):
         p = builder.gep(base, [_const(16 * k)], inbounds=True)
         return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
 
-    rows = (row(0, _v16i), row(1, _v16i)) + tuple(row(k, v8i64) for k in range(2, 8))
+    shifts = row(1, _v16i)
+    left = builder.and_(shifts, ir.Constant(_v16i, [0xFF] * 16))
+    q = builder.lshr(shifts, ir.Constant(_v16i, [8] * 16))
+    rows = (row(0, _v16i), left) + tuple(row(k, v8i64) for k in range(2, 8))
     c32 = ir.Constant(v8i64, [32] * 8)
-    he = builder.bitcast(builder.ashr(rows[2], c32), _v16i)
-    ho = builder.bitcast(builder.ashr(rows[3], c32), _v16i)
-    hi = builder.shuffle_vector(he, ho, ir.Constant(_v16i, _EVEN_ODD))
-    q = builder.and_(hi, ir.Constant(_v16i, [0xFF] * 16))
-    zp = builder.ashr(hi, ir.Constant(_v16i, [8] * 16))
+    he = builder.bitcast(builder.lshr(rows[2], c32), _v16i)
+    ho = builder.bitcast(builder.lshr(rows[3], c32), _v16i)
+    zp = builder.shuffle_vector(he, ho, ir.Constant(_v16i, _EVEN_ODD))
     return rows + (q, zp)
 
 
@@ -114,7 +116,14 @@ def requantize_vector(builder, acc, params, lo, hi):
     leave it out of the rounding term ((x * m + 2^30 + nudge * 2^31) >> 52, |x * m| <= 2^62, nudge * 2^31 <= 2^61)
     and give the int32 shift r - 21 and zp (a floor of a floor again; zp a whole multiple of the divisor). Even
     and odd channels are multiplied in separate 8 x i64 halves (vpmuldq reads the low 32 bits of each 64-bit
-    lane), so no lane is widened."""
+    lane), so no lane is widened.
+
+    The int64 arithmetic shift is done as a logical one, which AVX2 has (vpsrlvq; vpsravq is AVX-512 only, and
+    LLVM's emulation of it costs 3 more instructions a vector): p >> s = ((p + 2^63) >>> s) - 2^(63 - s) exactly
+    (mod 2^64), the 2^63 is in the rounding term (output_params) and the subtraction in the zero point term: only
+    the low 32 bits of the result are kept, and for s = 52 (the only case with an int32 shift q > 0) the low
+    word of 2^(63 - s) = 2^11 is a multiple of 2^q and the shifted value lies in [0, 2^12), so
+    ((l - 2^11) >> q) + zp = (l >> q) + (zp - 2^(11 - q)). Same bytes as the arithmetic form on every input."""
     v8i64 = ir.VectorType(_i64, 8)
     off, left, me, mo, re, ro, se, so, q2, zp = params
     c32 = ir.Constant(v8i64, [32] * 8)
@@ -126,8 +135,8 @@ def requantize_vector(builder, acc, params, lo, hi):
     xq = builder.bitcast(x, v8i64)
     te = builder.mul(sext_low(xq), sext_low(me))
     to = builder.mul(builder.ashr(xq, c32), sext_low(mo))
-    ye = builder.bitcast(builder.ashr(builder.add(te, re), se), _v16i)
-    yo = builder.bitcast(builder.ashr(builder.add(to, ro), so), _v16i)
+    ye = builder.bitcast(builder.lshr(builder.add(te, re), se), _v16i)
+    yo = builder.bitcast(builder.lshr(builder.add(to, ro), so), _v16i)
     y = builder.shuffle_vector(ye, yo, ir.Constant(_v16i, _EVEN_ODD))
     y = builder.add(builder.ashr(y, q2), zp)
     y = builder.select(builder.icmp_signed("<", y, lo), lo, y)
@@ -409,13 +418,14 @@ def channel_params(prm, p64, c, off, m, sh, zp_out):
     j = 16 + (lane % 2) * 8 + lane // 2  # int64 slot of the multiplier
     right = max(-sh, 0)
     r1 = min(right, 21)
-    big = right > r1  # zp_out and the second shift in the high half of the multiplier slot, else zp_out folded
-    hi = ((np.int64(zp_out) << 8) | np.int64(right - r1)) if big else np.int64(0)
-    zterm = np.int64(0) if big else np.int64(zp_out) << (31 + right)
+    q = right - r1  # the int32 shift after the int64 one (zp_out added after it, not in the rounding term)
+    zterm = np.int64(0) if q > 0 else np.int64(zp_out) << (31 + r1)
+    low = (np.int64(1) << (32 - r1)) & np.int64(0xFFFFFFFF)  # low word of 2^(63 - s), s = 31 + r1
+    zp = (np.int64(zp_out) if q > 0 else np.int64(0)) - (low >> q)
     prm[b, lane] = off
-    prm[b, 16 + lane] = max(sh, 0)
-    p64[b, j] = (hi << 32) | (np.int64(m) & np.int64(0xFFFFFFFF))
-    p64[b, j + 16] = (np.int64(1) << 30) + ((np.int64(1) << right) >> 1 << 31) + zterm
+    prm[b, 16 + lane] = max(sh, 0) | (q << 8)
+    p64[b, j] = (zp << 32) | (np.int64(m) & np.int64(0xFFFFFFFF))
+    p64[b, j + 16] = ((np.int64(1) << 30) + ((np.int64(1) << right) >> 1 << 31) + zterm) ^ np.int64(-(1 << 63))
     p64[b, j + 32] = 31 + r1
 
 
@@ -429,10 +439,12 @@ def params64(prm):
 @njit(cache=True, inline="always")
 def _output_params(prm, offs, bias, mult, shift, zp_out, nb):
     """Fill prm [Np / 16, PRM_BLOCK] int32 with the VNNI output stage's parameters (requantize_params): per block of
-    16 channels, int32 slots 0..15 offset + bias, 16..31 left shift; then as int64 (8 each, even channels before
-    odd ones) the multipliers, the rounding terms 2^30 + nudge * 2^31 + zp_out * 2^(31 + right) and the shifts
-    31 + right; for right > 21 (where zp_out * 2^(31 + right) would overflow), the rounding term without zp_out,
-    the shift 52 and, in the high half of the multiplier's slot, zp_out << 8 | (right - 21). Channels from
+    16 channels, int32 slots 0..15 offset + bias, 16..31 left shift | q << 8; then as int64 (8 each, even channels
+    before odd ones) the multipliers, the rounding terms 2^30 + nudge * 2^31 + zp_out * 2^(31 + right) + 2^63
+    (wrapping) and the shifts 31 + right, with q = 0; for right > 21 (where zp_out * 2^(31 + right) would
+    overflow), the rounding term without zp_out, the shift 52 and q = right - 21. The high half of the
+    multiplier's slot holds the zero point term, zp_out (if q > 0) - (low word of 2^(32 - min(right, 21))) >> q
+    (requantize_vector's logical-shift form). Channels from
     bias.size on (padding) get zeros. Only the first nb blocks are filled (rows of prm past them hold per-row
     terms, see qconv_vnni). Shifts must lie in [-31, 31] (prepare checks)."""
     CO = bias.size
@@ -456,13 +468,14 @@ def output_params_host(off: np.ndarray, mult, shift, zp_out: int, nvalid: int, n
     sh = np.asarray(shift, np.int64)[:nvalid]
     right = np.maximum(-sh, 0)
     r1 = np.minimum(right, 21)
-    big = right > r1
-    hi = np.where(big, (np.int64(zp_out) << 8) | (right - r1), 0)
-    zterm = np.where(big, 0, np.int64(zp_out) << (31 + r1))
+    q = right - r1
+    zterm = np.where(q > 0, 0, np.int64(zp_out) << (31 + r1))
+    low = (np.int64(1) << (32 - r1)) & 0xFFFFFFFF
+    zp = np.where(q > 0, np.int64(zp_out), 0) - (low >> q)
     prm[b, lane] = np.asarray(off, np.int32)[:nvalid]
-    prm[b, 16 + lane] = np.maximum(sh, 0)
-    p64[b, j] = (hi << 32) | (np.asarray(mult, np.int64)[:nvalid] & 0xFFFFFFFF)
-    p64[b, j + 16] = (1 << 30) + (((1 << right) >> 1) << 31) + zterm
+    prm[b, 16 + lane] = np.maximum(sh, 0) | (q << 8)
+    p64[b, j] = (zp << 32) | (np.asarray(mult, np.int64)[:nvalid] & 0xFFFFFFFF)
+    p64[b, j + 16] = ((1 << 30) + (((1 << right) >> 1) << 31) + zterm) ^ np.int64(-(1 << 63))
     p64[b, j + 32] = 31 + r1
     return prm.reshape(-1)
 
