@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 import numpy as np
+from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
 from lite_numba.kernels.base.llvm_ir import I1 as _i1
@@ -59,57 +60,46 @@ NR = 32  # columns of a packed panel (two 16-float vectors)
 # --- IR helpers -----------------------------------------------------------------------------------------------------
 
 
+def masked_stores_native() -> bool:
+    """True when the target has cheap masked vector stores (AVX-512 F); elsewhere (AVX2's vmaskmovps, slow on AMD
+    cores, or per-lane stores on NEON) a tile whose columns are all live stores plainly (read at code generation,
+    from the features Numba compiles for)."""
+    return bool(isa.cpu_features().get("avx512f"))
+
+
 def _vload(builder, ptr, vtype):
     return builder.load(builder.bitcast(ptr, vtype.as_pointer()), align=4)
 
 
 def make_tile(mr: int, lanes: int, nv: int):
-    """The (mr x lanes*nv) micro-kernel as a Numba intrinsic (vectors of `lanes` floats, nv of them per row):
+    """The (mr x lanes*nv) micro-kernel as a Numba intrinsic (vectors of `lanes` floats, nv of them per row), run
+    over nband consecutive bands of mr rows:
 
-    tile(a, abase, rows, ri, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+    tile(a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
 
-    c[c_off + r * ldc + j] = clamp(sum_k A[r, k] * b[b_off + k * 32 + j] + bias[bias_off + j], lo, hi) for r < mr,
-    j < min(ncols, lanes * nv), where A[r, s * seglen + t] = a[abase + rows[ri + r] + segs[s] + t]."""
+    c[c_off + r * ldc + j] = clamp(sum_k A[r, k] * b[b_off + k * 32 + j] + bias[bias_off + j], lo, hi) for
+    r < mr * nband, j < min(ncols, lanes * nv), where A[r, s * seglen + t] = a[abase + rows[ri + r] + segs[s] + t].
+    The bands share one call: the bias, the limits and the column masks are loaded once (with K = 8, a pointwise
+    convolution of 8 input channels, the per-call set-up had cost as much as the products)."""
     vf = ir.VectorType(_f32, lanes)
     vi = ir.VectorType(_i32, lanes)
     vb = ir.VectorType(_i1, lanes)
 
     @intrinsic
-    def tile(typingctx, a, abase, rows, ri, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-             ncols):
+    def tile(typingctx, a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo,
+             hi, ncols):
         i64, f32 = types.int64, types.float32
-        sig = types.void(a, i64, rows, i64, segs, i64, i64, b, i64, c, i64, i64, bias, i64, f32, f32, i64)
+        sig = types.void(a, i64, rows, i64, i64, segs, i64, i64, b, i64, c, i64, i64, bias, i64, f32, f32, i64)
 
         def codegen(context, builder, sig, args):
-            (a_, abase_, rows_, ri_, segs_, nseg_, seglen_, b_, boff_, c_, coff_, ldc_, bias_, biasoff_, lo_, hi_,
-             ncols_) = args
+            (a_, abase_, rows_, ri_, nband_, segs_, nseg_, seglen_, b_, boff_, c_, coff_, ldc_, bias_, biasoff_, lo_,
+             hi_, ncols_) = args
             pa = _data_ptr(context, builder, sig.args[0], a_)
             prows = _data_ptr(context, builder, sig.args[2], rows_)
-            psegs = _data_ptr(context, builder, sig.args[4], segs_)
-            pb = _gep(builder, _data_ptr(context, builder, sig.args[7], b_), boff_, _f32)
-            pc = _data_ptr(context, builder, sig.args[9], c_)
-            pbias = _data_ptr(context, builder, sig.args[12], bias_)
-            arow = []
-            for r in range(mr):
-                off = builder.load(_gep(builder, prows, builder.add(ri_, _i(r)), _i64))
-                arow.append(_gep(builder, pa, builder.add(abase_, off), _f32))
-            accs = [[cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(nv)] for _ in range(mr)]
-            with cgutils.for_range(builder, nseg_) as seg:
-                soff = builder.load(_gep(builder, psegs, seg.index, _i64))
-                srow = [_gep(builder, p, soff, _f32) for p in arow]
-                pbs = _gep(builder, pb, builder.mul(builder.mul(seg.index, seglen_), _i(NR)), _f32)
-                with cgutils.for_range(builder, seglen_) as kk:
-                    k = kk.index
-                    pbk = _gep(builder, pbs, builder.mul(k, _i(NR)), _f32)
-                    bv = [_vload(builder, _gep(builder, pbk, _i(lanes * h), _f32), vf) for h in range(nv)]
-                    for r in range(mr):
-                        av = _splat(builder, builder.load(_gep(builder, srow[r], k, _f32)), vf)
-                        for h in range(nv):
-                            # a separate multiply and add (not llvm.fma): the official kernels round the
-                            # product before adding it, and a fused multiply-add differs in the last bits
-                            prod = builder.fmul(av, bv[h])
-                            builder.store(builder.fadd(builder.load(accs[r][h]), prod), accs[r][h])
-            # epilogue: + bias, clamp to [lo, hi] (a NaN compares false and passes), masked store
+            psegs = _data_ptr(context, builder, sig.args[5], segs_)
+            pb = _gep(builder, _data_ptr(context, builder, sig.args[8], b_), boff_, _f32)
+            pc = _data_ptr(context, builder, sig.args[10], c_)
+            pbias = _data_ptr(context, builder, sig.args[13], bias_)
             mstore = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.VoidType(), [vf, vf.as_pointer(), _i32, vb]),
                 f"llvm.masked.store.v{lanes}f32.p0")
@@ -122,14 +112,54 @@ def make_tile(mr: int, lanes: int, nv: int):
                 live = builder.sub(ncols32, ir.Constant(_i32, lanes * h))
                 masks.append(builder.icmp_signed("<", iota, _splat(builder, live, vi)))
                 biases.append(_vload(builder, _gep(builder, pbias, builder.add(biasoff_, _i(lanes * h)), _f32), vf))
-            for r in range(mr):
-                prow = _gep(builder, pc, builder.add(coff_, builder.mul(ldc_, _i(r))), _f32)
-                for h in range(nv):
-                    v = builder.fadd(builder.load(accs[r][h]), biases[h])
-                    v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
-                    v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
-                    ptr = builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer())
-                    builder.call(mstore, [v, ptr, ir.Constant(_i32, 4), masks[h]])
+            with cgutils.for_range(builder, nband_) as band:
+                ri = builder.add(ri_, builder.mul(band.index, _i(mr)))
+                coff = builder.add(coff_, builder.mul(band.index, builder.mul(ldc_, _i(mr))))
+                arow = []
+                for r in range(mr):
+                    off = builder.load(_gep(builder, prows, builder.add(ri, _i(r)), _i64))
+                    arow.append(_gep(builder, pa, builder.add(abase_, off), _f32))
+                accs = [[cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(nv)]
+                        for _ in range(mr)]
+                with cgutils.for_range(builder, nseg_) as seg:
+                    soff = builder.load(_gep(builder, psegs, seg.index, _i64))
+                    srow = [_gep(builder, p, soff, _f32) for p in arow]
+                    pbs = _gep(builder, pb, builder.mul(builder.mul(seg.index, seglen_), _i(NR)), _f32)
+                    with cgutils.for_range(builder, seglen_) as kk:
+                        k = kk.index
+                        pbk = _gep(builder, pbs, builder.mul(k, _i(NR)), _f32)
+                        bv = [_vload(builder, _gep(builder, pbk, _i(lanes * h), _f32), vf) for h in range(nv)]
+                        for r in range(mr):
+                            av = _splat(builder, builder.load(_gep(builder, srow[r], k, _f32)), vf)
+                            for h in range(nv):
+                                # a separate multiply and add (not llvm.fma): the official kernels round the
+                                # product before adding it, and a fused multiply-add differs in the last bits
+                                prod = builder.fmul(av, bv[h])
+                                builder.store(builder.fadd(builder.load(accs[r][h]), prod), accs[r][h])
+                # epilogue: + bias, clamp to [lo, hi] (a NaN compares false and passes), store
+                outs = []
+                for r in range(mr):
+                    prow = _gep(builder, pc, builder.add(coff, builder.mul(ldc_, _i(r))), _f32)
+                    for h in range(nv):
+                        v = builder.fadd(builder.load(accs[r][h]), biases[h])
+                        v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
+                        v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
+                        outs.append((v, builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer()),
+                                     h))
+
+                def masked():
+                    for v, ptr, h in outs:
+                        builder.call(mstore, [v, ptr, ir.Constant(_i32, 4), masks[h]])
+
+                if masked_stores_native():
+                    masked()
+                else:  # a whole tile (the common case) with plain stores: vmaskmovps stores are slow on AMD cores
+                    with builder.if_else(builder.icmp_signed(">=", ncols_, _i(lanes * nv))) as (whole, part):
+                        with whole:
+                            for v, ptr, _h in outs:
+                                builder.store(v, ptr, align=4)
+                        with part:
+                            masked()
             return context.get_dummy_value()
 
         return sig, codegen
@@ -152,48 +182,80 @@ fma_tile_1x32, fma_tile_2x32, fma_tile_3x32, fma_tile_4x32, fma_tile_5x32, fma_t
 
 
 @njit(cache=True, inline="always")
-def _tile(mr, width, a, abase, rows, ri, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
-    """One tile of mr rows (1..6) and the first 8, 16 or 32 (width) columns of a panel."""
+def _tile(mr, width, a, abase, rows, ri, nb, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
+    """nb bands of tiles of mr rows (1..6) and the first 8, 16 or 32 (width) columns of a panel."""
     ns = segs.size
     if width == 32:
         if mr == 6:
-            fma_tile_6x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_6x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 5:
-            fma_tile_5x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_5x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 4:
-            fma_tile_4x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_4x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 3:
-            fma_tile_3x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_3x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 2:
-            fma_tile_2x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_2x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         else:
-            fma_tile_1x32(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_1x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
     elif width == 16:
         if mr == 6:
-            fma_tile_6x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_6x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 5:
-            fma_tile_5x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_5x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 4:
-            fma_tile_4x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_4x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 3:
-            fma_tile_3x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_3x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 2:
-            fma_tile_2x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_2x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         else:
-            fma_tile_1x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_1x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
     else:
         if mr == 6:
-            fma_tile_6x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_6x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
         elif mr == 5:
-            fma_tile_5x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_5x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
         elif mr == 4:
-            fma_tile_4x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_4x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
         elif mr == 3:
-            fma_tile_3x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_3x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
         elif mr == 2:
-            fma_tile_2x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_2x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
         else:
-            fma_tile_1x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            fma_tile_1x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
+
+
+@njit(cache=True, inline="always")
+def _bands(mr, width, a, abase, rows, r0, r1, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
+    """Rows [r0, r1) of one panel's columns (c_off: the panel's first column in row 0): the whole bands of mr rows
+    in one tile call, then the leftover rows."""
+    nb = (r1 - r0) // mr
+    if nb > 0:
+        _tile(mr, width, a, abase, rows, r0, nb, segs, seglen, b, b_off, c, c_off + r0 * ldc, ldc, bias, bias_off, lo,
+              hi, ncols)
+    i = r0 + nb * mr
+    if i < r1:
+        _tile(r1 - i, width, a, abase, rows, i, 1, segs, seglen, b, b_off, c, c_off + i * ldc, ldc, bias, bias_off, lo,
+              hi, ncols)
 
 
 @njit(cache=True, inline="always")
@@ -206,12 +268,7 @@ def _gemm(a, abase, rows, M, segs, seglen, bp, bp_off, bias, c, c_off, N, lim):
         ncols = min(NR, N - n0)
         width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
         boff = bp_off + p * panel
-        i = 0
-        while i < M:
-            mr = min(MR, M - i)
-            _tile(mr, width, a, abase, rows, i, segs, seglen, bp, boff, c, c_off + i * N + n0, N, bias, n0, lo, hi,
-                  ncols)
-            i += mr
+        _bands(MR, width, a, abase, rows, 0, M, segs, seglen, bp, boff, c, c_off + n0, N, bias, n0, lo, hi, ncols)
 
 
 @njit(cache=True, nogil=True)
@@ -408,12 +465,7 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
         ncols = min(NR, N - n0)
         width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
         boff = bp_off + p * panel
-        i = r0
-        while i < r1:
-            mr = min(MR, r1 - i)
-            _tile(mr, width, a, abase, rows, i, segs, seglen, bp, boff, c, c_off + i * N + n0, N, bias, n0, lo, hi,
-                  ncols)
-            i += mr
+        _bands(MR, width, a, abase, rows, r0, r1, segs, seglen, bp, boff, c, c_off + n0, N, bias, n0, lo, hi, ncols)
 
 
 @njit(cache=True, nogil=True, parallel=True)

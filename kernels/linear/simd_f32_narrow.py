@@ -36,48 +36,64 @@ ymm_tile_1x16, ymm_tile_2x16, ymm_tile_3x16, ymm_tile_4x16 = (make_tile(m, LANES
 
 
 @njit(cache=True, inline="always")
-def _tile(mr, width, a, abase, rows, ri, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
-    """One tile of mr rows (1..4) and the first 8 or 16 (width) columns of a half panel."""
+def _tile(mr, width, a, abase, rows, ri, nb, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
+    """nb bands of tiles of mr rows (1..4) and the first 8 or 16 (width) columns of a half panel."""
     ns = segs.size
     if width == 16:
         if mr == 4:
-            ymm_tile_4x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            ymm_tile_4x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 3:
-            ymm_tile_3x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            ymm_tile_3x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         elif mr == 2:
-            ymm_tile_2x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            ymm_tile_2x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
         else:
-            ymm_tile_1x16(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            ymm_tile_1x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                          ncols)
     else:
         if mr == 4:
-            ymm_tile_4x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            ymm_tile_4x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
         elif mr == 3:
-            ymm_tile_3x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            ymm_tile_3x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
         elif mr == 2:
-            ymm_tile_2x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            ymm_tile_2x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
         else:
-            ymm_tile_1x8(a, abase, rows, ri, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+            ymm_tile_1x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
+                         ncols)
 
 
 @njit(cache=True, inline="always")
 def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1):
     """C rows [r0, r1) x panels [p0, p1) of clamp(A @ B + bias) (simd_f32._gemm_part's contract): per panel, per
-    band of MR rows, the two 16-column halves (the band's A values stay in L1 between them)."""
+    group of row bands whose A values fit in ~16 KiB (they stay in L1 between the two halves), the two 16-column
+    halves, each over the whole group in one tile call (simd_f32.make_tile's nband)."""
     lo, hi = lim[0], lim[1]
     panel = segs.size * seglen * NR
+    group = max(16384 // (4 * MR * max(segs.size * seglen, 1)), 1) * MR  # rows per group
     for p in range(p0, p1):
         n0 = p * NR
         ncols = min(NR, N - n0)
         boff = bp_off + p * panel
-        i = r0
-        while i < r1:
-            mr = min(MR, r1 - i)
+        for g0 in range(r0, r1, group):
+            g1 = min(g0 + group, r1)
+            nb = (g1 - g0) // MR
+            i = g0 + nb * MR
             for q in range(2):
                 live = ncols - HALF * q
                 if live > 0:
-                    _tile(mr, HALF if live > 8 else 8, a, abase, rows, i, segs, seglen, bp, boff + HALF * q, c,
-                          c_off + i * N + n0 + HALF * q, N, bias, n0 + HALF * q, lo, hi, live)
-            i += mr
+                    width = HALF if live > 8 else 8
+                    col = c_off + n0 + HALF * q
+                    if nb > 0:
+                        _tile(MR, width, a, abase, rows, g0, nb, segs, seglen, bp, boff + HALF * q, c, col + g0 * N, N,
+                              bias, n0 + HALF * q, lo, hi, live)
+                    if i < g1:
+                        _tile(g1 - i, width, a, abase, rows, i, 1, segs, seglen, bp, boff + HALF * q, c, col + i * N,
+                              N, bias, n0 + HALF * q, lo, hi, live)
 
 
 @njit(cache=True, nogil=True)
