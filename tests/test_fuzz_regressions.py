@@ -548,3 +548,45 @@ def test_hybrid_fully_connected_counts_nan_blocks_as_zero_input_as_the_official_
         xs[0, 0] = np.nan
         ours, theirs = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
         np.testing.assert_array_equal(ours, theirs, err_msg=f"x {xs.tolist()}")
+
+
+def _hybrid_fc_activation(act: str, asymmetric: bool) -> bytes:
+    rng = np.random.default_rng(17)
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [5, 7])
+    w = b.add_const("w", rng.integers(-127, 128, (4, 7)).astype(np.int8), quant=(0.05, 0))
+    bias = np.array([np.nan, -2.0, 0.5, 8.0], np.float32)  # a NaN bias makes NaN before the activation in every row
+    y = b.add_tensor("y", np.float32, [5, 4])
+    b.add_op("FULLY_CONNECTED", [x, w, b.add_const("bias", bias)], [y], version=9 if asymmetric else 1,
+             options={"fused_activation_function": act, "asymmetric_quantize_inputs": asymmetric})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
+@pytest.mark.parametrize("act", ["RELU", "RELU6", "RELU_N1_TO_1", "TANH", "NONE"])
+def test_hybrid_fully_connected_activation_of_nan_as_the_official_runtime(act, asymmetric, official):
+    """The official hybrid FULLY_CONNECTED applies its fused activation with ApplyActivationToVector, whose clamps are
+    std::max(0.0f, v) / std::min: a NaN comes out 0 for RELU and RELU6 and -1 for RELU_N1_TO_1 (we kept NaN). Rows of
+    NaN, rows mixing NaN and +-inf into normal values (NaN or inf scaling factors), an all-zero input (the bias path)
+    and a NaN bias. The float FULLY_CONNECTED and CONV_2D (hybrid too) clamp with ActivationFunctionWithMinMax, which
+    keeps NaN, as ours does."""
+    data = _hybrid_fc_activation(act, asymmetric)
+    rng = np.random.default_rng(3)
+    xs = [np.full((5, 7), np.nan, np.float32), np.zeros((5, 7), np.float32)]
+    for frac in (0.1, 0.4):
+        x = (rng.standard_normal((5, 7)) * 3).astype(np.float32)
+        mask = rng.random(x.shape) < frac
+        x[mask] = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), int(mask.sum()))
+        xs.append(x)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    ref = official_interpreter(data)
+    for k, x in enumerate(xs):
+        outs = []
+        for it in (ours, ref):
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+            outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"]), copy=True))
+        np.testing.assert_array_equal(np.isnan(outs[0]), np.isnan(outs[1]), err_msg=f"input {k}: NaNs")
+        assert_close(outs[0], outs[1], family="sequence", what=f"{act} input {k}")
