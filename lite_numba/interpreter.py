@@ -167,6 +167,7 @@ class Interpreter(SubgraphHost):
         self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
         self._shape_hits: dict[int, dict] = {}  # uses of each cached preparation (eviction order)
         self._bound: dict[tuple, BoundSubgraph] = {}  # (subgraph, input shapes) -> bind_subgraph's result
+        self._variable_subgraphs: frozenset | None = None  # subgraphs with variable tensors (restart_variables)
         # One thread at a time: a call that changes or reads the arena takes the one element of `_slot` (list.pop and
         # append are atomic), so a second thread finds it empty and raises instead of racing (cheaper than a Lock).
         self._slot = [None]

@@ -346,6 +346,11 @@ class PrepareContext:
         (host ops only; see lite_numba.subgraphs.BoundSubgraph)."""
         return self._rt.host_env.bind_subgraph(index, inputs)
 
+    def restart_subgraph_variables(self, index: int) -> None:
+        """Reset the variable tensors of subgraph `index` before a WHILE or IF runs it, as the official runtime's
+        allocation of its subgraphs at every run does (host ops only; see lite_numba.subgraphs.SubgraphHost)."""
+        self._rt.host_env.restart_variables(index)
+
     def subgraph_output_shapes(self, index: int, inputs: list[tuple]) -> list[tuple] | None:
         """The output shapes of subgraph `index` prepared for inputs of these shapes, or None when one of them is
         known only at run time (host ops' prepare; prepares the subgraph, as TFLite's WHILE and IF do)."""

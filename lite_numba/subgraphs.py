@@ -18,7 +18,15 @@ __all__ = ["BoundSubgraph", "SubgraphHost"]
 
 class SubgraphHost:
     """Mixin of Interpreter: the services host ops use to run other subgraphs. Expects `model`, `_runtimes`,
-    `_runtime(i)`, `_new_runtime(i)`, `_call_depth`, `_shape_cache`, `_shape_hits` and `_bound`."""
+    `_runtime(i)`, `_new_runtime(i)`, `_call_depth`, `_shape_cache`, `_shape_hits`, `_bound` and `_preserve_all`.
+
+    Variable tensors (is_variable) of a called subgraph restart from zeros (their zero point when quantized) whenever
+    the official runtime allocates that subgraph again, which is what its Subgraph::AllocateTensors does: when the
+    subgraph is prepared for new input shapes (WHILE and IF prepare, a loop variable changing shape), and at every
+    WHILE or IF run, because both release their subgraphs' memory after running (Subgraph::ReleaseMemory makes the
+    next AllocateTensors a full one) unless experimental_preserve_all_tensors is set. Within one WHILE run the body
+    keeps its state from iteration to iteration while the loop variables keep their shapes. Measured with
+    ai-edge-litert 2.3 (an RNN cell with a variable hidden state in a WHILE body and in an IF branch)."""
 
     def subgraph_io(self, index: int) -> tuple[list, list]:
         sg = self.model.subgraphs[index]
@@ -76,7 +84,23 @@ class SubgraphHost:
         rt.ready = False
         rt.fast_views = {}
         rt.allocate()
+        rt.init_variables()  # allocated again (new shapes): officially a full AllocateTensors, which resets them
         return rt
+
+    def restart_variables(self, index: int) -> None:
+        """A WHILE or IF is about to run subgraph `index`: reset its variable tensors, as the official allocation
+        after the previous run's ReleaseMemory does (not with experimental_preserve_all_tensors, which keeps the
+        subgraph's memory). Cheap when the subgraph has none."""
+        if self._preserve_all:
+            return
+        with_vars = self._variable_subgraphs
+        if with_vars is None:
+            with_vars = self._variable_subgraphs = frozenset(
+                k for k, sg in enumerate(self.model.subgraphs) if any(t.is_variable for t in sg.tensors))
+        if index in with_vars:
+            rt = self._runtimes.get(index)
+            if rt is not None and rt.ready:
+                rt.init_variables()
 
     def _cached_runtimes(self) -> list:
         return list(self._runtimes.values()) + [r for c in self._shape_cache.values() for r in c.values()]

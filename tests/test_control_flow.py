@@ -272,3 +272,185 @@ def test_compiled_read_before_assign_is_an_error(official):
     assert not ours._runtime(0).dynamic_nodes  # the READ is compiled
     with pytest.raises((RuntimeError, ValueError), match="read before it was assigned"):
         ours.invoke()
+
+
+# --- variable tensors inside called subgraphs ---------------------------------------------------------------------
+# The official WHILE and IF allocate their subgraphs again at every run (they release the subgraphs' memory after
+# running), and Subgraph::AllocateTensors resets variable tensors: an RNN cell's hidden state in a WHILE body carries
+# from iteration to iteration within one run (while the loop variables keep their shapes), but not from one invoke to
+# the next; with experimental_preserve_all_tensors nothing is released and the state carries over, until the
+# subgraph is prepared for other input shapes.
+
+_RNN_W = (np.array([[0.6, -0.4], [0.3, 0.8], [-0.7, 0.2]], np.float32),
+          np.array([[0.5, -0.3, 0.1], [0.2, 0.4, -0.6], [-0.1, 0.3, 0.5]], np.float32),
+          np.array([0.05, -0.1, 0.2], np.float32))
+
+
+def _rnn_cell(sg, x, name: str, scale: float = 1.0):
+    """y = RNN(x, h) with h a [1, 3] variable tensor of `sg` (TANH)."""
+    w, r, bias = _RNN_W
+    h = sg.add_tensor(name + "_h", np.float32, [1, 3], is_variable=True)
+    y = sg.add_tensor(name + "_y", np.float32, [1, 3])
+    sg.add_op("RNN", [x, sg.add_const(name + "_w", w * scale), sg.add_const(name + "_r", r),
+                      sg.add_const(name + "_b", bias), h], [y], options={"fused_activation_function": "TANH"})
+    return y
+
+
+def _while_rnn_model(z_op: str) -> bytes:
+    """Loop variables (i, x [1,2], y [1,3], z [-1]): while i < 3: i += 1; y = RNN(x, h); x += d; z = z_op(z). NEG keeps
+    z's shape (in-place loop), CONCATENATION doubles it every iteration (general loop)."""
+    b = ModelBuilder()
+    specs = [("i", [], None), ("x", [1, 2], None), ("y", [1, 3], None), ("z", [2], [-1])]
+    ins = [b.add_input(n, np.float32, s, shape_signature=sig) for n, s, sig in specs]
+    cond = b.add_subgraph("cond")
+    ci = [cond.add_input(n, np.float32, s, shape_signature=sig) for n, s, sig in specs]
+    c = cond.add_tensor("c", np.bool_, [])
+    cond.add_op("LESS", [ci[0], cond.add_const("lim", np.array(3.0, np.float32))], [c])
+    cond.mark_output(c)
+    body = b.add_subgraph("body")
+    bi, bx, _, bz = [body.add_input(n, np.float32, s, shape_signature=sig) for n, s, sig in specs]
+    ni = body.add_tensor("ni", np.float32, [])
+    body.add_op("ADD", [bi, body.add_const("one", np.array(1.0, np.float32))], [ni])
+    ny = _rnn_cell(body, bx, "cell")
+    nx = body.add_tensor("nx", np.float32, [1, 2])
+    body.add_op("ADD", [bx, body.add_const("d", np.array([[0.1, -0.2]], np.float32))], [nx])
+    nz = body.add_tensor("nz", np.float32, [2], shape_signature=[-1])
+    body.add_op(z_op, [bz, bz] if z_op == "CONCATENATION" else [bz], [nz],
+                options={"axis": 0} if z_op == "CONCATENATION" else None)
+    for t in (ni, nx, ny, nz):
+        body.mark_output(t)
+    outs = [b.add_tensor("o" + n, np.float32, s, shape_signature=sig) for n, s, sig in specs]
+    b.add_op("WHILE", ins, outs, options={"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
+    for o in outs:
+        b.mark_output(o)
+    return b.build()
+
+
+def _if_rnn_model() -> bytes:
+    """IF(p, x, z): each branch returns (RNN(x, its own variable h), NEG(z))."""
+    b = ModelBuilder()
+    p = b.add_input("p", np.bool_, [])
+    x = b.add_input("x", np.float32, [1, 2])
+    z = b.add_input("z", np.float32, [2], shape_signature=[-1])
+    branches = []
+    for name, scale in (("then", 1.0), ("else", 2.0)):
+        s = b.add_subgraph(name)
+        sx = s.add_input("x", np.float32, [1, 2])
+        sz = s.add_input("z", np.float32, [2], shape_signature=[-1])
+        y = _rnn_cell(s, sx, name, scale)
+        nz = s.add_tensor("nz", np.float32, [2], shape_signature=[-1])
+        s.add_op("NEG", [sz], [nz])
+        s.mark_output(y)
+        s.mark_output(nz)
+        branches.append(s.index)
+    oy = b.add_tensor("oy", np.float32, [1, 3])
+    oz = b.add_tensor("oz", np.float32, [2], shape_signature=[-1])
+    b.add_op("IF", [p, x, z], [oy, oz], options={"then_subgraph_index": branches[0],
+                                                 "else_subgraph_index": branches[1]})
+    b.mark_output(oy)
+    b.mark_output(oz)
+    return b.build()
+
+
+def _replay_steps(data: bytes, official, steps, preserve_all: bool) -> None:
+    """Run the same steps (("invoke", inputs) / ("resize", input, shape) / ("allocate",) / ("reset",)) on both
+    runtimes; every invoke's outputs must agree."""
+    ours = Interpreter(model_content=data, experimental_preserve_all_tensors=preserve_all)
+    theirs = official.Interpreter(model_content=data, experimental_preserve_all_tensors=preserve_all,
+                                  experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    for it in (ours, theirs):
+        it.allocate_tensors()
+    for k, step in enumerate(steps):
+        got = []
+        for it in (ours, theirs):
+            if step[0] == "invoke":
+                for d, v in zip(it.get_input_details(), step[1]):
+                    it.set_tensor(d["index"], v)
+                it.invoke()
+                got.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+            elif step[0] == "resize":
+                it.resize_tensor_input(it.get_input_details()[step[1]]["index"], step[2])
+            elif step[0] == "allocate":
+                it.allocate_tensors()
+            else:
+                it.reset_all_variables()
+        for a, c in zip(*got) if got else ():
+            np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-6, err_msg=f"step {k} {step[0]}")
+
+
+def _state_steps(make, z_input: int):
+    """Invokes, a no-op allocate, reset_all_variables, a resize of z (new body shapes) and one to the same shape."""
+    return [("invoke", make(2)), ("invoke", make(2)), ("allocate",), ("invoke", make(2)), ("reset",),
+            ("invoke", make(2)), ("resize", z_input, [4]), ("allocate",), ("invoke", make(4)), ("invoke", make(4)),
+            ("resize", z_input, [4]), ("allocate",), ("invoke", make(4))]
+
+
+@pytest.mark.parametrize("preserve_all", [False, True])
+@pytest.mark.parametrize("z_op", ["NEG", "CONCATENATION"])
+def test_while_body_variable_tensors_restart_as_officially(official, z_op, preserve_all):
+    """Ours kept the body's RNN state from one invoke to the next (and, in the growing loop, from iteration to
+    iteration); the official runtime restarts it at every WHILE run and whenever the body's input shapes change."""
+    def make(n):
+        return [np.array(0.0, np.float32), np.array([[0.5, -1.0]], np.float32), np.zeros((1, 3), np.float32),
+                np.arange(1, n + 1, dtype=np.float32)]
+    _replay_steps(_while_rnn_model(z_op), official, _state_steps(make, 3), preserve_all)
+
+
+@pytest.mark.parametrize("preserve_all", [False, True])
+def test_if_branch_variable_tensors_restart_as_officially(official, preserve_all):
+    def make(n, p=True):
+        return [np.array(p), np.array([[0.5, -1.0]], np.float32), np.arange(n, dtype=np.float32)]
+    steps = _state_steps(make, 2)
+    steps[1:1] = [("invoke", make(2, False)), ("invoke", make(2, True)), ("invoke", make(2, False))]
+    _replay_steps(_if_rnn_model(), official, steps, preserve_all)
+
+
+def _while_resource_variable_model() -> bytes:
+    """CALL_ONCE assigns acc = [1, 2, 3]; while i < 3 the body does acc += x; the output is acc after the loop."""
+    b = ModelBuilder()
+    i = b.add_input("i", np.float32, [])
+    x = b.add_input("x", np.float32, [3])
+    init = b.add_subgraph("init")
+    h = init.add_tensor("h", np.int32, [])
+    init.add_op("VAR_HANDLE", [], [h], options={"shared_name": "acc"})
+    init.add_op("ASSIGN_VARIABLE", [h, init.add_const("c", np.array([1.0, 2.0, 3.0], np.float32))], [])
+    b.add_op("CALL_ONCE", [], [], options={"init_subgraph_index": init.index})
+    cond = b.add_subgraph("cond")
+    ci = cond.add_input("i", np.float32, [])
+    cond.add_input("x", np.float32, [3])
+    c = cond.add_tensor("c", np.bool_, [])
+    cond.add_op("LESS", [ci, cond.add_const("lim", np.array(3.0, np.float32))], [c])
+    cond.mark_output(c)
+    body = b.add_subgraph("body")
+    bi = body.add_input("i", np.float32, [])
+    bx = body.add_input("x", np.float32, [3])
+    ni = body.add_tensor("ni", np.float32, [])
+    body.add_op("ADD", [bi, body.add_const("one", np.array(1.0, np.float32))], [ni])
+    h = body.add_tensor("h", np.int32, [])
+    body.add_op("VAR_HANDLE", [], [h], options={"shared_name": "acc"})
+    r = body.add_tensor("r", np.float32, [3])
+    body.add_op("READ_VARIABLE", [h], [r])
+    n = body.add_tensor("n", np.float32, [3])
+    body.add_op("ADD", [r, bx], [n])
+    body.add_op("ASSIGN_VARIABLE", [h, n], [])
+    body.mark_output(ni)
+    body.mark_output(bx)
+    oi = b.add_tensor("oi", np.float32, [])
+    ox = b.add_tensor("ox", np.float32, [3])
+    b.add_op("WHILE", [i, x], [oi, ox], options={"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
+    hm = b.add_tensor("hm", np.int32, [])
+    b.add_op("VAR_HANDLE", [], [hm], options={"shared_name": "acc"})
+    out = b.add_tensor("out", np.float32, [3])
+    b.add_op("READ_VARIABLE", [hm], [out])
+    b.mark_output(oi)
+    b.mark_output(out)
+    return b.build()
+
+
+def test_resource_variables_in_while_body_persist_as_officially(official):
+    """Resource variables live in the interpreter, not in the body: a WHILE run does not reset them, nor does
+    reset_all_variables() or allocate_tensors() (this agreed before; kept as a guard for the restart above)."""
+    def make(_n=None):
+        return [np.array(0.0, np.float32), np.array([1.0, -2.0, 0.5], np.float32)]
+    steps = [("invoke", make()), ("invoke", make()), ("allocate",), ("invoke", make()), ("reset",), ("invoke", make())]
+    _replay_steps(_while_resource_variable_model(), official, steps, False)

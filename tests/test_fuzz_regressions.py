@@ -548,3 +548,160 @@ def test_hybrid_fully_connected_counts_nan_blocks_as_zero_input_as_the_official_
         xs[0, 0] = np.nan
         ours, theirs = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
         np.testing.assert_array_equal(ours, theirs, err_msg=f"x {xs.tolist()}")
+
+
+def _hybrid_fc_activation(act: str, asymmetric: bool) -> bytes:
+    rng = np.random.default_rng(17)
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [5, 7])
+    w = b.add_const("w", rng.integers(-127, 128, (4, 7)).astype(np.int8), quant=(0.05, 0))
+    bias = np.array([np.nan, -2.0, 0.5, 8.0], np.float32)  # a NaN bias makes NaN before the activation in every row
+    y = b.add_tensor("y", np.float32, [5, 4])
+    b.add_op("FULLY_CONNECTED", [x, w, b.add_const("bias", bias)], [y], version=9 if asymmetric else 1,
+             options={"fused_activation_function": act, "asymmetric_quantize_inputs": asymmetric})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
+@pytest.mark.parametrize("act", ["RELU", "RELU6", "RELU_N1_TO_1", "TANH", "NONE"])
+def test_hybrid_fully_connected_activation_of_nan_as_the_official_runtime(act, asymmetric, official):
+    """The official hybrid FULLY_CONNECTED applies its fused activation with ApplyActivationToVector, whose clamps are
+    std::max(0.0f, v) / std::min: a NaN comes out 0 for RELU and RELU6 and -1 for RELU_N1_TO_1 (we kept NaN). Rows of
+    NaN, rows mixing NaN and +-inf into normal values (NaN or inf scaling factors), an all-zero input (the bias path)
+    and a NaN bias. The float FULLY_CONNECTED and CONV_2D (hybrid too) clamp with ActivationFunctionWithMinMax, which
+    keeps NaN, as ours does."""
+    data = _hybrid_fc_activation(act, asymmetric)
+    rng = np.random.default_rng(3)
+    xs = [np.full((5, 7), np.nan, np.float32), np.zeros((5, 7), np.float32)]
+    for frac in (0.1, 0.4):
+        x = (rng.standard_normal((5, 7)) * 3).astype(np.float32)
+        mask = rng.random(x.shape) < frac
+        x[mask] = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), int(mask.sum()))
+        xs.append(x)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    ref = official_interpreter(data)
+    for k, x in enumerate(xs):
+        outs = []
+        for it in (ours, ref):
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+            outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"]), copy=True))
+        np.testing.assert_array_equal(np.isnan(outs[0]), np.isnan(outs[1]), err_msg=f"input {k}: NaNs")
+        assert_close(outs[0], outs[1], family="sequence", what=f"{act} input {k}")
+
+
+def _sequence_model(kind: str, hybrid: bool, act: str, n_in: int, asymmetric: bool = False) -> tuple[bytes, tuple]:
+    """RNN [2, n_in], UNIDIRECTIONAL_SEQUENCE_RNN / _LSTM time major [3, 2, n_in] ('_tm') or batch major [2, 3, n_in]
+    ('_bm'), or SVDF [2, n_in] (rank 2, memory 3); float, or hybrid (int8 weights). Returns (model, input shape)."""
+    from test_rnn import lstm_weights, quantize_weights, uni_lstm_model
+
+    rng = np.random.default_rng(17)
+    version = (3 if asymmetric else 2) if hybrid else 1
+    if kind.startswith("lstm"):
+        shape = (3, 2, n_in) if kind.endswith("_tm") else (2, 3, n_in)
+        w = lstm_weights(rng, n_in, 5, 5)
+        quants = None
+        if hybrid:
+            w, quants = quantize_weights(w)
+        return uni_lstm_model(shape, w, 5, 5, time_major=kind.endswith("_tm"), act=act, quants=quants,
+                              asymmetric=asymmetric, version=version), shape
+    b = ModelBuilder()
+
+    def weights(name, shape_):
+        w = (rng.standard_normal(shape_) * 0.5).astype(np.float32)
+        if not hybrid:
+            return b.add_const(name, w)
+        scale = float(np.abs(w).max()) / 127
+        return b.add_const(name, np.round(w / scale).astype(np.int8), quant=(scale, 0))
+
+    opts = {"fused_activation_function": act}
+    if hybrid:
+        opts["asymmetric_quantize_inputs"] = asymmetric
+    if kind == "svdf":
+        shape = (2, n_in)
+        x = b.add_input("x", np.float32, list(shape))
+        state = b.add_tensor("state", np.float32, [2, 4 * 3], is_variable=True)
+        y = b.add_tensor("y", np.float32, [2, 2])
+        b.add_op("SVDF", [x, weights("wf", (4, n_in)), weights("wt", (4, 3)),
+                          b.add_const("b", np.array([0.2, -0.3], np.float32)), state], [y],
+                 options=dict(opts, rank=2), version=(4 if asymmetric else 2) if hybrid else 1)
+    else:
+        time_major = kind.endswith("_tm")
+        shape = (2, n_in) if kind == "rnn" else ((3, 2, n_in) if time_major else (2, 3, n_in))
+        x = b.add_input("x", np.float32, list(shape))
+        h = b.add_tensor("h", np.float32, [2, 3], is_variable=True)
+        y = b.add_tensor("y", np.float32, [2, 3] if kind == "rnn" else list(shape[:2]) + [3])
+        if kind != "rnn":
+            opts["time_major"] = time_major
+        b.add_op("RNN" if kind == "rnn" else "UNIDIRECTIONAL_SEQUENCE_RNN",
+                 [x, weights("w", (3, n_in)), weights("r", (3, 3)), b.add_const("b", np.array([0.2, -0.3, 0.1],
+                                                                                              np.float32)), h],
+                 [y], options=opts, version=version)
+    b.mark_output(y)
+    return b.build(), shape
+
+
+def _nan_sequence_inputs(shape: tuple) -> list[np.ndarray]:
+    """Invokes in turn: a NaN at the start of every row of zeros (officially an all-zero row when the row has four or
+    more elements), normal values, one NaN in zeros, a 20% NaN mix, zeros, normal values, all NaN, normal values."""
+    rng = np.random.default_rng(5)
+    n = shape[-1]
+    steps = []
+    x = np.zeros(shape, np.float32)
+    x.reshape(-1, n)[:, 0] = np.nan
+    steps.append(x)
+    steps.append(rng.standard_normal(shape).astype(np.float32))
+    x = np.zeros(shape, np.float32)
+    x.reshape(-1)[0] = np.nan
+    steps.append(x)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[rng.random(shape) < 0.2] = np.nan
+    steps.append(x)
+    steps += [np.zeros(shape, np.float32), rng.standard_normal(shape).astype(np.float32),
+              np.full(shape, np.nan, np.float32), rng.standard_normal(shape).astype(np.float32)]
+    return steps
+
+
+@pytest.mark.parametrize("kind,hybrid,act,n_in,asymmetric", [
+    ("rnn", True, "TANH", 4, False), ("rnn", True, "RELU_N1_TO_1", 6, True), ("useq_rnn_tm", True, "RELU", 4, False),
+    ("useq_rnn_bm", True, "TANH", 8, True), ("lstm_bm", True, "TANH", 4, False), ("lstm_tm", True, "RELU", 6, True),
+    ("svdf", True, "NONE", 4, False), ("svdf", True, "RELU6", 5, True), ("lstm_bm", False, "TANH", 4, False),
+    ("lstm_tm", False, "RELU_N1_TO_1", 6, False), ("rnn", False, "RELU6", 4, False),
+    ("useq_rnn_bm", False, "RELU", 3, False), ("svdf", False, "RELU_N1_TO_1", 4, False)])
+def test_sequence_ops_with_nan_inputs_as_the_official_runtime(kind, hybrid, act, n_in, asymmetric, official):
+    """The official LSTM (float and hybrid), hybrid RNN and hybrid SVDF skip a product when tensor_utils::IsZeroVector
+    passes on the step's input (or aux input, or state); the x86 build's NeonIsZeroVector counts a NaN in a block of
+    four as zero, so [NaN, 0, 0, 0] skips it (we quantized the NaN, or multiplied by it). And the RNN, SVDF and LSTM
+    cell activations are ApplyActivationToVector's std::max / std::min clamps: NaN gives 0 for RELU and RELU6 and -1
+    for RELU_N1_TO_1 (we kept NaN), float and hybrid. The state carries over eight invokes. The asymmetric hybrid
+    cases agreed before the fix (kept as guards)."""
+    from test_rnn import run_sequence
+
+    data, shape = _sequence_model(kind, hybrid, act, n_in, asymmetric)
+    for k, step in enumerate(run_sequence(data, [[x] for x in _nan_sequence_inputs(shape)])):
+        for ours, ref in step:
+            np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref), err_msg=f"invoke {k}: NaNs")
+            assert_close(ours, ref, 1e-4, what=f"invoke {k}")
+
+
+@pytest.mark.parametrize("n_cell", [5, 4])
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch_major", "time_major"])
+def test_hybrid_lstm_projection_skips_a_nan_block_as_the_official_runtime(n_cell, time_major, official):
+    """The hybrid LSTM projects o * act(c) unless IsZeroVector passes on it; a NaN cell bias with the others zero and
+    a zero input gives [NaN, 0, 0, 0(, 0)], which officially counts as zero (the output is the projection bias) and
+    which we projected (NaN)."""
+    from test_rnn import lstm_weights, quantize_weights, run_sequence, uni_lstm_model
+
+    rng = np.random.default_rng(1)
+    w = lstm_weights(rng, 4, n_cell, 3, proj=True, proj_bias=True)
+    w["cell_gate_bias"] = np.zeros(n_cell, np.float32)
+    w["cell_gate_bias"][0] = np.nan
+    w, quants = quantize_weights(w)
+    shape = (3, 1, 4) if time_major else (1, 3, 4)
+    data = uni_lstm_model(shape, w, 3, n_cell, time_major=time_major, quants=quants, version=2)
+    (ours, ref), = run_sequence(data, [[np.zeros(shape, np.float32)]])[0]
+    assert np.isfinite(ref.reshape(-1, 3)[0]).all()
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
+    assert_close(ours, ref, 1e-4)

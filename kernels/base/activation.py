@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.fixedpoint import activation_range_quantized
+from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor
 
@@ -12,6 +13,24 @@ ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH, ACT_SIGN_BIT = range(
 
 
 F32_MAX = float(np.finfo(np.float32).max)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def std_clamp_activation(v, act):
+    """RELU, RELU_N1_TO_1 and RELU6 of one float32 value as TFLite's ApplyActivationToVector computes them (the
+    hybrid FULLY_CONNECTED and the sequence ops): std::max(0.0f, v), std::max(-1.0f, std::min(v, 1.0f)),
+    std::max(0.0f, std::min(v, 6.0f)), where std::max(a, b) is (a < b) ? b : a and std::min(a, b) is (b < a) ? b : a.
+    A NaN compares false, so RELU and RELU6 give 0 and RELU_N1_TO_1 gives -1 (measured with ai-edge-litert 2.3); the
+    clamps of the float convolutions (ActivationFunctionWithMinMax) keep NaN instead. Other codes return v."""
+    if act == ACT_RELU:
+        return v if np.float32(0.0) < v else np.float32(0.0)
+    if act == ACT_RELU_N1_TO_1:
+        m = np.float32(1.0) if np.float32(1.0) < v else v
+        return m if np.float32(-1.0) < m else np.float32(-1.0)
+    if act == ACT_RELU6:
+        m = np.float32(6.0) if np.float32(6.0) < v else v
+        return m if np.float32(0.0) < m else np.float32(0.0)
+    return v
 
 
 def float_activation_range(ctx: PrepareContext, act: int) -> tuple[float, float]:

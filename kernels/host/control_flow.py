@@ -60,6 +60,8 @@ def _run_while(ctx: PrepareContext) -> None:
         values = st.inputs = [ctx.input_array(i) for i in range(ctx.num_inputs)]
     limit = ctx.max_while_iterations
     iterations = 0
+    ctx.restart_subgraph_variables(cond)  # officially both are allocated again at every run: variables restart
+    ctx.restart_subgraph_variables(body)
     if cond != body:
         values, iterations = _while_in_place(ctx, cond, body, values, limit)
     # general loop: the loop variables may change shape (the called subgraphs are prepared per input shapes, the
@@ -307,6 +309,7 @@ def _run_if(ctx: PrepareContext) -> None:
                               outs if all(o is not None for o in outs) else None, {})
     flag, inputs, outs, bound = io
     branch = ctx.options["then_subgraph_index" if flag[0] else "else_subgraph_index"]
+    ctx.restart_subgraph_variables(branch)  # officially allocated again at every run: variables restart
     b = bound.get(branch)
     if b is None or not b.valid():
         b = bound[branch] = ctx.bind_subgraph(branch, inputs)

@@ -16,7 +16,15 @@ int32 dot products back to float, as TFLite's EvalHybrid does.
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_SIGN_BIT, ACT_TANH
+from lite_numba.kernels.base.activation import (
+    ACT_NONE,
+    ACT_RELU,
+    ACT_RELU6,
+    ACT_RELU_N1_TO_1,
+    ACT_SIGN_BIT,
+    ACT_TANH,
+    std_clamp_activation,
+)
 from lite_numba.kernels.base.fixedpoint import (
     activation_range_quantized,
     multiply_by_quantized_multiplier,
@@ -318,13 +326,11 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
 
 @njit(cache=True, inline="always")
 def apply_float_activation(v, act):
-    """The fused activations the hybrid kernel accepts (all of ActivationFunctionType), on a float32 value."""
-    if act == ACT_RELU:
-        return max(v, np.float32(0.0))
-    if act == ACT_RELU_N1_TO_1:
-        return min(max(v, np.float32(-1.0)), np.float32(1.0))
-    if act == ACT_RELU6:
-        return min(max(v, np.float32(0.0)), np.float32(6.0))
+    """The fused activations the hybrid kernel accepts (all of ActivationFunctionType), on a float32 value, as the
+    official ApplyActivationToVector: the clamps with std::max / std::min, so a NaN becomes 0 (RELU, RELU6) or -1
+    (RELU_N1_TO_1) (std_clamp_activation)."""
+    if act == ACT_RELU or act == ACT_RELU_N1_TO_1 or act == ACT_RELU6:
+        return std_clamp_activation(v, act)
     if act == ACT_TANH:
         return np.tanh(v)
     if act == ACT_SIGN_BIT:

@@ -5,7 +5,15 @@ tensors as empty arrays."""
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH
+from lite_numba.kernels.base.activation import (
+    ACT_NONE,
+    ACT_RELU,
+    ACT_RELU6,
+    ACT_RELU_N1_TO_1,
+    ACT_TANH,
+    std_clamp_activation,
+)
+from lite_numba.kernels.base.hybrid_quant import official_is_zero_vector
 from lite_numba.kernels.base.vecmath import sigmoid_f32, tanh_f32
 from numba import njit
 
@@ -16,17 +24,13 @@ SUPPORTED_ACTS = (ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH)
 
 @njit(cache=True, nogil=True)
 def activate(x, code):
-    """One float32 value through a TFLite activation (codes as in ApplyActivationToVector)."""
-    zero = np.float32(0.0)
-    one = np.float32(1.0)
+    """One float32 value through a TFLite activation (codes as in ApplyActivationToVector, which the float and hybrid
+    RNN, SVDF and LSTM cell use): its clamps are std::max / std::min, so a NaN becomes 0 (RELU, RELU6) or -1
+    (RELU_N1_TO_1), as officially (std_clamp_activation)."""
     if code == 0:
         return x
-    if code == 1:
-        return max(x, zero)
-    if code == 2:
-        return min(max(x, -one), one)
-    if code == 3:
-        return min(max(x, zero), np.float32(6.0))
+    if code == 1 or code == 2 or code == 3:
+        return std_clamp_activation(x, code)
     if code == 4:
         return tanh_f32(x)
     return sigmoid_f32(x)
@@ -45,10 +49,10 @@ def dot(w, w_off, x, x_off, n):
 
 @njit(cache=True, nogil=True)
 def is_zero_span(v, start, n):
-    for k in range(start, start + n):
-        if v[k] != 0:
-            return False
-    return True
+    """The official all-zero test (tensor_utils::IsZeroVector) of v[start:start + n], which lets the LSTM (float and
+    hybrid), hybrid RNN and hybrid SVDF skip a product: as the x86 build runs it (NeonIsZeroVector), a NaN in a
+    block of four counts as zero, one in the tail of n % 4 does not (official_is_zero_vector)."""
+    return official_is_zero_vector(v, start, n)
 
 
 @njit(cache=True, nogil=True, inline="always")

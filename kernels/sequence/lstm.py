@@ -318,13 +318,12 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
             _hybrid_gate(3, qx, x_sf, x_zp, xo, n_in, x_zero, qa, a_sf, a_zp, ao, n_aux, a_zero, qh, h_sf, h_zp,
                          ho, n_out, h_zero, b, w_xo, w_ao, w_ho, w_co, scales, rowsums, rs_off, c, co, peep,
                          use_ln, ln_o, b_o, n_cell, _ACT_SIGMOID, scratch, go, asym, iacc)
-            all_zero = True
             for j in range(n_cell):
                 a = scratch[gc + j] if act == ACT_NONE else activate(c[co + j], act)
-                v = scratch[go + j] * a
-                scratch[tmp + j] = v
-                if v != 0:
-                    all_zero = False
+                scratch[tmp + j] = scratch[go + j] * a
+            # the official IsZeroVector (NaNs in blocks of four count as zero) spans the step's whole batch; here one
+            # row at a time, which is the same in batch-major order and for finite values
+            all_zero = is_zero_span(scratch, tmp, n_cell)
             hb = b * state_lead
             if p[_P_PROJ] != 0:
                 for k in range(n_out):

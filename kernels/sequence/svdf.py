@@ -23,7 +23,7 @@ import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.fixedpoint import multiply_by_quantized_multiplier as _mbqm
 from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows, refuse_minus_128
-from lite_numba.kernels.sequence.cell import activate, cell_activation, dot, flat, int8_matvec_t
+from lite_numba.kernels.sequence.cell import activate, cell_activation, dot, flat, int8_matvec_t, is_zero_span
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -83,12 +83,7 @@ def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, acc, qx, sf, zp, rowsums
         state[k] = state[k + 1]
     for i in range(n_batch * n_f):
         scratch[i] = np.float32(0.0)
-    nz = False
-    for k in range(n_batch * n_in):
-        if x[k] != 0:
-            nz = True
-            break
-    if nz:
+    if not is_zero_span(x, 0, n_batch * n_in):  # the official IsZeroVector: NaNs in blocks of four count as zero
         quantize_rows(x, n_batch, n_in, asym, qx, sf, zp)
         for b in range(n_batch):
             sf[b] = sf[b] * wf_scale
