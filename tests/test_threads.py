@@ -7,8 +7,9 @@ tolerance of lite_numba.testing.TOLERANCES, integers exactly). Each case is big
 enough that num_threads=2 schedules a parallel driver (checked by name, so a threshold change cannot silently
 leave the parallel code untested), and covers one way of splitting the work: row bands of a float GEMM /
 convolution, column panels of a one-row FULLY_CONNECTED, batches and row bands of BATCH_MATMUL, image ranges and
-row bands of the int8 GEMM (KxK im2col and pointwise), depthwise over a banded padded input and over the input
-itself. Whole models: the bundled small CNNs and MobileNet v2 (int8 bundled, float32 built in code).
+row bands of the int8 GEMM (KxK im2col and pointwise), float depthwise over a banded padded input and over the
+input itself, int8 / uint8 depthwise over its banded driver. Whole models: the bundled small CNNs and MobileNet v2
+(int8 bundled, float32 built in code).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from lite_numba.kernels.base import threads
 from test_batch_matmul import bmm_model
 from test_conv import conv2d_model, dw_model, quant_case
+from test_dwconv_fast import _quant_case as dw_quant_case
 from test_fully_connected import _quantized_case, fc_model
 
 from lite_numba import Interpreter
@@ -88,6 +90,12 @@ def _dw_f32(g):
     return data, [rng.standard_normal((g["n"], g["h"], g["w"], g["ci"])).astype(np.float32)]
 
 
+def _dw_q(g, kind="int8"):
+    return dw_quant_case({"n": g["n"], "h": g["h"], "w": g["w"], "ci": g["cig"], "dm": 1, "kh": g["kh"],
+                          "kw": g["kw"], "sh": g["sh"], "sw": g["sw"], "dh": 1, "dw": 1, "padding": g["padding"],
+                          "act": g["act"], "seed": g["seed"]}, kind)
+
+
 # name -> (case, where num_threads=2 must schedule a parallel driver: "all" paths or "simd" only)
 CASES = {
     "conv_f32_3x3_row_bands": (lambda: _conv_f32(_geometry(h=23, w=21, ci=16, co=40, act="RELU6", seed=1)),
@@ -108,6 +116,9 @@ CASES = {
                               "all"),
     "dw_f32_valid_unpadded": (lambda: _dw_f32(_geometry(h=40, w=38, ci=48, co=48, padding="VALID", seed=9)),
                               "all"),
+    "dw_int8_banded_same": (lambda: _dw_q(_geometry(h=40, w=37, ci=40, co=40, act="RELU6", seed=16)), "simd"),
+    "dw_int8_stride2_batch2": (lambda: _dw_q(_geometry(n=2, h=57, w=55, ci=24, co=24, s=(2, 2), seed=17)), "simd"),
+    "dw_uint8_banded_same": (lambda: _dw_q(_geometry(h=40, w=37, ci=27, co=27, seed=18), "uint8"), "simd"),
 }
 
 
@@ -149,20 +160,20 @@ def test_two_threads_identical_and_official(name, isa_level):
 
 @settings(max_examples=scaled(12), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["conv_f32", "conv_int8", "dw_f32"]), st.fixed_dictionaries({
+@given(st.sampled_from(["conv_f32", "conv_int8", "dw_f32", "dw_int8"]), st.fixed_dictionaries({
     "n": st.integers(1, 3), "h": st.integers(1, 13), "w": st.integers(1, 9), "ci": st.integers(1, 20),
     "co": st.integers(1, 70), "k": st.sampled_from([(1, 1), (3, 3), (2, 3)]), "s": st.sampled_from([(1, 1), (2, 2)]),
     "padding": st.sampled_from(["SAME", "VALID"]), "seed": st.integers(0, 2**31 - 1)}))
 def test_any_split_is_identical(monkeypatch, isa_level, kind, g):
     """Every layer split, however small (thresholds 0): remainders of bands, fewer rows than threads, batches."""
     g = _geometry(**g)
-    if kind == "dw_f32":
+    if kind in ("dw_f32", "dw_int8"):
         g["cog"] = g["cig"]
     assume(not (g["padding"] == "VALID" and (g["h"] < g["kh"] or g["w"] < g["kw"])))
     monkeypatch.setattr(threads, "MIN_MACS", 0)
     monkeypatch.setattr(threads, "MIN_Q8_MACS", 0)
     monkeypatch.setattr(threads, "MIN_DW_MACS", 0)
-    make = {"conv_f32": _conv_f32, "conv_int8": _conv_int8, "dw_f32": _dw_f32}[kind]
+    make = {"conv_f32": _conv_f32, "conv_int8": _conv_int8, "dw_f32": _dw_f32, "dw_int8": _dw_q}[kind]
     check_threads(*make(g), isa_level, None)
 
 

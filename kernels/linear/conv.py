@@ -378,8 +378,8 @@ def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
     nvec = CO // 8 * 8 if x.dtype == np.int8 else 0
     w = _filter(ctx, f, channels_last=False)
     if not wide:
-        return dwconv.schedule_q(ctx, x, w, bias, _window_sums(ctx, w, KH, KW, CO), out, geo, x.zero_point, mult,
-                                 shift, out.zero_point, qmin, qmax, nvec)
+        return dwconv.schedule_q_mt(ctx, x, w, bias, _window_sums(ctx, w, KH, KW, CO), out, geo, x.zero_point, mult,
+                                    shift, out.zero_point, qmin, qmax, nvec)
     ctx.call(L.dwconv_q, x, w, bias, out, acc, _window_sums(ctx, w, KH, KW, CO), geo, x.zero_point, mult, shift,
              out.zero_point, qmin, qmax, nvec, L.RQ_INT64 if wide else L.RQ_NEON)
 

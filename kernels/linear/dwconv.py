@@ -41,6 +41,8 @@ from lite_numba.kernels.linear.dwconv_simd import (
     dwconv_f32_simd_par,
     dwconv_q_simd,
     dwconv_q_simd_banded,
+    dwconv_q_simd_banded_par,
+    dwconv_q_simd_rows,
 )
 from lite_numba.kernels.linear.parallel import DW_PAR
 from lite_numba.kernels.linear.simd_int8 import PRM_BLOCK, const_values, output_params_host
@@ -159,6 +161,40 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
     ctx.call(fn, xp, w, bias, wsum, out, acc, be, g, *quant)
 
 
+def schedule_q_mt(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec) -> None:
+    """dwconv.schedule_q, or (ctx.num_threads > 1, enough work, the banded SIMD driver with its output-stage
+    parameters computed at prepare) its parallel driver over ranges of images or bands of output rows, each worker
+    with its own band scratch (schedule_q's preparation recorded and replayed). Same arguments."""
+    rec = Recorder(ctx)
+    schedule_q(rec, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec)
+    N, OH, OW, C = out.shape
+    KH, KW = ctx.input(1).shape[1:3]
+    t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
+    ch = _row_chunks(N, OH, t)
+    if len(ch) < 2 or [fn for fn, _ in rec.calls] != [dwconv_q_simd_banded] or rec.calls[0][1][-1] != 0:
+        return rec.replay()
+
+    def edit(fn, args):  # (x, xb, sb, s, w, bias, wsum, out, be, g, toff, toff_x, zp_in, mult, shift, zp_out, qmin,
+        # qmax, nvec, prm, fill = 0) -> dwconv_q_simd_banded_par's arguments, dwconv_q_simd_rows called by address
+        x_, xb, sb, s, w_, _b, _ws, o_, be, g_, toff, toff_x, _zi, mu, sf, zo, lo, hi, nv, prm, _fill = args
+        rows = [x_, xb, sb, s, w_, o_, be, g_, toff, toff_x, mu, sf, zo, lo, hi, nv, prm]
+        return [serial_address(dwconv_q_simd_rows, rows + [0, 1, 0, 1])] + rows
+
+    rec.replay(t, {dwconv_q_simd_banded: dwconv_q_simd_banded_par},
+               (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)
+
+
+def _row_chunks(N: int, OH: int, t: int) -> list[tuple[int, int, int, int]]:
+    """The chunks [n0, n1, y0, y1] of a parallel depthwise driver: ranges of images, or of output rows of each
+    image when there are fewer images than threads (a chunk runs its own bands from its first row); none for
+    t = 1."""
+    if t > 1 and N >= t:
+        return [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
+    if t > 1:
+        return [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-CHUNKS_PER_THREAD * t // N))]
+    return []
+
+
 def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work) its parallel driver (AVX-512 or portable,
     par_portable.py) over ranges of images or bands of output rows (schedule_f32's preparation recorded and replayed
@@ -171,12 +207,7 @@ def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     par = {dwconv_f32_simd: dwconv_f32_simd_par, dwconv_f32_simd_banded: dwconv_f32_simd_banded_par}
     if t > 1 and not all(fn in par for fn, _ in rec.calls):  # the portable loops
         par = DW_PAR
-    if t > 1 and N >= t:
-        ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
-    elif t > 1:  # (a chunk runs its own bands from its first row: any split works)
-        ch = [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-CHUNKS_PER_THREAD * t // N))]
-    else:
-        ch = []
+    ch = _row_chunks(N, OH, t)
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
 

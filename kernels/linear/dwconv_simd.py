@@ -573,13 +573,23 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
     on), and its pixels xa .. xe - 1, whose windows lie inside the image, read x directly (toff_x: the taps'
     offsets in x). Depth multiplier 1 only for that; otherwise, and in bands with a border row, every pixel reads
     the padded band. Every output is computed by the same tile arithmetic either way."""
+    if fill:
+        _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
+    N, OH = out.shape[0], out.shape[1]
+    dwconv_q_simd_rows(x, xb, sb, s, w, out, be, geo, toff, toff_x, mult, shift, zp_out, qmin, qmax, nvec, prm,
+                       N - N, N, OH - OH, OH)
+
+
+@njit(cache=True, nogil=True)
+def dwconv_q_simd_rows(x, xb, sb, s, w, out, be, geo, toff, toff_x, mult, shift, zp_out, qmin, qmax, nvec, prm, n0,
+                       n1, r0, r1):
+    """dwconv_q_simd_banded's work on images [n0, n1) and output rows [r0, r1), in bands from r0 (be and prm
+    filled): what one chunk of the parallel driver runs, with its own band scratch."""
     N, OH, OW, C = out.shape
     H, W = x.shape[1], x.shape[2]
     KH, KW = w.shape[0], w.shape[1]
     sh, sw, pt, pl, band = geo[0], geo[1], geo[4], geo[5], geo[9]
     WP = s.shape[2]
-    if fill:
-        _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
     # pixels [xa, xe) of rows [y0, y1) read x: whole tiles; [0, xa) and [xe, OW) the padded edge columns, in tiles
     # too (the last one moved back, not before OW - PT)
     y0, y1, xa, xe, c_lo, c_hi = _interior(H, W, KH, KW, OH, OW, WP, geo)
@@ -589,9 +599,9 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
     of = out.reshape(out.size)
     xstep = sw * C
     z = OW - OW  # 0 as a run-time int64: a literal 0 argument would compile another _q_pixels
-    for n in range(N):
-        for oy0 in range(0, OH, band):
-            nb = min(band, OH - oy0)
+    for n in range(n0, n1):
+        for oy0 in range(r0, r1, band):
+            nb = min(band, r1 - oy0)
             inner = oy0 >= y0 and oy0 + nb <= y1
             if inner:
                 pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi)
@@ -671,3 +681,20 @@ def dwconv_f32_simd_banded_par(addr, xb, sb, s, w, bias, out, geo, toff, lim, ch
             j = _next_chunk(cnt)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def dwconv_q_simd_banded_par(addr, x, xb, sb, s, w, out, be, geo, toff, toff_x, mult, shift, zp_out, qmin, qmax,
+                             nvec, prm, ch, cnt, T):
+    """dwconv_q_simd_banded (with be and prm computed at prepare) over the chunks ch = [n0, n1, y0, y1] * n, taken
+    in turn by T workers: worker k runs dwconv_q_simd_rows (at addr) on its chunks with its own band scratch s[k]
+    (sb: its bytes, T * R rows). Every output is computed by the serial code."""
+    nch = ch.size // 4
+    R = sb.shape[0] // T
+    cnt[0] = 0
+    for wk in prange(T):
+        sj = s[wk:wk + 1]
+        sbj = sb[wk * R:(wk + 1) * R]
+        j = _next_chunk(cnt)
+        while j < nch:
+            _call_at(addr, (x, xb, sbj, sj, w, out, be, geo, toff, toff_x, mult, shift, zp_out, qmin, qmax, nvec, prm,
+                            ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]))
+            j = _next_chunk(cnt)
