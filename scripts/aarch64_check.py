@@ -77,12 +77,12 @@ def _cases() -> dict:
     b = rng.standard_normal((1, 7, 3)).astype(np.float32)
     for op in ("ADD", "MUL"):
         cases[f"{op.lower()}_f32_broadcast"] = (
-            one_op(op, [(np.float32, a.shape), (np.float32, b.shape)], np.float32, a.shape), [a, b], 1e-5)
+            one_op(op, [(np.float32, a.shape), (np.float32, b.shape)], (np.float32, a.shape)), [a, b], 1e-5)
         qa = rng.integers(-128, 128, (2, 5, 7, 3)).astype(np.int8)
         qb = rng.integers(-128, 128, (2, 5, 7, 3)).astype(np.int8)
         cases[f"{op.lower()}_int8"] = (
-            one_op(op, [(np.int8, qa.shape, (0.05, 3)), (np.int8, qb.shape, (0.03, -7))], np.int8, qa.shape,
-                   out_quant=(0.08 if op == "ADD" else 0.02, 5)), [qa, qb], None)
+            one_op(op, [(np.int8, qa.shape, (0.05, 3)), (np.int8, qb.shape, (0.03, -7))],
+                   (np.int8, qa.shape, (0.08 if op == "ADD" else 0.02, 5))), [qa, qb], None)
     models = [ROOT / "tests/data/models" / f for f in ("small_cnn_f32.tflite", "small_cnn_int8.tflite",
                                                        "small_cnn_int8_uint8io.tflite", "transformer_block_f32.tflite")]
     models += [SHARED_MODELS / f for f in ("mobilenet_v2_035_96_f32.tflite", "mobilenet_v2_035_96_int8.tflite")]
