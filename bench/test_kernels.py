@@ -32,11 +32,14 @@ def _rate(fn, args, ops: float) -> tuple[float, float]:
 F32_PATHS = {"avx512": simd_f32.gemm_packed, "avx2": simd_f32_narrow.gemm_packed}
 
 
+@pytest.mark.parametrize("shape", [(192, 512, 192), (2304, 8, 48)], ids=["large", "pointwise_k8"])
 @pytest.mark.parametrize("path", list(F32_PATHS))
-def test_f32_gemm(benchmark, path):
+def test_f32_gemm(benchmark, path, shape):
+    """A large GEMM, and MobileNetV2 0.35's pointwise convolution of 8 input channels at 48x48 (K = 8: the
+    per-tile set-up weighs as much as the products)."""
     if not isa.supports(path):
         pytest.skip(f"the CPU lacks {path}")
-    M, K, N = 192, 512, 192
+    M, K, N = shape
     rng = np.random.default_rng(0)
     a = rng.standard_normal(M * K).astype(np.float32)
     w = rng.standard_normal((N, K)).astype(np.float32)
