@@ -179,6 +179,15 @@ def compiled_address(fn, argtypes: tuple) -> int:
     return native_address(fn.overloads[argtypes])
 
 
+def call_compiled(fn, *args):
+    """fn(*args) for an njit function `fn` called from Python, e.g. a prepare that fills a table with compiled code:
+    the same result, but a warm process loads fn's code from the disk cache as it loads the runners' kernels,
+    without importing all of Numba's lowering registries (a direct call's first load does)."""
+    from .compiler import call_compiled as call  # lazy: compiler imports Numba when a model is allocated
+
+    return call(fn, *args)
+
+
 def kernel(name: str | None = None, *, init=None, free=None, host=None) -> Callable[[Callable], OpKernel]:
     """Decorator turning a prepare function into an OpKernel (for builtin kernel modules)."""
 

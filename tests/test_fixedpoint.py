@@ -107,6 +107,24 @@ def test_quantize_multiplier_known_values():
     assert q < 0 and (q, s) == (-fx.quantize_multiplier(0.3)[0], fx.quantize_multiplier(0.3)[1])
 
 
+def _quantize_one_by_one(scales):
+    out = [fx.quantize_multiplier(float(m)) for m in np.asarray(scales, np.float64)]
+    return np.array([q for q, _ in out], np.int32).reshape(-1), np.array([s for _, s in out], np.int32).reshape(-1)
+
+
+@settings(max_examples=scaled(25), deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False) | st.floats(0, 1e-9), max_size=40))
+def test_quantize_multipliers_is_quantize_multiplier_per_element(scales):
+    # the array version computes with numpy: the same (q, shift) as the scalar one for every element
+    edge = [0.0, -0.0, 0.5, 1.0, 2.0 ** -40, 5e-324, 1e300, 1 - 2.0 ** -33, -(1 - 2.0 ** -33), 1 - 2.0 ** -31,
+            ((1 << 30) + 0.5) / (1 << 31), -((1 << 30) + 0.5) / (1 << 31)]
+    for arr in (np.array(scales, np.float64), np.array(edge), np.float32(scales)):
+        q, s = fx.quantize_multipliers(arr)
+        rq, rs = _quantize_one_by_one(arr)
+        assert q.dtype == s.dtype == np.int32
+        assert np.array_equal(q, rq) and np.array_equal(s, rs)
+
+
 @settings(max_examples=scaled(25), deadline=None)
 @given(st.lists(st.integers(-(1 << 31), (1 << 31) - 1), min_size=2, max_size=2),
        st.floats(1e-9, 1e3), st.integers(0, 31))

@@ -159,3 +159,46 @@ def test_common_op_models_load():
     for m in models.values():
         ops = {n.op_name for n in Interpreter(model_content=m).model.subgraphs[0].nodes}
         assert {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "SOFTMAX", "ADD", "MEAN"} <= ops
+
+
+# A fresh process whose prepare calls compiled code from Python (8-bit ADD's pair tables): what it compiled, whether
+# Numba's lowering registries were loaded (a direct dispatcher call's first cache load imports them all, scipy.linalg
+# among them), and the output.
+PREPARE_CALL = r"""
+import json, sys
+import numpy as np
+from lite_numba import Interpreter
+from lite_numba.compiler import STATS
+
+it = Interpreter(model_path=sys.argv[1])
+it.allocate_tensors()
+x = np.arange(1024, dtype=np.int64)
+it.set_tensor(it.get_input_details()[0]["index"], (x % 256 - 128).astype(np.int8).reshape(1, 1024))
+it.set_tensor(it.get_input_details()[1]["index"], (x // 4 % 256 - 128).astype(np.int8).reshape(1, 1024))
+it.invoke()
+y = it.get_tensor(it.get_output_details()[0]["index"])
+print(json.dumps({"stats": STATS, "registries": "numba.np.linalg" in sys.modules, "y": y.tolist()}))
+"""
+
+
+def test_prepare_time_compiled_call_loads_without_the_lowering_registries(tmp_path):
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [1, 1024], quant=(0.05, -3))
+    y = b.add_input("y", np.int8, [1, 1024], quant=(0.03, 7))
+    z = b.add_tensor("z", np.int8, [1, 1024], quant=(0.07, 2))
+    b.add_op("ADD", [x, y], [z], version=2)  # same shapes, >= PAIR_TABLE_MIN_SIZE: pair tables filled at prepare
+    b.mark_output(z)
+    model = tmp_path / "add.tflite"
+    model.write_bytes(b.build())
+    env = _env(tmp_path, LITE_NUMBA_COMPILE_WORKERS="1")
+    runs = []
+    for _ in range(2):  # cold, then warm
+        out = subprocess.run([sys.executable, "-c", PREPARE_CALL, str(model)], capture_output=True, text=True,
+                             env=env, timeout=1800)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["stats"]["compiled"] >= 2, cold["stats"]  # the pair tables' filler and the lookup kernel at least
+    assert warm["stats"]["compiled"] == 0 and warm["stats"]["loaded"] >= 2, warm["stats"]
+    assert not warm["registries"], "the warm process loaded Numba's lowering registries"
+    assert warm["y"] == cold["y"]

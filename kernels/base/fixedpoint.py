@@ -85,7 +85,25 @@ def quantize_multipliers(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel (q, shift) arrays (int32, int32) for an array of real multipliers."""
     qs = np.zeros(len(scales), np.int32)
     ss = np.zeros(len(scales), np.int32)
-    for i, m in enumerate(np.asarray(scales, np.float64)):
+    ms = np.asarray(scales, np.float64)
+    if ms.ndim == 1 and np.isfinite(ms).all():
+        # quantize_multiplier's arithmetic over the whole array (a per-channel conv has hundreds of channels: the
+        # Python loop was ~40 ms of MobileNetV2's warm start); frexp and the scaling by 2^31 are exact
+        mant, shift = np.frexp(ms)
+        x = mant * float(1 << 31)
+        a = np.abs(x)
+        r = np.floor(a)
+        q = np.copysign(r + (a - r >= 0.5), x).astype(np.int64)  # tflite_round: half away from zero
+        top = q == (1 << 31)
+        q[top] //= 2
+        shift = shift.astype(np.int64) + top
+        under = shift < -31
+        q[under] = 0
+        shift[under] = 0
+        qs[:] = q
+        ss[:] = shift
+        return qs, ss
+    for i, m in enumerate(ms):
         qs[i], ss[i] = quantize_multiplier(float(m))
     return qs, ss
 

@@ -374,16 +374,22 @@ def _pow_i_scalar(a, b):
     return r
 
 
-# Each entry is compiled lazily, only for the dtypes a model uses.
-BINARY = {name: make_binary(f) for name, f in
-          (("ADD", _add), ("SUB", _sub), ("MUL", _mul), ("DIV", _div), ("IDIV", _idiv))}
-BINARY_PLAIN = {name: make_binary(f, clamp=False) for name, f in (
-    ("MUL", _mul),  # complex64: no activation
-    ("SQUARED_DIFFERENCE", _squared_difference), ("MAXIMUM", _maximum), ("MINIMUM", _minimum),
-    ("FLOOR_DIV_F", _floor_div_f), ("FLOOR_DIV_I", _floor_div_i),
-    ("FLOOR_MOD_F", _floor_mod_f), ("FLOOR_MOD_I", _floor_mod_i),
-    ("POW_F", _pow_f), ("POW_I", _pow_i), ("POW_F_SCALAR", _pow_f_scalar), ("POW_I_SCALAR", _pow_i_scalar),
-)}
+class LazyKernels(dict):
+    """name -> the kernels of make_binary(...), made on first use: each entry is four Numba dispatchers, and a model
+    uses a few of the 17 (making them all cost ~7 ms of every start-up that imports this module). Entries may also
+    be set directly. Each entry is compiled lazily too, only for the dtypes a model uses."""
+
+    def __init__(self, makers: dict):
+        super().__init__()
+        self._makers = makers
+
+    def __missing__(self, name: str):
+        made = self._makers[name]()  # KeyError for a name that was never registered, as a plain dict
+        return self.setdefault(name, made)  # two threads: the first one's kernels (the same code either way)
+
+
+def _binary(op, clamp: bool = True):
+    return lambda: make_binary(op, clamp)
 
 
 def _with_scalar_y(kernels, scalar_kernels):
@@ -391,8 +397,17 @@ def _with_scalar_y(kernels, scalar_kernels):
     return kernels[0], scalar_kernels[1], kernels[2], kernels[3]
 
 
-BINARY_PLAIN["POW_F"] = _with_scalar_y(BINARY_PLAIN["POW_F"], BINARY_PLAIN.pop("POW_F_SCALAR"))
-BINARY_PLAIN["POW_I"] = _with_scalar_y(BINARY_PLAIN["POW_I"], BINARY_PLAIN.pop("POW_I_SCALAR"))
+BINARY = LazyKernels({name: _binary(f) for name, f in
+                      (("ADD", _add), ("SUB", _sub), ("MUL", _mul), ("DIV", _div), ("IDIV", _idiv))})
+BINARY_PLAIN = LazyKernels({name: _binary(f, clamp=False) for name, f in (
+    ("MUL", _mul),  # complex64: no activation
+    ("SQUARED_DIFFERENCE", _squared_difference), ("MAXIMUM", _maximum), ("MINIMUM", _minimum),
+    ("FLOOR_DIV_F", _floor_div_f), ("FLOOR_DIV_I", _floor_div_i),
+    ("FLOOR_MOD_F", _floor_mod_f), ("FLOOR_MOD_I", _floor_mod_i),
+)} | {
+    "POW_F": lambda: _with_scalar_y(make_binary(_pow_f, False), make_binary(_pow_f_scalar, False)),
+    "POW_I": lambda: _with_scalar_y(make_binary(_pow_i, False), make_binary(_pow_i_scalar, False)),
+})
 
 
 def arithmetic(op: str, dtypes):

@@ -23,7 +23,7 @@ from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
 from numba import njit
 
-from lite_numba.ops import PrepareContext, Tensor, kernel
+from lite_numba.ops import PrepareContext, Tensor, call_compiled, kernel
 
 # --- table lookup ---------------------------------------------------------------------------------------------
 
@@ -382,8 +382,8 @@ def schedule_binary_neon_op(ctx: PrepareContext, x: Tensor, y: Tensor, out: Tens
         rv = raw_view_dtype(out.dtype)
         split = out.size - out.size % int(blocks[0])
         tneon, tscalar = np.zeros(65536, rv), np.zeros(65536, rv)
-        pair_tables(np.ascontiguousarray(tables, np.int64), np.asarray(params, np.int64), int(narrowing[0]),
-                    tneon, tscalar)
+        call_compiled(pair_tables, np.ascontiguousarray(tables, np.int64), np.asarray(params, np.int64),
+                      int(narrowing[0]), tneon, tscalar)
         if split == out.size:  # no scalar tail: its table is never read
             tscalar = tneon
         ctx.call(binary_pair_lookup, ctx.view(x, (x.size,), raw_view_dtype(x.dtype)),
