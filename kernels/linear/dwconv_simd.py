@@ -526,6 +526,19 @@ def _interior(H, W, KH, KW, OH, OW, WP, geo):
     return y0, y1, xa, xe, c_lo, c_hi
 
 
+@njit(cache=True, inline="always")
+def _pad_for(xb, sb, geo, KH, n, oy0, nb, y0, y1, c_lo, c_hi):
+    """Build the band scratch of output rows [oy0, oy0 + nb) of image n: only the edge columns [0, c_lo) and
+    [c_hi, WP) when the band lies in the rows [y0, y1) whose windows are inside the image (returns True: its interior
+    pixels read the input in place, see _interior), else every padded row."""
+    inner = oy0 >= y0 and oy0 + nb <= y1
+    if inner:
+        pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi)
+    else:
+        pad_band(xb, sb, geo, KH, n, oy0, nb)
+    return inner
+
+
 @njit(cache=True, nogil=True)
 def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
     """dwconv_f32_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), the
@@ -546,11 +559,7 @@ def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
     for n in range(N):
         for oy0 in range(0, OH, band):
             nb = min(band, OH - oy0)
-            inner = oy0 >= y0 and oy0 + nb <= y1
-            if inner:
-                pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi)
-            else:
-                pad_band(xb, sb, geo, KH, n, oy0, nb)
+            inner = _pad_for(xb, sb, geo, KH, n, oy0, nb, y0, y1, c_lo, c_hi)
             for r in range(nb):
                 oy = oy0 + r
                 srow = r * sh * WP * C
@@ -602,11 +611,7 @@ def dwconv_q_simd_rows(x, xb, sb, s, w, out, be, geo, toff, toff_x, mult, shift,
     for n in range(n0, n1):
         for oy0 in range(r0, r1, band):
             nb = min(band, r1 - oy0)
-            inner = oy0 >= y0 and oy0 + nb <= y1
-            if inner:
-                pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi)
-            else:
-                pad_band(xb, sb, geo, KH, n, oy0, nb)
+            inner = _pad_for(xb, sb, geo, KH, n, oy0, nb, y0, y1, c_lo, c_hi)
             for r in range(nb):
                 oy = oy0 + r
                 srow = r * sh * WP * C
