@@ -50,7 +50,11 @@ def pytest_configure(config):
     if level:
         import official_isa
 
-        OFFICIAL_ISA["note"] = official_isa.restrict(level)
+        try:
+            OFFICIAL_ISA["note"] = official_isa.restrict(level)
+        except (RuntimeError, OSError) as e:  # a wheel without the symbols, or another layout: no silent mismatch
+            raise pytest.UsageError(f"cannot restrict the official runtime to {level} ({e}); set "
+                                    "LITE_NUMBA_BENCH_OFFICIAL_ISA=native to compare with its native kernels") from e
 
 
 def light() -> bool:
