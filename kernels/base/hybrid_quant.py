@@ -28,6 +28,7 @@ FLT_MAX ...) gets that answer; we give the same one rather than a different garb
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.fixedpoint import round_half_away
 from numba import njit
 
 _INT32_MIN = -(1 << 31)
@@ -61,10 +62,7 @@ def std_round_f(p):
     v = np.float64(p)
     if not (abs(v) < 4503599627370496.0):  # NaN, infinities, and values already integral
         return v
-    t = np.trunc(v)
-    if abs(v - t) >= 0.5:
-        t += 1.0 if v > 0 else -1.0
-    return t
+    return round_half_away(v)
 
 
 @njit(cache=True, inline="always")
@@ -105,6 +103,25 @@ def stl_minmax(x, start, n):
                 mx = i + 1
         i += 2
     return mn, mx
+
+
+@njit(cache=True, inline="always")
+def asymmetric_zero_point(lo, hi, scale):
+    """NeonAsymmetricQuantizeFloats' int8 zero point for the range [lo, hi] (float64) and its scale: from the end
+    whose error is smaller, clamped to [-128, 127], else rounded half away from zero (std::round); 0 for a NaN, which
+    only a NaN scale gives (every output is NaN then, whatever the zero point). Finite and non-finite rows alike."""
+    zp_from_min = -128.0 - lo / scale
+    zp_from_max = 127.0 - hi / scale
+    err_min = 128.0 + abs(lo / scale)
+    err_max = 127.0 + abs(hi / scale)
+    zpd = zp_from_min if err_min < err_max else zp_from_max
+    if zpd <= -128.0:
+        return -128
+    if zpd >= 127.0:
+        return 127
+    if zpd != zpd:
+        return 0
+    return int(round_half_away(zpd))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -181,19 +198,7 @@ def quantize_row_asymmetric_nonfinite(x, base, K, q):
     lo = np.float64(lo32)
     hi = np.float64(hi32)
     scale = np.float64(np.float32(hi32 - lo32)) / 255.0
-    zp_from_min = -128.0 - lo / scale
-    zp_from_max = 127.0 - hi / scale
-    err_min = 128.0 + abs(lo / scale)
-    err_max = 127.0 + abs(hi / scale)
-    zpd = zp_from_min if err_min < err_max else zp_from_max
-    if zpd <= -128.0:
-        off = -128
-    elif zpd >= 127.0:
-        off = 127
-    elif zpd != zpd:
-        off = 0  # only with a NaN scale, which makes every output NaN whatever the zero point
-    else:
-        off = int(std_round_i32(zpd))
+    off = asymmetric_zero_point(lo, hi, scale)
     sf = np.float32(scale)
     inv = np.float32(0.0) if sf == 0 else np.float32(1.0 / np.float64(sf))
     nvec = K - K % 8

@@ -33,6 +33,7 @@ from lite_numba.kernels.base.fixedpoint import (
     round_half_away,
 )
 from lite_numba.kernels.base.hybrid_quant import (
+    asymmetric_zero_point,
     official_is_zero_vector,
     quantize_row_asymmetric_nonfinite,
     quantize_row_symmetric_nonfinite,
@@ -257,7 +258,8 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
     NEON_2_SSE): blocks of 8 values are rounded by the vector code (conv_loops.round_neon: trunc(v +- 0.5) in
     float32), the tail by std::round; the asymmetric zero point is added after rounding, the asymmetric range is
     a float32 difference and its inverse scale a double division. A row holding a NaN or an infinity goes to
-    quantize_row_nonfinite (kernels/base/hybrid_quant.py), which reproduces what the official build does with it."""
+    quantize_row_symmetric_nonfinite / quantize_row_asymmetric_nonfinite (kernels/base/hybrid_quant.py), which
+    reproduce what the official build does with it."""
     nvec = (K // 8) * 8
     for r in range(rows):
         base = r * K
@@ -304,17 +306,7 @@ def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
                     q[base + k] = 0
                 continue
             scale = np.float64(np.float32(rmax - rmin)) / 255.0
-            zp_from_min = -128.0 - rmin / scale
-            zp_from_max = 127.0 - rmax / scale
-            err_min = 128.0 + abs(rmin / scale)
-            err_max = 127.0 + abs(rmax / scale)
-            zpd = zp_from_min if err_min < err_max else zp_from_max
-            if zpd <= -128.0:
-                off = -128
-            elif zpd >= 127.0:
-                off = 127
-            else:
-                off = int(round_half_away(zpd))
+            off = asymmetric_zero_point(rmin, rmax, scale)
             sf[r] = np.float32(scale)
             zp[r] = off
             inv = np.float32(1.0 / np.float64(np.float32(scale)))
