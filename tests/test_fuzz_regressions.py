@@ -454,6 +454,22 @@ _SPECIALS = np.array([np.nan, np.inf, -np.inf, np.finfo(np.float32).max, -np.fin
                      np.float32)
 
 
+def _invoke_both(ours, ref, x) -> tuple[np.ndarray, np.ndarray]:
+    """Set x as the first input of both interpreters, invoke them, return copies of their first outputs."""
+    outs = []
+    for it in (ours, ref):
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"]), copy=True))
+    return outs[0], outs[1]
+
+
+def _agree_with_nans(ours, ref, what: str, *args, **kw) -> None:
+    """NaN in the same places, and the rest within assert_close(*args, **kw)."""
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref), err_msg=f"{what}: NaNs")
+    assert_close(ours, ref, *args, what=what, **kw)
+
+
 def _hybrid_model(kind: str) -> tuple[bytes, tuple[int, ...]]:
     """One hybrid op (float input, int8 weights in [-127, 127]) and its input shape."""
     rng = np.random.default_rng(2189)
@@ -521,14 +537,9 @@ def test_hybrid_input_with_nan_and_inf_quantizes_as_the_official_runtime(kind, o
         x = (rng.standard_normal(shape) * 2).astype(np.float32)
         mask = rng.random(shape) < (0.02, 0.1, 0.4)[trial % 3]
         x[mask] = rng.choice(_SPECIALS, int(mask.sum()))
-        outs = []
-        for it in (ours, ref):
-            it.set_tensor(it.get_input_details()[0]["index"], x)
-            it.invoke()
-            outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"]), copy=True))
-        np.testing.assert_array_equal(np.isnan(outs[0]), np.isnan(outs[1]), err_msg=f"{kind} trial {trial}: NaNs")
-        assert_close(outs[0], outs[1], family="sequence", what=f"{kind} trial {trial}")
-        finite_rows += int(np.isfinite(outs[1]).all(axis=-1).sum())
+        a, b = _invoke_both(ours, ref, x)
+        _agree_with_nans(a, b, f"{kind} trial {trial}", family="sequence")
+        finite_rows += int(np.isfinite(b).all(axis=-1).sum())
     assert finite_rows > 0  # the official answer is not all NaN: what the case is about
 
 
@@ -583,13 +594,7 @@ def test_hybrid_fully_connected_activation_of_nan_as_the_official_runtime(act, a
     ours.allocate_tensors()
     ref = official_interpreter(data)
     for k, x in enumerate(xs):
-        outs = []
-        for it in (ours, ref):
-            it.set_tensor(it.get_input_details()[0]["index"], x)
-            it.invoke()
-            outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"]), copy=True))
-        np.testing.assert_array_equal(np.isnan(outs[0]), np.isnan(outs[1]), err_msg=f"input {k}: NaNs")
-        assert_close(outs[0], outs[1], family="sequence", what=f"{act} input {k}")
+        _agree_with_nans(*_invoke_both(ours, ref, x), f"{act} input {k}", family="sequence")
 
 
 def _sequence_model(kind: str, hybrid: bool, act: str, n_in: int, asymmetric: bool = False) -> tuple[bytes, tuple]:
@@ -682,8 +687,7 @@ def test_sequence_ops_with_nan_inputs_as_the_official_runtime(kind, hybrid, act,
     data, shape = _sequence_model(kind, hybrid, act, n_in, asymmetric)
     for k, step in enumerate(run_sequence(data, [[x] for x in _nan_sequence_inputs(shape)])):
         for ours, ref in step:
-            np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref), err_msg=f"invoke {k}: NaNs")
-            assert_close(ours, ref, 1e-4, what=f"invoke {k}")
+            _agree_with_nans(ours, ref, f"invoke {k}", 1e-4)
 
 
 @pytest.mark.parametrize("n_cell", [5, 4])
@@ -703,5 +707,4 @@ def test_hybrid_lstm_projection_skips_a_nan_block_as_the_official_runtime(n_cell
     data = uni_lstm_model(shape, w, 3, n_cell, time_major=time_major, quants=quants, version=2)
     (ours, ref), = run_sequence(data, [[np.zeros(shape, np.float32)]])[0]
     assert np.isfinite(ref.reshape(-1, 3)[0]).all()
-    np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
-    assert_close(ours, ref, 1e-4)
+    _agree_with_nans(ours, ref, "projection", 1e-4)
