@@ -70,6 +70,9 @@ def configure(version: str) -> str:
     from numba.core import config  # lazy: Numba (see install)
 
     _patch_numba_caching()
+    from . import numba_speedups
+
+    numba_speedups.apply()
 
     key = source_hash(version)
     if os.environ.get("LITE_NUMBA_BOUNDSCHECK", "") not in ("", "0"):

@@ -1,0 +1,57 @@
+"""lite_numba.numba_speedups: inlining with one scope copy per inline_ir call compiles the same code as Numba's own
+per-block copies (issue 16). Each side runs in a fresh process (the change is installed once per process, at Numba's
+import), compiling a function that inlines a many-block helper at two call sites."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+SCRIPT = r"""
+import sys
+import numpy as np
+import lite_numba  # installs the Numba import hook (numba_cache), which applies numba_speedups
+from numba import njit
+from numba.core import inline_closurecall
+
+@njit(inline="always")
+def helper(a, i, lo, hi):
+    s = 0.0
+    for k in range(i):
+        if a[k] > hi:
+            s += hi
+        elif a[k] < lo:
+            s -= lo
+        else:
+            s += a[k] * 2
+    return s
+
+@njit
+def kern(a, n):
+    t = 0.0
+    for j in range(n):
+        t += helper(a, j, -1.0, 1.0) + helper(a, n - j, -2.0, 2.0)
+    return t
+
+value = kern(np.linspace(-3, 3, 10), 7)
+patched = inline_closurecall.InlineWorker.inline_ir.__name__ == "shared_scope_inline_ir"
+sys.stdout.write(f"{patched}|{value!r}|" + kern.inspect_llvm(kern.signatures[0]))
+"""
+
+
+def _run(fast: str, tmp_path) -> tuple[str, str, str]:
+    env = dict(os.environ, LITE_NUMBA_FAST_INLINE=fast, LITE_NUMBA_CACHE_DIR=str(tmp_path / fast))
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    patched, value, ir = out.stdout.split("|", 2)
+    return patched, value, ir
+
+
+def test_shared_scope_inlining_compiles_the_same_code(tmp_path):
+    on = _run("1", tmp_path)
+    off = _run("0", tmp_path)
+    assert on[0] == "True" and off[0] == "False"  # the change is installed, and LITE_NUMBA_FAST_INLINE=0 turns it off
+    assert on[1] == off[1]
+    assert on[2] == off[2]  # the same LLVM IR, byte for byte
