@@ -64,14 +64,14 @@ def main(argv=None) -> int:
 
     import ray
 
-    from lite_numba.batch_ray import RayPredictor
+    from lite_numba.batch_ray import RayPredictor, actor_pool
 
     ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = bool(os.isatty(2))
         ds = ray.data.from_items([{"path": p} for p in paths])
         rows = ds.map_batches(RayPredictor, fn_constructor_kwargs={"model": str(MODEL), "preprocess": preprocess},
-                              batch_size=args.batch_size, concurrency=args.workers, num_cpus=1).take_all()
+                              batch_size=args.batch_size, compute=actor_pool(args.workers), num_cpus=1).take_all()
     finally:
         ray.shutdown()
     rows.sort(key=lambda r: r["path"])

@@ -1,6 +1,12 @@
 """Ray Data adapter (``pip install "lite-numba[ray]"``): a callable class for ``Dataset.map_batches``.
 
-    ds.map_batches(RayPredictor, fn_constructor_kwargs={"model": "model.tflite"}, batch_size=32, concurrency=2)
+    ds.map_batches(RayPredictor, fn_constructor_kwargs={"model": "model.tflite"}, batch_size=32,
+                   compute=actor_pool(2))
+
+`actor_pool(n)` is Ray's ActorPoolStrategy with n actors, each given up to 4 batches at a time: an actor then
+starts its next batch as soon as one ends, instead of idling until the driver, which competes for the same cores,
+sends the next one (2 vCPUs, 16 batches of 256 images: the idle time between an actor's batches went from 30-55 ms
+with Ray's default to 8-9 ms, and 2 actors from x1.44 to x1.82 one actor's throughput). `concurrency=n` works too.
 
 Ray makes one instance per actor: the model is loaded and compiled (or loaded from the compile cache, which every
 worker process on a machine shares; see lite_numba.compiler.claim_compiles) once per actor. Each batch arrives as
@@ -8,7 +14,8 @@ worker process on a machine shares; see lite_numba.compiler.claim_compiles) once
 output becomes a column (named like the output, or through `output_columns`), and the other columns pass through
 (ids, file names), the input columns too unless `drop_inputs`. The rows are fed by lite_numba.batch's rule.
 
-This module does not import Ray: the class only needs numpy batches (Ray imports it in each actor by pickle)."""
+This module imports Ray only in `actor_pool`: the class only needs numpy batches (Ray imports it in each actor by
+pickle)."""
 
 from __future__ import annotations
 
@@ -18,6 +25,16 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from .batch import BatchInputError, BatchRunner
+
+
+def actor_pool(workers: int, in_flight: int = 4):
+    """ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=in_flight), for map_batches'
+    `compute` (see the module's docstring)."""
+    import ray.data  # lazy: optional extra lite-numba[ray]
+
+    if int(workers) < 1 or int(in_flight) < 1:
+        raise ValueError(f"actor_pool needs workers >= 1 and in_flight >= 1, got {workers} and {in_flight}")
+    return ray.data.ActorPoolStrategy(size=int(workers), max_tasks_in_flight_per_actor=int(in_flight))
 
 
 class RayPredictor:
