@@ -708,3 +708,68 @@ def test_hybrid_lstm_projection_skips_a_nan_block_as_the_official_runtime(n_cell
     (ours, ref), = run_sequence(data, [[np.zeros(shape, np.float32)]])[0]
     assert np.isfinite(ref.reshape(-1, 3)[0]).all()
     _agree_with_nans(ours, ref, "projection", 1e-4)
+
+
+def _zeros_like_rewritten_at_run_time(two_outputs: bool) -> bytes:
+    """z = ZEROS_LIKE(x) (planned at allocate), then rewritten by a MUL that reads a RANGE (its output sized at run
+    time): as that MUL's only output, or as the second output it cannot have."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4])
+    n = b.add_input("n", np.int32, [])
+    z = b.add_tensor("z", np.float32, [1, 4])
+    b.add_op("ZEROS_LIKE", [x], [z])
+    r = b.add_tensor("r", np.int32, [4])
+    b.add_op("RANGE", [b.add_const("start", np.array(0, np.int32)), n, b.add_const("delta", np.array(1, np.int32))],
+             [r])
+    q = b.add_tensor("q", np.float32, [4])
+    b.add_op("CAST", [r], [q])
+    y = b.add_tensor("y", np.float32, [1, 4])
+    if two_outputs:
+        b.add_op("MUL", [x, q], [y, z])
+    else:
+        b.add_op("MUL", [x, q], [z])
+        b.add_op("ADD", [x, q], [y])
+    o = b.add_tensor("o", np.float32, [1, 4])
+    b.add_op("ADD", [y, z], [o])
+    b.mark_output(o)
+    return b.build()
+
+
+def test_tensor_written_at_allocate_and_at_run_time(official):
+    """Campaign run 101 case 409 (op_shape_fill_range_dynamic, operator outputs rewired): a ZEROS_LIKE output also
+    written by a node whose shapes are known only at run time had an arena slot and no run-time array, and building
+    the compiled segment failed with a bare 'KeyError: 13'. Its static writer now runs at invoke too, in graph order:
+    with one output the MUL rewrites z and both runtimes run the model alike (several invokes: general, then
+    specialised plans); with two outputs both refuse the MUL, naming it."""
+    data = _zeros_like_rewritten_at_run_time(False)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    ref = official_interpreter(data)
+    rng = np.random.default_rng(4)
+    for k in range(4):
+        x = rng.standard_normal((1, 4)).astype(np.float32)
+        outs = []
+        for it in (ours, ref):
+            d = it.get_input_details()
+            it.set_tensor(d[0]["index"], x)
+            it.set_tensor(d[1]["index"], np.array(4, np.int32))
+            it.invoke()
+            outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"])))
+        np.testing.assert_array_equal(outs[0], outs[1], err_msg=f"invoke {k}")
+        q = np.arange(4, dtype=np.float32)
+        np.testing.assert_allclose(outs[0], (x + q) + x * q, rtol=1e-6, err_msg=f"invoke {k}")  # y + z, z = x * q
+    data = _zeros_like_rewritten_at_run_time(True)
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    d = it.get_input_details()
+    it.set_tensor(d[0]["index"], np.ones((1, 4), np.float32))
+    it.set_tensor(d[1]["index"], np.array(4, np.int32))
+    with pytest.raises(ValueError, match=r"MUL \(version 1, node 3\): expected 1 outputs, got 2\nNode number 3 "):
+        it.invoke()
+    ref = official_interpreter(data)  # prepares the MUL at invoke, after the RANGE
+    d = ref.get_input_details()
+    ref.set_tensor(d[0]["index"], np.ones((1, 4), np.float32))
+    ref.set_tensor(d[1]["index"], np.array(4, np.int32))
+    with pytest.raises(RuntimeError, match=r"NumOutputs\(node\) != 1 \(2 != 1\)Node number 3 \(MUL\)"):
+        ref.invoke()
+
