@@ -773,3 +773,42 @@ def test_tensor_written_at_allocate_and_at_run_time(official):
     with pytest.raises(RuntimeError, match=r"NumOutputs\(node\) != 1 \(2 != 1\)Node number 3 \(MUL\)"):
         ref.invoke()
 
+
+def _conv3d_model(act: str, nonfinite: str, bias: bool) -> bytes:
+    rng = np.random.default_rng(180)
+    w = (rng.standard_normal((3, 3, 3, 2, 3)) * 0.2).astype(np.float32)
+    if nonfinite in ("nan_weight", "inf_weight"):
+        w[0, 0, 1, 1, 2] = np.nan if nonfinite == "nan_weight" else np.inf  # a corner tap: in the padding at borders
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4, 5, 5, 2])
+    ins = [x, b.add_const("w", w)]
+    if bias:
+        ins.append(b.add_const("bias", np.array([0.5, -0.25, 1.0], np.float32)))
+    y = b.add_tensor("y", np.float32, [1, 4, 5, 5, 3])
+    b.add_op("CONV_3D", ins, [y], options={"padding": "SAME", "stride_d": 1, "stride_h": 1, "stride_w": 1,
+                                           "fused_activation_function": act})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("nonfinite", ["nan_weight", "inf_weight", "nan_input"])
+@pytest.mark.parametrize("act", ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"])
+def test_conv3d_nan_as_the_official_runtime(act, nonfinite, official):
+    """Campaign run 101 case 180 (op_conv3d, a weight mutated to NaN): the official CONV_3D (im2col, then a GEMM
+    whose clamp is the SIMD min(v, hi), max(., lo)) gave FLT_MAX in every output of that channel, we gave NaN inside
+    and finite values where the NaN tap fell in the padding. A padded tap multiplies im2col's zero (0 * NaN, 0 * inf:
+    NaN) and a NaN comes out of the clamp as its upper bound."""
+    rng = np.random.default_rng(7)
+    for bias in (True, False):
+        data = _conv3d_model(act, nonfinite, bias)
+        ours = Interpreter(model_content=data)
+        ours.allocate_tensors()
+        ref = official_interpreter(data)
+        for trial in range(2):
+            x = (rng.standard_normal((1, 4, 5, 5, 2)) * 2).astype(np.float32)
+            if nonfinite == "nan_input":
+                x[rng.random(x.shape) < 0.05] = np.nan
+            a, b = _invoke_both(ours, ref, x)
+            _agree_with_nans(a, b, f"{act} {nonfinite} bias={bias} trial {trial}", 1e-5)
+            hi = {"RELU6": 6.0, "RELU_N1_TO_1": 1.0}.get(act, np.finfo(np.float32).max)
+            assert not np.isnan(b).any() and (b == hi).any()  # what the case is about: NaN became the upper bound
