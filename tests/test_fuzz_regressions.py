@@ -812,3 +812,48 @@ def test_conv3d_nan_as_the_official_runtime(act, nonfinite, official):
             _agree_with_nans(a, b, f"{act} {nonfinite} bias={bias} trial {trial}", 1e-5)
             hi = {"RELU6": 6.0, "RELU_N1_TO_1": 1.0}.get(act, np.finfo(np.float32).max)
             assert not np.isnan(b).any() and (b == hi).any()  # what the case is about: NaN became the upper bound
+
+
+def _depthwise_model(shape, dm: int, k: int, stride: int, act: str, weight=None) -> bytes:
+    rng = np.random.default_rng(500)
+    co = shape[3] * dm
+    w = rng.standard_normal((1, k, k, co)).astype(np.float32)
+    if weight is not None:
+        w[0, 0, 0, 1] = weight  # a corner tap: in the padding along the top row and the left column
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, list(shape))
+    y = b.add_tensor("y", np.float32, [1])
+    b.add_op("DEPTHWISE_CONV_2D", [x, b.add_const("w", w), b.add_const("bias", rng.standard_normal(co).astype(
+        np.float32))], [y], options={"padding": "SAME", "stride_h": stride, "stride_w": stride,
+                                     "depth_multiplier": dm, "fused_activation_function": act})
+    b.mark_output(y)
+    return b.build()
+
+
+# (input shape, depth multiplier, kernel, stride, threads): the campaign's 6 channels; 807 channels, which the
+# official kernel accumulates 5 pixels at a time (4832 // 807: 4035 values, 3 clamped one by one, then 2 pixels);
+# 3 channels with stride 2; 7 channels (1 x 7) on 2 threads; 8 channels (no scalar tail)
+_DW_NAN_CASES = [((1, 5, 5, 2), 3, 3, 1, 1), ((1, 4, 7, 269), 3, 3, 1, 1), ((1, 9, 9, 3), 1, 3, 2, 1),
+                 ((2, 9, 10, 1), 7, 3, 1, 2), ((1, 6, 6, 8), 1, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("act", ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"])
+def test_depthwise_nan_as_the_official_runtime(act, isa_level, official):
+    """Campaign run 101 cases 500 and 2014 (op_depthwise_conv2d_dm3, NaN inputs): 6.0 officially where we gave NaN.
+    The official float kernel clamps each chunk of accumulated output pixels of a row with NEON vector blocks of 16
+    and 4 values (vminq/vmaxq through NEON_2_SSE keep a NaN) and the chunk's last (values % 4) one by one with
+    std::max(lo, std::min(hi, v)), which gives hi for NaN: ours now does the same (dw_nan_tail_f32) on every ISA
+    path. Also: a NaN or infinite weight on a tap in the padding, which the official kernel skips (our padded
+    kernels added 0 * w = NaN)."""
+    rng = np.random.default_rng(2014)
+    for shape, dm, k, stride, threads in _DW_NAN_CASES:
+        for weight in (None, np.nan, np.inf):
+            data = _depthwise_model(shape, dm, k, stride, act, weight)
+            ours = Interpreter(model_content=data, num_threads=threads)
+            ours.allocate_tensors()
+            ref = official_interpreter(data, num_threads=threads)
+            x = (rng.standard_normal(shape) * 3).astype(np.float32)
+            if weight is None:
+                x[rng.random(shape) < 0.15] = np.nan
+            a, b = _invoke_both(ours, ref, x)
+            _agree_with_nans(a, b, f"{shape} dm={dm} weight={weight}", 1e-5)
