@@ -309,6 +309,7 @@ class GraphRuntime:
             else:
                 self.prepared[node.index] = ctx
                 node_temps[node.index] = ctx.temps
+        self._demote_shared_writers(node_temps)
         self._plan_memory(node_temps)
         self._build_steps()
         self._spec_allowed = (not self.assumed and bool(self.dynamic_nodes)
@@ -317,6 +318,41 @@ class GraphRuntime:
         self._make_program()
         self.fast_views = {i: v for i, v in self.views.items() if i < len(self.tensors)}
         self.ready = True
+
+    def _demote_shared_writers(self, node_temps: dict[int, list[Tensor]]) -> None:
+        """A tensor written both by a node prepared at allocate (an arena slot) and by a dynamic node (an array sized
+        at run time) cannot have both: the static writers of such a tensor become dynamic nodes too, then, until
+        nothing changes, every static node reading or writing a tensor that became dynamic (prepared and run at
+        invoke, in graph order, so the last writer wins as in the official runtime, which runs such models). Found
+        by the fuzzing campaign (run 101, case 409: a ZEROS_LIKE output rewired as an output of an ADD downstream of
+        a RANGE), where building the compiled segment failed with a bare KeyError. A graph input written by a
+        dynamic node is refused, naming both."""
+        inputs = set(self.plan.inputs)
+        changed = True
+        while changed:
+            changed = False
+            for node in self.plan.nodes:
+                if node.index in self.dynamic_nodes:
+                    for o in node.outputs:
+                        if o in inputs:
+                            t = self.tensors[o]
+                            raise PrepareError(
+                                f"Tensor {o} ({t.name!r}) is an input of the graph and an output of node "
+                                f"{node.index} ({node.op_name}), whose outputs are known only at run time\n"
+                                f"Node number {node.index} ({node.op_name}) failed to prepare.")
+                    continue
+                if not any(i >= 0 and i in self.dynamic_tensors for i in (*node.inputs, *node.outputs)):
+                    continue
+                self.dynamic_nodes.add(node.index)
+                self.prepared[node.index] = None
+                node_temps.pop(node.index, None)
+                for o in node.outputs:
+                    if o in self._folded:  # computed at allocate: now computed at invoke, after its other writer
+                        self._folded.discard(o)
+                        self.tensors[o].data = None
+                    if o >= 0:
+                        self.dynamic_tensors.add(o)
+                changed = True
 
     # --- speculation: a static plan for the values that dynamic nodes saw -----------------------------------
     # A general plan re-prepares value-dependent nodes from Python at every invoke (~60 us per node). When an

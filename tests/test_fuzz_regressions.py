@@ -708,3 +708,152 @@ def test_hybrid_lstm_projection_skips_a_nan_block_as_the_official_runtime(n_cell
     (ours, ref), = run_sequence(data, [[np.zeros(shape, np.float32)]])[0]
     assert np.isfinite(ref.reshape(-1, 3)[0]).all()
     _agree_with_nans(ours, ref, "projection", 1e-4)
+
+
+def _zeros_like_rewritten_at_run_time(two_outputs: bool) -> bytes:
+    """z = ZEROS_LIKE(x) (planned at allocate), then rewritten by a MUL that reads a RANGE (its output sized at run
+    time): as that MUL's only output, or as the second output it cannot have."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4])
+    n = b.add_input("n", np.int32, [])
+    z = b.add_tensor("z", np.float32, [1, 4])
+    b.add_op("ZEROS_LIKE", [x], [z])
+    r = b.add_tensor("r", np.int32, [4])
+    b.add_op("RANGE", [b.add_const("start", np.array(0, np.int32)), n, b.add_const("delta", np.array(1, np.int32))],
+             [r])
+    q = b.add_tensor("q", np.float32, [4])
+    b.add_op("CAST", [r], [q])
+    y = b.add_tensor("y", np.float32, [1, 4])
+    if two_outputs:
+        b.add_op("MUL", [x, q], [y, z])
+    else:
+        b.add_op("MUL", [x, q], [z])
+        b.add_op("ADD", [x, q], [y])
+    o = b.add_tensor("o", np.float32, [1, 4])
+    b.add_op("ADD", [y, z], [o])
+    b.mark_output(o)
+    return b.build()
+
+
+def test_tensor_written_at_allocate_and_at_run_time(official):
+    """Campaign run 101 case 409 (op_shape_fill_range_dynamic, operator outputs rewired): a ZEROS_LIKE output also
+    written by a node whose shapes are known only at run time had an arena slot and no run-time array, and building
+    the compiled segment failed with a bare 'KeyError: 13'. Its static writer now runs at invoke too, in graph order:
+    with one output the MUL rewrites z and both runtimes run the model alike (several invokes: general, then
+    specialised plans); with two outputs both refuse the MUL, naming it."""
+    data = _zeros_like_rewritten_at_run_time(False)
+    ours = Interpreter(model_content=data)
+    ours.allocate_tensors()
+    ref = official_interpreter(data)
+    rng = np.random.default_rng(4)
+    for k in range(4):
+        x = rng.standard_normal((1, 4)).astype(np.float32)
+        outs = []
+        for it in (ours, ref):
+            d = it.get_input_details()
+            it.set_tensor(d[0]["index"], x)
+            it.set_tensor(d[1]["index"], np.array(4, np.int32))
+            it.invoke()
+            outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"])))
+        np.testing.assert_array_equal(outs[0], outs[1], err_msg=f"invoke {k}")
+        q = np.arange(4, dtype=np.float32)
+        np.testing.assert_allclose(outs[0], (x + q) + x * q, rtol=1e-6, err_msg=f"invoke {k}")  # y + z, z = x * q
+    data = _zeros_like_rewritten_at_run_time(True)
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    d = it.get_input_details()
+    it.set_tensor(d[0]["index"], np.ones((1, 4), np.float32))
+    it.set_tensor(d[1]["index"], np.array(4, np.int32))
+    with pytest.raises(ValueError, match=r"MUL \(version 1, node 3\): expected 1 outputs, got 2\nNode number 3 "):
+        it.invoke()
+    ref = official_interpreter(data)  # prepares the MUL at invoke, after the RANGE
+    d = ref.get_input_details()
+    ref.set_tensor(d[0]["index"], np.ones((1, 4), np.float32))
+    ref.set_tensor(d[1]["index"], np.array(4, np.int32))
+    with pytest.raises(RuntimeError, match=r"NumOutputs\(node\) != 1 \(2 != 1\)Node number 3 \(MUL\)"):
+        ref.invoke()
+
+
+def _conv3d_model(act: str, nonfinite: str, bias: bool) -> bytes:
+    rng = np.random.default_rng(180)
+    w = (rng.standard_normal((3, 3, 3, 2, 3)) * 0.2).astype(np.float32)
+    if nonfinite in ("nan_weight", "inf_weight"):
+        w[0, 0, 1, 1, 2] = np.nan if nonfinite == "nan_weight" else np.inf  # a corner tap: in the padding at borders
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4, 5, 5, 2])
+    ins = [x, b.add_const("w", w)]
+    if bias:
+        ins.append(b.add_const("bias", np.array([0.5, -0.25, 1.0], np.float32)))
+    y = b.add_tensor("y", np.float32, [1, 4, 5, 5, 3])
+    b.add_op("CONV_3D", ins, [y], options={"padding": "SAME", "stride_d": 1, "stride_h": 1, "stride_w": 1,
+                                           "fused_activation_function": act})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("nonfinite", ["nan_weight", "inf_weight", "nan_input"])
+@pytest.mark.parametrize("act", ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"])
+def test_conv3d_nan_as_the_official_runtime(act, nonfinite, official):
+    """Campaign run 101 case 180 (op_conv3d, a weight mutated to NaN): the official CONV_3D (im2col, then a GEMM
+    whose clamp is the SIMD min(v, hi), max(., lo)) gave FLT_MAX in every output of that channel, we gave NaN inside
+    and finite values where the NaN tap fell in the padding. A padded tap multiplies im2col's zero (0 * NaN, 0 * inf:
+    NaN) and a NaN comes out of the clamp as its upper bound."""
+    rng = np.random.default_rng(7)
+    for bias in (True, False):
+        data = _conv3d_model(act, nonfinite, bias)
+        ours = Interpreter(model_content=data)
+        ours.allocate_tensors()
+        ref = official_interpreter(data)
+        for trial in range(2):
+            x = (rng.standard_normal((1, 4, 5, 5, 2)) * 2).astype(np.float32)
+            if nonfinite == "nan_input":
+                x[rng.random(x.shape) < 0.05] = np.nan
+            a, b = _invoke_both(ours, ref, x)
+            _agree_with_nans(a, b, f"{act} {nonfinite} bias={bias} trial {trial}", 1e-5)
+            hi = {"RELU6": 6.0, "RELU_N1_TO_1": 1.0}.get(act, np.finfo(np.float32).max)
+            assert not np.isnan(b).any() and (b == hi).any()  # what the case is about: NaN became the upper bound
+
+
+def _depthwise_model(shape, dm: int, k: int, stride: int, act: str, weight=None) -> bytes:
+    rng = np.random.default_rng(500)
+    co = shape[3] * dm
+    w = rng.standard_normal((1, k, k, co)).astype(np.float32)
+    if weight is not None:
+        w[0, 0, 0, 1] = weight  # a corner tap: in the padding along the top row and the left column
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, list(shape))
+    y = b.add_tensor("y", np.float32, [1])
+    b.add_op("DEPTHWISE_CONV_2D", [x, b.add_const("w", w), b.add_const("bias", rng.standard_normal(co).astype(
+        np.float32))], [y], options={"padding": "SAME", "stride_h": stride, "stride_w": stride,
+                                     "depth_multiplier": dm, "fused_activation_function": act})
+    b.mark_output(y)
+    return b.build()
+
+
+# (input shape, depth multiplier, kernel, stride, threads): the campaign's 6 channels; 807 channels, which the
+# official kernel accumulates 5 pixels at a time (4832 // 807: 4035 values, 3 clamped one by one, then 2 pixels);
+# 3 channels with stride 2; 7 channels (1 x 7) on 2 threads; 8 channels (no scalar tail)
+_DW_NAN_CASES = [((1, 5, 5, 2), 3, 3, 1, 1), ((1, 4, 7, 269), 3, 3, 1, 1), ((1, 9, 9, 3), 1, 3, 2, 1),
+                 ((2, 9, 10, 1), 7, 3, 1, 2), ((1, 6, 6, 8), 1, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("act", ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"])
+def test_depthwise_nan_as_the_official_runtime(act, isa_level, official):
+    """Campaign run 101 cases 500 and 2014 (op_depthwise_conv2d_dm3, NaN inputs): 6.0 officially where we gave NaN.
+    The official float kernel clamps each chunk of accumulated output pixels of a row with NEON vector blocks of 16
+    and 4 values (vminq/vmaxq through NEON_2_SSE keep a NaN) and the chunk's last (values % 4) one by one with
+    std::max(lo, std::min(hi, v)), which gives hi for NaN: ours now does the same (dw_nan_tail_f32) on every ISA
+    path. Also: a NaN or infinite weight on a tap in the padding, which the official kernel skips (our padded
+    kernels added 0 * w = NaN)."""
+    rng = np.random.default_rng(2014)
+    for shape, dm, k, stride, threads in _DW_NAN_CASES:
+        for weight in (None, np.nan, np.inf):
+            data = _depthwise_model(shape, dm, k, stride, act, weight)
+            ours = Interpreter(model_content=data, num_threads=threads)
+            ours.allocate_tensors()
+            ref = official_interpreter(data, num_threads=threads)
+            x = (rng.standard_normal(shape) * 3).astype(np.float32)
+            if weight is None:
+                x[rng.random(shape) < 0.15] = np.nan
+            a, b = _invoke_both(ours, ref, x)
+            _agree_with_nans(a, b, f"{shape} dm={dm} weight={weight}", 1e-5)

@@ -21,7 +21,9 @@ def std_clamp_activation(v, act):
     hybrid FULLY_CONNECTED and the sequence ops): std::max(0.0f, v), std::max(-1.0f, std::min(v, 1.0f)),
     std::max(0.0f, std::min(v, 6.0f)), where std::max(a, b) is (a < b) ? b : a and std::min(a, b) is (b < a) ? b : a.
     A NaN compares false, so RELU and RELU6 give 0 and RELU_N1_TO_1 gives -1 (measured with ai-edge-litert 2.3); the
-    clamps of the float convolutions (ActivationFunctionWithMinMax) keep NaN instead. Other codes return v."""
+    clamps of the float CONV_2D and FULLY_CONNECTED (ActivationFunctionWithMinMax) keep NaN instead, CONV_3D's gives
+    the upper bound (conv_loops.conv3d_f32), DEPTHWISE_CONV_2D's keeps it except in each row chunk's scalar tail
+    (dwconv_loops.dw_nan_tail_f32). Other codes return v."""
     if act == ACT_RELU:
         return v if np.float32(0.0) < v else np.float32(0.0)
     if act == ACT_RELU_N1_TO_1:

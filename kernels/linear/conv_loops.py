@@ -513,7 +513,13 @@ def hybrid_rows(scratch, bias, out, sf, cs, mode, lim):
 @njit(cache=True, nogil=True)
 def conv3d_f32(x, w, bias, out, geo, lim):
     """x [N,D,H,W,CI] float32, w [KD,KH,KW,CI,CO] -> out [N,OD,OH,OW,CO];
-    geo = [sd, sh, sw, dd, dh, dw, pad_front, pad_top, pad_left]."""
+    geo = [sd, sh, sw, dd, dh, dw, pad_front, pad_top, pad_left].
+
+    As the official kernel (im2col, then a ruy GEMM): a tap in the padding multiplies a zero, so a NaN or infinite
+    weight there makes the output NaN (0 * inf); the clamp is min(v, hi) then max(., lo) with the x86 SIMD min/max
+    (the second operand when one is NaN), so a NaN comes out hi (FLT_MAX without an activation, 6 for RELU6).
+    Found by the fuzzing campaign (run 101, case 180: a NaN weight gave FLT_MAX officially in every output of its
+    channel)."""
     N, D, H, W, CI = x.shape
     KD, KH, KW, _, CO = w.shape
     OD, OH, OW = out.shape[1], out.shape[2], out.shape[3]
@@ -521,6 +527,12 @@ def conv3d_f32(x, w, bias, out, geo, lim):
     dd, dh, dw = geo[3], geo[4], geo[5]
     pf, pt, pl = geo[6], geo[7], geo[8]
     lo, hi = lim[0], lim[1]
+    nonfinite = False  # a padded tap then adds 0 * w = NaN, else +-0 (skipped)
+    for v in w.ravel():
+        if not np.isfinite(v):
+            nonfinite = True
+            break
+    zero = np.float32(0.0)
     for n in range(N):
         for od in range(OD):
             iz0 = od * sd - pf
@@ -546,6 +558,17 @@ def conv3d_f32(x, w, bias, out, geo, lim):
                                     wr = wt[ci]
                                     for co in range(CO):
                                         o[co] += xv * wr[co]
+                    if nonfinite and (kz1 - kz0) * (ky1 - ky0) * (kx1 - kx0) < KD * KH * KW:
+                        for kz in range(KD):
+                            for ky in range(KH):
+                                for kx in range(KW):
+                                    if kz0 <= kz < kz1 and ky0 <= ky < ky1 and kx0 <= kx < kx1:
+                                        continue
+                                    for ci in range(CI):
+                                        wr = w[kz, ky, kx, ci]
+                                        for co in range(CO):
+                                            o[co] += zero * wr[co]
                     for co in range(CO):
                         v = o[co] + bias[co]
-                        o[co] = min(max(v, lo), hi)
+                        v = v if v < hi else hi
+                        o[co] = lo if v < lo else v

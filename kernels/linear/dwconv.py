@@ -10,7 +10,9 @@ would live in the arena beside the input and the output.
 Numerics are those of kernels/linear/conv_loops.py, exactly:
 
 - float: each output starts from the bias and adds x * w tap by tap in (ky, kx) order (no FMA contraction, no
-  reassociation); a padded tap adds 0 * w = +-0, which leaves every finite sum unchanged;
+  reassociation); a padded tap adds 0 * w = +-0, which leaves every finite sum unchanged (a constant filter with a
+  NaN or infinite weight, where 0 * w is NaN, takes the tap-range loop conv_loops.dwconv_f32 instead: the official
+  kernel skips padded taps); the official clamp's NaN handling in its scalar tail is dwconv_loops.dw_nan_tail_f32;
 - integers: acc = sum x * w - zp_in * (sum of the window's taps) + bias in wrapping int32. A padded tap contributes
   zp_in * w - zp_in * w = 0, so this equals the per-pixel valid-tap sum of conv_loops._dw_accumulate modulo 2^32,
   and the requantization takes the int32 value (RQ_NEON: channels below nvec rounded half up, the others half away
@@ -26,9 +28,12 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, MIN_DW_MACS, Recorder, bands, serial_address, threads_for
+from lite_numba.kernels.linear.conv_loops import dwconv_f32
 from lite_numba.kernels.linear.dwconv_loops import (
+    DW_ACC_BUFFER,
     dw3x3_f32,
     dw3x3_q,
+    dw_nan_tail_f32,
     dwconv_f32_banded,
     dwconv_f32_padded,
     dwconv_q_banded,
@@ -107,6 +112,12 @@ def schedule_f32(ctx, x, w, bias, out, geo, lim) -> None:
     [sh, sw, dh, dw, pad_top, pad_left] (original coordinates)."""
     KH, KW, CO = ctx.input(1).shape[1:]
     N, OH, OW, _ = out.shape
+    wv = const_values(w)
+    if wv is not None and not np.isfinite(wv).all():
+        # the official kernel skips the taps in the padding; a padded tap's 0 * w is NaN for a NaN or infinite
+        # weight: the per-pixel tap-range loop (run 101's NaN weights)
+        ctx.call(dwconv_f32, x, w, bias, out, geo, lim)
+        return
     xp, bands, g = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, 0.0)
     if has("avx2"):  # 16-lane tiles: one zmm, or two ymm on AVX2
         toff = _tap_offsets(xp, KH, KW, int(g[2]), int(g[3]))
@@ -198,7 +209,16 @@ def _row_chunks(N: int, OH: int, t: int) -> list[tuple[int, int, int, int]]:
 def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work) its parallel driver (AVX-512 or portable,
     par_portable.py) over ranges of images or bands of output rows (schedule_f32's preparation recorded and replayed
-    with a band scratch per worker). Same arguments."""
+    with a band scratch per worker). Same arguments. Then, when CO % 4 != 0, the official kernel's scalar clamp of
+    the values its vector blocks leave (dw_nan_tail_f32: a NaN there becomes the activation's upper bound; the
+    kernels' own clamp keeps NaN, as the official vector blocks do)."""
+    _schedule_f32_mt(ctx, x, w, bias, out, geo, lim)
+    CO = out.shape[3]
+    if CO % 4 and CO <= DW_ACC_BUFFER:
+        ctx.call(dw_nan_tail_f32, out, float(np.asarray(lim)[1]), DW_ACC_BUFFER // CO)
+
+
+def _schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     rec = Recorder(ctx)
     schedule_f32(rec, x, w, bias, out, geo, lim)
     N, OH, OW, C = out.shape

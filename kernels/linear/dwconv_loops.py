@@ -94,6 +94,31 @@ def pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi):
         _pad_span(src, dst, max(c_hi, 0), WP, pl, W, CB, fill)
 
 
+# The official float kernel (optimized_ops::DepthwiseConv) accumulates a row of output pixels in chunks of
+# DW_ACC_BUFFER // CO pixels and clamps each chunk's CO * pixels values with NEON code (through NEON_2_SSE on x86)
+# in blocks of 16 and 4, which keep a NaN, then the last (CO * pixels) % 4 values one by one with
+# std::max(lo, std::min(hi, v)), which turns a NaN into hi. Past DW_ACC_BUFFER channels it has no whole pixel per
+# chunk and never returns.
+DW_ACC_BUFFER = 4832
+
+
+@njit(cache=True, nogil=True)
+def dw_nan_tail_f32(out, hi, chunk):
+    """out [N, OH, OW, CO] after a float depthwise kernel (clamped, NaN kept): NaN -> hi in the last
+    (CO * pixels) % 4 values of every chunk of `chunk` output pixels of a row (DW_ACC_BUFFER); scheduled only when
+    CO % 4 != 0 (otherwise there are none). Found by the fuzzing campaign (run 101, cases 500 and 2014: RELU6 with
+    NaN inputs, 6.0 officially where we gave NaN)."""
+    N, OH, OW, CO = out.shape
+    for n in range(N):
+        for oy in range(OH):
+            row = out[n, oy].reshape(OW * CO)
+            for x0 in range(0, OW, chunk):
+                end = min(x0 + chunk, OW) * CO
+                for k in range(end - (end - x0 * CO) % 4, end):
+                    if np.isnan(row[k]):
+                        row[k] = hi
+
+
 @njit(cache=True, nogil=True)
 def dw3x3_f32(xp, w, bias, out, geo, lim):
     """3x3 depthwise over a padded input: xp [N, HP, WP, C], w [3, 3, C], out [N, OH, OW, C];
