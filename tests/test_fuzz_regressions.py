@@ -857,3 +857,29 @@ def test_depthwise_nan_as_the_official_runtime(act, isa_level, official):
                 x[rng.random(shape) < 0.15] = np.nan
             a, b = _invoke_both(ours, ref, x)
             _agree_with_nans(a, b, f"{shape} dm={dm} weight={weight}", 1e-5)
+
+
+def _shrink_slice(strides, runtime_begin=False) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4, 6, 3])
+    begin = b.add_input("begin", np.int32, [4]) if runtime_begin else b.add_const("begin", np.zeros(4, np.int32))
+    end = b.add_const("end", np.array([1, 1, 1, 1], np.int32))
+    y = b.add_tensor("y", np.float32, [])
+    b.add_op("STRIDED_SLICE", [x, begin, end, b.add_const("strides", np.array(strides, np.int32))], [y],
+             options={"shrink_axis_mask": 15})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("runtime_begin", [False, True])
+def test_strided_slice_shrink_axis_with_a_negative_stride_is_refused(official, runtime_begin):
+    """Campaign seed 201 case 3352: random strides on shrinking axes. A positive stride takes the element at begin
+    in both runtimes; a negative one leaves the official output unwritten (it returned 0.0, 1.35e-43 and
+    -9.9e-27 for the same inputs in three interpreters), and TensorFlow refuses it: so do we, naming the axis."""
+    x = np.arange(72, dtype=np.float32).reshape(1, 4, 6, 3) + 100
+    inputs = [x, np.array([0, 2, 3, 1], np.int32)] if runtime_begin else [x]
+    data = _shrink_slice([1, 993199546, 5, 1357446269], runtime_begin)
+    ours, theirs = _run_ours(data, inputs)[0], _run_official(data, inputs)[0]
+    assert ours == theirs == (x[0, 2, 3, 1] if runtime_begin else x[0, 0, 0, 0])
+    with pytest.raises(ValueError, match="shrink axis 1 has stride -993199546: a shrinking axis needs a positive"):
+        Interpreter(model_content=_shrink_slice([1, -993199546, 5, 1], runtime_begin)).allocate_tensors()

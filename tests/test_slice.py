@@ -181,6 +181,7 @@ def test_strided_slice_offset_and_scalar_output():
 @pytest.mark.parametrize("begin, end, strides, opts, msg", [
     ([0, 0], [1, 1], [1, 0], {}, "stride of dimension 1 is zero"),
     ([0, 5], [1, 6], [1, 1], {"shrink_axis_mask": 2}, "shrink index 5 is out of range"),
+    ([0, 1], [1, 2], [1, -1], {"shrink_axis_mask": 2}, "shrink axis 1 has stride -1"),
     ([0], [1, 1], [1, 1], {}, "differ in length"),
     ([0, 3], [1, 3], [1, 1], {"offset": True}, "exceeds dimension 1"),
 ])

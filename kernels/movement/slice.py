@@ -142,6 +142,14 @@ def expand_masks(ctx: PrepareContext, rank: int, begin, end, strides, opts):
     return dims
 
 
+def _check_shrink_stride(ctx: PrepareContext, k: int, stride: int) -> None:
+    """A shrinking axis takes the one element at begin; with a negative stride the official kernel's loop (from
+    begin to begin + 1) runs no step and leaves the output unwritten (what it returns is whatever the memory held),
+    and TensorFlow refuses it ("only stride 1 allowed on non-range indexing")."""
+    ctx.check(stride > 0, f"shrink axis {k} has stride {stride}: a shrinking axis needs a positive stride (the "
+              f"official kernel writes no element there; TensorFlow refuses it)")
+
+
 def x_dim(ctx: PrepareContext, d: int) -> int:
     return ctx.input(0).shape[d]
 
@@ -183,6 +191,7 @@ def STRIDED_SLICE(ctx: PrepareContext) -> None:
             start = 0 if stride > 0 else size - 1
         if d["s"]:
             # one element at `start`; TFLite writes nothing (leaves the output unset) when it is out of range
+            _check_shrink_stride(ctx, k, stride)
             ctx.check(0 <= start < size, f"shrink index {d['start']} is out of range for dimension {k} of size {size}")
             box.append(1)
             xs.append(eff_strides[k])
@@ -298,6 +307,8 @@ def _strided_slice_at(ctx: PrepareContext, x) -> bool:
         ctx.check(stride != 0, f"stride of dimension {k} is zero")
         ctx.check(stride != INT32_MIN, "stride INT32_MIN is not supported")
         start = d["start"]
+        if d["s"]:
+            _check_shrink_stride(ctx, k, stride)
         if isinstance(start, tuple) and not d["b"]:  # from the run-time begin
             if d["s"]:
                 rows.append((start[1], MODE_SHRINK, size, eff_strides[k], stride, 0, 1))
