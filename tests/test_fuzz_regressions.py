@@ -883,3 +883,20 @@ def test_strided_slice_shrink_axis_with_a_negative_stride_is_refused(official, r
     assert ours == theirs == (x[0, 2, 3, 1] if runtime_begin else x[0, 0, 0, 0])
     with pytest.raises(ValueError, match="shrink axis 1 has stride -993199546: a shrinking axis needs a positive"):
         Interpreter(model_content=_shrink_slice([1, -993199546, 5, 1], runtime_begin)).allocate_tensors()
+
+
+def test_reshape_with_a_float_shape_tensor_is_refused_naming_it(official):
+    """Campaign seed 201 case 6893: a byte mutation made RESHAPE's shape tensor float32 (holding NaN); the refusal was
+    a bare 'cannot convert float NaN to integer'. The official kernel reads the floats' bits as int32 and refuses
+    the element count; we refuse the type, naming the tensor."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 8])
+    shape = b.add_const("new_shape", np.array([2, np.nan, 4], np.float32))
+    y = b.add_tensor("y", np.float32, [2, 1, 4])
+    b.add_op("RESHAPE", [x, shape], [y])
+    b.mark_output(y)
+    data = b.build()
+    with pytest.raises(RuntimeError):
+        official_interpreter(data).allocate_tensors()
+    with pytest.raises(ValueError, match="RESHAPE.*the shape input 'new_shape' has type float32; a shape must be"):
+        Interpreter(model_content=data).allocate_tensors()

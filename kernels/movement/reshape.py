@@ -41,6 +41,9 @@ def RESHAPE(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=(1, 2), outputs=1)
     x = ctx.input(0)
     shape_t = ctx.input(1)
+    if shape_t is not None and shape_t.dtype.kind not in "iu" and not ctx.options.get("new_shape"):
+        ctx.fail(f"the shape input {shape_t.name!r} has type {shape_t.dtype.name}; a shape must be integers "
+                 f"(int32 or int64)")
     if shape_t is not None and shape_t.ndim == 1 and not (shape_t.size == 0 and ctx.options.get("new_shape")):
         new_shape = ctx.value(1).reshape(-1)
     elif ctx.options.get("new_shape") is not None and (shape_t is None or ctx.options.get("new_shape")):
