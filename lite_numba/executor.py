@@ -266,6 +266,7 @@ class GraphRuntime:
             self.tensors[i].data = None
         self._folded = set()
         pinned = set(self.plan.inputs) | set(self.plan.outputs)
+        seen: dict[int, list[tuple[int, tuple]]] = {}  # static node -> its inputs' shapes when it was prepared
         for node in self.plan.nodes:
             k = self.kernels[node.index]
             uses_dynamic = any(i >= 0 and i in self.dynamic_tensors for i in node.inputs)
@@ -289,6 +290,7 @@ class GraphRuntime:
             if uses_dynamic:
                 ctx = None
             else:
+                seen[node.index] = [(i, tuple(self.tensors[i].shape)) for i in node.inputs if i >= 0]
                 mark = len(self._temps)
                 self._guard_reads = []
                 try:
@@ -309,6 +311,7 @@ class GraphRuntime:
             else:
                 self.prepared[node.index] = ctx
                 node_temps[node.index] = ctx.temps
+        self._check_rewritten_inputs(seen)
         self._demote_shared_writers(node_temps)
         self._plan_memory(node_temps)
         self._build_steps()
@@ -318,6 +321,26 @@ class GraphRuntime:
         self._make_program()
         self.fast_views = {i: v for i, v in self.views.items() if i < len(self.tensors)}
         self.ready = True
+
+    def _check_rewritten_inputs(self, seen: dict[int, list[tuple[int, tuple]]]) -> None:
+        """A node prepared for an input of one shape whose tensor a later node (a rewired graph, a cycle back into
+        a graph input) gives another shape: its compiled call would read the tensor with the shape it was prepared
+        for. Refused, naming the tensor, the reader and the writer (found by the fuzzing campaign, seed 201 case
+        10606: an IDENTITY writing a [1, 9, 129] tensor into the [800, 1] graph input an AudioSpectrogram read,
+        which reached Numba as a typing error)."""
+        for ni, shapes in seen.items():
+            if self.prepared[ni] is None:
+                continue
+            for i, shape in shapes:
+                now = tuple(self.tensors[i].shape)
+                if now != shape:
+                    node = self.plan.nodes[ni]
+                    writer = next((n for n in self.plan.nodes if n.index > ni and i in n.outputs), None)
+                    by = f" by node {writer.index} ({writer.op_name})" if writer is not None else ""
+                    raise PrepareError(
+                        f"Tensor {i} ({self.tensors[i].name!r}) is read by node {ni} ({node.op_name}) with shape "
+                        f"{list(shape)} and written later{by} with shape {list(now)}\n"
+                        f"Node number {ni} ({node.op_name}) failed to prepare.")
 
     def _demote_shared_writers(self, node_temps: dict[int, list[Tensor]]) -> None:
         """A tensor written both by a node prepared at allocate (an arena slot) and by a dynamic node (an array sized

@@ -153,17 +153,15 @@ def test_scales_whose_ratio_overflows_are_named():
 
 def test_float_shape_tensor_is_named_not_a_bare_conversion_error():
     """Campaign seed 3 (RESHAPE inputs -> [0, 0]: the float input as its own shape): a bare 'cannot convert float
-    infinity to integer' before; now the op and its inputs are named."""
+    infinity to integer' at invoke before; then the op and its inputs were named; now (seed 201 case 6893) a float
+    shape tensor is refused at allocate, naming it and its type."""
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [2])
     y = b.add_tensor("y", np.float32, [2], shape_signature=[-1])
     b.add_op("RESHAPE", [x, x], [y])
     b.mark_output(y)
-    it = Interpreter(model_content=b.build())
-    it.allocate_tensors()
-    it.set_tensor(0, np.array([np.inf, 1.0], np.float32))
-    with pytest.raises(ValueError, match=r"RESHAPE: .*'x' float32 \[2\]"):
-        it.invoke()
+    with pytest.raises(ValueError, match=r"RESHAPE.*the shape input 'x' has type float32"):
+        Interpreter(model_content=b.build()).allocate_tensors()
 
 
 def _sequence_rnn(time: int) -> bytes:
@@ -899,4 +897,22 @@ def test_reshape_with_a_float_shape_tensor_is_refused_naming_it(official):
     with pytest.raises(RuntimeError):
         official_interpreter(data).allocate_tensors()
     with pytest.raises(ValueError, match="RESHAPE.*the shape input 'new_shape' has type float32; a shape must be"):
+        Interpreter(model_content=data).allocate_tensors()
+
+
+def test_a_tensor_rewritten_with_another_shape_after_a_node_read_it_is_refused(official):
+    """Campaign seed 201 case 10606: a rewired IDENTITY wrote a [1, 9, 129] tensor into the [800, 1] graph input that
+    an AudioSpectrogram had been prepared for, and Numba's typing error reached the user. Builtin version: RESHAPE
+    writes [8] into the [4, 2] input ABS read. The official runtime lets the later writer change the graph input's
+    shape (after allocate_tensors it declares [8]); we refuse, naming the tensor, both nodes and both shapes."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [4, 2])
+    y = b.add_tensor("y", np.float32, [4, 2])
+    b.add_op("ABS", [x], [y])
+    b.add_op("RESHAPE", [y, b.add_const("shape", np.array([8], np.int32))], [x])
+    b.mark_output(y)
+    data = b.build()
+    assert list(official_interpreter(data).get_input_details()[0]["shape"]) == [8]
+    with pytest.raises(ValueError, match=r"Tensor 0 \('x'\) is read by node 0 \(ABS\) with shape \[4, 2\] and "
+                                         r"written later by node 1 \(RESHAPE\) with shape \[8\]"):
         Interpreter(model_content=data).allocate_tensors()
