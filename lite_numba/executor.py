@@ -710,10 +710,12 @@ def _overflow_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
         return f"{node.op_name}: option {opts} is not finite"
     scales = [f"{rt.tensors[i].name!r} {rt.tensors[i].quantization.scales.tolist()[:4]}"
               for i in (*node.inputs, *node.outputs) if i >= 0 and rt.tensors[i].quantization.scales.size]
+    text = str(err)
+    what = "NaN" if "NaN" in text else "infinite" if "infinity" in text else "too large for an integer"
     if scales:
-        return f"{node.op_name}: its quantization scales give a multiplier out of range ({err}); scales: " \
-               f"{'; '.join(scales)}"
-    return f"{node.op_name}: an input value does not fit an integer ({err}); inputs: {_inputs_text(rt, node)}"
+        return f"{node.op_name}: its quantization scales give a multiplier out of range (their ratio is {what}); " \
+               f"scales: {'; '.join(scales)}"
+    return f"{node.op_name}: an input value does not fit an integer (it is {what}); inputs: {_inputs_text(rt, node)}"
 
 
 def _zero_division_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:

@@ -916,3 +916,19 @@ def test_a_tensor_rewritten_with_another_shape_after_a_node_read_it_is_refused(o
     with pytest.raises(ValueError, match=r"Tensor 0 \('x'\) is read by node 0 \(ABS\) with shape \[4, 2\] and "
                                          r"written later by node 1 \(RESHAPE\) with shape \[8\]"):
         Interpreter(model_content=data).allocate_tensors()
+
+
+def test_scales_whose_ratio_overflows_are_named_without_a_bare_python_error():
+    """Campaign seed 201 case 17660: FULLY_CONNECTED int8 whose scales' ratio is infinite; the refusal named the
+    scales but quoted Python's 'cannot convert float infinity to integer'."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [1, 3], quant=(1e38, 0))
+    w = b.add_const("w", np.ones((2, 3), np.int8), quant=(1e38, 0))
+    y = b.add_tensor("y", np.int8, [1, 2], quant=(1e-38, 0))
+    b.add_op("FULLY_CONNECTED", [x, w, -1], [y])
+    b.mark_output(y)
+    with pytest.raises(ValueError) as e:
+        Interpreter(model_content=b.build()).allocate_tensors()
+    assert "FULLY_CONNECTED: its quantization scales give a multiplier out of range (their ratio is infinite)" \
+        in str(e.value)
+    assert "cannot convert" not in str(e.value)
