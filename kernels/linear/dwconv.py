@@ -47,7 +47,6 @@ from lite_numba.kernels.linear.dwconv_simd import (
     dwconv_q_simd,
     dwconv_q_simd_banded,
     dwconv_q_simd_banded_par,
-    dwconv_q_simd_rows,
 )
 from lite_numba.kernels.linear.parallel import DW_PAR
 from lite_numba.kernels.linear.simd_int8 import PRM_BLOCK, const_values, output_params_host
@@ -161,7 +160,8 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
             ctx.call(dwconv_q_simd, xp, w, bias, wsum, out, be, g, toff, *quant, prm, fill)
         else:
             toff_x = _tap_offsets(x, KH, KW, int(g[2]), int(g[3]))  # taps in the unpadded input (interior pixels)
-            ctx.call(dwconv_q_simd_banded, x, *bands, xp, w, bias, wsum, out, be, g, toff, toff_x, *quant, prm, fill)
+            ctx.call(dwconv_q_simd_banded, x, *bands, xp, w, bias, wsum, out, be, g, toff, toff_x, *quant, prm, fill,
+                     0, N, 0, OH)
         return
     be = ctx.temp((CO,), np.int32)
     acc = ctx.temp((OW, CO), np.int32)
@@ -182,14 +182,14 @@ def schedule_q_mt(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, q
     KH, KW = ctx.input(1).shape[1:3]
     t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
     ch = _row_chunks(N, OH, t)
-    if len(ch) < 2 or [fn for fn, _ in rec.calls] != [dwconv_q_simd_banded] or rec.calls[0][1][-1] != 0:
+    if len(ch) < 2 or [fn for fn, _ in rec.calls] != [dwconv_q_simd_banded] or rec.calls[0][1][20] != 0:
         return rec.replay()
 
     def edit(fn, args):  # (x, xb, sb, s, w, bias, wsum, out, be, g, toff, toff_x, zp_in, mult, shift, zp_out, qmin,
-        # qmax, nvec, prm, fill = 0) -> dwconv_q_simd_banded_par's arguments, dwconv_q_simd_rows called by address
-        x_, xb, sb, s, w_, _b, _ws, o_, be, g_, toff, toff_x, _zi, mu, sf, zo, lo, hi, nv, prm, _fill = args
-        rows = [x_, xb, sb, s, w_, o_, be, g_, toff, toff_x, mu, sf, zo, lo, hi, nv, prm]
-        return [serial_address(dwconv_q_simd_rows, rows + [0, 1, 0, 1])] + rows
+        # qmax, nvec, prm, fill = 0, n0, n1, r0, r1) -> dwconv_q_simd_banded_par's arguments, the kernel itself
+        # called by address on each chunk
+        head = list(args[:20])
+        return [serial_address(dwconv_q_simd_banded, head + [0, 1, 0, 1, 0])] + head
 
     rec.replay(t, {dwconv_q_simd_banded: dwconv_q_simd_banded_par},
                (np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t), edit)

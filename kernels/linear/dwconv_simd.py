@@ -575,25 +575,20 @@ def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
 
 @njit(cache=True, nogil=True)
 def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out, qmin,
-                         qmax, nvec, prm, fill):
+                         qmax, nvec, prm, fill, n0, n1, r0, r1):
     """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), except
     that the interior of the image is read where it is: a band whose output rows' windows are all inside the image
     rows only gets its edge columns padded (dwconv.pad_band_edges, for the output pixels left of xa and from xe
     on), and its pixels xa .. xe - 1, whose windows lie inside the image, read x directly (toff_x: the taps'
     offsets in x). Depth multiplier 1 only for that; otherwise, and in bands with a border row, every pixel reads
-    the padded band. Every output is computed by the same tile arithmetic either way."""
+    the padded band. Every output is computed by the same tile arithmetic either way.
+
+    Only images [n0, n1) and output rows [r0, r1), in bands from r0 (dwconv.schedule_q passes the whole output;
+    a chunk of the parallel driver its own range, with its own band scratch, fill = 0). One function rather than a
+    wrapper around a row driver: a wrapper links the driver's code into its own module and LLVM re-optimises and
+    re-emits all of it (~1.5 CPU s of a cold compile)."""
     if fill:
         _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
-    N, OH = out.shape[0], out.shape[1]
-    dwconv_q_simd_rows(x, xb, sb, s, w, out, be, geo, toff, toff_x, mult, shift, zp_out, qmin, qmax, nvec, prm,
-                       N - N, N, OH - OH, OH)
-
-
-@njit(cache=True, nogil=True)
-def dwconv_q_simd_rows(x, xb, sb, s, w, out, be, geo, toff, toff_x, mult, shift, zp_out, qmin, qmax, nvec, prm, n0,
-                       n1, r0, r1):
-    """dwconv_q_simd_banded's work on images [n0, n1) and output rows [r0, r1), in bands from r0 (be and prm
-    filled): what one chunk of the parallel driver runs, with its own band scratch."""
     N, OH, OW, C = out.shape
     H, W = x.shape[1], x.shape[2]
     KH, KW = w.shape[0], w.shape[1]
@@ -687,19 +682,20 @@ def dwconv_f32_simd_banded_par(addr, xb, sb, s, w, bias, out, geo, toff, lim, ch
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def dwconv_q_simd_banded_par(addr, x, xb, sb, s, w, out, be, geo, toff, toff_x, mult, shift, zp_out, qmin, qmax,
-                             nvec, prm, ch, cnt, T):
+def dwconv_q_simd_banded_par(addr, x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift,
+                             zp_out, qmin, qmax, nvec, prm, ch, cnt, T):
     """dwconv_q_simd_banded (with be and prm computed at prepare) over the chunks ch = [n0, n1, y0, y1] * n, taken
-    in turn by T workers: worker k runs dwconv_q_simd_rows (at addr) on its chunks with its own band scratch s[k]
-    (sb: its bytes, T * R rows). Every output is computed by the serial code."""
+    in turn by T workers: worker k runs dwconv_q_simd_banded (at addr, fill = 0) on its chunks with its own band
+    scratch s[k] (sb: its bytes, T * R rows). Every output is computed by the serial code."""
     nch = ch.size // 4
     R = sb.shape[0] // T
+    z = T - T  # fill = 0 as a run-time int64 (serial_address compiled the kernel for int64)
     cnt[0] = 0
     for wk in prange(T):
         sj = s[wk:wk + 1]
         sbj = sb[wk * R:(wk + 1) * R]
         j = _next_chunk(cnt)
         while j < nch:
-            _call_at(addr, (x, xb, sbj, sj, w, out, be, geo, toff, toff_x, mult, shift, zp_out, qmin, qmax, nvec, prm,
-                            ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]))
+            _call_at(addr, (x, xb, sbj, sj, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out,
+                            qmin, qmax, nvec, prm, z, ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]))
             j = _next_chunk(cnt)
