@@ -916,3 +916,25 @@ def test_a_tensor_rewritten_with_another_shape_after_a_node_read_it_is_refused(o
     with pytest.raises(ValueError, match=r"Tensor 0 \('x'\) is read by node 0 \(ABS\) with shape \[4, 2\] and "
                                          r"written later by node 1 \(RESHAPE\) with shape \[8\]"):
         Interpreter(model_content=data).allocate_tensors()
+
+
+def _rsqrt_int8(out_scale: float) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [16], quant=(1.0, -128))
+    y = b.add_tensor("y", np.int8, [16], quant=(out_scale, 0))
+    b.add_op("RSQRT", [x], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+def test_int8_rsqrt_with_a_shift_past_31_bits_is_refused(official):
+    """Campaign seed 201 case 17625 (int8 RSQRT whose output scale became 1e-38): the official kernel multiplies by
+    2^(shift - 20) in C int32 arithmetic, undefined from 32 bits on (57 of 72 outputs differed); refused, naming the
+    tensors. Up to a left shift of 31 bits (wrapping included) the two agree."""
+    x = np.arange(-128, 128, 16, dtype=np.int8)
+    for left in (0, 10, 31):  # input scale 1: 1 / output scale = (4/3) 2^(left + 19) has shift left + 20
+        data = _rsqrt_int8(0.75 * 2.0 ** -(left + 19))
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+    for out_scale in (0.75 * 2.0 ** -51, 1e-38):
+        with pytest.raises(ValueError, match=r"RSQRT.*'y' scale .*left shift of \d+ > 31 bits"):
+            Interpreter(model_content=_rsqrt_int8(out_scale)).allocate_tensors()
