@@ -938,3 +938,29 @@ def test_int8_rsqrt_with_a_shift_past_31_bits_is_refused(official):
     for out_scale in (0.75 * 2.0 ** -51, 1e-38):
         with pytest.raises(ValueError, match=r"RSQRT.*'y' scale .*left shift of \d+ > 31 bits"):
             Interpreter(model_content=_rsqrt_int8(out_scale)).allocate_tensors()
+
+
+def _log_softmax_int8(in_scale: float, n: int) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [2, n], quant=(in_scale, 4))
+    y = b.add_tensor("y", np.int8, [2, n], quant=(16 / 256, 127))
+    b.add_op("LOG_SOFTMAX", [x], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+def test_int8_log_softmax_with_a_scale_that_overflows_float_is_refused(official):
+    """Campaign seed 201 case 15382 (int8 LOG_SOFTMAX whose input scale became 1e38): the official kernel's float32
+    products overflow to inf, inf - inf is NaN, and its conversion to int32 is undefined in C (its vector block gave
+    -128, its scalar tail 0); refused, naming the tensor. Large scales that stay finite agree."""
+    rng = np.random.default_rng(0)
+    for scale in (1e30, 8e34):
+        for n in (10, 37):
+            x = rng.integers(-128, 128, (2, n)).astype(np.int8)
+            x[1] = -128
+            x[1, -1] = 127
+            data = _log_softmax_int8(scale, n)
+            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+    for scale in (1e37, 1e38):
+        with pytest.raises(ValueError, match=r"LOG_SOFTMAX.*input 'x' scale .*overflows float32"):
+            Interpreter(model_content=_log_softmax_int8(scale, 10)).allocate_tensors()

@@ -390,6 +390,13 @@ def _log_softmax(ctx: PrepareContext) -> None:
     ctx.check(f32(out.scale) == f32(16.0 / 256), f"output scale must be 16/256, got {out.scale}")
     want_zp = 127 if x.dtype == np.int8 else 255
     ctx.check(out.zero_point == want_zp, f"output zero point must be {want_zp}, got {out.zero_point}")
+    # the official kernel computes (x - max) x input scale / output scale and input scale x max / output scale in
+    # float32 and converts the result to int32: past FLT_MAX these are inf - inf = NaN, whose conversion is undefined
+    # in C (its vector block and its scalar tail give different bytes for the same value), so such scales are refused
+    bound = float(f32(x.scale)) * 256.0 / float(f32(out.scale))
+    ctx.check(bound <= float(np.finfo(np.float32).max),
+              f"input {x.name!r} scale {x.scale} is too large for 8-bit LOG_SOFTMAX: 256 x input scale / output "
+              f"scale = {bound:.3g} overflows float32 in the official kernel")
     if out.size == 0:
         return
     info = np.iinfo(out.dtype)
