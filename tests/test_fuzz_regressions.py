@@ -964,3 +964,31 @@ def test_int8_log_softmax_with_a_scale_that_overflows_float_is_refused(official)
     for scale in (1e37, 1e38):
         with pytest.raises(ValueError, match=r"LOG_SOFTMAX.*input 'x' scale .*overflows float32"):
             Interpreter(model_content=_log_softmax_int8(scale, 10)).allocate_tensors()
+
+
+def _int16_binary(op: str, quantized: tuple[bool, bool, bool]) -> bytes:
+    b = ModelBuilder()
+    qx, qw, qy = ((s, 0) if q else None for s, q in zip((0.002, 0.002, 0.003), quantized))
+    x = b.add_input("x", np.int16, [2, 8], quant=qx)
+    w = b.add_input("w", np.int16, [2, 8], quant=qw)
+    y = b.add_tensor("y", np.int16, [2, 8], quant=qy)
+    b.add_op(op, [x, w], [y], options={"fused_activation_function": 3})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+def test_int16_arithmetic_with_one_operand_unquantized_is_refused(op, official):
+    """Campaign seed 201 case 14006 (int16 ADD whose input x lost its quantization): we added the raw values, the
+    official kernel took the quantized path with x's scale 0 (all zeros; with input 1 unquantized it aborts).
+    One quantized operand makes the op quantized, and the operand lacking quantization is refused by name. Without
+    any quantization int16 ADD and MUL are plain integer ops, as in the official runtime."""
+    rng = np.random.default_rng(2)
+    xs = [rng.integers(-9, 10, (2, 8)).astype(np.int16) for _ in range(2)]
+    data = _int16_binary(op, (False, False, False))
+    assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+    data = _int16_binary(op, (True, True, True))
+    assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+    for quantized, name in (((False, True, True), "x"), ((True, False, True), "w"), ((False, False, True), "x")):
+        with pytest.raises(ValueError, match=rf"{op} .*tensor '{name}' \(int16\) has no quantization parameters"):
+            Interpreter(model_content=_int16_binary(op, quantized)).allocate_tensors()
