@@ -992,3 +992,26 @@ def test_int16_arithmetic_with_one_operand_unquantized_is_refused(op, official):
     for quantized, name in (((False, True, True), "x"), ((True, False, True), "w"), ((False, False, True), "x")):
         with pytest.raises(ValueError, match=rf"{op} .*tensor '{name}' \(int16\) has no quantization parameters"):
             Interpreter(model_content=_int16_binary(op, quantized)).allocate_tensors()
+
+
+def _prelu_int8(alpha_scale: float) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [1, 4, 6, 3], quant=(0.03, 0))
+    a = b.add_const("alpha", np.arange(-36, 36, dtype=np.int8).reshape(4, 6, 3), quant=(alpha_scale, 0))
+    y = b.add_tensor("y", np.int8, [1, 4, 6, 3], quant=(0.02, -68))
+    b.add_op("PRELU", [x, a], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+def test_int8_prelu_with_a_shift_past_31_bits_is_refused(official):
+    """Campaign seed 201 case 15723 (int8 PRELU whose alpha scale became 1e38): the alpha branch's multiplier
+    needs a left shift of ~127 bits, undefined in the official kernel's int32 arithmetic (8 of 72 outputs
+    differed); refused, naming the tensors. Up to a left shift of 31 bits (wrapping included) the two agree."""
+    x = np.random.default_rng(0).integers(-128, 128, (1, 4, 6, 3)).astype(np.int8)
+    for shift in (5, 30, 31):  # input scale x alpha scale / output scale = 0.75 * 2^shift
+        data = _prelu_int8(0.75 * 2.0 ** shift * 0.02 / 0.03)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+    for alpha_scale in (0.75 * 2.0 ** 32 * 0.02 / 0.03, 1e38):
+        with pytest.raises(ValueError, match=r"PRELU .*alpha 'alpha' scale .*left shift of \d+ > 31 bits"):
+            Interpreter(model_content=_prelu_int8(alpha_scale)).allocate_tensors()
