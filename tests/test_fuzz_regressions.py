@@ -1015,3 +1015,28 @@ def test_int8_prelu_with_a_shift_past_31_bits_is_refused(official):
     for alpha_scale in (0.75 * 2.0 ** 32 * 0.02 / 0.03, 1e38):
         with pytest.raises(ValueError, match=r"PRELU .*alpha 'alpha' scale .*left shift of \d+ > 31 bits"):
             Interpreter(model_content=_prelu_int8(alpha_scale)).allocate_tensors()
+
+
+def test_operator_code_with_a_zero_deprecated_code_is_read_by_its_builtin_code(official):
+    """Campaign seed 201 case 14663 (float PRELU, a 32-bit word of the file rewritten): its OperatorCode holds
+    builtin_code PRELU with deprecated_builtin_code 0. The official runtime takes the larger of the two; the tflite
+    package's BuiltinCode() answers the deprecated field for codes below 127, so we ran ADD."""
+    import tflite
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4, 6, 3])
+    alpha = np.linspace(0.05, 0.5, 72, dtype=np.float32).reshape(4, 6, 3)
+    a = b.add_const("alpha", alpha)
+    y = b.add_tensor("y", np.float32, [1, 4, 6, 3])
+    b.add_op("PRELU", [x, a], [y])
+    b.mark_output(y)
+    data = bytearray(b.build())
+    tab = tflite.Model.GetRootAs(data, 0).OperatorCodes(0)._tab
+    field = tab.Offset(4)  # deprecated_builtin_code (int8)
+    assert field and data[tab.Pos + field] == tflite.BuiltinOperator.PRELU
+    data[tab.Pos + field] = 0
+    data = bytes(data)
+    xs = np.random.default_rng(1).standard_normal((1, 4, 6, 3)).astype(np.float32)
+    ours, ref = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
+    assert ref.tobytes() == np.where(xs >= 0, xs, xs * alpha).tobytes()  # the official runtime ran PRELU
+    assert ours.tobytes() == ref.tobytes()
