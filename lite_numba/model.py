@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 
+import flatbuffers
 import numpy as np
 import tflite
 from flatbuffers import flexbuffers
@@ -30,6 +31,16 @@ CUSTOM_CODE = 32
 
 class ModelError(ValueError):
     """The model file is malformed or unsupported."""
+
+
+
+def _builtin_code_field(oc) -> int:
+    """OperatorCode.builtin_code as stored (0 when absent). The tflite package's BuiltinCode() answers the
+    deprecated int8 field instead whenever the stored value is below 127, so a file whose deprecated field is 0 and
+    whose builtin_code is PRELU read as ADD; the official runtime takes max(builtin_code, deprecated_builtin_code)
+    of the stored values."""
+    o = oc._tab.Offset(10)
+    return int(oc._tab.Get(flatbuffers.number_types.Int32Flags, o + oc._tab.Pos)) if o else 0
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -91,7 +102,7 @@ class _Loader:
         codes = []
         for i in range(self.vec_len(m, "OperatorCodes")):
             oc = m.OperatorCodes(i)
-            code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+            code = max(_builtin_code_field(oc), oc.DeprecatedBuiltinCode())
             _check(code in BUILTIN_NAMES, f"operator code {i} has unknown builtin code {code}")
             if code == CUSTOM_CODE:
                 cc = oc.CustomCode()

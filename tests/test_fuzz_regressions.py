@@ -932,3 +932,127 @@ def test_scales_whose_ratio_overflows_are_named_without_a_bare_python_error():
     assert "FULLY_CONNECTED: its quantization scales give a multiplier out of range (their ratio is infinite)" \
         in str(e.value)
     assert "cannot convert" not in str(e.value)
+
+
+def _rsqrt_int8(out_scale: float) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [16], quant=(1.0, -128))
+    y = b.add_tensor("y", np.int8, [16], quant=(out_scale, 0))
+    b.add_op("RSQRT", [x], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+def test_int8_rsqrt_with_a_shift_past_31_bits_is_refused(official):
+    """Campaign seed 201 case 17625 (int8 RSQRT whose output scale became 1e-38): the official kernel multiplies by
+    2^(shift - 20) in C int32 arithmetic, undefined from 32 bits on (57 of 72 outputs differed); refused, naming the
+    tensors. Up to a left shift of 31 bits (wrapping included) the two agree."""
+    x = np.arange(-128, 128, 16, dtype=np.int8)
+    for left in (0, 10, 31):  # input scale 1: 1 / output scale = (4/3) 2^(left + 19) has shift left + 20
+        data = _rsqrt_int8(0.75 * 2.0 ** -(left + 19))
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+    for out_scale in (0.75 * 2.0 ** -51, 1e-38):
+        with pytest.raises(ValueError, match=r"RSQRT.*'y' scale .*left shift of \d+ > 31 bits"):
+            Interpreter(model_content=_rsqrt_int8(out_scale)).allocate_tensors()
+
+
+def _log_softmax_int8(in_scale: float, n: int) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [2, n], quant=(in_scale, 4))
+    y = b.add_tensor("y", np.int8, [2, n], quant=(16 / 256, 127))
+    b.add_op("LOG_SOFTMAX", [x], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+def test_int8_log_softmax_with_a_scale_that_overflows_float_is_refused(official):
+    """Campaign seed 201 case 15382 (int8 LOG_SOFTMAX whose input scale became 1e38): the official kernel's float32
+    products overflow to inf, inf - inf is NaN, and its conversion to int32 is undefined in C (its vector block gave
+    -128, its scalar tail 0); refused, naming the tensor. Large scales that stay finite agree."""
+    rng = np.random.default_rng(0)
+    for scale in (1e30, 8e34):
+        for n in (10, 37):
+            x = rng.integers(-128, 128, (2, n)).astype(np.int8)
+            x[1] = -128
+            x[1, -1] = 127
+            data = _log_softmax_int8(scale, n)
+            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+    for scale in (1e37, 1e38):
+        with pytest.raises(ValueError, match=r"LOG_SOFTMAX.*input 'x' scale .*overflows float32"):
+            Interpreter(model_content=_log_softmax_int8(scale, 10)).allocate_tensors()
+
+
+def _int16_binary(op: str, quantized: tuple[bool, bool, bool]) -> bytes:
+    b = ModelBuilder()
+    qx, qw, qy = ((s, 0) if q else None for s, q in zip((0.002, 0.002, 0.003), quantized))
+    x = b.add_input("x", np.int16, [2, 8], quant=qx)
+    w = b.add_input("w", np.int16, [2, 8], quant=qw)
+    y = b.add_tensor("y", np.int16, [2, 8], quant=qy)
+    b.add_op(op, [x, w], [y], options={"fused_activation_function": 3})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+def test_int16_arithmetic_with_one_operand_unquantized_is_refused(op, official):
+    """Campaign seed 201 case 14006 (int16 ADD whose input x lost its quantization): we added the raw values, the
+    official kernel took the quantized path with x's scale 0 (all zeros; with input 1 unquantized it aborts).
+    One quantized operand makes the op quantized, and the operand lacking quantization is refused by name. Without
+    any quantization int16 ADD and MUL are plain integer ops, as in the official runtime."""
+    rng = np.random.default_rng(2)
+    xs = [rng.integers(-9, 10, (2, 8)).astype(np.int16) for _ in range(2)]
+    data = _int16_binary(op, (False, False, False))
+    assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+    data = _int16_binary(op, (True, True, True))
+    assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+    for quantized, name in (((False, True, True), "x"), ((True, False, True), "w"), ((False, False, True), "x")):
+        with pytest.raises(ValueError, match=rf"{op} .*tensor '{name}' \(int16\) has no quantization parameters"):
+            Interpreter(model_content=_int16_binary(op, quantized)).allocate_tensors()
+
+
+def _prelu_int8(alpha_scale: float) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [1, 4, 6, 3], quant=(0.03, 0))
+    a = b.add_const("alpha", np.arange(-36, 36, dtype=np.int8).reshape(4, 6, 3), quant=(alpha_scale, 0))
+    y = b.add_tensor("y", np.int8, [1, 4, 6, 3], quant=(0.02, -68))
+    b.add_op("PRELU", [x, a], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+def test_int8_prelu_with_a_shift_past_31_bits_is_refused(official):
+    """Campaign seed 201 case 15723 (int8 PRELU whose alpha scale became 1e38): the alpha branch's multiplier
+    needs a left shift of ~127 bits, undefined in the official kernel's int32 arithmetic (8 of 72 outputs
+    differed); refused, naming the tensors. Up to a left shift of 31 bits (wrapping included) the two agree."""
+    x = np.random.default_rng(0).integers(-128, 128, (1, 4, 6, 3)).astype(np.int8)
+    for shift in (5, 30, 31):  # input scale x alpha scale / output scale = 0.75 * 2^shift
+        data = _prelu_int8(0.75 * 2.0 ** shift * 0.02 / 0.03)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+    for alpha_scale in (0.75 * 2.0 ** 32 * 0.02 / 0.03, 1e38):
+        with pytest.raises(ValueError, match=r"PRELU .*alpha 'alpha' scale .*left shift of \d+ > 31 bits"):
+            Interpreter(model_content=_prelu_int8(alpha_scale)).allocate_tensors()
+
+
+def test_operator_code_with_a_zero_deprecated_code_is_read_by_its_builtin_code(official):
+    """Campaign seed 201 case 14663 (float PRELU, a 32-bit word of the file rewritten): its OperatorCode holds
+    builtin_code PRELU with deprecated_builtin_code 0. The official runtime takes the larger of the two; the tflite
+    package's BuiltinCode() answers the deprecated field for codes below 127, so we ran ADD."""
+    import tflite
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4, 6, 3])
+    alpha = np.linspace(0.05, 0.5, 72, dtype=np.float32).reshape(4, 6, 3)
+    a = b.add_const("alpha", alpha)
+    y = b.add_tensor("y", np.float32, [1, 4, 6, 3])
+    b.add_op("PRELU", [x, a], [y])
+    b.mark_output(y)
+    data = bytearray(b.build())
+    tab = tflite.Model.GetRootAs(data, 0).OperatorCodes(0)._tab
+    field = tab.Offset(4)  # deprecated_builtin_code (int8)
+    assert field and data[tab.Pos + field] == tflite.BuiltinOperator.PRELU
+    data[tab.Pos + field] = 0
+    data = bytes(data)
+    xs = np.random.default_rng(1).standard_normal((1, 4, 6, 3)).astype(np.float32)
+    ours, ref = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
+    assert ref.tobytes() == np.where(xs >= 0, xs, xs * alpha).tobytes()  # the official runtime ran PRELU
+    assert ours.tobytes() == ref.tobytes()

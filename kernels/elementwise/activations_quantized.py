@@ -209,8 +209,18 @@ def _prelu(ctx: PrepareContext) -> None:
     ctx.check(shape == x.shape, f"alpha of shape {list(alpha.shape)} would change the input shape {list(x.shape)}")
     out = ctx.set_output(0, shape, x.dtype)
     check_per_tensor(ctx, x, alpha, out)
-    q1, s1 = fx.quantize_multiplier(float(f32(x.scale) / f32(out.scale)))
-    q2, s2 = fx.quantize_multiplier(float(f32(f32(x.scale) * f32(alpha.scale)) / f32(out.scale)))
+    m1 = float(f32(x.scale) / f32(out.scale))
+    m2 = float(f32(f32(x.scale) * f32(alpha.scale)) / f32(out.scale))
+    ctx.check(np.isfinite(m1) and np.isfinite(m2),
+              f"input {x.name!r} scale {x.scale}, alpha {alpha.name!r} scale {alpha.scale} and output {out.name!r} "
+              f"scale {out.scale} give an infinite multiplier")
+    q1, s1 = fx.quantize_multiplier(m1)
+    q2, s2 = fx.quantize_multiplier(m2)
+    # the official kernel multiplies by 2^shift in C int32 arithmetic: undefined from 32 bits on (the CPU takes the
+    # count mod 32), refused as for MUL
+    for sh, what in ((s1, f"input {x.name!r} scale {x.scale}"),
+                     (s2, f"input {x.name!r} scale {x.scale} x alpha {alpha.name!r} scale {alpha.scale}")):
+        ctx.check(sh <= 31, f"{what} over output {out.name!r} scale {out.scale} needs a left shift of {sh} > 31 bits")
     info = np.iinfo(x.dtype)
     schedule_binary_table_op(ctx, x, alpha, out, all_values(x.dtype) - x.zero_point,
                              all_values(alpha.dtype) - alpha.zero_point,
@@ -390,6 +400,13 @@ def _log_softmax(ctx: PrepareContext) -> None:
     ctx.check(f32(out.scale) == f32(16.0 / 256), f"output scale must be 16/256, got {out.scale}")
     want_zp = 127 if x.dtype == np.int8 else 255
     ctx.check(out.zero_point == want_zp, f"output zero point must be {want_zp}, got {out.zero_point}")
+    # the official kernel computes (x - max) x input scale / output scale and input scale x max / output scale in
+    # float32 and converts the result to int32: past FLT_MAX these are inf - inf = NaN, whose conversion is undefined
+    # in C (its vector block and its scalar tail give different bytes for the same value), so such scales are refused
+    bound = float(f32(x.scale)) * 256.0 / float(f32(out.scale))
+    ctx.check(bound <= float(np.finfo(np.float32).max),
+              f"input {x.name!r} scale {x.scale} is too large for 8-bit LOG_SOFTMAX: 256 x input scale / output "
+              f"scale = {bound:.3g} overflows float32 in the official kernel")
     if out.size == 0:
         return
     info = np.iinfo(out.dtype)

@@ -416,7 +416,9 @@ def arithmetic(op: str, dtypes):
 
     def prepare(ctx: PrepareContext) -> None:
         x, y, shape = binary_inputs(ctx)
-        if is_quantized(x):
+        # one quantized operand makes the op quantized: the quantized kernel then refuses an operand that lacks
+        # quantization (the official kernel divides by its scale 0: an abort for input 1, garbage for input 0)
+        if any(is_quantized(t) for t in (x, y, ctx.output(0))):
             return ctx.prepare_quantized()
         ctx.check_dtype(x, *dtypes)
         out = ctx.set_output(0, shape, x.dtype)

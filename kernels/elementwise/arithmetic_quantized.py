@@ -616,9 +616,17 @@ def _rsqrt(ctx: PrepareContext) -> None:
         table = float_function_table(ctx, x, out, rsqrt)
     else:
         # 1 / (sqrtf(input scale) * output scale): the product in float, the quotient in double
-        q, sh = fx.quantize_multiplier(1.0 / float(np.sqrt(np.float32(x.scale)) * np.float32(out.scale)))
-        table = np.zeros(256, np.int64)
+        denom = float(np.sqrt(np.float32(x.scale)) * np.float32(out.scale))
         shift_up = 20  # keeps the intermediate an integer
+        ctx.check(denom > 0.0, f"input {x.name!r} scale {x.scale} and output {out.name!r} scale {out.scale} give "
+                               f"sqrt(input scale) x output scale = 0 in float: the int8 RSQRT multiplier is infinite")
+        q, sh = fx.quantize_multiplier(1.0 / denom)
+        # the official kernel multiplies by 2^(shift - 20) in C int32 arithmetic: undefined from 32 bits on (the CPU
+        # takes the count mod 32, so its results are garbage there), refused as for MUL and int16 SOFTMAX
+        ctx.check(sh - shift_up <= 31,
+                  f"input {x.name!r} scale {x.scale} and output {out.name!r} scale {out.scale} are too far apart for "
+                  f"int8 RSQRT (its fixed-point multiplier needs a left shift of {sh - shift_up} > 31 bits)")
+        table = np.zeros(256, np.int64)
         for i, v in enumerate(values):
             value = int(v) - x.zero_point
             if value < 0:
