@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import numba_speedups
+
 KEEP = 4  # cache directories of other source versions kept (the most recently used ones) ...
 RECENT_S = 24 * 3600  # ... and any used within a day: another installation or worktree may be using it right now
 
@@ -70,8 +72,6 @@ def configure(version: str) -> str:
     from numba.core import config  # lazy: Numba (see install)
 
     _patch_numba_caching()
-    from . import numba_speedups
-
     numba_speedups.apply()
 
     key = source_hash(version)
