@@ -33,7 +33,6 @@ class ModelError(ValueError):
     """The model file is malformed or unsupported."""
 
 
-
 def _builtin_code_field(oc) -> int:
     """OperatorCode.builtin_code as stored (0 when absent). The tflite package's BuiltinCode() answers the
     deprecated int8 field instead whenever the stored value is below 127, so a file whose deprecated field is 0 and
