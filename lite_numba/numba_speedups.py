@@ -9,14 +9,16 @@ small_cnn_f32's kernels, the largest single item of a cold compile's CPU time af
 `apply` makes the blocks copied within one `InlineWorker.inline_ir` call share one copy of each scope, the state a
 function's IR has when Numba builds it (all its blocks share one scope). Inlining then renames the callee's variables
 in that scope and moves the blocks into the caller's scope, exactly as before; the copies differ only in how many
-scope objects hold the same contents. Off with LITE_NUMBA_FAST_INLINE=0 (for comparing compile times).
+scope objects hold the same contents.
 
 Error texts without a terminal round trip. Compiling raises and catches thousands of typing errors while Numba tries
 overload templates (14,000 for MobileNetV2 int8's kernels). When colorama is installed (many environments pull it
 in), Numba marks up each of their messages inside colorama's init()/deinit(), which re-wraps sys.stdout and
 sys.stderr every time: 3.5 % of a cold compile's profile. With Numba's default colour scheme ("no_color") that
 markup only adds a bold escape code, so `apply` gives Numba a scheme that returns the text as it is (the same
-text Numba shows when colorama is absent or NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING is set)."""
+text Numba shows when colorama is absent or NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING is set).
+
+LITE_NUMBA_FAST_INLINE=0 leaves Numba as it is (both changes off), for comparing compile times."""
 
 from __future__ import annotations
 
