@@ -21,7 +21,6 @@ record the flag, so checked and unchecked machine code must never share a direct
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
@@ -125,38 +124,13 @@ def ensure(version: str) -> str:
     return _PACKAGE_DIR
 
 
-class _AfterNumbaImport:
-    """A meta path finder that lets the normal finders find Numba, then configures its cache right after Numba's
-    package has run (before anything can decorate a function with it)."""
-
-    def __init__(self, version: str):
-        self.version = version
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "numba":
-            return None
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)  # once: the real finders locate Numba
-        spec = importlib.util.find_spec("numba")
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        run, version = loader.exec_module, self.version
-
-        def exec_module(module):
-            run(module)
-            ensure(version)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def install(version: str) -> None:
     """Configure Numba's cache now if Numba is imported, else as soon as it is (see the module's docstring)."""
     if "numba" in sys.modules:
         ensure(version)
-    elif not any(isinstance(f, _AfterNumbaImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterNumbaImport(version))
+    elif not any(isinstance(f, numba_speedups.AfterImport) and f.name == "numba" for f in sys.meta_path):
+        # right after Numba's package has run, before anything can decorate a function with it
+        sys.meta_path.insert(0, numba_speedups.AfterImport("numba", lambda: ensure(version)))
 
 
 _PATCHED = False

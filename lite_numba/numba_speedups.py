@@ -62,11 +62,12 @@ def apply() -> None:
     if "numba.core.inline_closurecall" in sys.modules:
         _patch_inlining()
     else:
-        sys.meta_path.insert(0, _AfterImport("numba.core.inline_closurecall", _patch_inlining))
+        sys.meta_path.insert(0, AfterImport("numba.core.inline_closurecall", _patch_inlining))
 
 
-class _AfterImport:
-    """A meta path finder that runs `then()` right after module `name` has run (found by the normal finders)."""
+class AfterImport:
+    """A meta path finder that runs `then()` right after module `name` has run (found by the normal finders); used
+    here for Numba's inliner and by numba_cache for Numba itself."""
 
     def __init__(self, name: str, then):
         self.name, self.then = name, then
