@@ -198,8 +198,13 @@ class Worker:
     def wait(self, req: dict, timeout: float) -> dict:
         p = self.proc
         deadline = self.t0 + timeout
+        last = time.monotonic()
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if now - last > 5.0:  # this process was stopped (SIGSTOP for a quiet measurement): not the mutant's time
+                deadline += now - last
+            last = now
+            left = deadline - now
             if left <= 0:
                 self.kill()
                 return {"status": "hang"}
