@@ -29,9 +29,8 @@ from lite_numba.kernels.linear.simd_int8 import (
     qconv_par,
     qconv_portable,
     qconv_vnni,
-    qconv_vnni_direct,
 )
-from lite_numba.kernels.linear.simd_int8_narrow import qconv_narrow, qconv_narrow_direct, schedule_narrow
+from lite_numba.kernels.linear.simd_int8_narrow import qconv_narrow, schedule_narrow
 
 
 def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
@@ -82,11 +81,11 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
         HP = (OH - 1) * sh + (KH - 1) * dh + 1
         WP = (OW - 1) * sw + (KW - 1) * dw + 1
         CI = x.shape[3]
-        xpad = ctx.temp((N * HP * WP * CI + MR * sw * CI + 64,), np.uint8)
+        xpad = ctx.temp((1, N * HP * WP * CI + MR * sw * CI + 64), np.uint8)  # 2-D: abuf's type, one kernel
         runs = KH if dw == 1 else KH * KW
-        ctx.call(qconv_vnni_direct, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
-                 geo, flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out),
-                 int(qmin), int(qmax), xpad, ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32))
+        ctx.call(qconv_vnni, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
+                 np.append(geo, [0, 1]), flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32),
+                 int(zp_out), int(qmin), int(qmax), xpad, ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32))
         return
     abuf = ctx.temp((MB, Kp), np.uint8)
     scratch = ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
@@ -110,7 +109,7 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
         ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
     else:
         ch = []
-    par = {fn: qconv_par for fn in (qconv_vnni, qconv_portable, qconv_vnni_direct, qconv_narrow, qconv_narrow_direct)}
+    par = {fn: qconv_par for fn in (qconv_vnni, qconv_portable, qconv_narrow)}
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
 

@@ -257,7 +257,7 @@ def pack_weights_vnni(w: np.ndarray) -> np.ndarray:
 
 def pad_runs(w: np.ndarray, runs: int) -> np.ndarray:
     """w [N, K] with K = runs * L -> [N, runs * Lp], each run of L columns zero-padded to Lp = L rounded up to 4
-    (the filter rows of a KxK convolution read in place from a padded image: see qconv_vnni_direct)."""
+    (the filter rows of a KxK convolution read in place from a padded image: see qconv_vnni, direct)."""
     N, K = w.shape
     L = K // runs
     Lp = -(-L // 4) * 4
@@ -540,67 +540,6 @@ def row_weight(geo):
     return geo[11] if geo.size > 11 else 0
 
 
-@njit(cache=True, nogil=True)
-def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
-    """Quantized CONV_2D (one group) / FULLY_CONNECTED on VNNI: x [N, H, W, CI] (int8 or uint8), wp weights packed
-    by pack_weights_vnni, offs [Np] channel_offsets (or, when the bias is constant, the whole output-stage
-    parameters from output_params_host, then used as they are), bias [CO] int32, out [N, OH, OW, CO];
-    geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise]; abuf [MB, Kp] uint8 and prm
-    [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-31, 31] (prepare checks).
-
-    uint8 weights with a per-tensor zero point zp_w are packed as w - 128 (int8, exact), with geo[11] = d =
-    128 - zp_w and x uint8 (flip 0): sum (x - zp_in)(w - zp_w) = sum x (w - 128) + d * sum x - zp_in sum (w - zp_w),
-    the last term in offs (channel_offsets of w - zp_w), the middle one a per-row term: d times the sum of the
-    row's K bytes (padded taps hold zp_in, whose terms cancel), kept in prm's rows past Np / 16 (prm then has
-    ceil((max(MB, OW) + MR) / PRM_BLOCK) more, see schedule_qgemm) and added to the row's accumulators by the
-    tiles."""
-    N, OH, OW, CO = out.shape
-    P = N * OH * OW
-    MB, Kp = abuf.shape
-    Np = (CO + 15) // 16 * 16
-    kg = Kp // 4
-    a = abuf.reshape(MB * Kp)
-    o = out.reshape(P * CO)
-    d = row_weight(geo)
-    rs_on = 1 if d != 0 else 0
-    K = geo[6] * geo[7] * x.shape[3]
-    npb = Np // 16 * PRM_BLOCK
-    pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
-    rsf = prm.reshape(prm.size)
-    lo, hi = np.int32(qmin), np.int32(qmax)
-    for m0 in range(0, P, MB):
-        rows = min(MB, P - m0)
-        pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
-        if rs_on:  # pf is prm's memory then
-            for r in range(rows):
-                rsf[npb + r] = row_term(d, byte_sum(a, r * Kp, K))
-        full = rows // MR * MR
-        rest = rows - full
-        if rest > 3:  # a tile over stale rows is cheaper than several 1-row passes
-            full += MR
-            rest = 0
-        for j0 in range(0, Np, NR):
-            boff = j0 * Kp
-            ncols = CO - j0
-            for i in range(0, full, MR):
-                ob = (m0 + i) * CO + j0
-                nrows = rows - i
-                if Np - j0 >= NR:
-                    _tile_mr_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi,
-                               rs_on, npb + i)
-                else:
-                    _tile_mr_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, nrows, ncols, lo, hi,
-                               rs_on, npb + i)
-            for i in range(full, full + rest):
-                ob = (m0 + i) * CO + j0
-                if Np - j0 >= NR:
-                    _tile_1_2(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi, rs_on,
-                              npb + i)
-                else:
-                    _tile_1_1(a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, pf, j0, o, ob, CO, 1, ncols, lo, hi, rs_on,
-                              npb + i)
-
-
 @njit(cache=True, inline="always")
 def pad_flipped(xpad, xf, N, H, W, CI, HP, WP, pt, pl, pad, fl):
     """xpad = the input x (flat xf, [N, H, W, CI]) padded to [N, HP, WP, CI] with the byte `pad` and every byte
@@ -638,57 +577,107 @@ def window_row_terms(xpad, rsf, npb, arow, OW, KH, KW, CI, lda, rstride, rstride
         rsf[npb + ox] = row_term(d, s)
 
 
-@njit(cache=True, nogil=True)
-def qconv_vnni_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, xpad, prm):
-    """qconv_vnni for a KxK convolution without an im2col matrix: the input is copied once, flipped to uint8 and
-    padded with the input zero point, into xpad (flat uint8, [N, HP, WP, CI] plus at least MR * sw * CI + 4 slack
-    bytes), where the KW taps of a filter row are KW * CI contiguous bytes (dilation 1 along x); the tiles read
-    each output pixel's window in place as KH runs of those bytes (rounded up to 4: the extra bytes meet zero
-    weights), wp packed from pad_runs(w, KH); with dilation along x, as KH * KW runs of CI bytes
-    (pad_runs(w, KH * KW)). Tiles of MR pixels of one output row (rows past the row's end are
-    computed on whatever follows and not stored). Same arguments as qconv_vnni, xpad instead of abuf (uint8
-    weights: the per-row terms of an output row's pixels in prm past Np / 16, which then has room for OW + MR)."""
+@njit(cache=True, inline="always")
+def a_source(x, abuf, geo, flip, zp_in):
+    """The A operand's geometry for the tiles (see qconv_vnni): (flat buffer, direct, lda, kg, nrun, rstride, nrun2,
+    rstride2, panel bytes per channel, HP, WP, blocks). Direct (geo[13] != 0): abuf (flat) receives the padded,
+    flipped input here, a block is one output row; else abuf [MB, Kp] is the im2col block and a block MB pixels."""
     N, H, W, CI = x.shape
-    _, OH, OW, CO = out.shape
     sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
-    HP = (OH - 1) * sh + (KH - 1) * dh + 1
-    WP = (OW - 1) * sw + (KW - 1) * dw + 1
+    OH, OW = geo[8], geo[9]
+    buf = abuf.reshape(abuf.size)
+    if geo.size > 13 and geo[13] != 0:
+        HP = (OH - 1) * sh + (KH - 1) * dh + 1
+        WP = (OW - 1) * sw + (KW - 1) * dw + 1
+        pad_flipped(buf, x.reshape(x.size), N, H, W, CI, HP, WP, pt, pl, np.uint8((zp_in + flip) & 0xFF),
+                    np.uint8(flip))
+        # runs: one per filter row of KW * CI contiguous bytes, or with dilation along x one per tap of CI bytes
+        nrun2 = 1 if dw == 1 else KW
+        kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
+        return buf, True, sw * CI, kg, KH, dh * WP * CI, nrun2, dw * CI, kg * 4 * KH * nrun2, HP, WP, N * OH
+    MB, Kp = abuf.shape
+    return buf, False, Kp, Kp // 4, 1, 0, 1, 0, Kp, 0, 0, (N * OH * OW + MB - 1) // MB
+
+
+@njit(cache=True, nogil=True)
+def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
+    """Quantized CONV_2D (one group) / FULLY_CONNECTED on VNNI: x [N, H, W, CI] (int8 or uint8), wp weights packed
+    by pack_weights_vnni, offs [Np] channel_offsets (or, when the bias is constant, the whole output-stage
+    parameters from output_params_host, then used as they are), bias [CO] int32, out [N, OH, OW, CO];
+    geo = [sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise, d, (unused), direct] (the last three
+    optional: 0); abuf [MB, Kp] uint8 and prm [Np / 16, PRM_BLOCK] int32 scratch. Shifts must lie in [-31, 31]
+    (prepare checks).
+
+    Two ways of feeding the tiles, one kernel (so their tiles compile once):
+    - im2col (direct 0): blocks of MB output pixels are packed into abuf as rows of the im2col matrix (pack_rows).
+    - direct (geo[13] = 1, a KxK convolution): no im2col matrix. The input is copied once, flipped to uint8 and
+      padded with the input zero point, into abuf (any 2-D shape, used flat: [N, HP, WP, CI] plus at least
+      MR * sw * CI + 4 slack bytes), where the KW taps of a filter row are KW * CI contiguous bytes (dilation 1
+      along x); the tiles read each output pixel's window in place as KH runs of those bytes (rounded up to 4:
+      the extra bytes meet zero weights), wp packed from pad_runs(w, KH); with dilation along x, as KH * KW runs
+      of CI bytes (pad_runs(w, KH * KW)). Tiles of MR pixels of one output row (rows past the row's end are
+      computed on whatever follows and not stored).
+
+    uint8 weights with a per-tensor zero point zp_w are packed as w - 128 (int8, exact), with geo[11] = d =
+    128 - zp_w and x uint8 (flip 0): sum (x - zp_in)(w - zp_w) = sum x (w - 128) + d * sum x - zp_in sum (w - zp_w),
+    the last term in offs (channel_offsets of w - zp_w), the middle one a per-row term: d times the sum of the
+    row's K bytes (padded taps hold zp_in, whose terms cancel), kept in prm's rows past Np / 16 (prm then has
+    ceil((max(MB, OW) + MR) / PRM_BLOCK) more, see schedule_qgemm) and added to the row's accumulators by the
+    tiles."""
+    N, OH, OW, CO = out.shape
+    P = N * OH * OW
+    CI = x.shape[3]
     Np = (CO + 15) // 16 * 16
     d = row_weight(geo)
     rs_on = 1 if d != 0 else 0
+    K = geo[6] * geo[7] * CI
     npb = Np // 16 * PRM_BLOCK
-    # runs: one per filter row of KW * CI contiguous bytes, or with dilation along x one per tap of CI bytes
-    nrun2 = 1 if dw == 1 else KW
-    kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
     pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
     rsf = prm.reshape(prm.size)
     o = out.reshape(out.size)
-    xf = x.reshape(x.size)
-    fl = np.uint8(flip)
-    pad = np.uint8((zp_in + flip) & 0xFF)
-    # the padded, flipped copy
-    pad_flipped(xpad, xf, N, H, W, CI, HP, WP, pt, pl, pad, fl)
     lo, hi = np.int32(qmin), np.int32(qmax)
-    lda = sw * CI
-    rstride = dh * WP * CI
-    rstride2 = dw * CI
-    for n in range(N):
-        for oy in range(OH):
-            arow = ((n * HP + oy * sh) * WP) * CI
-            orow = ((n * OH + oy) * OW) * CO
+    a, direct, lda, kg, nrun, rstride, nrun2, rstride2, wstride, HP, WP, nblocks = a_source(x, abuf, geo, flip, zp_in)
+    MB = abuf.shape[0]
+    sh, KH, KW, dw = geo[0], geo[6], geo[7], geo[3]
+    for blk in range(nblocks):
+        if direct:
+            n, oy = blk // OH, blk % OH
+            a0 = ((n * HP + oy * sh) * WP) * CI
+            ob0 = ((n * OH + oy) * OW) * CO
+            rows = OW
             if rs_on:
-                window_row_terms(xpad, rsf, npb, arow, OW, KH, KW, CI, lda, rstride, rstride2, dw, d)
-            for j0 in range(0, Np, NR):
-                boff = j0 * kg * 4 * KH * nrun2
-                ncols = CO - j0
-                for ox0 in range(0, OW, MR):
-                    nrows = min(MR, OW - ox0)
-                    if Np - j0 >= NR:
-                        _tile_mr_2(xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff, pf, j0,
-                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi, rs_on, npb + ox0)
-                    else:
-                        _tile_mr_1(xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff, pf, j0,
-                                   o, orow + ox0 * CO + j0, CO, nrows, ncols, lo, hi, rs_on, npb + ox0)
+                window_row_terms(a, rsf, npb, a0, OW, KH, KW, CI, lda, rstride, rstride2, dw, d)
+        else:
+            m0 = blk * MB
+            rows = min(MB, P - m0)
+            pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+            a0 = 0
+            ob0 = m0 * CO
+            if rs_on:  # pf is prm's memory then
+                for r in range(rows):
+                    rsf[npb + r] = row_term(d, byte_sum(a, r * lda, K))
+        full = rows // MR * MR
+        rest = rows - full
+        if rest > 3 or (direct and rest > 0):  # a tile over stale rows is cheaper than several 1-row passes
+            full += MR
+            rest = 0
+        for j0 in range(0, Np, NR):
+            boff = j0 * wstride
+            ncols = CO - j0
+            for i in range(0, full, MR):
+                if Np - j0 >= NR:
+                    _tile_mr_2(a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
+                               ob0 + i * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
+                else:
+                    _tile_mr_1(a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
+                               ob0 + i * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
+            for i in range(full, full + rest):
+                if Np - j0 >= NR:
+                    _tile_1_2(a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
+                              ob0 + i * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
+                else:
+                    _tile_1_1(a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
+                              ob0 + i * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
 
 
 @njit(cache=True, inline="always")
@@ -809,7 +798,7 @@ def _chunk_views(x, out, geos, ch, j):
 @njit(cache=True, nogil=True, parallel=True)
 def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
               cnt, T):
-    """The serial driver at native address addr (qconv_vnni, qconv_vnni_direct or qconv_portable, called with
+    """The serial driver at native address addr (qconv_vnni or qconv_portable, called with
     threads.call_at) over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers (cnt: a counter
     scratch); worker w uses the w-th of T equal slices (first axis) of abuf (xpad) and scratch."""
     nch = ch.size // 4

@@ -40,13 +40,13 @@ from lite_numba.kernels.base.llvm_ir import splat as _splat
 from lite_numba.kernels.linear.simd_int8 import (
     NR,
     PRM_BLOCK,
+    a_source,
     block_rows,
     byte_ptr,
     byte_sum,
     load,
     pack_rows,
     pack_weights_vnni,
-    pad_flipped,
     pad_runs,
     padded_sizes,
     params_or_offsets,
@@ -273,87 +273,58 @@ def _panel_halves(vnni, mr, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b
 
 @njit(cache=True, nogil=True)
 def qconv_narrow(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
-    """simd_int8.qconv_vnni on 256-bit tiles: the same arguments (wp packed by pack_weights_vnni when geo[12] is 1,
-    pack_weights_pairs when 0) and the same results."""
+    """simd_int8.qconv_vnni on 256-bit tiles: the same arguments, both ways of feeding the tiles (im2col blocks, or
+    with geo[13] = 1 the windows of a KxK convolution read in place from the padded input in abuf), and the same
+    results; wp packed by pack_weights_vnni when geo[12] is 1, by pack_weights_pairs when 0 (from pad_runs(w, runs)
+    for the direct way)."""
     N, OH, OW, CO = out.shape
     P = N * OH * OW
-    MB, Kp = abuf.shape
+    CI = x.shape[3]
     Np = (CO + 15) // 16 * 16
-    kg = Kp // 4
-    a = abuf.reshape(MB * Kp)
-    o = out.reshape(P * CO)
     d = row_weight(geo)
     vnni = geo[12]
     rs_on = 1 if d != 0 else 0
-    K = geo[6] * geo[7] * x.shape[3]
+    K = geo[6] * geo[7] * CI
     npb = Np // 16 * PRM_BLOCK
     pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
     rsf = prm.reshape(prm.size)
+    o = out.reshape(out.size)
     lo, hi = np.int32(qmin), np.int32(qmax)
-    for m0 in range(0, P, MB):
-        rows = min(MB, P - m0)
-        pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
-        if rs_on:  # pf is prm's memory then
-            for r in range(rows):
-                rsf[npb + r] = row_term(d, byte_sum(a, r * Kp, K))
+    a, direct, lda, kg, nrun, rstride, nrun2, rstride2, wstride, HP, WP, nblocks = a_source(x, abuf, geo, flip, zp_in)
+    MB = abuf.shape[0]
+    sh, KH, KW, dw = geo[0], geo[6], geo[7], geo[3]
+    for blk in range(nblocks):
+        if direct:
+            n, oy = blk // OH, blk % OH
+            a0 = ((n * HP + oy * sh) * WP) * CI
+            ob0 = ((n * OH + oy) * OW) * CO
+            rows = OW
+            if rs_on:
+                window_row_terms(a, rsf, npb, a0, OW, KH, KW, CI, lda, rstride, rstride2, dw, d)
+        else:
+            m0 = blk * MB
+            rows = min(MB, P - m0)
+            pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+            a0 = 0
+            ob0 = m0 * CO
+            if rs_on:  # pf is prm's memory then
+                for r in range(rows):
+                    rsf[npb + r] = row_term(d, byte_sum(a, r * lda, K))
         full = rows // MR * MR
         rest = rows - full
-        if rest > 2:  # a tile over stale rows is cheaper than three 1-row passes
+        if rest > 2 or (direct and rest > 0):  # a tile over stale rows is cheaper than three 1-row passes
             full += MR
             rest = 0
         for j0 in range(0, Np, NR):
             width = min(NR, Np - j0)
-            boff = j0 * Kp
+            boff = j0 * wstride
             ncols = CO - j0
             for i in range(0, full, MR):
-                _panel_halves(vnni, MR, a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, width, pf, j0, o,
-                              (m0 + i) * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
+                _panel_halves(vnni, MR, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, width, pf,
+                              j0, o, ob0 + i * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
             for i in range(full, full + rest):
-                _panel_halves(vnni, 1, a, i * Kp, Kp, kg, 1, 0, 1, 0, wp, boff, width, pf, j0, o,
-                              (m0 + i) * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
-
-
-@njit(cache=True, nogil=True)
-def qconv_narrow_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, xpad, prm):
-    """simd_int8.qconv_vnni_direct on 256-bit tiles: the same arguments (wp packed from pad_runs(w, runs) by
-    pack_weights_vnni when geo[12] is 1, by pack_weights_pairs when 0) and the same results."""
-    N, H, W, CI = x.shape
-    _, OH, OW, CO = out.shape
-    sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
-    HP = (OH - 1) * sh + (KH - 1) * dh + 1
-    WP = (OW - 1) * sw + (KW - 1) * dw + 1
-    Np = (CO + 15) // 16 * 16
-    d = row_weight(geo)
-    vnni = geo[12]
-    rs_on = 1 if d != 0 else 0
-    npb = Np // 16 * PRM_BLOCK
-    nrun2 = 1 if dw == 1 else KW
-    kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
-    pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
-    rsf = prm.reshape(prm.size)
-    o = out.reshape(out.size)
-    xf = x.reshape(x.size)
-    fl = np.uint8(flip)
-    pad = np.uint8((zp_in + flip) & 0xFF)
-    pad_flipped(xpad, xf, N, H, W, CI, HP, WP, pt, pl, pad, fl)
-    lo, hi = np.int32(qmin), np.int32(qmax)
-    lda = sw * CI
-    rstride = dh * WP * CI
-    rstride2 = dw * CI
-    for n in range(N):
-        for oy in range(OH):
-            arow = ((n * HP + oy * sh) * WP) * CI
-            orow = ((n * OH + oy) * OW) * CO
-            if rs_on:
-                window_row_terms(xpad, rsf, npb, arow, OW, KH, KW, CI, lda, rstride, rstride2, dw, d)
-            for j0 in range(0, Np, NR):
-                width = min(NR, Np - j0)
-                boff = j0 * kg * 4 * KH * nrun2
-                ncols = CO - j0
-                for ox0 in range(0, OW, MR):
-                    _panel_halves(vnni, MR, xpad, arow + ox0 * lda, lda, kg, KH, rstride, nrun2, rstride2, wp, boff,
-                                  width, pf, j0, o, orow + ox0 * CO + j0, CO, min(MR, OW - ox0), ncols, lo, hi, rs_on,
-                                  npb + ox0)
+                _panel_halves(vnni, 1, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, width, pf,
+                              j0, o, ob0 + i * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
 
 
 # --- prepare helper ---------------------------------------------------------------------------------------------------
@@ -361,9 +332,9 @@ def qconv_narrow_direct(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, z
 
 def schedule_narrow(ctx, x, w: np.ndarray, offs: np.ndarray, bias, out, geo: np.ndarray, flip: int, zp_in: int, mult,
                     shift, zp_out: int, qmin: int, qmax: int) -> None:
-    """Schedule qconv_narrow (or qconv_narrow_direct for a KxK convolution) for qgemm.schedule_qgemm, which has
-    prepared w (int8 [CO, K]), offs and geo ([sh, sw, dh, dw, pad_t, pad_l, KH, KW, OH, OW, pointwise, d]). The
-    vpdpbusd scheme when the path in force has AVX-VNNI, else vpmaddwd."""
+    """Schedule qconv_narrow for qgemm.schedule_qgemm, which has prepared w (int8 [CO, K]), offs and geo ([sh, sw, dh,
+    dw, pad_t, pad_l, KH, KW, OH, OW, pointwise, d]; here + [scheme] and, for a KxK convolution read in place from
+    a padded copy of the input, + [1]). The vpdpbusd scheme when the path in force has AVX-VNNI, else vpmaddwd."""
     vnni = 1 if isa.has("avxvnni") else 0
     pack = pack_weights_vnni if vnni else pack_weights_pairs
     geo = np.array(list(geo) + [vnni], np.int64)
@@ -380,10 +351,10 @@ def schedule_narrow(ctx, x, w: np.ndarray, offs: np.ndarray, bias, out, geo: np.
         HP = (OH - 1) * sh + (KH - 1) * dh + 1
         WP = (OW - 1) * sw + (KW - 1) * dw + 1
         CI = x.shape[3]
-        xpad = ctx.temp((N * HP * WP * CI + MR * sw * CI + 64,), np.uint8)
+        xpad = ctx.temp((1, N * HP * WP * CI + MR * sw * CI + 64), np.uint8)  # 2-D: abuf's type, one kernel
         runs = KH if dw == 1 else KH * KW
-        ctx.call(qconv_narrow_direct, x, ctx.const(pack(pad_runs(w, runs))), ctx.const(offs), bias, out, geo, *args,
-                 xpad, prm)
+        ctx.call(qconv_narrow, x, ctx.const(pack(pad_runs(w, runs))), ctx.const(offs), bias, out, np.append(geo, 1),
+                 *args, xpad, prm)
         return
     ctx.call(qconv_narrow, x, ctx.const(pack(w)), ctx.const(offs), bias, out, geo, *args, ctx.temp((MB, Kp), np.uint8),
              prm)
