@@ -1056,3 +1056,44 @@ def test_operator_code_with_a_zero_deprecated_code_is_read_by_its_builtin_code(o
     ours, ref = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
     assert ref.tobytes() == np.where(xs >= 0, xs, xs * alpha).tobytes()  # the official runtime ran PRELU
     assert ours.tobytes() == ref.tobytes()
+
+
+def _linear_int8(op: str, out_scale: float) -> bytes:
+    """int8 op (CONV_2D 3x3 SAME, DEPTHWISE_CONV_2D 3x3 SAME, FULLY_CONNECTED) with input and filter scales 1, so
+    the output multiplier is 1 / out_scale."""
+    rng = np.random.default_rng(3)
+    b = ModelBuilder()
+    if op == "FULLY_CONNECTED":
+        x = b.add_input("x", np.int8, [2, 12], quant=(1.0, 3))
+        w = b.add_const("w", rng.integers(-2, 3, (5, 12)).astype(np.int8), quant=(1.0, 0))
+        y = b.add_tensor("y", np.int8, [2, 5], quant=(out_scale, -2))
+        b.add_op(op, [x, w, b.add_const("b", np.arange(-2, 3, dtype=np.int32), quant=(1.0, 0))], [y])
+    else:
+        x = b.add_input("x", np.int8, [1, 5, 6, 4], quant=(1.0, 3))
+        co = 6 if op == "CONV_2D" else 4
+        shape = (1, 3, 3, 4) if op == "DEPTHWISE_CONV_2D" else (6, 3, 3, 4)
+        w = b.add_const("w", rng.integers(-2, 3, shape).astype(np.int8), quant=(1.0, 0))
+        y = b.add_tensor("y", np.int8, [1, 5, 6, co], quant=(out_scale, -2))
+        opts = {"padding": "SAME", "stride_h": 1, "stride_w": 1}
+        if op == "DEPTHWISE_CONV_2D":
+            opts["depth_multiplier"] = 1
+        bias = b.add_const("b", rng.integers(-9, 10, co).astype(np.int32), quant=(1.0, 0))
+        b.add_op(op, [x, w, bias], [y], options=opts)
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"])
+def test_int8_linear_op_whose_output_multiplier_needs_a_shift_past_31_bits_is_refused(op, official):
+    """Campaign seed 301 case 545 (int8 CONV_2D whose output scale became 9.8e-45, a multiplier of ~2^132): the
+    official kernel shifts its int32 accumulators left by that many bits, undefined in C++ (it returned -128 for
+    every output, ours 127 for most); refused, naming the output tensor and the scales. Up to a left shift of 31
+    bits (wrapping included) the two agree."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(-6, 7, (2, 12) if op == "FULLY_CONNECTED" else (1, 5, 6, 4)).astype(np.int8)
+    for shift in (0, 5, 30, 31):  # multiplier 0.75 * 2^shift
+        data = _linear_int8(op, 1.0 / (0.75 * 2.0 ** shift))
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+    for out_scale in (1.0 / (0.75 * 2.0 ** 32), 9.8e-45):
+        with pytest.raises(ValueError, match=rf"{op} .*output 'y' \(scale .*left shift of \d+ > 31 bits"):
+            Interpreter(model_content=_linear_int8(op, out_scale)).allocate_tensors()

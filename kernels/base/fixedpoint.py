@@ -108,6 +108,15 @@ def quantize_multipliers(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return qs, ss
 
 
+def check_left_shift(ctx, shifts, what: str) -> None:
+    """Refuse (ctx.check) fixed-point multipliers whose shift is above 31: a real multiplier of 2^31 or more (an
+    output scale far below the input's). TFLite's int32 output stage shifts an int32 left by that many bits, which
+    C++ leaves undefined, and its kernels give whatever their shift instructions make of it; no answer is right."""
+    sh = int(np.max(shifts)) if np.size(shifts) else 0
+    ctx.check(sh <= 31, f"{what} needs a left shift of {sh} > 31 bits (a real multiplier of 2^{sh - 1} or more): the "
+                        "int32 fixed-point output stage cannot apply it")
+
+
 def downscale_multiplier_to_int16(q: int) -> int:
     """An int32 fixed-point multiplier rounded to its int16 counterpart (DownScaleInt32ToInt16Multiplier)."""
     if q >= INT32_MAX - (1 << 15):

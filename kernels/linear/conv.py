@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.activation import float_activation_range
-from lite_numba.kernels.base.fixedpoint import activation_range_quantized, quantize_multipliers
+from lite_numba.kernels.base.fixedpoint import activation_range_quantized, check_left_shift, quantize_multipliers
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.linear import conv_loops as L
 from lite_numba.kernels.linear import dwconv, qgemm, simd_f32
@@ -110,7 +110,10 @@ def _requant_params(ctx: PrepareContext, x: Tensor, f: Tensor, out: Tensor, chan
         real = np.full(channels, prod / np.float64(out.scale))
     else:
         real = np.float64(x.scale) * fs.astype(np.float64) / np.float64(out.scale)
-    return quantize_multipliers(real)
+    mult, shift = quantize_multipliers(real)
+    check_left_shift(ctx, shift, f"output {out.name!r} (scale {out.scale:.6g}; input scale {x.scale:.6g}, filter "
+                                 f"{f.name!r} scale up to {float(np.max(fs)):.6g})")
+    return mult, shift
 
 
 def _check_symmetric_filter(ctx: PrepareContext, f: Tensor) -> None:
