@@ -1097,3 +1097,71 @@ def test_int8_linear_op_whose_output_multiplier_needs_a_shift_past_31_bits_is_re
     for out_scale in (1.0 / (0.75 * 2.0 ** 32), 9.8e-45):
         with pytest.raises(ValueError, match=rf"{op} .*output 'y' \(scale .*left shift of \d+ > 31 bits"):
             Interpreter(model_content=_linear_int8(op, out_scale)).allocate_tensors()
+
+
+def _requantizing_unary(op: str, xdt, odt, shift: int) -> bytes:
+    """A unary op whose input scale over output scale is 0.75 * 2^shift (its fixed-point multiplier's shift)."""
+    b = ModelBuilder()
+    zin = 0 if np.dtype(xdt).itemsize > 1 else (130 if xdt == np.uint8 else 3)
+    zout = 0 if np.dtype(odt).itemsize > 1 else (120 if odt == np.uint8 else -5)
+    x = b.add_input("x", xdt, [4, 67], quant=(0.75 * 2.0 ** (shift - 20), zin))
+    y = b.add_tensor("y", odt, [4, 67], quant=(2.0 ** -20, zout))
+    b.add_op(op, [x], [y], options={"alpha": 0.5} if op == "LEAKY_RELU" else {})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("op,xdt,odt", [
+    ("QUANTIZE", np.int8, np.int8), ("QUANTIZE", np.uint8, np.int8), ("QUANTIZE", np.int8, np.int16),
+    ("QUANTIZE", np.int16, np.int8), ("QUANTIZE", np.int16, np.int16), ("QUANTIZE", np.int32, np.int8),
+    ("RELU", np.int8, np.int8), ("RELU", np.int16, np.int16), ("RELU6", np.uint8, np.uint8),
+    ("RELU_N1_TO_1", np.int8, np.int8), ("LEAKY_RELU", np.int8, np.int8), ("LEAKY_RELU", np.int16, np.int16),
+    ("ABS", np.int8, np.int8), ("ABS", np.int16, np.int16)])
+def test_requantizing_unary_op_with_a_shift_past_31_bits_is_refused(op, xdt, odt, official):
+    """A mutated input scale 2^32 times the output scale: QUANTIZE (requantization), the RELU family, LEAKY_RELU
+    and ABS shift the int32 (x - zero point) left by the multiplier's shift in C, undefined from 32 bits on. Their
+    vector blocks gave zeros, their scalar tails garbage (QUANTIZE int8 -> int8: 12 of 268 outputs differed, the
+    other cases up to all of them); refused, naming the tensors and scales. Up to a left shift of 31 bits (wrapping
+    included) and for negative shifts past -31 (a zero multiplier) the two agree. For LEAKY_RELU (alpha 0.5) the
+    identity branch has the larger shift."""
+    rng = np.random.default_rng(5)
+    info = np.iinfo(xdt)
+    x = rng.integers(max(info.min, -40000), min(info.max, 40000) + 1, (4, 67)).astype(xdt)
+    for shift in (0, 30, 31, -32, -40):
+        data = _requantizing_unary(op, xdt, odt, shift)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+    for shift in (32, 100):
+        data = _requantizing_unary(op, xdt, odt, shift)
+        _run_official(data, [x])  # it runs (on garbage), we refuse
+        with pytest.raises(ValueError, match=rf"{op} .*input 'x' (\(scale|scale) .*output 'y' .*left shift of "
+                                             rf"{shift} > 31 bits"):
+            Interpreter(model_content=data).allocate_tensors()
+
+
+def _hard_swish(dtype, shift: int) -> bytes:
+    """HARD_SWISH whose reluish multiplier (input scale / 128 over 3 / 32768) is 0.75 * 2^shift."""
+    b = ModelBuilder()
+    scale = 0.75 * 2.0 ** shift * 3.0 / 256.0
+    x = b.add_input("x", dtype, [4, 67], quant=(scale, 3 if dtype == np.int8 else 130))
+    y = b.add_tensor("y", dtype, [4, 67], quant=(scale, 1 if dtype == np.int8 else 128))
+    b.add_op("HARD_SWISH", [x], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_hard_swish_with_a_reluish_shift_past_31_bits_is_refused(dtype, official):
+    """A mutated input scale of ~4e7: the official HARD_SWISH multiplies its int16 reluish value by
+    1 << (exponent - 1) in C int arithmetic before saturating, undefined from exponent 32 on (all 268 outputs
+    differed); refused, naming the input and its scale. Up to exponent 31 the two agree."""
+    rng = np.random.default_rng(6)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, int(info.max) + 1, (4, 67)).astype(dtype)
+    for shift in (0, 20, 31, -32):
+        data = _hard_swish(dtype, shift)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+    for shift in (32, 100):
+        data = _hard_swish(dtype, shift)
+        _run_official(data, [x])
+        with pytest.raises(ValueError, match=rf"HARD_SWISH .*input 'x' scale .*left shift of {shift} > 31 bits"):
+            Interpreter(model_content=data).allocate_tensors()

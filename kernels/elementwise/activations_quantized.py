@@ -146,6 +146,9 @@ def _relu(ctx: PrepareContext) -> None:
     x, out = prepare_unary_common(ctx, dtypes)
     info = np.iinfo(x.dtype)
     q, sh = fx.quantize_multiplier(float(f32(x.scale) / f32(out.scale)))
+    # the official ReluX shifts (x - zin) left by `sh` in C int32 arithmetic: undefined past 31 bits
+    fx.check_left_shift(ctx, sh, f"input {x.name!r} scale {x.scale:.6g} over output {out.name!r} scale "
+                                 f"{out.scale:.6g}")
     act_min, act_max = _RELU_BOUNDS[ctx.op_name]
     lo = max(int(info.min), out.zero_point + int(fx.tflite_round(float(f32(act_min) / f32(out.scale)))))
     hi = int(info.max) if act_max is None else min(
@@ -160,6 +163,11 @@ def _leaky_relu(ctx: PrepareContext) -> None:
     alpha = f32(ctx.options.get("alpha", 0.0))
     q_alpha, s_alpha = fx.quantize_multiplier(float(f32(f32(x.scale) * alpha) / f32(out.scale)))
     q_id, s_id = fx.quantize_multiplier(float(f32(x.scale) / f32(out.scale)))
+    # both branches shift (x - zin) left by their multiplier's shift in C int32 arithmetic: undefined past 31 bits
+    fx.check_left_shift(ctx, s_id, f"input {x.name!r} scale {x.scale:.6g} over output {out.name!r} scale "
+                                   f"{out.scale:.6g}")
+    fx.check_left_shift(ctx, s_alpha, f"input {x.name!r} scale {x.scale:.6g} x alpha {float(alpha):.6g} over "
+                                      f"output {out.name!r} scale {out.scale:.6g}")
     values = all_values(x.dtype) - x.zero_point
     pos = fx.multiply_by_quantized_multiplier_array(values, q_id, s_id)
     neg = fx.multiply_by_quantized_multiplier_array(values, abs(q_alpha), s_alpha)
@@ -176,6 +184,9 @@ def _hard_swish(ctx: PrepareContext) -> None:
     ctx.check(e_out <= 0, f"output scale {out.scale} is too small for input scale {x.scale}")
     m_out = fx.downscale_multiplier_to_int16(q_out)
     q_rel, e_rel = fx.quantize_multiplier(float(f32(hires_input_scale / reluish_scale)))
+    # the official kernel multiplies the int16 reluish value by 1 << (e_rel - 1) in C int arithmetic before its
+    # saturation: undefined from e_rel = 32 on (its results are garbage there)
+    fx.check_left_shift(ctx, e_rel, f"input {x.name!r} scale {x.scale:.6g} over the reluish scale 3/32768 (x 1/128)")
     m_rel = fx.downscale_multiplier_to_int16(q_rel)
     srdhm16 = fx.saturating_rounding_doubling_high_mul_array
     v = fx.wrap_array(all_values(x.dtype) - x.zero_point, 16)

@@ -658,6 +658,9 @@ def _abs(ctx: PrepareContext) -> None:
     values = np.abs(all_values(x.dtype) - x.zero_point)
     if np.float32(x.scale) != np.float32(out.scale):
         q, sh = fx.quantize_multiplier(float(np.float32(x.scale) / np.float32(out.scale)))
+        # the official kernel shifts |x - zin| left by `sh` in C int32 arithmetic: undefined past 31 bits
+        fx.check_left_shift(ctx, sh, f"input {x.name!r} scale {x.scale:.6g} over output {out.name!r} scale "
+                                     f"{out.scale:.6g}")
         values = fx.multiply_by_quantized_multiplier_array(values, q, sh)
     schedule_lookup(ctx, x, out, to_output_table(values + out.zero_point, x.dtype))
 

@@ -133,6 +133,9 @@ def QUANTIZE(ctx: PrepareContext) -> None:
     if x.dtype == np.int16 and out.dtype == np.int16:
         ctx.check(x.zero_point == 0 and out.zero_point == 0, "int16 input and output must have zero point 0")
     q, sh = fx.quantize_multiplier(float(np.float64(x.scale) / np.float64(out.scale)))
+    # the official Requantize shifts the int32 value left by `sh` in C (and SSE lanes): undefined past 31 bits
+    fx.check_left_shift(ctx, sh, f"requantizing input {x.name!r} (scale {x.scale:.6g}) to output {out.name!r} "
+                                 f"(scale {out.scale:.6g})")
     lo, hi = int(info.min), int(info.max)
     if x.dtype == np.int32:
         if out.size:
