@@ -1165,3 +1165,68 @@ def test_hard_swish_with_a_reluish_shift_past_31_bits_is_refused(dtype, official
         _run_official(data, [x])
         with pytest.raises(ValueError, match=rf"HARD_SWISH .*input 'x' scale .*left shift of {shift} > 31 bits"):
             Interpreter(model_content=data).allocate_tensors()
+
+
+def _mean_or_sum(op: str, dtype, shape, axes, ratio: float, zin: int) -> bytes:
+    """MEAN / SUM over `axes` (keep_dims) with input scale over output scale `ratio`."""
+    b = ModelBuilder()
+    zout = 0 if dtype == np.int16 else -2
+    x = b.add_input("x", dtype, list(shape), quant=(ratio * 2.0 ** -20, zin))
+    y = b.add_tensor("y", dtype, [1 if i in axes else s for i, s in enumerate(shape)], quant=(2.0 ** -20, zout))
+    b.add_op(op, [x, b.add_const("axes", np.array(axes, np.int32))], [y], options={"keep_dims": True})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("dtype,shape,axes", [(np.int8, (3, 5, 19), [1]), (np.int16, (3, 5, 19), [1]),
+                                              (np.int8, (1, 5, 7, 19), [1, 2])])
+def test_quantized_mean_with_a_shift_past_31_bits_is_refused(dtype, shape, axes, official):
+    """Mutated scales with an input scale far above the output's: the official MEAN shifts the int32 sum left by
+    the multiplier's shift (s_in / s_out with floor(log2 n) folded into the multiplier; s_in / (n s_out) for the
+    int8 Mean4D over H and W), undefined past 31 bits (all outputs differed); refused, naming the tensors and
+    scales. Up to a left shift of 31 bits (wrapping included) and past -31 the two agree."""
+    n = int(np.prod([shape[a] for a in axes]))
+    fold = 5 if len(axes) == 2 else 2  # 0.75 * 2^k / 35 has shift k - 5; floor(log2 5) = 2
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128 if dtype == np.int8 else -30000, 128 if dtype == np.int8 else 30000, shape).astype(dtype)
+    for shift in (0, 30, 31, -32, -40):
+        data = _mean_or_sum("MEAN", dtype, shape, axes, 0.75 * 2.0 ** (shift + fold), 0)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), (shift, n)
+    for shift in (32, 90):
+        data = _mean_or_sum("MEAN", dtype, shape, axes, 0.75 * 2.0 ** (shift + fold), 0)
+        _run_official(data, [x])
+        with pytest.raises(ValueError, match=rf"MEAN .*input 'x' scale .*output 'y' scale .*left shift of {shift} > "
+                                             r"31 bits"):
+            Interpreter(model_content=data).allocate_tensors()
+
+
+def test_int8_mean4d_output_offset_outside_int32_is_refused_and_wraps_like_the_official_kernel(official):
+    """The int8 Mean4D (MEAN over H and W, keep_dims) adds zp_out - int(zp_in * s_in / s_out) to each requantized
+    sum in int32: near the int32 limits the addition wraps in the official kernel (zp_in 5, ratio 0.75 * 2^29: 9
+    of 19 outputs were -128 for 127), and a quotient outside int32 makes its float-to-int conversion undefined
+    (INT32_MIN on x86): refused, naming the zero point and scales."""
+    shape, axes = (1, 5, 7, 19), [1, 2]
+    rng = np.random.default_rng(8)
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    for zin in (5, -5, 3):
+        data = _mean_or_sum("MEAN", np.int8, shape, axes, 0.75 * 2.0 ** 29, zin)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), zin
+    data = _mean_or_sum("MEAN", np.int8, shape, axes, 0.75 * 2.0 ** 30, 3)
+    _run_official(data, [x])
+    with pytest.raises(ValueError, match=r"MEAN .*input 'x' zero point 3 x scale .*output 'y' scale .*outside int32"):
+        Interpreter(model_content=data).allocate_tensors()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_quantized_sum_whose_float_result_overflows_int32_matches_the_official_kernel(dtype, official):
+    """Mutated scales with an input scale far above the output's: the official SUM computes in float and converts
+    round(sum * s_in / s_out + bias) to int32 as x86 does (INT32_MIN outside int32), then adds the output zero
+    point wrapping. We wrapped the rounded value instead (13 of 19 int8 outputs differed at a ratio of 2^30). The
+    conversion now follows cvttss2si, as the hybrid kernels do."""
+    rng = np.random.default_rng(9)
+    for shape, axes in (((1, 5, 7, 19), [1, 2]), ((3, 5, 19), [1])):
+        x = rng.integers(-128 if dtype == np.int8 else -30000, 128 if dtype == np.int8 else 30000,
+                         shape).astype(dtype)
+        for shift in (0, 20, 25, 30, 32, 100, -40):
+            data = _mean_or_sum("SUM", dtype, shape, axes, 0.75 * 2.0 ** shift, 0 if dtype == np.int16 else 3)
+            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), (shape, shift)

@@ -18,11 +18,12 @@ import numpy as np
 from lite_numba.kernels.base.fixedpoint import (
     INT32_MAX,
     INT32_MIN,
+    check_left_shift,
     multiply_by_quantized_multiplier,
     multiply_by_quantized_multiplier_int64,
     quantize_multiplier,
-    round_half_away,
 )
+from lite_numba.kernels.base.hybrid_quant import std_round_i32
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -190,7 +191,7 @@ def requantize_mbqm(acc, out, c, m, s, b, lo, hi):
     for j in range(out.size):
         v = np.int64(acc[j]) - c
         v = np.int64(np.int32(v))  # the shifted sum is an int32 in TFLite
-        r = multiply_by_quantized_multiplier(v, m, s) + b
+        r = np.int64(np.int32(multiply_by_quantized_multiplier(v, m, s) + b))  # int32 addition, wrapping
         out[j] = min(max(r, lo), hi)
 
 
@@ -218,6 +219,7 @@ def requantize_mean4d(acc, out, simd, depth, m, s, b, lo, hi):
             r = _mbqm_simd(acc[j], m, s) + b
         else:
             r = multiply_by_quantized_multiplier(acc[j], m, s) + b
+        r = np.int64(np.int32(r))  # int32 addition (C and vaddq_s32), wrapping
         out[j] = min(max(r, lo), hi)
 
 
@@ -241,12 +243,14 @@ def simd_channels(depth: int, num_threads: int, lanes: int = 16, min_per_thread:
 
 @njit(cache=True, nogil=True)
 def requantize_float(acc, out, scale, bias, zp, lo, hi):
-    """out = clamp(int32(round(float32(acc) * scale + bias)) + zp) in float32 (TFLite's optimized quantized SUM)."""
+    """out = clamp(int32(round(float32(acc) * scale + bias)) + zp) in float32 (TFLite's optimized quantized SUM).
+    A rounded value outside int32 converts as x86 does it (cvttss2si: INT32_MIN) and the int32 addition of the
+    zero point wraps, as in the official kernel."""
     sc = np.float32(scale)
     bi = np.float32(bias)
     for j in range(out.size):
         v = np.float32(acc[j]) * sc + bi
-        r = np.int64(np.int32(np.int64(round_half_away(v)))) + zp
+        r = np.int64(np.int32(std_round_i32(v) + zp))
         out[j] = min(max(r, lo), hi)
 
 
@@ -470,15 +474,25 @@ def _prepare_quantized_mean_sum(ctx: PrepareContext, compute_sum: bool) -> None:
     if hw_mean:
         temp = np.float32(np.float32(zp_in) * s_in) / s_out
         temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
-        bias = zp_out - int(temp)  # truncation toward zero, as static_cast<int32_t>
+        # static_cast<int32_t>(temp) is undefined in C++ outside int32 (the official answer is then garbage)
+        ctx.check(bool(-2.0 ** 31 <= temp < 2.0 ** 31),
+                  f"input {x.name!r} zero point {zp_in} x scale {float(s_in):.6g} over output {out.name!r} scale "
+                  f"{float(s_out):.6g} is {float(temp):.6g}, outside int32: the int8 MEAN output offset cannot be "
+                  "computed")
+        bias = (zp_out - int(temp) + (1 << 31)) % (1 << 32) - (1 << 31)  # static_cast<int32_t> truncates; int32 wraps
         real_scale = s_in / (np.float32(n) * s_out)
         m, s = quantize_multiplier(float(real_scale))
+        check_left_shift(ctx, s, f"input {x.name!r} scale {float(s_in):.6g} over {n} x output {out.name!r} scale "
+                                 f"{float(s_out):.6g}")
         depth = x.shape[3]
         ctx.call(requantize_mean4d, acc, of, simd_channels(depth, ctx.num_threads), depth, m, s, bias, lo, hi)
         return
     m, s = quantize_multiplier(float(s_in) / float(s_out))
     k = min(n.bit_length() - 1, 32, 31 + s)
     m = (m << k) // n
+    # the official kernel shifts the int32 sum left by s - k in C: undefined past 31 bits
+    check_left_shift(ctx, s - k, f"input {x.name!r} scale {float(s_in):.6g} over output {out.name!r} scale "
+                                 f"{float(s_out):.6g} (the sum of {n} values)")
     ctx.check(m <= INT32_MAX, "MEAN: requantization multiplier overflows")
     ctx.call(requantize_mbqm, acc, of, zp_in * n, m, s - k, zp_out, lo, hi)
 
