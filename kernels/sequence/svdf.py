@@ -145,6 +145,10 @@ def prepare_svdf_integer(ctx: PrepareContext, x, w_f, w_t, bias, state, dims) ->
     e2 = float(np.float32(np.float32(s_st * s_wt) / s_out))
     m1, sh1 = fx.quantize_multiplier(e1)
     m2, sh2 = fx.quantize_multiplier(e2)
+    # the official kernel shifts the int32 time-weighted sum left by sh2 in C (MultiplyByQuantizedMultiplier):
+    # undefined past 31 bits. (sh1 is applied by its matrix product, which gives zeros there, as we do.)
+    fx.check_left_shift(ctx, sh2, f"state {state.name!r} scale {float(s_st):.6g} x weights_time {w_t.name!r} scale "
+                                  f"{float(s_wt):.6g} over output {out_t.name!r} scale {float(s_out):.6g}")
     out = ctx.set_output(0, (n_batch, units), np.int8)
     if out.size == 0 or mem == 0:
         return
