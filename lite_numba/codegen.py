@@ -62,7 +62,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
     aux_parts: list[np.ndarray] = []
     aux_pos: dict[int, int] = {}
     aux_size = 0
-    it: list[int] = []
+    it: list[int] = [0, 0]  # it[0]: where the step table starts, it[1]: the number of steps (see _step_loop)
     ft: list[float] = []
     kernels: list = []
     kindex: dict[int, int] = {}
@@ -82,7 +82,8 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
     findex: dict = {}
     for ni, call in calls:
         src = []
-        spec = []  # the arguments as lite_numba.native_call spells them
+        spec = []  # the arguments as lite_numba.native_call spells them, positions relative to the call's first
+        p0, q0 = len(it), len(ft)
         for a in call.args:
             if isinstance(a, (Tensor, TensorView, ConstArg)):
                 if isinstance(a, ConstArg):
@@ -104,24 +105,24 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
                 it += [off, off + nbytes, *shape]
                 dims = ", ".join(f"it[{p + 2 + j}]" for j in range(len(shape)))
                 src.append(f"{base}[it[{p}]:it[{p + 1}]].view(np.{np_name(dt)}).reshape(({dims},))")
-                spec.append(f"A{base[0] if base == 'arena' else 'x'}{p}:{dt_name(dt)}:{len(shape)}")
+                spec.append(f"A{base[0] if base == 'arena' else 'x'}{p - p0}:{dt_name(dt)}:{len(shape)}")
             elif isinstance(a, float):
                 src.append(f"ft[{len(ft)}]")
-                spec.append(f"f{len(ft)}")
+                spec.append(f"f{len(ft) - q0}")
                 ft.append(a)
             else:
                 src.append(f"it[{len(it)}]")
-                spec.append(f"i{len(it)}")
+                spec.append(f"i{len(it) - p0}")
                 it.append(int(a))
         spec = ";".join(spec)
-        pending.append((ni, call.fn, src, cached_spec_types(f"0;{spec}" if spec else "0"), spec))
+        pending.append((ni, call.fn, src, cached_spec_types(f"0;{spec}" if spec else "0"), spec, p0, q0))
     # Kernels are called through their native entry addresses (lite_numba.native_call), passed in `fp` at run
     # time: the runner contains no kernel code, so it compiles in a fraction of the time and is shared by every
     # kernel version with the same signature. A callable that is not a plain Numba kernel returning None is
     # called directly (linked into the runner) instead.
     compiled = calls and executor_mode() != "python"
     if compiled:
-        items = [(fn, sig) for _, fn, _, sig, _ in pending]
+        items = [(fn, sig) for _, fn, _, sig, *_ in pending]
         if all(hasattr(fn, "overloads") and symbol_name(fn).startswith("lite_numba.") for fn, _ in items):
             # Our kernels are nopython functions returning None, called through their addresses (checked below):
             # the runner's source is known before they are compiled, so it joins their compile queue (compiled in
@@ -130,7 +131,8 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
             items.insert(0, (ahead, runner_sig((arena, arena, np.zeros(1, np.int64), np.zeros(1, np.float64),
                                                 np.zeros(1, np.int64)))))
         precompile(items)
-    for ni, fn, src, sig, spec in pending:
+    steps = []  # (native call spec, its it / ft bases, node, kernel) of every call through an address
+    for ni, fn, src, sig, spec, p0, q0 in pending:
         direct = not native_callable(fn, sig) if compiled else not hasattr(fn, "overloads")
         if direct:
             ki = kindex.setdefault(id(fn), len(kernels))
@@ -142,7 +144,14 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
             if fi == len(fptrs):
                 fptrs.append((fn, sig))
             spec = f"{fi};{spec}" if spec else f"{fi}"
-            lines.append(f"    call_native(arena, aux, it, ft, fp, \"{spec}\")  # node {ni} {symbol_name(fn)}")
+            steps.append((spec, p0, q0, ni, fn))
+            lines.append(f"    call_native_at(arena, aux, it, ft, fp, {p0}, {q0}, \"{spec}\")  # node {ni} "
+                         f"{symbol_name(fn)}")
+    if steps and not kernels:  # every call through an address: one call site per distinct call (_step_loop)
+        body, table = _step_loop(steps)
+        lines = [body]
+        it[0], it[1] = len(it), len(steps)
+        it += table
     aux = np.zeros(max(aux_size, 64), np.uint8)
     for arr in aux_parts:
         off = aux_pos[id(arr)]
@@ -181,12 +190,33 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
     return seg
 
 
+def _step_loop(steps) -> tuple[str, list[int]]:
+    """The runner body calling `steps` = [(spec, it base, ft base, node, kernel)] (every call through an address) and
+    its step table: calls with the same spec (the same kernel, argument types and argument layout; positions are
+    relative to the call's bases) share one call_native_at site, which a loop over the table reaches by the call's
+    kind. So a runner compiles in time proportional to the distinct calls, not to the nodes (MobileNetV2 int8: 65
+    calls of 4 kinds), and graphs with the same kinds of call share it."""
+    kinds: dict[str, int] = {}
+    names: list[str] = []
+    table: list[int] = []
+    for spec, p0, q0, _ni, fn in steps:
+        k = kinds.setdefault(spec, len(kinds))
+        if k == len(names):
+            names.append(symbol_name(fn))
+        table += [k, p0, q0]
+    lines = ["    t = it[0]", "    for s in range(it[1]):", "        k = it[t + 3 * s]",
+             "        ib = it[t + 3 * s + 1]", "        fb = it[t + 3 * s + 2]"]
+    for spec, k in kinds.items():
+        lines.append(f"        {'if' if k == 0 else 'elif'} k == {k}:  # {names[k]}")
+        lines.append(f"            call_native_at(arena, aux, it, ft, fp, ib, fb, \"{spec}\")")
+    return "\n".join(lines), table
+
+
 def _native_source(pending) -> str:
     """The runner body make_segment writes when every call goes through a native address."""
     findex: dict = {}
-    lines = []
-    for ni, fn, _src, sig, spec in pending:
+    steps = []
+    for ni, fn, _src, sig, spec, p0, q0 in pending:
         fi = findex.setdefault((id(fn), sig), len(findex))
-        spec = f"{fi};{spec}" if spec else f"{fi}"
-        lines.append(f"    call_native(arena, aux, it, ft, fp, \"{spec}\")  # node {ni} {symbol_name(fn)}")
-    return "\n".join(lines) if lines else "    pass"
+        steps.append((f"{fi};{spec}" if spec else f"{fi}", p0, q0, ni, fn))
+    return _step_loop(steps)[0] if steps else "    pass"

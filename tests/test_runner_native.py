@@ -7,6 +7,7 @@ kernel raises still reach Python with their message.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from numba import njit
 
 import lite_numba.compiler as compiler
 from lite_numba import Interpreter
-from lite_numba.native_call import call_native, native_address, spec_types
+from lite_numba.native_call import call_native, call_native_at, native_address, spec_types
 from lite_numba.testing import assert_close, require_official, run_official
 
 
@@ -37,11 +38,14 @@ def test_runner_has_no_kernel_code(tmp_path, monkeypatch):
     it.allocate_tensors()
     (seg,) = _segments(it)
     lines = seg.source.splitlines()
-    assert len(lines) > 5 and all(ln.lstrip().startswith("call_native(") for ln in lines)
+    sites = [ln for ln in lines if "call_native_at(" in ln]
+    assert not any(re.match(r"\s*k\d+\(", ln) for ln in lines)  # no kernel linked in
+    # the step loop: one call site per distinct call (kernel, argument types and layout), not one per call
+    assert 5 < len(sites) < len(seg.calls), (len(sites), len(seg.calls))
     (run,) = compiler._RUNNERS.values()
     objects = list(Path(run._cache._cache_path).glob("lnb_*.nbc"))  # this runner's directory (a fresh path)
-    assert objects and all(p.stat().st_size < 12_000 * len(lines) for p in objects), \
-        [(p.name, p.stat().st_size) for p in objects]  # ~6 kB a call; linked kernels made it ~70 kB
+    assert objects and all(p.stat().st_size < 12_000 * len(sites) for p in objects), \
+        [(p.name, p.stat().st_size) for p in objects]  # ~6 kB a call site; linked kernels made it ~70 kB
     rng = np.random.default_rng(3)
     x = rng.uniform(-1, 1, it.get_input_details()[0]["shape"]).astype(np.float32)
     it.set_tensor(it.get_input_details()[0]["index"], x)
@@ -92,3 +96,32 @@ def test_call_native_arguments_and_exceptions():
     with pytest.raises(ValueError, match="n out of range"):
         run(arena, np.zeros(8, np.uint8), it, np.zeros(1), fp)
     np.testing.assert_array_equal(view, np.full((2, 3), 3, np.float32))
+
+
+def test_call_native_at_reads_positions_from_the_bases():
+    """call_native_at: the spec's positions are relative to it[ib] and ft[fb], so one call site serves calls whose
+    arguments sit at different places of the tables (the runner's step loop)."""
+
+    @njit(cache=False, nogil=True)
+    def scale(a, n, f):
+        for i in range(a.shape[0]):
+            a[i] = a[i] * f + n
+
+    spec = "0;Aa0:float64:1;i3;f1"
+    sig = spec_types(spec)
+    scale.compile(sig)
+    fp = np.array([native_address(scale.overloads[sig])], np.int64)
+
+    @njit
+    def run(arena, aux, it, ft, fp):
+        for s in range(2):
+            call_native_at(arena, aux, it, ft, fp, it[s], s * 2, "0;Aa0:float64:1;i3;f1")
+
+    arena = np.zeros(64, np.uint8)
+    a = arena.view(np.float64)
+    a[:] = 1.0
+    # call 0: its entries at it[2..5] (bytes 0..16, shape 2, n = 5); call 1 at it[6..9] (bytes 32..56, shape 3, n = 7)
+    it = np.array([2, 6, 0, 16, 2, 5, 32, 56, 3, 7], np.int64)
+    ft = np.array([0.0, 10.0, 0.0, -1.0])  # f of call 0 at ft[0 + 1], of call 1 at ft[2 + 1]
+    run(arena, np.zeros(8, np.uint8), it, ft, fp)
+    np.testing.assert_array_equal(a, [15.0, 15.0, 1.0, 1.0, 6.0, 6.0, 6.0, 1.0])
