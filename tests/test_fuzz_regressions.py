@@ -1268,3 +1268,41 @@ def test_int8_svdf_whose_output_multiplier_needs_a_shift_past_31_bits_is_refused
         with pytest.raises(ValueError, match=rf"SVDF .*state 'state' scale .*weights_time 'wt' scale .*output 'y' "
                                              rf"scale .*left shift of {shift} > 31 bits"):
             Interpreter(model_content=data).allocate_tensors()
+
+
+def _quantized_comparison(op: str, dtype, shift: int, zero_point: int) -> bytes:
+    """`op` on two [4, 67] inputs whose rescaling multipliers (their scales) are 0.75 * 2^shift and 0.75 *
+    2^(shift - 1)."""
+    b = ModelBuilder()
+    x = b.add_input("x", dtype, [4, 67], quant=(0.75 * 2.0 ** shift, zero_point))
+    y = b.add_input("y", dtype, [4, 67], quant=(0.75 * 2.0 ** (shift - 1), zero_point))
+    o = b.add_tensor("o", np.bool_, [4, 67])
+    b.add_op(op, [x, y], [o])
+    b.mark_output(o)
+    return b.build()
+
+
+@pytest.mark.parametrize("op,dtype,zero_point", [("LESS", np.uint8, 3), ("EQUAL", np.int8, -100),
+                                                 ("GREATER_EQUAL", np.uint8, 200), ("NOT_EQUAL", np.int8, 0)])
+def test_quantized_comparison_with_an_input_scale_past_2_to_the_16_is_refused_or_agrees(op, dtype, zero_point,
+                                                                                        official):
+    """Mutated input scales above 1: the official comparison rescales ((q - zp) << 8) with
+    MultiplyByQuantizedMultiplierSmallerThanOneExp, so a positive shift k becomes gemmlowp's RoundingDivideByPOT
+    with exponent -k (undefined in C++). Its vectorized loop then shifts by the sign while its scalar tail shifts by
+    -k mod 32, so from k = 17 (uint8; later for smaller |q - zp|) to k = 35 and again from ~k = 50 an element's
+    result depended on its position (we differed on up to 88 of 268 outputs): refused, naming the input, its scale
+    and the shift. Where both loops agree for every input value (k <= 16, k = 40: s >> 24 is the sign) we agree too
+    (before, k = 40 gave the wrong scalar formula: 21-43 outputs differed)."""
+    rng = np.random.default_rng(8)
+    info = np.iinfo(dtype)
+    x, y = (rng.integers(info.min, int(info.max) + 1, (4, 67)).astype(dtype) for _ in range(2))
+    y[:, ::3] = x[:, ::3]
+    for shift in (0, 1, 9, 16, 40, 41):
+        data = _quantized_comparison(op, dtype, shift, zero_point)
+        assert _run_ours(data, [x, y])[0].tobytes() == _run_official(data, [x, y])[0].tobytes(), shift
+    for shift in (18, 24, 32, 33, 50, 64):
+        data = _quantized_comparison(op, dtype, shift, zero_point)
+        _run_official(data, [x, y])  # it runs, we refuse
+        with pytest.raises(ValueError, match=rf"{op} .*quantized input '[xy]' \(scale .*, zero point {zero_point}\) .*"
+                                             r"left shift of \d+ bits.*depends on the element's position"):
+            Interpreter(model_content=data).allocate_tensors()
