@@ -1357,3 +1357,33 @@ def test_int16_kernel_with_an_int64_output_stage_and_a_shift_past_14_bits_is_ref
         _run_official(data, [np.zeros(shape, np.int16)])  # it runs, we refuse
         with pytest.raises(ValueError, match=rf"{op} .*output 'y' \(scale .*left shift of {shift} > 14 bits"):
             Interpreter(model_content=data).allocate_tensors()
+
+
+def _quantized_prod(dtype, shift: int, n: int) -> bytes:
+    """REDUCE_PROD over the middle axis of [4, n, 67] whose product rescaling (input scale over output scale^(1/n))
+    is 0.75 * 2^shift."""
+    b = ModelBuilder()
+    x = b.add_input("x", dtype, [4, n, 67], quant=(0.75 * 2.0 ** shift, 0))
+    y = b.add_tensor("y", dtype, [4, 1, 67], quant=(1.0, 0))
+    b.add_op("REDUCE_PROD", [x, b.add_const("axes", np.array([1], np.int32))], [y], options={"keep_dims": True})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("dtype,n", [(np.int8, 2), (np.int16, 3)])
+def test_quantized_prod_with_a_rescaling_shift_of_8_to_14_agrees_and_past_14_is_refused(dtype, n, official):
+    """Quantized REDUCE_PROD rescales every step and the final product with the int64-accumulator
+    MultiplyByQuantizedMultiplier. We refused shifts from 8 on (that function's debug-only check) though the
+    official runtime computes shifts 8..14 like any other; they agree now, int32 wrapping included. From 15 on its
+    rounding term is 1 << (14 - shift), a negative shift count (undefined in C++): refused, naming the scales."""
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(11).integers(info.min, int(info.max) + 1, (4, n, 67)).astype(dtype)
+    for shift in (0, 7, 8, 11, 14):
+        data = _quantized_prod(dtype, shift, n)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+    for shift in (15, 20):
+        data = _quantized_prod(dtype, shift, n)
+        _run_official(data, [x])
+        with pytest.raises(ValueError, match=rf"REDUCE_PROD .*input 'x' scale .*output 'y' scale 1\^\(1/{n}\) .*left "
+                                             rf"shift of {shift} > 14 bits"):
+            Interpreter(model_content=data).allocate_tensors()
