@@ -1387,3 +1387,29 @@ def test_quantized_prod_with_a_rescaling_shift_of_8_to_14_agrees_and_past_14_is_
         with pytest.raises(ValueError, match=rf"REDUCE_PROD .*input 'x' scale .*output 'y' scale 1\^\(1/{n}\) .*left "
                                              rf"shift of {shift} > 14 bits"):
             Interpreter(model_content=data).allocate_tensors()
+
+
+def test_integer_lstm_with_a_multiplier_shift_past_31_bits_is_refused(official):
+    """A mutated input scale (2^26: input_to_gate weights scale x input scale over the 2^-12 gate scale needs a
+    left shift of 32): the official integer LSTM shifts the int32 matmul sums left by it in C, undefined; 5-18 of
+    18 outputs differed per invoke. A hidden-state scale of 2^-61 (2^-30 over it: a shift of 32) happened to agree
+    (zeros in both). Both refused now, naming the scales, as are the peephole, layer-norm (shift + 12) and
+    projection multipliers past 31 bits; up to a shift of 31 the two agree."""
+    from test_rnn_int import int_lstm_model, run_both
+
+    config = dict(batch=2, time=3, n_input=4, n_cell=6, n_output=3)
+    for kw in (dict(in_scale=2.0 ** 20, proj=True), dict(in_scale=2.0 ** 25, proj=True), dict(hid_scale=2.0 ** -60)):
+        rng = np.random.default_rng(5)
+        data, shape = int_lstm_model(rng, **config, **kw)
+        steps = [rng.integers(-128, 128, shape, dtype=np.int8) for _ in range(3)]
+        for k, (o, r) in enumerate(run_both(data, steps)):
+            np.testing.assert_array_equal(o, r, err_msg=f"{kw} invoke {k}")
+    refused = [(dict(in_scale=2.0 ** 26, proj=True),
+                r"input_to_\w+_weights scale x input 'x' scale 6\.7\d*e\+07 over the \w+ gate scale .*shift of 32"),
+               (dict(hid_scale=2.0 ** -61),
+                r"over the hidden state scale 4\.3\d*e-19 \(intermediate 4\) .*left shift of 32")]
+    for kw, match in refused:
+        data, shape = int_lstm_model(np.random.default_rng(5), **config, **kw)
+        official_interpreter(data).invoke()  # it runs, we refuse
+        with pytest.raises(ValueError, match=r"UNIDIRECTIONAL_SEQUENCE_LSTM .*" + match):
+            Interpreter(model_content=data).allocate_tensors()
