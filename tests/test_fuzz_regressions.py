@@ -1268,3 +1268,148 @@ def test_int8_svdf_whose_output_multiplier_needs_a_shift_past_31_bits_is_refused
         with pytest.raises(ValueError, match=rf"SVDF .*state 'state' scale .*weights_time 'wt' scale .*output 'y' "
                                              rf"scale .*left shift of {shift} > 31 bits"):
             Interpreter(model_content=data).allocate_tensors()
+
+
+def _quantized_comparison(op: str, dtype, shift: int, zero_point: int) -> bytes:
+    """`op` on two [4, 67] inputs whose rescaling multipliers (their scales) are 0.75 * 2^shift and 0.75 *
+    2^(shift - 1)."""
+    b = ModelBuilder()
+    x = b.add_input("x", dtype, [4, 67], quant=(0.75 * 2.0 ** shift, zero_point))
+    y = b.add_input("y", dtype, [4, 67], quant=(0.75 * 2.0 ** (shift - 1), zero_point))
+    o = b.add_tensor("o", np.bool_, [4, 67])
+    b.add_op(op, [x, y], [o])
+    b.mark_output(o)
+    return b.build()
+
+
+@pytest.mark.parametrize("op,dtype,zero_point", [("LESS", np.uint8, 3), ("EQUAL", np.int8, -100),
+                                                 ("GREATER_EQUAL", np.uint8, 200), ("NOT_EQUAL", np.int8, 0)])
+def test_quantized_comparison_with_an_input_scale_past_2_to_the_16_is_refused_or_agrees(op, dtype, zero_point,
+                                                                                        official):
+    """Mutated input scales above 1: the official comparison rescales ((q - zp) << 8) with
+    MultiplyByQuantizedMultiplierSmallerThanOneExp, so a positive shift k becomes gemmlowp's RoundingDivideByPOT
+    with exponent -k (undefined in C++). Its vectorized loop then shifts by the sign while its scalar tail shifts by
+    -k mod 32, so from k = 17 (uint8; later for smaller |q - zp|) to k = 35 and again from ~k = 50 an element's
+    result depended on its position (we differed on up to 88 of 268 outputs): refused, naming the input, its scale
+    and the shift. Where both loops agree for every input value (k <= 16, k = 40: s >> 24 is the sign) we agree too
+    (before, k = 40 gave the wrong scalar formula: 21-43 outputs differed)."""
+    rng = np.random.default_rng(8)
+    info = np.iinfo(dtype)
+    x, y = (rng.integers(info.min, int(info.max) + 1, (4, 67)).astype(dtype) for _ in range(2))
+    y[:, ::3] = x[:, ::3]
+    for shift in (0, 1, 9, 16, 40, 41):
+        data = _quantized_comparison(op, dtype, shift, zero_point)
+        assert _run_ours(data, [x, y])[0].tobytes() == _run_official(data, [x, y])[0].tobytes(), shift
+    for shift in (18, 24, 32, 33, 50, 64):
+        data = _quantized_comparison(op, dtype, shift, zero_point)
+        _run_official(data, [x, y])  # it runs, we refuse
+        with pytest.raises(ValueError, match=rf"{op} .*quantized input '[xy]' \(scale .*, zero point {zero_point}\) .*"
+                                             r"left shift of \d+ bits.*depends on the element's position"):
+            Interpreter(model_content=data).allocate_tensors()
+
+
+def _int16_int64_output_stage(op: str, shift: int) -> tuple[bytes, list[int]]:
+    """An int16 `op` with an int64 bias (or int16 x int16 weights) whose output multiplier (input scale 0.5 x
+    weights scale 1.5 over the output scale) is 0.75 * 2^shift; 268 outputs. Returns the model and the input
+    shape."""
+    rng = np.random.default_rng(9)
+    b = ModelBuilder()
+    per_channel = {"scales": np.full(67, 1.5), "zero_points": np.zeros(67, np.int64), "quantized_dimension": 0}
+    bias = b.add_const("bias", np.zeros(67, np.int64), quant=(0.75, 0))
+    shape = [4, 8] if op in ("FULLY_CONNECTED", "BATCH_MATMUL") else [1, 2, 2, 67 if op == "DEPTHWISE_CONV_2D" else 8]
+    x = b.add_input("x", np.int16, shape, quant=(0.5, 0))
+    y = b.add_tensor("y", np.int16, [4, 67] if len(shape) == 2 else [1, 2, 2, 67], quant=(2.0 ** -shift, 0))
+    conv = {"padding": "VALID", "stride_w": 1, "stride_h": 1}
+    if op == "FULLY_CONNECTED":
+        b.add_op(op, [x, b.add_const("w", rng.integers(-1, 2, (67, 8)).astype(np.int16), quant=(1.5, 0)), bias], [y])
+    elif op == "BATCH_MATMUL":
+        b.add_op(op, [x, b.add_const("w", rng.integers(-1, 2, (8, 67)).astype(np.int16), quant=(1.5, 0))], [y])
+    elif op == "CONV_2D":
+        b.add_op(op, [x, b.add_const("f", rng.integers(-1, 2, (67, 1, 1, 8)).astype(np.int8), quant=(1.5, 0)), bias],
+                 [y], options=conv)
+    elif op == "DEPTHWISE_CONV_2D":
+        f = b.add_const("f", rng.integers(-1, 2, (1, 1, 1, 67)).astype(np.int8),
+                        quant={**per_channel, "quantized_dimension": 3})
+        b.add_op(op, [x, f, bias], [y], options={**conv, "depth_multiplier": 1})
+    else:
+        f = b.add_const("f", rng.integers(-1, 2, (67, 1, 1, 8)).astype(np.int8), quant=per_channel)
+        b.add_op(op, [b.add_const("output_shape", np.array([1, 2, 2, 67], np.int32)), f, x, bias], [y], options=conv,
+                 version=3)
+    b.mark_output(y)
+    return b.build(), shape
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED", "BATCH_MATMUL"])
+def test_int16_kernel_with_an_int64_output_stage_and_a_shift_past_14_bits_is_refused(op, official):
+    """Mutated scales with a real output multiplier of 2^14 or more on the 16-bit kernels whose official output
+    stage is the int64-accumulator MultiplyByQuantizedMultiplier (int16 x int8 convolutions with an int64 bias,
+    int16 x int16 FULLY_CONNECTED and BATCH_MATMUL): it rounds with 1 << (14 - shift) and shifts right by
+    15 - shift, negative counts (undefined in C++) from shift 15 on. The convolutions' outputs differed from shift
+    16 on (53-107 of 268); FULLY_CONNECTED and BATCH_MATMUL happened to agree. Refused, naming the output and the
+    scales; up to shift 14 the two agree."""
+    rng = np.random.default_rng(10)
+    for shift in (-3, 0, 10, 14):
+        data, shape = _int16_int64_output_stage(op, shift)
+        x = rng.integers(-3 if shift > 0 else -3000, 4 if shift > 0 else 3001, shape).astype(np.int16)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+    for shift in (15, 16, 31):
+        data, shape = _int16_int64_output_stage(op, shift)
+        _run_official(data, [np.zeros(shape, np.int16)])  # it runs, we refuse
+        with pytest.raises(ValueError, match=rf"{op} .*output 'y' \(scale .*left shift of {shift} > 14 bits"):
+            Interpreter(model_content=data).allocate_tensors()
+
+
+def _quantized_prod(dtype, shift: int, n: int) -> bytes:
+    """REDUCE_PROD over the middle axis of [4, n, 67] whose product rescaling (input scale over output scale^(1/n))
+    is 0.75 * 2^shift."""
+    b = ModelBuilder()
+    x = b.add_input("x", dtype, [4, n, 67], quant=(0.75 * 2.0 ** shift, 0))
+    y = b.add_tensor("y", dtype, [4, 1, 67], quant=(1.0, 0))
+    b.add_op("REDUCE_PROD", [x, b.add_const("axes", np.array([1], np.int32))], [y], options={"keep_dims": True})
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("dtype,n", [(np.int8, 2), (np.int16, 3)])
+def test_quantized_prod_with_a_rescaling_shift_of_8_to_14_agrees_and_past_14_is_refused(dtype, n, official):
+    """Quantized REDUCE_PROD rescales every step and the final product with the int64-accumulator
+    MultiplyByQuantizedMultiplier. We refused shifts from 8 on (that function's debug-only check) though the
+    official runtime computes shifts 8..14 like any other; they agree now, int32 wrapping included. From 15 on its
+    rounding term is 1 << (14 - shift), a negative shift count (undefined in C++): refused, naming the scales."""
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(11).integers(info.min, int(info.max) + 1, (4, n, 67)).astype(dtype)
+    for shift in (0, 7, 8, 11, 14):
+        data = _quantized_prod(dtype, shift, n)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+    for shift in (15, 20):
+        data = _quantized_prod(dtype, shift, n)
+        _run_official(data, [x])
+        with pytest.raises(ValueError, match=rf"REDUCE_PROD .*input 'x' scale .*output 'y' scale 1\^\(1/{n}\) .*left "
+                                             rf"shift of {shift} > 14 bits"):
+            Interpreter(model_content=data).allocate_tensors()
+
+
+def test_integer_lstm_with_a_multiplier_shift_past_31_bits_is_refused(official):
+    """A mutated input scale (2^26: input_to_gate weights scale x input scale over the 2^-12 gate scale needs a
+    left shift of 32): the official integer LSTM shifts the int32 matmul sums left by it in C, undefined; 5-18 of
+    18 outputs differed per invoke. A hidden-state scale of 2^-61 (2^-30 over it: a shift of 32) happened to agree
+    (zeros in both). Both refused now, naming the scales, as are the peephole, layer-norm (shift + 12) and
+    projection multipliers past 31 bits; up to a shift of 31 the two agree."""
+    from test_rnn_int import int_lstm_model, run_both
+
+    config = dict(batch=2, time=3, n_input=4, n_cell=6, n_output=3)
+    for kw in (dict(in_scale=2.0 ** 20, proj=True), dict(in_scale=2.0 ** 25, proj=True), dict(hid_scale=2.0 ** -60)):
+        rng = np.random.default_rng(5)
+        data, shape = int_lstm_model(rng, **config, **kw)
+        steps = [rng.integers(-128, 128, shape, dtype=np.int8) for _ in range(3)]
+        for k, (o, r) in enumerate(run_both(data, steps)):
+            np.testing.assert_array_equal(o, r, err_msg=f"{kw} invoke {k}")
+    refused = [(dict(in_scale=2.0 ** 26, proj=True),
+                r"input_to_\w+_weights scale x input 'x' scale 6\.7\d*e\+07 over the \w+ gate scale .*shift of 32"),
+               (dict(hid_scale=2.0 ** -61),
+                r"over the hidden state scale 4\.3\d*e-19 \(intermediate 4\) .*left shift of 32")]
+    for kw, match in refused:
+        data, shape = int_lstm_model(np.random.default_rng(5), **config, **kw)
+        official_interpreter(data).invoke()  # it runs, we refuse
+        with pytest.raises(ValueError, match=r"UNIDIRECTIONAL_SEQUENCE_LSTM .*" + match):
+            Interpreter(model_content=data).allocate_tensors()

@@ -33,16 +33,20 @@ def _q(rng, shape, scale, dtype):
 
 def int_lstm_model(rng, *, batch, time, n_input, n_cell, n_output=None, cifg=False, peephole=False, proj=None,
                    layer_norm=False, time_major=False, cell_clip=0.0, proj_clip=0.0, cell_log2=-11,
-                   n_inputs=24, intermediates=5, per_channel=False, peep_scale=1.0, small_peephole=False):
+                   n_inputs=24, intermediates=5, per_channel=False, peep_scale=1.0, small_peephole=False,
+                   in_scale=None, hid_scale=None):
     """An integer LSTM like the converter's: int8 input / output / output state, int16 cell state (scale
     2^cell_log2), int8 weights, int32 biases, int16 peepholes and layer norm. proj: None (no projection), False
     (projection without bias) or True; peep_scale multiplies the peephole weights' scale, small_peephole makes
-    them small integers (frequent rounding ties in their rescale). Returns (model bytes, input shape)."""
+    them small integers (frequent rounding ties in their rescale); in_scale / hid_scale replace the input's and the
+    hidden intermediate's random scales. Returns (model bytes, input shape)."""
     n_output = n_cell if proj is None else (n_output or n_cell)
     b = ModelBuilder()
-    in_scale, in_zp = 0.02 + 0.03 * rng.random(), int(rng.integers(-20, 21))
+    random_in_scale, in_zp = 0.02 + 0.03 * rng.random(), int(rng.integers(-20, 21))
     h_scale, h_zp = 1 / 128 * (0.8 + 0.4 * rng.random()), int(rng.integers(-10, 11))
-    hid_scale, hid_zp = 1 / 128 * (0.8 + 0.4 * rng.random()), int(rng.integers(-10, 11))
+    random_hid_scale, hid_zp = 1 / 128 * (0.8 + 0.4 * rng.random()), int(rng.integers(-10, 11))
+    in_scale = random_in_scale if in_scale is None else in_scale
+    hid_scale = random_hid_scale if hid_scale is None else hid_scale
     shape = (time, batch, n_input) if time_major else (batch, time, n_input)
     x = b.add_input("x", np.int8, list(shape), quant=(in_scale, in_zp))
     ins = {}

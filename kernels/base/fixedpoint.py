@@ -117,6 +117,15 @@ def check_left_shift(ctx, shifts, what: str) -> None:
                         "int32 fixed-point output stage cannot apply it")
 
 
+def check_int64_left_shift(ctx, shifts, what: str) -> None:
+    """Refuse multipliers whose shift is above 14 for TFLite's int64-accumulator MultiplyByQuantizedMultiplier
+    (16-bit activation kernels with an int64 bias): it rounds with 1 << (14 - shift) and shifts right by 15 - shift,
+    negative shift counts (undefined in C++) from a shift of 15 on, i.e. a real multiplier of 2^14 or more."""
+    sh = int(np.max(shifts)) if np.size(shifts) else 0
+    ctx.check(sh <= 14, f"{what} needs a left shift of {sh} > 14 bits (a real multiplier of 2^{sh - 1} or more): the "
+                        "int64-accumulator output stage (rounding by 1 << (14 - shift)) cannot apply it")
+
+
 def downscale_multiplier_to_int16(q: int) -> int:
     """An int32 fixed-point multiplier rounded to its int16 counterpart (DownScaleInt32ToInt16Multiplier)."""
     if q >= INT32_MAX - (1 << 15):

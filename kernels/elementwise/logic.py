@@ -79,25 +79,47 @@ BOOL_BINARY = {name: make_binary(f, clamp=False) for name, f in (
     ("GREATER_EQUAL", _ge), ("LOGICAL_AND", _and), ("LOGICAL_OR", _or))}
 
 
-@njit(cache=True)
-def _rounding_divide_by_negative_pot(x, shift):
-    """gemmlowp's RoundingDivideByPOT(x, -shift) for shift > 0 as the x86 build runs it: the (undefined) negative
-    shifts take their count modulo the operand width, so the 64-bit mask is all ones and x >> (32 - shift)."""
-    s = 32 - shift
-    hi = np.int64(x) >> s
-    return hi + 1 if x >= 0 else hi
-
-
 @njit(cache=True, nogil=True)
-def rescale_for_comparison(x, out, offset, q, shift):
-    """out = MultiplyByQuantizedMultiplierSmallerThanOneExp((x + offset) << 8, q, shift) (int32)."""
+def rescale_for_comparison(x, out, offset, q, shift, sar, mask):
+    """out = MultiplyByQuantizedMultiplierSmallerThanOneExp((x + offset) << 8, q, shift) (int32).
+
+    A positive `shift` (a scale above 1) reaches gemmlowp's RoundingDivideByPOT with the negative exponent -shift,
+    undefined in C++; the official x86 build's scalar code then computes (s >> sar) + (remainder > threshold) with
+    sar = -shift mod 32 (the 32-bit shift count) and the remainder mask `mask` = int32(2^(-shift mod 64) - 1) (the
+    64-bit one), which _comparison_shift only lets through where it equals its vectorized loop's answer."""
     for i in range(out.size):
         v = (np.int64(x[i]) + offset) * 256
         s = saturating_rounding_doubling_high_mul(v, q)
         if shift <= 0:
             out[i] = rounding_divide_by_pot(s, -shift)
         else:
-            out[i] = _rounding_divide_by_negative_pot(s, shift)
+            neg = 1 if s < 0 else 0
+            out[i] = (s >> sar) + (1 if (s & mask) > (mask >> 1) + neg else 0)
+
+
+def _comparison_shift(ctx: PrepareContext, t, q: int, shift: int) -> tuple[int, int]:
+    """(sar, mask) for rescale_for_comparison; refuses a positive shift whose outcome depends on the element.
+
+    With a negative exponent the official kernel's vectorized loop shifts arithmetically by a count its vector
+    instructions take as >= 32 (the sign: 0 or -1) while its scalar tail (and its loops over a broadcast) shift by
+    -shift mod 32; the rounding term is the same in both. So its answer is the same for every element only when
+    every rescaled value s in the input's range has s >> (-shift mod 32) in {0, -1}; otherwise an element's result
+    depends on its position (measured: up to 88 of 268 outputs at shifts 17..32 and 50..64), and no answer is
+    right."""
+    if shift <= 0:
+        return 0, 0
+    sar = (-shift) % 32
+    mask = ((1 << ((-shift) % 64)) - 1) & 0xFFFFFFFF
+    mask -= (1 << 32) if mask >= (1 << 31) else 0
+    info = np.iinfo(t.dtype)
+    zp = int(t.zero_point)
+    lo, hi = (int(saturating_rounding_doubling_high_mul((int(v) - zp) * 256, q)) for v in (info.min, info.max))
+    ctx.check(-(1 << sar) <= lo and hi < (1 << sar),
+              f"quantized input {t.name!r} (scale {float(np.float32(t.scale)):g}, zero point {zp}) is rescaled with "
+              f"a multiplier needing a left shift of {shift} bits, which the official kernel applies as a right shift "
+              f"by {-shift} bits (undefined in C++): for its rescaled values in [{lo}, {hi}] its vectorized loop and "
+              f"its scalar tail disagree, so the result depends on the element's position")
+    return sar, mask
 
 
 def _rescaled(ctx: PrepareContext, t):
@@ -107,10 +129,11 @@ def _rescaled(ctx: PrepareContext, t):
     # the official kernel quantizes scales >= 1 with QuantizeMultiplierGreaterThanOne, which aborts on exactly 1
     ctx.check(scale != 1.0, f"quantized input {t.name!r} has scale 1.0, which the official kernel rejects")
     q, shift = quantize_multiplier(scale)
+    sar, mask = _comparison_shift(ctx, t, q, shift)
     tmp = ctx.temp(t.shape, np.int32)
     if t.size:
         ctx.call(rescale_for_comparison, ctx.view(t, (t.size,)), ctx.view(tmp, (t.size,)), -int(t.zero_point), q,
-                 shift)
+                 shift, sar, mask)
     return tmp
 
 

@@ -10,7 +10,7 @@ constant). Every output batch gets the offsets of its lhs and rhs matrices, prec
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.fixedpoint import check_left_shift
+from lite_numba.kernels.base.fixedpoint import check_int64_left_shift, check_left_shift
 from lite_numba.kernels.linear.fc_loops import gemm_f32, transpose_batches
 from lite_numba.kernels.linear.fully_connected_quantized import (
     REQUANT_FIXED,
@@ -156,8 +156,11 @@ def _quantized(ctx: PrepareContext, lhs, rhs, o, a, a_off, b, b_const, b_off, of
     # GetQuantizedConvolutionMultipler: the float32 product of the input scales, then double
     real = np.float64(np.float32(lhs.scale) * np.float32(rhs.scale)) / np.float64(np.float32(o.scale))
     qm, qs = fixed_multipliers([real] * N)
-    check_left_shift(ctx, qs, f"output {o.name!r} (scale {o.scale:.6g}; input scales {lhs.scale:.6g}, {rhs.scale:.6g})")
+    what = f"output {o.name!r} (scale {o.scale:.6g}; input scales {lhs.scale:.6g}, {rhs.scale:.6g})"
+    check_left_shift(ctx, qs, what)
     mode = REQUANT_FIXED if lhs.dtype == np.int8 else REQUANT_FIXED64
+    if mode == REQUANT_FIXED64:
+        check_int64_left_shift(ctx, qs, what)
     acc = ctx.temp((o.size,), np.int32 if mode == REQUANT_FIXED else np.int64)
     schedule_igemm(ctx, a, a_off, int(lhs.zero_point), lhs.dtype, None if b_const is not None else b, b_const, b_off,
                    int(rhs.zero_point), acc, M, K, N)

@@ -25,7 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.activation import float_activation_range
-from lite_numba.kernels.base.fixedpoint import activation_range_quantized, check_left_shift, quantize_multipliers
+from lite_numba.kernels.base.fixedpoint import (
+    activation_range_quantized,
+    check_int64_left_shift,
+    check_left_shift,
+    quantize_multipliers,
+)
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.linear import conv_loops as L
 from lite_numba.kernels.linear import dwconv, qgemm, simd_f32
@@ -96,7 +101,8 @@ def _filter_scales(ctx: PrepareContext, f: Tensor, channels: int, axis: int) -> 
     return np.asarray(q.scales, np.float32)
 
 
-def _requant_params(ctx: PrepareContext, x: Tensor, f: Tensor, out: Tensor, channels: int, axis: int):
+def _requant_params(ctx: PrepareContext, x: Tensor, f: Tensor, out: Tensor, channels: int, axis: int,
+                    wide: bool = False):
     """Per-channel (multiplier, shift) of input_scale * filter_scale[c] / output_scale, as the official
     PopulateConvolutionQuantizationParams computes them (in double; uint8 kernels use the legacy per-tensor
     multiplier whose scale product is taken in float32)."""
@@ -111,8 +117,11 @@ def _requant_params(ctx: PrepareContext, x: Tensor, f: Tensor, out: Tensor, chan
     else:
         real = np.float64(x.scale) * fs.astype(np.float64) / np.float64(out.scale)
     mult, shift = quantize_multipliers(real)
-    check_left_shift(ctx, shift, f"output {out.name!r} (scale {out.scale:.6g}; input scale {x.scale:.6g}, filter "
-                                 f"{f.name!r} scale up to {float(np.max(fs)):.6g})")
+    what = (f"output {out.name!r} (scale {out.scale:.6g}; input scale {x.scale:.6g}, filter {f.name!r} scale up to "
+            f"{float(np.max(fs)):.6g})")
+    check_left_shift(ctx, shift, what)
+    if wide:  # 16-bit activations with an int64 bias: the reference kernel's int64 output stage
+        check_int64_left_shift(ctx, shift, what)
     return mult, shift
 
 
@@ -274,7 +283,7 @@ def CONV_2D(ctx: PrepareContext) -> None:
     bias, wide = _integer_types(ctx, x, f, b, out, CO)
     rq_mode = L.RQ_INT64 if wide else L.RQ_NEON
     nvec = CO if groups == 1 and not wide else 0
-    mult, shift = _requant_params(ctx, x, f, out, CO, 0)
+    mult, shift = _requant_params(ctx, x, f, out, CO, 0, wide)
     qmin, qmax = _quant_limits(ctx, out)
     if out.size == 0:
         return
@@ -370,7 +379,7 @@ def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
         return
 
     bias, wide = _integer_types(ctx, x, f, b, out, CO, int16_bias=np.int64)
-    mult, shift = _requant_params(ctx, x, f, out, CO, 3)
+    mult, shift = _requant_params(ctx, x, f, out, CO, 3, wide)
     qmin, qmax = _quant_limits(ctx, out)
     if out.size == 0:
         return
@@ -447,7 +456,7 @@ def TRANSPOSE_CONV(ctx: PrepareContext) -> None:
         return
 
     bias, wide = _integer_types(ctx, x, f, b, out, CO)
-    mult, shift = _requant_params(ctx, x, f, out, CO, 0)
+    mult, shift = _requant_params(ctx, x, f, out, CO, 0, wide)
     qmin, qmax = _quant_limits(ctx, out)
     if out.size == 0:
         return

@@ -27,6 +27,7 @@ from lite_numba.kernels.base.activation import (
 )
 from lite_numba.kernels.base.fixedpoint import (
     activation_range_quantized,
+    check_int64_left_shift,
     check_left_shift,
     multiply_by_quantized_multiplier,
     multiply_by_quantized_multiplier_int64,
@@ -443,9 +444,12 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     else:
         mode = REQUANT_RUY
     qm, qs = fixed_multipliers(reals)
+    what = (f"output {out.name!r} (scale {out_s:.6g}; input scale {in_s:.6g}, weights {w.name!r} scale up to "
+            f"{float(np.max(scales)):.6g})")
     if mode != REQUANT_FLOAT:
-        check_left_shift(ctx, qs, f"output {out.name!r} (scale {out_s:.6g}; input scale {in_s:.6g}, weights "
-                                  f"{w.name!r} scale up to {float(np.max(scales)):.6g})")
+        check_left_shift(ctx, qs, what)
+    if mode == REQUANT_FIXED64:
+        check_int64_left_shift(ctx, qs, what)
     fscale = np.array([np.float64(in_s) * np.float64(s) / np.float64(out_s) for s in scales], np.float64)
     lo, hi = activation_range_quantized(act, out.dtype, out.scale, out.zero_point)
     o = ctx.output(0)

@@ -431,10 +431,25 @@ def prepare_lstm_integer(ctx: PrepareContext, weights: dict, use_ln: bool, time_
         ln_scale = scale(w[f"{g}_layer_norm_coefficients"], f"{g}_layer_norm_coefficients") if use_ln else f32(1.0)
         p[q + 6], p[q + 7] = fx.quantize_multiplier(float(ln_scale))
         p[q + 8] = max(1, int(f32(10000.0) * ln_scale))
+        # the official kernels shift the int32 products left by these shifts in C: undefined past 31 bits
+        gate = f"the {g} gate scale {float(inter_scale[gi]):.6g}"
+        fx.check_left_shift(ctx, p[q + 1], f"input_to_{g}_weights scale x input {x.name!r} scale {float(f_in):.6g} "
+                                           f"over {gate}")
+        fx.check_left_shift(ctx, p[q + 3], f"recurrent_to_{g}_weights scale x output_state {state_h.name!r} scale "
+                                           f"{float(f_h):.6g} over {gate}")
+        if peep and g != "cell":
+            fx.check_left_shift(ctx, p[q + 5], f"cell_to_{g}_weights scale x cell_state scale 2^{cell_scale} over "
+                                               f"{gate}")
+        if use_ln:  # the layer norm rescales with the coefficients' multiplier and shift + 12
+            fx.check_left_shift(ctx, p[q + 7] + 12, f"{g}_layer_norm_coefficients scale {float(ln_scale):.6g} "
+                                                    f"(x 2^12)")
     p[_Q_HIDDEN_M], p[_Q_HIDDEN_S] = fx.quantize_multiplier(float(f32(2.0 ** -15 / float(s4) * 2.0 ** -15)))
+    fx.check_left_shift(ctx, p[_Q_HIDDEN_S], f"2^-30 over the hidden state scale {float(s4):.6g} (intermediate 4)")
     if wp is not None:
         eff_p = f32(f32(scale(wp, "projection_weights") * s4) / f_h)
         p[_Q_PROJ_M], p[_Q_PROJ_S] = fx.quantize_multiplier(float(eff_p))
+        fx.check_left_shift(ctx, p[_Q_PROJ_S], f"projection_weights scale x the hidden state scale {float(s4):.6g} "
+                                               f"over output_state {state_h.name!r} scale {float(f_h):.6g}")
     if n_batch == 0 or max_time == 0 or n_cell == 0:
         return
 
