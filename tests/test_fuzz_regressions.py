@@ -1413,3 +1413,70 @@ def test_integer_lstm_with_a_multiplier_shift_past_31_bits_is_refused(official):
         official_interpreter(data).invoke()  # it runs, we refuse
         with pytest.raises(ValueError, match=r"UNIDIRECTIONAL_SEQUENCE_LSTM .*" + match):
             Interpreter(model_content=data).allocate_tensors()
+
+
+def _log_softmax_uint8(in_scale: float, n: int) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.uint8, [2, n], quant=(in_scale, 131))
+    y = b.add_tensor("y", np.uint8, [2, n], quant=(16 / 256, 255))
+    b.add_op("LOG_SOFTMAX", [x], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+def test_uint8_log_softmax_with_a_scale_that_overflows_float_is_refused(official):
+    """The uint8 twin of the int8 LOG_SOFTMAX refusal (campaign seed 201 case 15382): large input scales whose
+    float32 products stay finite agree with the official runtime byte for byte; past FLT_MAX they are refused,
+    naming the tensor."""
+    rng = np.random.default_rng(1)
+    for scale in (1e30, 8e34):
+        for n in (10, 37):
+            x = rng.integers(0, 256, (2, n)).astype(np.uint8)
+            x[1] = 0
+            x[1, -1] = 255
+            data = _log_softmax_uint8(scale, n)
+            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+    for scale in (1e37, 1e38):
+        with pytest.raises(ValueError, match=r"LOG_SOFTMAX.*input 'x' scale .*overflows float32"):
+            Interpreter(model_content=_log_softmax_uint8(scale, 10)).allocate_tensors()
+
+
+def _prelu_scales(x_scale: float, alpha_scale: float, out_scale: float) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [1, 4, 6, 3], quant=(x_scale, 0))
+    a = b.add_const("alpha", np.arange(-36, 36, dtype=np.int8).reshape(4, 6, 3), quant=(alpha_scale, 0))
+    y = b.add_tensor("y", np.int8, [1, 4, 6, 3], quant=(out_scale, -68))
+    b.add_op("PRELU", [x, a], [y])
+    b.mark_output(y)
+    return b.build()
+
+
+def test_int8_prelu_identity_branch_past_31_bits_and_infinite_multipliers_are_refused(official):
+    """PRELU's other two refusals: the identity branch (input scale / output scale) needing a left shift past 31
+    bits, and scales whose float32 quotient is infinite; each names the tensors. Up to a shift of 31 on the identity
+    branch the two runtimes agree."""
+    x = np.random.default_rng(5).integers(-128, 128, (1, 4, 6, 3)).astype(np.int8)
+    for shift in (0, 17, 31):  # input scale / output scale = 0.75 * 2^shift; the alpha branch stays small
+        data = _prelu_scales(0.75 * 2.0 ** shift * 0.02, 2.0 ** -40, 0.02)
+        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+    with pytest.raises(ValueError, match=r"PRELU .*input 'x' scale .* over output 'y' scale .*left shift of 32 > 31"):
+        Interpreter(model_content=_prelu_scales(0.75 * 2.0 ** 32 * 0.02, 2.0 ** -40, 0.02)).allocate_tensors()
+    for xs, als, ys in ((1e30, 1e30, 1e-30), (1e38, 1.0, 1e-38)):
+        with pytest.raises(ValueError, match=r"PRELU .*input 'x' scale .*alpha 'alpha' scale .*output 'y' scale .* "
+                                             r"give an infinite multiplier"):
+            Interpreter(model_content=_prelu_scales(xs, als, ys)).allocate_tensors()
+
+
+def test_int8_rsqrt_whose_scale_product_is_zero_in_float_is_refused():
+    """int8 RSQRT divides by sqrt(input scale) x output scale computed in float32: denormal scales make that 0 and
+    the multiplier infinite. The official runtime runs it anyway (here: 127 for the zero difference, 0 for every
+    other input) from a QuantizeMultiplier of infinity, whose conversion of inf * 2^31 to an integer is undefined in
+    C++; refused, naming both tensors."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, [16], quant=(1.4e-45, -128))
+    y = b.add_tensor("y", np.int8, [16], quant=(1e-30, 0))
+    b.add_op("RSQRT", [x], [y])
+    b.mark_output(y)
+    with pytest.raises(ValueError, match=r"RSQRT.*input 'x' scale .*output 'y' scale .*the int8 RSQRT multiplier is "
+                                         r"infinite"):
+        Interpreter(model_content=b.build()).allocate_tensors()
