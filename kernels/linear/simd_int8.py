@@ -599,6 +599,29 @@ def a_source(x, abuf, geo, flip, zp_in):
     return buf, False, Kp, Kp // 4, 1, 0, 1, 0, Kp, 0, 0, (N * OH * OW + MB - 1) // MB
 
 
+@njit(cache=True, inline="always")
+def start_block(x, abuf, a, geo, flip, zp_in, blk, direct, HP, WP, lda, rstride, rstride2, rsf, npb, d, OH, OW, CO):
+    """Block blk of qconv_vnni / qconv_narrow made ready for the tiles (a_source's geometry): its im2col rows packed
+    (im2col), and with uint8 weights (d != 0) its rows' per-row terms in rsf from npb on. Returns (byte offset of its
+    first row in a, flat offset of its first output, rows)."""
+    CI = x.shape[3]
+    if direct:  # block = output row oy of image n
+        n, oy = blk // OH, blk % OH
+        a0 = ((n * HP + oy * geo[0]) * WP) * CI
+        if d != 0:
+            window_row_terms(a, rsf, npb, a0, OW, geo[6], geo[7], CI, lda, rstride, rstride2, geo[3], d)
+        return a0, ((n * OH + oy) * OW) * CO, OW
+    MB = abuf.shape[0]
+    m0 = blk * MB
+    rows = min(MB, x.shape[0] * OH * OW - m0)
+    pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
+    if d != 0:
+        K = geo[6] * geo[7] * CI
+        for r in range(rows):
+            rsf[npb + r] = row_term(d, byte_sum(a, r * lda, K))
+    return 0, m0 * CO, rows
+
+
 @njit(cache=True, nogil=True)
 def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
     """Quantized CONV_2D (one group) / FULLY_CONNECTED on VNNI: x [N, H, W, CI] (int8 or uint8), wp weights packed
@@ -624,38 +647,19 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
     row's K bytes (padded taps hold zp_in, whose terms cancel), kept in prm's rows past Np / 16 (prm then has
     ceil((max(MB, OW) + MR) / PRM_BLOCK) more, see schedule_qgemm) and added to the row's accumulators by the
     tiles."""
-    N, OH, OW, CO = out.shape
-    P = N * OH * OW
-    CI = x.shape[3]
+    _, OH, OW, CO = out.shape
     Np = (CO + 15) // 16 * 16
     d = row_weight(geo)
     rs_on = 1 if d != 0 else 0
-    K = geo[6] * geo[7] * CI
     npb = Np // 16 * PRM_BLOCK
     pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
     rsf = prm.reshape(prm.size)
     o = out.reshape(out.size)
     lo, hi = np.int32(qmin), np.int32(qmax)
     a, direct, lda, kg, nrun, rstride, nrun2, rstride2, wstride, HP, WP, nblocks = a_source(x, abuf, geo, flip, zp_in)
-    MB = abuf.shape[0]
-    sh, KH, KW, dw = geo[0], geo[6], geo[7], geo[3]
     for blk in range(nblocks):
-        if direct:
-            n, oy = blk // OH, blk % OH
-            a0 = ((n * HP + oy * sh) * WP) * CI
-            ob0 = ((n * OH + oy) * OW) * CO
-            rows = OW
-            if rs_on:
-                window_row_terms(a, rsf, npb, a0, OW, KH, KW, CI, lda, rstride, rstride2, dw, d)
-        else:
-            m0 = blk * MB
-            rows = min(MB, P - m0)
-            pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
-            a0 = 0
-            ob0 = m0 * CO
-            if rs_on:  # pf is prm's memory then
-                for r in range(rows):
-                    rsf[npb + r] = row_term(d, byte_sum(a, r * lda, K))
+        a0, ob0, rows = start_block(x, abuf, a, geo, flip, zp_in, blk, direct, HP, WP, lda, rstride, rstride2, rsf,
+                                    npb, d, OH, OW, CO)
         full = rows // MR * MR
         rest = rows - full
         if rest > 3 or (direct and rest > 0):  # a tile over stale rows is cheaper than several 1-row passes

@@ -43,18 +43,15 @@ from lite_numba.kernels.linear.simd_int8 import (
     a_source,
     block_rows,
     byte_ptr,
-    byte_sum,
     load,
-    pack_rows,
     pack_weights_vnni,
     pad_runs,
     padded_sizes,
     params_or_offsets,
     requantize_params,
     requantize_vector,
-    row_term,
     row_weight,
-    window_row_terms,
+    start_block,
 )
 from llvmlite import ir
 from numba import njit, types
@@ -277,39 +274,20 @@ def qconv_narrow(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, 
     with geo[13] = 1 the windows of a KxK convolution read in place from the padded input in abuf), and the same
     results; wp packed by pack_weights_vnni when geo[12] is 1, by pack_weights_pairs when 0 (from pad_runs(w, runs)
     for the direct way)."""
-    N, OH, OW, CO = out.shape
-    P = N * OH * OW
-    CI = x.shape[3]
+    _, OH, OW, CO = out.shape
     Np = (CO + 15) // 16 * 16
     d = row_weight(geo)
     vnni = geo[12]
     rs_on = 1 if d != 0 else 0
-    K = geo[6] * geo[7] * CI
     npb = Np // 16 * PRM_BLOCK
     pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
     rsf = prm.reshape(prm.size)
     o = out.reshape(out.size)
     lo, hi = np.int32(qmin), np.int32(qmax)
     a, direct, lda, kg, nrun, rstride, nrun2, rstride2, wstride, HP, WP, nblocks = a_source(x, abuf, geo, flip, zp_in)
-    MB = abuf.shape[0]
-    sh, KH, KW, dw = geo[0], geo[6], geo[7], geo[3]
     for blk in range(nblocks):
-        if direct:
-            n, oy = blk // OH, blk % OH
-            a0 = ((n * HP + oy * sh) * WP) * CI
-            ob0 = ((n * OH + oy) * OW) * CO
-            rows = OW
-            if rs_on:
-                window_row_terms(a, rsf, npb, a0, OW, KH, KW, CI, lda, rstride, rstride2, dw, d)
-        else:
-            m0 = blk * MB
-            rows = min(MB, P - m0)
-            pack_rows(x, abuf, m0, rows, geo, flip, zp_in)
-            a0 = 0
-            ob0 = m0 * CO
-            if rs_on:  # pf is prm's memory then
-                for r in range(rows):
-                    rsf[npb + r] = row_term(d, byte_sum(a, r * lda, K))
+        a0, ob0, rows = start_block(x, abuf, a, geo, flip, zp_in, blk, direct, HP, WP, lda, rstride, rstride2, rsf,
+                                    npb, d, OH, OW, CO)
         full = rows // MR * MR
         rest = rows - full
         if rest > 2 or (direct and rest > 0):  # a tile over stale rows is cheaper than three 1-row passes
