@@ -1413,3 +1413,31 @@ def test_integer_lstm_with_a_multiplier_shift_past_31_bits_is_refused(official):
         official_interpreter(data).invoke()  # it runs, we refuse
         with pytest.raises(ValueError, match=r"UNIDIRECTIONAL_SEQUENCE_LSTM .*" + match):
             Interpreter(model_content=data).allocate_tensors()
+
+
+def test_float_floor_div_of_nan_inf_and_huge_quotients(official):
+    """Campaign seed 301 probe of the 'extremes' / 'nonfinite' data: float FLOOR_DIV returned -2^63 (-9.22e18) for
+    NaN, inf and quotients past 2^63 (Numba's math.floor gives an int64) where the official kernel returns
+    floor(x / y): NaN, +-inf, the huge quotient itself. Lengths 37 and 1x37 broadcast over 3x37 (past any vector
+    width, with a tail)."""
+    big = np.finfo(np.float32).max
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 37)) * 10).astype(np.float32)
+    x[0, :8] = [np.nan, np.inf, -np.inf, big, -big, 1e30, -1e30, 2.5]
+    x[2, -5:] = [np.nan, np.inf, -np.inf, big, 1e20]
+    y = (rng.standard_normal(37) * 3).astype(np.float32)
+    y[:8] = [1.0, 2.0, 0.5, 1e-3, 3.0, -1e-8, 7.0, np.inf]
+    y[-3:] = [np.nan, -np.inf, 0.25]
+    for shapes in (((3, 37), (3, 37)), ((3, 37), (1, 37))):
+        b = ModelBuilder()
+        xa = b.add_input("x", np.float32, list(shapes[0]))
+        ya = b.add_input("y", np.float32, list(shapes[1]))
+        out = b.add_tensor("z", np.float32, [3, 37])
+        b.add_op("FLOOR_DIV", [xa, ya], [out], version=2)
+        b.mark_output(out)
+        data = b.build()
+        yy = np.broadcast_to(y, shapes[1]).copy() if shapes[1] == (1, 37) else np.tile(y, (3, 1))
+        ours, theirs = _run_ours(data, [x, yy])[0], _run_official(data, [x, yy])[0]
+        assert np.isnan(theirs[0, 0]) and np.isinf(theirs[0, 1])  # the oracle's own results, not ours
+        assert_close(ours, theirs, rtol=1e-6, atol=0.0, what=f"FLOOR_DIV {shapes}")
+
