@@ -1480,3 +1480,63 @@ def test_int8_rsqrt_whose_scale_product_is_zero_in_float_is_refused():
     with pytest.raises(ValueError, match=r"RSQRT.*input 'x' scale .*output 'y' scale .*the int8 RSQRT multiplier is "
                                          r"infinite"):
         Interpreter(model_content=b.build()).allocate_tensors()
+
+
+def test_float_floor_div_of_nan_inf_and_huge_quotients(official):
+    """Campaign seed 301 probe of the 'extremes' / 'nonfinite' data: float FLOOR_DIV returned -2^63 (-9.22e18) for
+    NaN, inf and quotients past 2^63 (Numba's math.floor gives an int64) where the official kernel returns
+    floor(x / y): NaN, +-inf, the huge quotient itself. Lengths 37 and 1x37 broadcast over 3x37 (past any vector
+    width, with a tail)."""
+    big = np.finfo(np.float32).max
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 37)) * 10).astype(np.float32)
+    x[0, :8] = [np.nan, np.inf, -np.inf, big, -big, 1e30, -1e30, 2.5]
+    x[2, -5:] = [np.nan, np.inf, -np.inf, big, 1e20]
+    y = (rng.standard_normal(37) * 3).astype(np.float32)
+    y[:8] = [1.0, 2.0, 0.5, 1e-3, 3.0, -1e-8, 7.0, np.inf]
+    y[-3:] = [np.nan, -np.inf, 0.25]
+    for shapes in (((3, 37), (3, 37)), ((3, 37), (1, 37))):
+        b = ModelBuilder()
+        xa = b.add_input("x", np.float32, list(shapes[0]))
+        ya = b.add_input("y", np.float32, list(shapes[1]))
+        out = b.add_tensor("z", np.float32, [3, 37])
+        b.add_op("FLOOR_DIV", [xa, ya], [out], version=2)
+        b.mark_output(out)
+        data = b.build()
+        yy = np.broadcast_to(y, shapes[1]).copy() if shapes[1] == (1, 37) else np.tile(y, (3, 1))
+        ours, theirs = _run_ours(data, [x, yy])[0], _run_official(data, [x, yy])[0]
+        assert np.isnan(theirs[0, 0]) and np.isinf(theirs[0, 1])  # the oracle's own results, not ours
+        assert_close(ours, theirs, rtol=1e-6, atol=0.0, what=f"FLOOR_DIV {shapes}")
+
+
+@pytest.mark.parametrize("n", [10, 37])
+def test_float_softmax_with_negative_beta_overflows_like_the_official(n, official):
+    """Campaign seed 301 case 9692 (op_softmax, SoftmaxOptions.beta=-1.0, data mode 'extremes'): we subtracted the
+    row minimum when beta < 0 (so every exp was <= 1) and our exp stopped at exp(88.7); the official kernel always
+    subtracts the row maximum, so (x - max) * beta >= 0 and its exp overflows to inf past ln(FLT_MAX) = 88.72284:
+    the row is then NaN (inf / inf) and 0 where ours was [1, 0, ...]. Rows whose (max - x) * |beta| straddle the
+    overflow point at every position (vector body and tail), rows of extremes and NaN, and finite rows."""
+    big = np.finfo(np.float32).max
+    rng = np.random.default_rng(9)
+    rows = [(rng.standard_normal(n) * 3).astype(np.float32) for _ in range(3)]
+    for t in (88.0, 88.7, 88.72283, 88.72284, 89.0, 200.0):
+        for pos in (0, n // 2, n - 1):
+            r = np.zeros(n, np.float32)
+            r[(pos + 1) % n] = t
+            r[pos] = -1.0 if t > 88.5 else 0.0
+            rows.append(r)
+    ext = rng.choice(np.array([big, -big, 1e30, 0.0, 1.0, -0.0, 1.17549435e-38], np.float32), (4, n))
+    ext[3, 5] = np.nan
+    rows.extend(ext)
+    x = np.stack(rows).astype(np.float32)
+    for beta in (-1.0, -0.5, 1.0):
+        b = ModelBuilder()
+        xa = b.add_input("x", np.float32, list(x.shape))
+        out = b.add_tensor("y", np.float32, list(x.shape))
+        b.add_op("SOFTMAX", [xa], [out], options={"beta": beta})
+        b.mark_output(out)
+        data = b.build()
+        ours, theirs = _run_ours(data, [x])[0], _run_official(data, [x])[0]
+        if beta == -1.0:
+            assert np.isnan(theirs[3 + 3 * 3]).any()  # the oracle's own overflow (t = 88.72284), not ours
+        assert_close(ours, theirs, rtol=1e-5, atol=1e-6, what=f"SOFTMAX beta={beta}")

@@ -46,16 +46,29 @@ def fdiv(typingctx, a, b):
     return types.float32(types.float32, types.float32), codegen
 
 
+@intrinsic
+def f32_bits(typingctx, x):
+    """The IEEE bits of the float32 `x` as an int32 (a bitcast, no conversion)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], I32)
+
+    return types.int32(types.float32), codegen
+
+
 _LOG2E = np.float32(1.44269504)
 _LN2_HI = np.float32(0.693359375)  # 355/512: k * _LN2_HI is exact for |k| < 2**15
 _LN2_LO = np.float32(-2.12194440e-4)
+_EXP_HI = np.float32(88.72283)  # below ln(FLT_MAX) = 88.7228391: exp rounds to a finite float32 up to here
 
 
 @njit(cache=True, inline="always")
 def exp_f32(t):
-    """exp(t) for float32 t: ~2e-7 relative error; 0 below -87.3 (where float32's normal range ends), exp(88.7)
-    above 88.7 (not inf), NaN for NaN."""
-    c = min(max(t, np.float32(-87.3)), np.float32(88.7))
+    """exp(t) for float32 t: ~2e-7 relative error; 0 below -87.3 (where float32's normal range ends), inf above
+    88.72283 (the largest float32 whose exp is below FLT_MAX, as the official runtime's exp), NaN for NaN."""
+    c = min(max(t, np.float32(-87.3)), _EXP_HI)
     k = np.floor(c * _LOG2E + np.float32(0.5))
     f = c - k * _LN2_HI - k * _LN2_LO
     p = np.float32(1.0 / 720)
@@ -65,11 +78,13 @@ def exp_f32(t):
     p = p * f + np.float32(0.5)
     p = p * f + np.float32(1.0)
     p = p * f + np.float32(1.0)
-    # 2**k as 2**h * 2**(k - h), h = k // 2: both factors are normal floats for every k in [-126, 128]
-    i = np.int32(k)
-    h = i >> 1
-    r = p * f32_from_bits((h + 127) << 23) * f32_from_bits((i - h + 127) << 23)
+    # p * 2**k by adding k to p's exponent bits (p in [0.70, 1.42], biased exponent 126 or 127): the result is a
+    # normal float for every c in [-87.3, 88.72283] (k = -126 only with p > 1, k = 128 only with p < 1). Not a
+    # product of powers of two: fastmath "reassoc" in a caller (its flags reach inlined operations) turned
+    # p * 2**64 * 2**64 into p * 2**128 = inf.
+    r = f32_from_bits(f32_bits(p) + (np.int32(k) << 23))
     r = r if t >= np.float32(-87.3) else np.float32(0.0)
+    r = r if t <= _EXP_HI else np.float32(np.inf)
     return r if t == t else t
 
 

@@ -279,10 +279,11 @@ def _minimum(a, b):
 
 @scalar
 def _floor_div_f(a, b):
-    # floor(double(a) / double(b)) rounded back to float32, as reference_ops::FloorDiv
+    # floor(double(a) / double(b)) rounded back to float32, as reference_ops::FloorDiv; np.floor, not math.floor:
+    # Numba's math.floor returns an int64 (NaN, inf and quotients past 2^63 became -2^63)
     if b == 0:
         raise ValueError("FLOOR_DIV: division by zero")
-    return np.float32(math.floor(np.float64(a) / np.float64(b)))
+    return np.float32(np.floor(np.float64(a) / np.float64(b)))
 
 
 @scalar

@@ -32,10 +32,8 @@ def softmax_f32(x, out, beta):
         m = x[r, 0]
         for i in range(1, n):
             m = max(m, x[r, i])
-        if b < 0:  # the largest value of (x - m) * b is then at the minimum of x
-            m = x[r, 0]
-            for i in range(1, n):
-                m = min(m, x[r, i])
+        # the row maximum whatever beta's sign, as the official kernel: with beta < 0, (x - m) * beta >= 0 and
+        # exp overflows to inf once it passes ln(FLT_MAX) (the outputs are then NaN, inf / inf, and 0)
         o = out[r]
         inv = np.float32(1.0) / _exp_row(x, r, m, b, o)
         for i in range(n):
