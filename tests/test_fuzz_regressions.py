@@ -515,16 +515,15 @@ def _hybrid_model(kind: str) -> tuple[bytes, tuple[int, ...]]:
 
 @pytest.mark.parametrize("kind", [
     "conv_per_tensor", "conv_per_channel", "fc_symmetric", "fc_asymmetric", "bmm_symmetric", "bmm_asymmetric",
-    pytest.param("depthwise", marks=pytest.mark.xfail(strict=True, reason=(
-        "open: an infinite asymmetric range (an inf, or FLT_MAX and -FLT_MAX in one row: a float32 difference) "
-        "gives the zero point static_cast<int8>(round(NaN)), whose official value we have not determined; the "
-        "depthwise window sums expose it, FULLY_CONNECTED with these inputs does not")))])
+    "depthwise"])
 def test_hybrid_input_with_nan_and_inf_quantizes_as_the_official_runtime(kind, official):
     """Campaign run 5 case 2189 (small_cnn_dynamic_range, a hybrid per-channel CONV_2D fed NaN and FLT_MAX): the
     official dynamic quantization takes its range from std::minmax_element / NeonMinMax, where a NaN is skipped or
     picked by its position, and converts NaN and out-of-range values to INT32_MIN (so -127 or -128, or 0 in the
     asymmetric tail); many rows come out finite there, and we gave NaN (or other values) everywhere. Random rows
-    mixing NaN, +-inf, +-FLT_MAX and 1e30 into normal values, several invokes per model."""
+    mixing NaN, +-inf, +-FLT_MAX and 1e30 into normal values, several invokes per model. The hybrid DEPTHWISE_CONV_2D
+    gets NaN from an infinite input scale times a zero accumulator; its vector rescale (blocks of 4 channels) clamps
+    with _mm_max_ps under NEON_2_SSE, which turns that NaN into the activation minimum, its scalar tail keeps it."""
     data, shape = _hybrid_model(kind)
     rng = np.random.default_rng(5)
     ours = Interpreter(model_content=data)
@@ -539,6 +538,35 @@ def test_hybrid_input_with_nan_and_inf_quantizes_as_the_official_runtime(kind, o
         _agree_with_nans(a, b, f"{kind} trial {trial}", family="sequence")
         finite_rows += int(np.isfinite(b).all(axis=-1).sum())
     assert finite_rows > 0  # the official answer is not all NaN: what the case is about
+
+
+@pytest.mark.parametrize("act", ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"])
+def test_hybrid_depthwise_clamps_nan_by_channel_block_as_the_official_runtime(act, official):
+    """The official hybrid DEPTHWISE_CONV_2D rescales and clamps blocks of 4 channels with vmaxq_f32 / vminq_f32
+    (_mm_max_ps / _mm_min_ps in the x86 build), which give the activation minimum for a NaN; the remaining channels
+    use std::max / std::min, which keep it. A NaN bias, and a +inf input (an infinite input scale: zero
+    accumulators give NaN), on 3, 6 and 9 channels (no block, one block and a tail, two blocks and a tail)."""
+    rng = np.random.default_rng(41)
+    for c in (3, 6, 9):
+        for case in ("nan_bias", "inf_input"):
+            x = rng.standard_normal((1, 3, 3, c)).astype(np.float32)
+            bias = np.linspace(-1, 1, c).astype(np.float32)
+            if case == "nan_bias":
+                bias[::2] = np.nan
+            else:
+                x[0, 1, 1, 0] = np.inf
+            b = ModelBuilder()
+            xi = b.add_input("x", np.float32, [1, 3, 3, c])
+            f = b.add_const("f", rng.integers(-127, 128, (1, 3, 3, c)).astype(np.int8),
+                            quant={"scales": np.linspace(0.01, 0.02, c), "quantized_dimension": 3})
+            y = b.add_tensor("y", np.float32, [1, 3, 3, c])
+            b.add_op("DEPTHWISE_CONV_2D", [xi, f, b.add_const("bias", bias)], [y], version=6,
+                     options={"padding": "SAME", "stride_w": 1, "stride_h": 1, "depth_multiplier": 1,
+                              "fused_activation_function": act})
+            b.mark_output(y)
+            data = b.build()
+            ours, theirs = _run_ours(data, [x])[0], _run_official(data, [x])[0]
+            np.testing.assert_array_equal(ours, theirs, err_msg=f"{c} channels, {case}")
 
 
 def test_hybrid_fully_connected_counts_nan_blocks_as_zero_input_as_the_official_runtime(official):

@@ -386,7 +386,12 @@ def dwconv_q(x, w, bias, out, acc, wsum, geo, zp_in, mult, shift, zp_out, qmin, 
 def dwconv_hybrid(q, w, bias, out, acc, wsum, geo, sf, zpb, cs, nvec, lim):
     """Hybrid DEPTHWISE_CONV_2D: per-batch quantized input, int8 weights [KH,KW,CO] with per-channel scales.
     Channels below nvec are rescaled as (acc * channel_scale) * input_scale (the vector code), the others as
-    (acc * input_scale) * channel_scale."""
+    (acc * input_scale) * channel_scale.
+
+    The clamp to the activation range differs the same way for a NaN (an infinite input scale times a zero
+    accumulator, a NaN bias): the official vector code clamps with vmaxq_f32 / vminq_f32, which the x86 build
+    runs as _mm_max_ps / _mm_min_ps (a > b ? a : b, a < b ? a : b), so a NaN comes out as the activation minimum
+    (-FLT_MAX, 0 for RELU / RELU6, -1 for RELU_N1_TO_1); the scalar tail's std::max / std::min keep it."""
     N, H, W, CI = q.shape
     KH, KW, CO = w.shape
     OH, OW = out.shape[1], out.shape[2]
@@ -402,9 +407,14 @@ def dwconv_hybrid(q, w, bias, out, acc, wsum, geo, sf, zpb, cs, nvec, lim):
                 ix0 = ox * sw - pl
                 kx0, kx1 = _tap_range(ix0, dw, W, KW)
                 _dw_accumulate(q, w, acc, wsum, n, iy0, ix0, ky0, ky1, kx0, kx1, dh, dw, zi)
-                for c in range(CO):
-                    v = _hybrid_value(acc[c], cs[c], s, 1 if c < nvec else 2) + bias[c]
-                    out[n, oy, ox, c] = min(max(v, lo), hi)
+                for c in range(nvec):
+                    v = _hybrid_value(acc[c], cs[c], s, 1) + bias[c]
+                    v = v if v > lo else lo  # _mm_max_ps(v, lo): lo for a NaN
+                    out[n, oy, ox, c] = v if v < hi else hi
+                for c in range(nvec, CO):
+                    v = _hybrid_value(acc[c], cs[c], s, 2) + bias[c]
+                    v = lo if v < lo else v  # std::max(v, lo): NaN stays
+                    out[n, oy, ox, c] = hi if hi < v else v
 
 
 # --- TRANSPOSE_CONV -------------------------------------------------------------------------------------------------
