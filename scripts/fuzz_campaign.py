@@ -29,6 +29,9 @@ does not answer within its timeout is a hang (killed, restarted). Per mutant the
   ours_only                    we ran, the official runtime refused, crashed or hung
   official_only                the official runtime ran, we refused (refusing is right when the model is invalid)
   both_refused
+  not_compared                 a runtime ran but its outputs did not fit its worker's address space a second time
+                               (the pickle back to the campaign: a 1.4 GB output, seed 301 case 21179, was counted as
+                               our crash before)
   official_crash, official_hang  (reported for information: not our bug)
 Our refusals whose message is a bare Python error (not naming the model field) are counted as bare_refusals; under
 LITE_NUMBA_BOUNDSCHECK=1, refusals that are a kernel's out-of-bounds access caught by the checks as checked_mode_oob
@@ -167,8 +170,15 @@ def worker_main(runtime: str) -> None:
     for line in sys.stdin:
         req = json.loads(line)
         res = run_request(runtime, req)
-        with open(req["result"], "wb") as f:
-            pickle.dump(res, f)
+        try:
+            with open(req["result"], "wb") as f:
+                pickle.dump(res, f)
+        except MemoryError:  # the outputs ran but do not fit this worker's address space twice (a pickle copy)
+            nbytes = sum(a.nbytes for outs in res.get("outputs", ()) for a in outs)
+            res = None
+            with open(req["result"], "wb") as f:
+                pickle.dump({"status": "ran_unreported", "error": f"outputs of {nbytes} bytes too large to return "
+                                                                   f"to the campaign"}, f)
         out.write(b"done\n")
         out.flush()
 
@@ -684,6 +694,8 @@ def classify(ours: dict, theirs: dict, mode: str, extreme: bool = False) -> tupl
     if so == "hang":
         # an endless WHILE loop is the model's meaning (the official runtime loops too; max_while_iterations caps it)
         return ("both_hang" if st == "hang" else "ours_hang"), ""
+    if "ran_unreported" in (so, st):  # ran, but its outputs were too large to send back: not compared
+        return "not_compared", (ours if so == "ran_unreported" else theirs)["error"]
     if so == "ran" and st == "ran":
         ok, why = outputs_agree(ours["outputs"], theirs["outputs"])
         if ok:

@@ -61,6 +61,8 @@ def test_output_comparison_tells_agreement_from_disagreement():
     assert fuzz_campaign.classify({"status": "hang"}, {"status": "refused"}, "normal")[0] == "ours_hang"
     assert fuzz_campaign.classify({"status": "refused", "error": "x"}, {"status": "ran", "outputs": a},
                                   "normal")[0] == "official_only"
+    big = {"status": "ran_unreported", "error": "outputs of 2743129176 bytes too large to return to the campaign"}
+    assert fuzz_campaign.classify(big, {"status": "ran", "outputs": a}, "normal")[0] == "not_compared"
 
 
 def test_constants_made_extreme_are_told_apart():
