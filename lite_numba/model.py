@@ -294,7 +294,7 @@ class _Loader:
                         _check(0 <= options[key] < nsub, f"{where} {key} {options[key]} out of range")
                         _check(options[key] != si, f"{where} calls its own subgraph {si}")
             nodes.append(Node(ni, name, code, ver, ins, outs, inter, options, custom))
-        _check_sources(si, tensors, inputs, nodes)
+        _check_sources(si, tensors, inputs, nodes, outputs)
         sname = sg.Name()
         return SubgraphPlan(
             name=sname.decode("utf-8", "replace") if sname else "",
@@ -306,23 +306,35 @@ SUBGRAPH_KEYS = ("subgraph_index", "cond_subgraph_index", "body_subgraph_index",
                  "else_subgraph_index", "init_subgraph_index", "decomposition_subgraph_index")
 
 
-def _check_sources(si: int, tensors, inputs, nodes) -> None:
+def _unsourced(t, i: int, ready) -> bool:
+    """Tensor t (index i) has no value yet: not in `ready`, no data, not a variable, not empty (string constants
+    have no data here; an empty tensor needs none, the official check is bytes > 0)."""
+    return (t is not None and i not in ready and t.data is None and not t.is_variable and 0 not in t.shape
+            and t.type_name not in ("STRING", "RESOURCE", "VARIANT"))
+
+
+def _check_sources(si: int, tensors, inputs, nodes, outputs=()) -> None:
     """Every tensor a node reads is an input, a constant, a variable or the output of an earlier node. The official
     runtime refuses a tensor no node produces ("lacks data", at invoke) and runs one produced only later (or by the
-    node itself) on whatever its memory holds; we would read zeros as if they were data: both are refused."""
+    node itself) on whatever its memory holds; we would read zeros as if they were data: both are refused. So is a
+    subgraph output that nothing produces: the official runtime returns whatever its memory held (campaign seed 302
+    case 17240, an IF whose outputs were rewired to its input: 5.6e23, then 1.9e24, for the same input)."""
     produced = {o for n in nodes for o in n.outputs}
     ready = set(inputs)
     for node in nodes:
         for i in node.inputs:
             t = tensors[i] if i >= 0 else None
-            # string constants have no data here; an empty tensor needs none (the official check is bytes > 0)
-            if t is not None and i not in ready and t.data is None and not t.is_variable and 0 not in t.shape \
-                    and t.type_name not in ("STRING", "RESOURCE", "VARIANT"):
+            if _unsourced(t, i, ready):
                 why = ("is produced only by this or a later operator" if i in produced else
                        f"is neither an input of subgraph {si}, a constant, a variable nor any operator's output")
                 raise ModelError(f"Invalid model: Input tensor {i} ({t.name!r}) lacks data: it {why}\n"
                                  f"Node number {node.index} ({node.op_name}) failed to prepare.")
         ready.update(node.outputs)
+    for o in outputs:
+        t = tensors[o] if 0 <= o < len(tensors) else None
+        if _unsourced(t, o, ready):
+            raise ModelError(f"Invalid model: Output tensor {o} ({t.name!r}) of subgraph {si} is neither an input, a "
+                             f"constant, a variable nor any operator's output: it has no value")
 
 
 def _check_no_recursion(subgraphs) -> None:

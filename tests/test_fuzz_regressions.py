@@ -1568,3 +1568,26 @@ def test_float_softmax_with_negative_beta_overflows_like_the_official(n, officia
         if beta == -1.0:
             assert np.isnan(theirs[3 + 3 * 3]).any()  # the oracle's own overflow (t = 88.72284), not ours
         assert_close(ours, theirs, rtol=1e-5, atol=1e-6, what=f"SOFTMAX beta={beta}")
+
+
+def test_subgraph_output_that_nothing_produces_is_refused_naming_it(official):
+    """Campaign seed 302 case 17240 (an IF whose branch outputs were rewired to the branch's input): a subgraph
+    output that is neither an input, a constant, a variable nor any operator's output. The official runtime runs
+    such a model and returns whatever its memory held (here: different values on two runs of one process); refused
+    at load, naming the tensor. An output that is a graph input passes through in both runtimes."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3])
+    y = b.add_tensor("y", np.float32, [3])
+    unwritten = b.add_tensor("never_written", np.float32, [3])
+    b.add_op("RELU", [x], [y])
+    b.mark_output(y)
+    b.mark_output(unwritten)
+    with pytest.raises(ValueError, match=r"Output tensor \d+ \('never_written'\) of subgraph 0 is neither an input, "
+                                         r"a constant, a variable nor any operator's output"):
+        Interpreter(model_content=b.build())
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3])
+    b.mark_output(x)
+    data = b.build()
+    xs = np.array([1.0, -2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(_run_ours(data, [xs])[0], _run_official(data, [xs])[0])
