@@ -61,7 +61,7 @@ _CORE_HASH: str | None = None
 
 def _core_hash() -> str:
     """What a runner that calls every kernel through its address depends on besides its source: lite_numba's
-    version, the call_native intrinsic and Numba's version."""
+    version, the call_native_at intrinsic and Numba's version."""
     global _CORE_HASH
     if _CORE_HASH is None:
         h = hashlib.sha256(__version__.encode())
@@ -90,7 +90,7 @@ def compile_runner(body: str, kernels: list) -> Any:
     """Import (writing it first if needed) the generated runner module for `body` and return its `run`."""
     # `kernels` are the callables linked into the runner (rare: see _make_segment); every other kernel is called
     # through its address, so the runner's code depends only on the generated source (which spells each callee's
-    # argument types) and on call_native and Numba: kernel edits do not invalidate cached runners.
+    # argument types) and on call_native_at and Numba: kernel edits do not invalidate cached runners.
     fingerprints = "\n".join(_kernel_fingerprint(k) for k in kernels)
     base = _package_hash() if kernels else _core_hash()
     key = hashlib.sha256(f"{base}\n{fingerprints}\n{body}".encode()).hexdigest()[:24]

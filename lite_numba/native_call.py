@@ -1,25 +1,24 @@
 """Calling a compiled kernel through its native entry address, from generated runners.
 
-`call_native(arena, aux, it, ft, fp, spec)` calls the Numba-compiled function whose address is `fp[i]` (the
-function Numba compiled for one dispatcher overload, in Numba's own calling convention, not the C one) and
+`call_native_at(arena, aux, it, ft, fp, ib, fb, spec)` calls the Numba-compiled function whose address is `fp[i]`
+(the function Numba compiled for one dispatcher overload, in Numba's own calling convention, not the C one) and
 propagates an exception it raised (status and exception info) exactly as a direct call would. `spec` is a string
-constant: the index i, then each argument:
+constant: the index i, then each argument, its positions p relative to the bases ib (in `it`) and fb (in `ft`),
+integers known at run time:
 
-    A<base><p>:<dtype>:<ndim>  a C-contiguous array over `arena` (base a) or `aux` (base x) at byte offset it[p],
-                               with shape it[p+2 : p+2+ndim] (it[p+1] is its end, unused here)
-    i<p>                       the int64 it[p]
-    f<p>                       the float64 ft[p]
+    A<base><p>:<dtype>:<ndim>  a C-contiguous array over `arena` (base a) or `aux` (base x) at byte offset
+                               it[ib + p], with shape it[ib + p + 2 : ib + p + 2 + ndim] (it[ib + p + 1] is its end,
+                               unused here)
+    i<p>                       the int64 it[ib + p]
+    f<p>                       the float64 ft[fb + p]
 
 e.g. "3;Aa0:float32:2;Ax5:int64:1;i8;f0". The codegen builds each array's struct directly (data pointer, shape,
 strides; the base's meminfo, borrowed like any argument) instead of slicing, viewing and reshaping (whose checks
 and helpers made up most of a runner's code), and `spec_types(spec)` gives the argument types the kernel must
 have been compiled for: the runner and the address agree by construction. The runner therefore contains no
 kernel code and only a few instructions per argument: it is compiled once per graph *structure*, and kernels are
-compiled and cached on their own.
-
-`call_native_at(arena, aux, it, ft, fp, ib, fb, spec)` reads the spec's positions at it[ib + p] and ft[fb + p]
-(ib, fb: integers known at run time), so the runner's step loop (codegen._step_loop) makes every call of the same
-kernel with the same argument layout from one call site.
+compiled and cached on their own. With the bases read at run time, the runner's step loop (codegen._step_loop)
+makes every call of the same kernel with the same argument layout from one call site.
 
 `native_address(cres)` returns the address of an overload.
 """
@@ -56,84 +55,59 @@ def spec_types(spec: str) -> tuple:
     return tuple(out)
 
 
-def _typing(arena, aux, spec):
-    if not isinstance(spec, types.StringLiteral):
-        raise TypingError("call_native: the spec must be a string constant")
-    for t in (arena, aux):
-        if not (isinstance(t, types.Array) and t.ndim == 1 and t.dtype == types.uint8 and t.layout == "C"):
-            raise TypingError("call_native: arena and aux must be contiguous uint8 vectors")
-    return parse_spec(spec.literal_value), spec_types(spec.literal_value)
-
-
-def _emit_call(context, builder, argtys_in, llargs, fi, parsed, argtys, ib=None, fb=None):
-    """The code of one call: llargs = (arena, aux, it, ft, fp) values of types argtys_in; positions p of the spec
-    are read at it[ib + p] / ft[fb + p] (ib, fb: i64 values, or None for 0)."""
-    i64 = ir.IntType(64)
-    arena_v, aux_v, it_v, ft_v, fp_v = llargs
-    arrays = {"a": context.make_array(argtys_in[0])(context, builder, value=arena_v),
-              "x": context.make_array(argtys_in[1])(context, builder, value=aux_v)}
-    itd = context.make_array(argtys_in[2])(context, builder, value=it_v).data
-    ftd = context.make_array(argtys_in[3])(context, builder, value=ft_v).data
-    fpd = context.make_array(argtys_in[4])(context, builder, value=fp_v).data
-    if ib is not None:
-        itd = builder.gep(itd, [ib])
-    if fb is not None:
-        ftd = builder.gep(ftd, [fb])
-
-    def load(data, p):
-        return builder.load(builder.gep(data, [ir.Constant(i64, p)]))
-
-    vals = []
-    for (kind, base, p, dt, nd), aty in zip(parsed, argtys):
-        if kind == "i":
-            vals.append(load(itd, p))
-        elif kind == "f":
-            vals.append(load(ftd, p))
-        else:
-            b = arrays[base]
-            llty = context.get_data_type(dt)
-            data = builder.bitcast(builder.gep(b.data, [load(itd, p)]), llty.as_pointer())
-            shape = [load(itd, p + 2 + j) for j in range(nd)]
-            itemsize = context.get_abi_sizeof(llty)
-            strides = [ir.Constant(i64, itemsize)]
-            for j in range(nd - 1, 0, -1):
-                strides.insert(0, builder.mul(strides[0], shape[j]))
-            out = context.make_array(aty)(context, builder)
-            populate_array(out, data=data, shape=shape, strides=strides, itemsize=ir.Constant(i64, itemsize),
-                           meminfo=b.meminfo)
-            vals.append(out._getvalue())
-    fnty = context.call_conv.get_function_type(types.none, argtys)
-    fnptr = builder.inttoptr(load(fpd, fi), fnty.as_pointer())
-    if not hasattr(fnptr, "function_type"):  # what call_function reads from an ir.Function
-        fnptr.function_type = fnty
-    status, _ = context.call_conv.call_function(builder, fnptr, types.none, argtys, vals)
-    with cgutils.if_unlikely(builder, status.is_error):
-        context.call_conv.return_status_propagate(builder, status)
-    return context.get_dummy_value()
-
-
-@intrinsic
-def call_native(typingctx, arena, aux, it, ft, fp, spec):
-    (fi, parsed), argtys = _typing(arena, aux, spec)
-
-    def codegen(context, builder, sig, llargs):
-        return _emit_call(context, builder, sig.args[:5], llargs[:5], fi, parsed, argtys)
-
-    return types.none(arena, aux, it, ft, fp, spec), codegen
-
-
 @intrinsic
 def call_native_at(typingctx, arena, aux, it, ft, fp, ib, fb, spec):
-    """call_native with the spec's positions relative to it[ib] and ft[fb] (int64 values known at run time): one
-    call site serves every call of a kernel with the same argument layout (the generated runners' step loop)."""
-    (fi, parsed), argtys = _typing(arena, aux, spec)
+    if not isinstance(spec, types.StringLiteral):
+        raise TypingError("call_native_at: the spec must be a string constant")
+    for t in (arena, aux):
+        if not (isinstance(t, types.Array) and t.ndim == 1 and t.dtype == types.uint8 and t.layout == "C"):
+            raise TypingError("call_native_at: arena and aux must be contiguous uint8 vectors")
     if not (isinstance(ib, types.Integer) and isinstance(fb, types.Integer)):
         raise TypingError("call_native_at: the bases must be integers")
+    fi, parsed = parse_spec(spec.literal_value)
+    argtys = spec_types(spec.literal_value)
+    i64 = ir.IntType(64)
 
     def codegen(context, builder, sig, llargs):
-        ibv = context.cast(builder, llargs[5], sig.args[5], types.int64)
-        fbv = context.cast(builder, llargs[6], sig.args[6], types.int64)
-        return _emit_call(context, builder, sig.args[:5], llargs[:5], fi, parsed, argtys, ibv, fbv)
+        arena_v, aux_v, it_v, ft_v, fp_v, ib_v, fb_v, _ = llargs
+        arrays = {"a": context.make_array(sig.args[0])(context, builder, value=arena_v),
+                  "x": context.make_array(sig.args[1])(context, builder, value=aux_v)}
+        itd = builder.gep(context.make_array(sig.args[2])(context, builder, value=it_v).data,
+                          [context.cast(builder, ib_v, sig.args[5], types.int64)])
+        ftd = builder.gep(context.make_array(sig.args[3])(context, builder, value=ft_v).data,
+                          [context.cast(builder, fb_v, sig.args[6], types.int64)])
+        fpd = context.make_array(sig.args[4])(context, builder, value=fp_v).data
+
+        def load(data, p):
+            return builder.load(builder.gep(data, [ir.Constant(i64, p)]))
+
+        vals = []
+        for (kind, base, p, dt, nd), aty in zip(parsed, argtys):
+            if kind == "i":
+                vals.append(load(itd, p))
+            elif kind == "f":
+                vals.append(load(ftd, p))
+            else:
+                b = arrays[base]
+                llty = context.get_data_type(dt)
+                data = builder.bitcast(builder.gep(b.data, [load(itd, p)]), llty.as_pointer())
+                shape = [load(itd, p + 2 + j) for j in range(nd)]
+                itemsize = context.get_abi_sizeof(llty)
+                strides = [ir.Constant(i64, itemsize)]
+                for j in range(nd - 1, 0, -1):
+                    strides.insert(0, builder.mul(strides[0], shape[j]))
+                out = context.make_array(aty)(context, builder)
+                populate_array(out, data=data, shape=shape, strides=strides, itemsize=ir.Constant(i64, itemsize),
+                               meminfo=b.meminfo)
+                vals.append(out._getvalue())
+        fnty = context.call_conv.get_function_type(types.none, argtys)
+        fnptr = builder.inttoptr(load(fpd, fi), fnty.as_pointer())
+        if not hasattr(fnptr, "function_type"):  # what call_function reads from an ir.Function
+            fnptr.function_type = fnty
+        status, _ = context.call_conv.call_function(builder, fnptr, types.none, argtys, vals)
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
 
     return types.none(arena, aux, it, ft, fp, ib, fb, spec), codegen
 

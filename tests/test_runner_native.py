@@ -17,7 +17,7 @@ from numba import njit
 
 import lite_numba.compiler as compiler
 from lite_numba import Interpreter
-from lite_numba.native_call import call_native, call_native_at, native_address, spec_types
+from lite_numba.native_call import call_native_at, native_address, spec_types
 from lite_numba.testing import assert_close, require_official, run_official
 
 
@@ -85,7 +85,7 @@ def test_call_native_arguments_and_exceptions():
 
     @njit
     def run(arena, aux, it, ft, fp):
-        call_native(arena, aux, it, ft, fp, "0;Aa2:float32:2;i0")
+        call_native_at(arena, aux, it, ft, fp, 0, 0, "0;Aa2:float32:2;i0")
 
     arena = np.zeros(64 + 24, np.uint8)
     it = np.array([3, 0, 64, 64 + 24, 2, 3], np.int64)  # n, unused, offset, end, shape
