@@ -108,22 +108,24 @@ def quantize_multipliers(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return qs, ss
 
 
+def _check_shift(ctx, shifts, what: str, limit: int, stage: str) -> None:
+    sh = int(np.max(shifts)) if np.size(shifts) else 0
+    ctx.check(sh <= limit, f"{what} needs a left shift of {sh} > {limit} bits (a real multiplier of 2^{sh - 1} or "
+                           f"more): the {stage} cannot apply it")
+
+
 def check_left_shift(ctx, shifts, what: str) -> None:
     """Refuse (ctx.check) fixed-point multipliers whose shift is above 31: a real multiplier of 2^31 or more (an
     output scale far below the input's). TFLite's int32 output stage shifts an int32 left by that many bits, which
     C++ leaves undefined, and its kernels give whatever their shift instructions make of it; no answer is right."""
-    sh = int(np.max(shifts)) if np.size(shifts) else 0
-    ctx.check(sh <= 31, f"{what} needs a left shift of {sh} > 31 bits (a real multiplier of 2^{sh - 1} or more): the "
-                        "int32 fixed-point output stage cannot apply it")
+    _check_shift(ctx, shifts, what, 31, "int32 fixed-point output stage")
 
 
 def check_int64_left_shift(ctx, shifts, what: str) -> None:
     """Refuse multipliers whose shift is above 14 for TFLite's int64-accumulator MultiplyByQuantizedMultiplier
     (16-bit activation kernels with an int64 bias): it rounds with 1 << (14 - shift) and shifts right by 15 - shift,
     negative shift counts (undefined in C++) from a shift of 15 on, i.e. a real multiplier of 2^14 or more."""
-    sh = int(np.max(shifts)) if np.size(shifts) else 0
-    ctx.check(sh <= 14, f"{what} needs a left shift of {sh} > 14 bits (a real multiplier of 2^{sh - 1} or more): the "
-                        "int64-accumulator output stage (rounding by 1 << (14 - shift)) cannot apply it")
+    _check_shift(ctx, shifts, what, 14, "int64-accumulator output stage (rounding by 1 << (14 - shift))")
 
 
 def downscale_multiplier_to_int16(q: int) -> int:
