@@ -17,7 +17,8 @@ Three mutation classes:
 Every mutant also gets one of the data modes for its inputs.
 
 Each runtime runs in a long-lived worker process fed one mutant at a time; a worker that dies is a crash, one that
-does not answer within its timeout is a hang (killed, restarted). Per mutant the result is classed as:
+does not answer within its timeout is a hang (killed, restarted; lite-numba's time compiling counts only against the
+longer --timeout, the rest against --run-timeout). Per mutant the result is classed as:
   ours_crash, ours_hang        lite-numba's failures (must stay 0)
   both_hang                    both runtimes time out (an endless WHILE loop is what the model means)
   disagree                     both ran, outputs differ (must stay 0); with NaN/inf or extreme inputs, or a semantic
@@ -156,6 +157,50 @@ def run_request(runtime: str, req: dict) -> dict:
         return {"status": "refused", "stage": stage, "error": f"{type(e).__name__}: {str(e)[:600]}"}
 
 
+def _report_compiles(out) -> None:
+    """Tell the campaign when this worker starts and stops compiling ("c1" / "c0" lines), so that only the time
+    outside compiles counts against the run timeout: a model's first invoke may compile (dynamic nodes, the
+    specialised runner), while an endless WHILE loop never does."""
+    from numba.core import event
+
+    from lite_numba import compiler
+
+    depth = [0]
+
+    def enter():
+        depth[0] += 1
+        if depth[0] == 1:
+            out.write(b"c1\n")
+            out.flush()
+
+    def leave():
+        depth[0] -= 1
+        if depth[0] == 0:
+            out.write(b"c0\n")
+            out.flush()
+
+    class Compiles(event.Listener):
+        def on_start(self, ev):
+            enter()
+
+        def on_end(self, ev):
+            leave()
+
+    event.register("numba:compile", Compiles())
+
+    def bracketed(fn):  # waits on other processes' compiles: compile time too
+        def run(*a, **k):
+            enter()
+            try:
+                return fn(*a, **k)
+            finally:
+                leave()
+        return run
+
+    compiler.compile_in_workers = bracketed(compiler.compile_in_workers)
+    compiler.wait_for_compile = bracketed(compiler.wait_for_compile)
+
+
 def worker_main(runtime: str) -> None:
     import ctypes
     import resource
@@ -163,7 +208,12 @@ def worker_main(runtime: str) -> None:
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive the campaign (a hung mutant)
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     if runtime == "ours":
+        sys.stdout.buffer.write(b"c1\n")  # the imports count as compile time (see _report_compiles)
+        sys.stdout.buffer.flush()
         import lite_numba  # noqa: F401 - imported before the first request so the timeout covers only the mutant
+        _report_compiles(sys.stdout.buffer)
+        sys.stdout.buffer.write(b"c0\n")
+        sys.stdout.buffer.flush()
     else:
         import ai_edge_litert.interpreter  # noqa: F401
     out = sys.stdout.buffer
@@ -186,8 +236,9 @@ def worker_main(runtime: str) -> None:
 class Worker:
     """A child process running one runtime; restarted after a crash or a hang."""
 
-    def __init__(self, runtime: str, timeout: float, env: dict):
+    def __init__(self, runtime: str, timeout: float, env: dict, run_timeout: float | None = None):
         self.runtime, self.timeout, self.env = runtime, timeout, env
+        self.run_timeout = timeout if run_timeout is None else run_timeout  # time outside compiles (see wait)
         self.proc = None
         self.started = 0
 
@@ -206,15 +257,22 @@ class Worker:
         self.t0 = time.monotonic()
 
     def wait(self, req: dict, timeout: float) -> dict:
+        """The worker's result, or a hang: more than `timeout` seconds in all, or more than self.run_timeout
+        seconds outside compiles (the ours worker reports its compiles with "c1" / "c0" lines; an endless WHILE
+        loop is then found in run_timeout instead of waiting out the compile budget)."""
         p = self.proc
         deadline = self.t0 + timeout
+        run_left = self.run_timeout
+        compiling = False
         last = time.monotonic()
         while True:
             now = time.monotonic()
             if now - last > 5.0:  # this process was stopped (SIGSTOP for a quiet measurement): not the mutant's time
                 deadline += now - last
+            elif not compiling:
+                run_left -= now - last
             last = now
-            left = deadline - now
+            left = min(deadline - now, run_left if not compiling else deadline - now)
             if left <= 0:
                 self.kill()
                 return {"status": "hang"}
@@ -226,6 +284,13 @@ class Worker:
                     self.proc = None
                     return {"status": "crash", "returncode": rc,
                             "signal": signal.Signals(-rc).name if rc < 0 and -rc in signal.valid_signals() else ""}
+                if line in (b"c1\n", b"c0\n"):
+                    now = time.monotonic()
+                    if not compiling:
+                        run_left -= now - last
+                    last = now
+                    compiling = line == b"c1\n"
+                    continue
                 with open(req["result"], "rb") as f:
                     return pickle.load(f)
 
@@ -725,7 +790,7 @@ def campaign(args) -> dict:
     env = dict(os.environ)
     env.setdefault("LITE_NUMBA_PROGRESS", "0")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that `finally` stops the workers
-    ours = Worker("ours", args.timeout, env)
+    ours = Worker("ours", args.timeout, env, run_timeout=args.run_timeout)
     official = Worker("official", args.official_timeout, env)
     counts = collections.Counter()
     per_class = {c: collections.Counter() for c in CLASSES}
@@ -864,7 +929,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="fuzz_out")
     ap.add_argument("--timeout", type=float, default=180, help="seconds for lite-numba per mutant (compiles)")
-    ap.add_argument("--official-timeout", type=float, default=60)
+    ap.add_argument("--run-timeout", type=float, default=30,
+                    help="seconds for lite-numba per mutant outside its compiles (an endless WHILE loop)")
+    ap.add_argument("--official-timeout", type=float, default=30)
     ap.add_argument("--structural", type=float, default=0.3)
     ap.add_argument("--semantic", type=float, default=0.45)
     ap.add_argument("--data", type=float, default=0.25)

@@ -110,3 +110,73 @@ def test_campaign_slice_has_no_crash_hang_or_disagreement(tmp_path, official):
     bad = {k: totals.get(k, 0) for k in ("ours_crash", "ours_hang", "disagree")}
     assert bad == {"ours_crash": 0, "ours_hang": 0, "disagree": 0}, summary["findings"]
     assert totals.get("agree", 0) > 0
+
+
+def _endless_loop() -> bytes:
+    """while True: x = x + 1 — a loop that never ends and never grows (what a mutated WHILE often is)."""
+    from lite_numba.builder import ModelBuilder
+
+    b = ModelBuilder()
+    cond = b.add_subgraph("cond")
+    cond.add_input("x", np.float32, [1])
+    t = cond.add_const("true", np.array(True))
+    c = cond.add_tensor("c", np.bool_, [])
+    cond.add_op("LOGICAL_AND", [t, t], [c])
+    cond.mark_output(c)
+    body = b.add_subgraph("body")
+    bx = body.add_input("x", np.float32, [1])
+    one = body.add_const("one", np.ones(1, np.float32))
+    nx = body.add_tensor("x_next", np.float32, [1])
+    body.add_op("ADD", [bx, one], [nx])
+    body.mark_output(nx)
+    x = b.add_input("x", np.float32, [1])
+    ox = b.add_tensor("ox", np.float32, [1])
+    b.add_op("WHILE", [x], [ox], options={"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
+    b.mark_output(ox)
+    return b.build()
+
+
+def _conv_model() -> bytes:
+    from lite_numba.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 9, 9, 5])
+    w = b.add_const("w", np.arange(7 * 3 * 3 * 5, dtype=np.float32).reshape(7, 3, 3, 5) / 100)
+    bias = b.add_const("b", np.zeros(7, np.float32))
+    y = b.add_tensor("y", np.float32, [1, 9, 9, 7])
+    b.add_op("CONV_2D", [x, w, bias], [y], options={"padding": "SAME", "stride_w": 1, "stride_h": 1})
+    dw = b.add_const("dw", np.ones((1, 3, 3, 7), np.float32) / 9)
+    z = b.add_tensor("z", np.float32, [1, 5, 5, 7])
+    b.add_op("DEPTHWISE_CONV_2D", [y, dw, bias], [z], options={"padding": "SAME", "stride_w": 2, "stride_h": 2,
+                                                                "depth_multiplier": 1})
+    s = b.add_tensor("s", np.float32, [1, 5, 5, 7])
+    b.add_op("SOFTMAX", [z], [s], options={"beta": 1.0})
+    b.mark_output(s)
+    return b.build()
+
+
+RUN_TIMEOUT = 2.0
+
+
+def test_worker_times_out_an_endless_loop_on_the_run_timeout_not_counting_compiles(tmp_path):
+    """The ours worker reports its compiles, so a cold compile longer than --run-timeout is no hang, while an
+    endless WHILE loop is one after --run-timeout (not after the compile budget, --timeout)."""
+    env = dict(os.environ, LITE_NUMBA_PROGRESS="0", LITE_NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               LITE_NUMBA_COMPILE_WORKERS="1")
+    worker = fuzz_campaign.Worker("ours", 900, env, run_timeout=RUN_TIMEOUT)
+    try:
+        for name, model, expect in (("conv", _conv_model(), "ran"), ("loop", _endless_loop(), "hang")):
+            (tmp_path / f"{name}.tflite").write_bytes(model)
+            req = {"path": str(tmp_path / f"{name}.tflite"), "seed": 1, "mode": "normal", "invokes": 1,
+                   "result": str(tmp_path / f"{name}.pkl")}
+            t0 = fuzz_campaign.time.monotonic()
+            worker.send(req)
+            res = worker.wait(req, worker.timeout)
+            took = fuzz_campaign.time.monotonic() - t0
+            assert res["status"] == expect, (name, res)
+            if name == "conv":
+                assert took > RUN_TIMEOUT, f"cold compile {took:.1f} s: too short to show it does not count"
+            else:
+                assert took < 60, took
+    finally:
+        worker.close()
