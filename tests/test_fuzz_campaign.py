@@ -88,7 +88,7 @@ def test_constants_made_extreme_are_told_apart():
         rec.buffers[w.buffer] = arr.tobytes()
         assert bool(fuzz_campaign.extreme_constants(rec)) == extreme, value
     ran = {"status": "ran", "outputs": [[np.array([1.0, 2.0], np.float32)]]}
-    other = {"status": "ran", "outputs": [[np.array([1.0, -3.4e38], np.float32)]]}
+    other = {"status": "ran", "outputs": [[np.array([1.0, -np.finfo(np.float32).max], np.float32)]]}
     assert fuzz_campaign.classify(ran, other, "normal")[0] == "disagree"
     assert fuzz_campaign.classify(ran, other, "normal", extreme=True)[0] == "disagree_extreme_inputs"
     assert fuzz_campaign.classify(ran, ran, "normal", extreme=True)[0] == "agree"
@@ -180,3 +180,31 @@ def test_worker_times_out_an_endless_loop_on_the_run_timeout_not_counting_compil
                 assert took < 60, took
     finally:
         worker.close()
+
+
+def test_extreme_inputs_excuse_only_overflow_shaped_differences():
+    """With extreme inputs, a difference counts apart (disagree_extreme_inputs) only where one runtime overflowed:
+    NaN, inf or +-FLT_MAX on one side. Two ordinary floats that differ, or any integer difference, are a
+    disagreement whatever the inputs."""
+    top = np.finfo(np.float32).max
+
+    def ran(*arrays):
+        return {"status": "ran", "outputs": [[np.array(a) for a in arrays]]}
+
+    f = np.float32
+    overflowed = [(np.array([1.0, top], f), np.array([1.0, 2.9e38], f)),
+                  (np.array([0.0, 5.0], f), np.array([np.nan, 5.0], f)),
+                  (np.array([-top, 2.0], f), np.array([top, 2.0], f))]
+    for a, b in overflowed:
+        assert fuzz_campaign.classify(ran(a), ran(b), "extremes")[0] == "disagree_extreme_inputs", (a, b)
+        assert fuzz_campaign.classify(ran(a), ran(b), "normal")[0] == "disagree", (a, b)
+    ordinary = [(np.array([1.0, 2.0], f), np.array([1.5, 2.0], f)),
+                (np.array([0.5, 1e30], f), np.array([0.5, 2e30], f))]
+    for a, b in ordinary:
+        assert fuzz_campaign.classify(ran(a), ran(b), "extremes")[0] == "disagree", (a, b)
+        assert fuzz_campaign.classify(ran(a), ran(b), "normal", extreme=True)[0] == "disagree", (a, b)
+    ints = (np.array([127, -128], np.int8), np.array([127, 0], np.int8))
+    assert fuzz_campaign.classify(ran(*ints[:1]), ran(*ints[1:]), "extremes")[0] == "disagree"
+    mixed_a = ran(np.array([top], f), np.array([3], np.int8))
+    mixed_b = ran(np.array([1.0], f), np.array([9], np.int8))
+    assert fuzz_campaign.classify(mixed_a, mixed_b, "extremes")[0] == "disagree"
