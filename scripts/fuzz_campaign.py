@@ -26,8 +26,11 @@ longer --timeout, the rest against --run-timeout). Per mutant the result is clas
                                sqrt(FLT_MAX) (EXTREME_CONSTANT), counted apart as disagree_extreme_inputs (overflow
                                and NaN propagation orders: the summation order of a dot product decides which partial
                                sum overflows, and the two runtimes' orders differ) when every differing element is a
-                               float that one runtime left NaN, inf or at +-FLT_MAX (overflow_only); any other
-                               difference is a disagreement whatever the inputs
+                               float that one runtime left NaN, inf or at +-FLT_MAX (overflow_only), or when the
+                               first operator whose output differs (both runtimes keeping every tensor) is a float
+                               sum of products or terms with a non-finite or extreme input (explain_divergence: an
+                               elementwise operator has no order, so a difference there stays a disagreement); any
+                               other difference is a disagreement whatever the inputs
   agree                        both ran, outputs agree
   ours_only                    we ran, the official runtime refused, crashed or hung
   official_only                the official runtime ran, we refused (refusing is right when the model is invalid)
@@ -66,6 +69,7 @@ sys.path.insert(0, str(HERE))
 
 CLASSES = ("structural", "semantic", "data")
 DATA_MODES = ("normal", "wide_ints", "nonfinite", "extremes", "resize")
+EXTREME_MODES = ("nonfinite", "extremes")  # float inputs holding NaN, inf or +-FLT_MAX
 MEMORY_LIMIT = 6 << 30  # address space of each worker: a runtime asking for more fails instead of swapping the host
 MAX_INPUT_ELEMENTS = 1 << 22
 
@@ -119,23 +123,36 @@ def resized_shape(shape, rng: np.random.Generator) -> list[int]:
 # worker: one runtime, one mutant at a time
 
 
-def _open(runtime: str, data: bytes):
+def _open(runtime: str, data: bytes, keep_all: bool = False):
     if runtime == "ours":
         from lite_numba import Interpreter
-        return Interpreter(model_content=data)
+        return Interpreter(model_content=data, experimental_preserve_all_tensors=keep_all)
     from ai_edge_litert import interpreter as lit
-    return lit.Interpreter(model_content=data, num_threads=1,
+    return lit.Interpreter(model_content=data, num_threads=1, experimental_preserve_all_tensors=keep_all,
                            experimental_op_resolver_type=lit.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
 
 
-def run_request(runtime: str, req: dict) -> dict:
+def _all_tensors(it) -> dict[int, np.ndarray]:
+    """Every readable tensor of subgraph 0 after an invoke (experimental_preserve_all_tensors)."""
+    found = {}
+    for d in it.get_tensor_details():
+        try:
+            found[int(d["index"])] = np.array(it.get_tensor(d["index"]), copy=True)
+        except (ValueError, KeyError, RuntimeError):
+            pass
+    return found
+
+
+def run_request(runtime: str, req: dict, keep_all: bool = False) -> dict:
     """Load, allocate and invoke the mutant as `req` says; {"status": "ran", "outputs": [[array...] per invoke]}
-    or {"status": "refused", "error": "Type: message"}."""
+    or {"status": "refused", "error": "Type: message"}. `keep_all`: also "tensors", every tensor of subgraph 0
+    after each invoke (for explain_divergence)."""
     data = Path(req["path"]).read_bytes()
     mode, rng = req["mode"], np.random.default_rng(req["seed"])
     stage = "load"
+    kept = []
     try:
-        it = _open(runtime, data)
+        it = _open(runtime, data, keep_all)
         stage = "allocate"
         it.allocate_tensors()
         outputs = []
@@ -154,7 +171,9 @@ def run_request(runtime: str, req: dict) -> dict:
             it.invoke()
             stage = "get_tensor"
             outputs.append([np.array(it.get_tensor(d["index"]), copy=True) for d in it.get_output_details()])
-        return {"status": "ran", "outputs": outputs}
+            if keep_all:
+                kept.append(_all_tensors(it))
+        return {"status": "ran", "outputs": outputs, **({"tensors": kept} if keep_all else {})}
     except Exception as e:  # noqa: BLE001 - every Python exception is a refusal, classified by the parent
         return {"status": "refused", "stage": stage, "error": f"{type(e).__name__}: {str(e)[:600]}"}
 
@@ -779,6 +798,56 @@ def overflow_only(ours: list, theirs: list) -> bool:
     return True
 
 
+# float ops whose result depends on the order of a sum of products or terms: with inputs near FLT_MAX, which
+# partial sum overflows (to inf, or inf - inf = NaN, then clamped by a fused activation) depends on that order
+ORDER_DEPENDENT = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D", "CONV_3D_TRANSPOSE",
+                   "FULLY_CONNECTED", "BATCH_MATMUL", "AVERAGE_POOL_2D", "L2_POOL_2D", "MEAN", "SUM",
+                   "REDUCE_PROD", "L2_NORMALIZATION", "SVDF", "UNIDIRECTIONAL_SEQUENCE_LSTM",
+                   "BIDIRECTIONAL_SEQUENCE_LSTM", "LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN", "RNN"}
+
+
+def _differ(a: np.ndarray, b: np.ndarray) -> bool:
+    return not outputs_agree([[a]], [[b]])[0]
+
+
+def explain_divergence(data: bytes, req: dict) -> dict:
+    """Run the case in both runtimes keeping every tensor and find the first operator of subgraph 0 whose output
+    differs while its inputs agree. {"op", "node", "tensor", "inputs_extreme", "verdict"}: verdict "overflow" when
+    that operator is a float sum of products or terms (ORDER_DEPENDENT) and one of its float inputs holds a
+    non-finite value or a magnitude above EXTREME_CONSTANT (its partial sums can pass FLT_MAX, in an order that
+    differs between the runtimes), "disagree" otherwise (an elementwise operator has no order: a difference there
+    is a real one), "unexplained" when no such operator is found (the difference is inside a control-flow body, or
+    a runtime did not keep the tensors)."""
+    from lite_numba.model import load_model
+
+    ours, theirs = run_request("ours", req, keep_all=True), run_request("official", req, keep_all=True)
+    if ours["status"] != "ran" or theirs["status"] != "ran":
+        return {"verdict": "unexplained", "why": f"ours {ours['status']}, official {theirs['status']}"}
+    nodes = load_model(data).subgraphs[0].nodes
+    for k, (ta, tb) in enumerate(zip(ours["tensors"], theirs["tensors"])):
+        for ni, n in enumerate(nodes):
+            outs = [o for o in n.outputs if o >= 0 and o in ta and o in tb]
+            bad = [o for o in outs if _differ(ta[o], tb[o])]
+            if not bad:
+                continue
+            ins = [i for i in n.inputs if i >= 0]
+            if any(i not in ta or i not in tb or _differ(ta[i], tb[i]) for i in ins):
+                return {"verdict": "unexplained", "op": n.op_name, "node": ni, "invoke": k,
+                        "why": "its inputs already differ (an earlier difference inside a control-flow body?)"}
+            extreme = []
+            for i in ins:
+                v = ta[i]
+                if v.dtype.kind == "f" and v.size:
+                    with np.errstate(all="ignore"):
+                        if (~np.isfinite(v)).any() or np.abs(v).max() > EXTREME_CONSTANT:
+                            extreme.append(i)
+            floating = ta[bad[0]].dtype.kind == "f"
+            verdict = "overflow" if n.op_name in ORDER_DEPENDENT and floating and extreme else "disagree"
+            return {"verdict": verdict, "op": n.op_name, "node": ni, "invoke": k, "tensor": bad[0],
+                    "inputs_extreme": extreme}
+    return {"verdict": "unexplained", "why": "no operator of subgraph 0 has a differing output"}
+
+
 def classify(ours: dict, theirs: dict, mode: str, extreme: bool = False) -> tuple[str, str]:
     """The class of one mutant's results; `extreme`: its edits left a float constant holding an inf or a value
     beyond EXTREME_CONSTANT. Such constants overflow float32 products, and which partial sum of a dot product
@@ -798,7 +867,7 @@ def classify(ours: dict, theirs: dict, mode: str, extreme: bool = False) -> tupl
         ok, why = outputs_agree(ours["outputs"], theirs["outputs"])
         if ok:
             return "agree", ""
-        overflow = (extreme or mode in ("nonfinite", "extremes")) and overflow_only(ours["outputs"], theirs["outputs"])
+        overflow = (extreme or mode in EXTREME_MODES) and overflow_only(ours["outputs"], theirs["outputs"])
         return ("disagree_extreme_inputs" if overflow else "disagree"), why
     if so == "ran":
         return "ours_only", f"official {st}: {theirs.get('error', '')[:200]}"
@@ -863,6 +932,11 @@ def campaign(args) -> dict:
             res_ours = ours.wait(r_ours, args.timeout)
             res_off = official.wait(r_off, args.official_timeout)
             kind, why = classify(res_ours, res_off, mode, bool(extreme))
+            explained = None
+            if kind == "disagree" and (extreme or mode in EXTREME_MODES):
+                explained = explain_in_child(req | {"path": str(path)}, work, args.timeout, env)
+                if explained["verdict"] == "overflow":
+                    kind = "disagree_extreme_inputs"
             counts[kind] += 1
             per_class[cls][kind] += 1
             if res_off["status"] in ("crash", "hang"):
@@ -883,6 +957,7 @@ def campaign(args) -> dict:
                 (case / "case.json").write_text(json.dumps({
                     "source": name, "class": cls, "mutation": what, "mode": mode, "seed": req["seed"],
                     "invokes": req["invokes"], "kind": kind, "why": why, "extreme_constants": extreme,
+                    "first_divergence": explained,
                     "ours": err or res_ours["status"],
                     "official": res_off.get("error", res_off["status"])}, indent=1))
                 findings.append({"case": case.name, "source": name, "mutation": what, "kind": label, "why": why,
@@ -951,13 +1026,37 @@ def replay(case_dir: str) -> None:
     if extreme:
         print(f"float constants the mutation left holding |v| > {EXTREME_CONSTANT:.3g} (inf included): {extreme}")
     kind, why = classify(results[0], results[1], case["mode"], bool(extreme))
+    if kind == "disagree" and (extreme or case["mode"] in EXTREME_MODES):
+        explained = explain_divergence(path.read_bytes(), req)
+        print("first divergence:", json.dumps(explained))
+        if explained["verdict"] == "overflow":
+            kind = "disagree_extreme_inputs"
     print("class:", kind, why)
+
+
+def explain_request(req_path: str) -> None:
+    """The campaign's child step for a disagreement with extreme inputs: explain_divergence of the request saved at
+    req_path, printed as one JSON line (a child process, so that a crash or hang there is not the campaign's)."""
+    req = json.loads(Path(req_path).read_text())
+    print(json.dumps(explain_divergence(Path(req["path"]).read_bytes(), req)))
+
+
+def explain_in_child(req: dict, work: Path, timeout: float, env: dict) -> dict:
+    """explain_divergence in a child process (explain_request); "unexplained" when it fails."""
+    (work / "explain.json").write_text(json.dumps(req))
+    try:
+        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--explain", str(work / "explain.json")],
+                              capture_output=True, text=True, timeout=timeout, env=env)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        return {"verdict": "unexplained", "why": f"explain failed: {type(e).__name__}"}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", choices=["ours", "official"], help=argparse.SUPPRESS)
     ap.add_argument("--replay", metavar="CASE_DIR")
+    ap.add_argument("--explain", metavar="REQUEST_JSON", help=argparse.SUPPRESS)
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--minutes", type=float, default=0, help="stop after this long (0: no limit)")
     ap.add_argument("--seed", type=int, default=1)
@@ -978,6 +1077,9 @@ def main() -> None:
         return
     if args.replay:
         replay(args.replay)
+        return
+    if args.explain:
+        explain_request(args.explain)
         return
     summary = campaign(args)
     print(json.dumps({k: summary[k] for k in ("seed", "mutants", "seconds", "totals", "per_class",

@@ -208,3 +208,43 @@ def test_extreme_inputs_excuse_only_overflow_shaped_differences():
     mixed_a = ran(np.array([top], f), np.array([3], np.int8))
     mixed_b = ran(np.array([1.0], f), np.array([9], np.int8))
     assert fuzz_campaign.classify(mixed_a, mixed_b, "extremes")[0] == "disagree"
+
+
+def test_first_divergence_excuses_only_an_order_dependent_op_with_extreme_inputs(monkeypatch):
+    """explain_divergence's verdict from the tensors both runtimes kept (given here, not run): the first operator
+    whose output differs decides; a sum of products with an extreme input is an overflow, an elementwise operator or
+    ordinary inputs are a disagreement."""
+    from lite_numba.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 2])
+    y = b.add_tensor("y", np.float32, [1, 2])
+    wi = b.add_const("w", np.ones((2, 2), np.float32))
+    b.add_op("FULLY_CONNECTED", [x, wi, -1], [y])
+    z = b.add_tensor("z", np.float32, [1, 2])
+    b.add_op("RELU", [y], [z])
+    b.mark_output(z)
+    data = b.build()
+    w = np.ones((2, 2), np.float32)
+    top = np.finfo(np.float32).max
+
+    def check(ours, theirs, verdict, op):  # the tensors given in the order x, w, y, z
+        runs = {r: dict(zip((x, wi, y, z), v.values())) for r, v in (("ours", ours), ("official", theirs))}
+        monkeypatch.setattr(fuzz_campaign, "run_request",
+                            lambda runtime, req, keep_all=False: {"status": "ran", "outputs": [],
+                                                                  "tensors": [runs[runtime]]})
+        got = fuzz_campaign.explain_divergence(data, {})
+        assert (got["verdict"], got.get("op")) == (verdict, op), got
+
+    xe = np.array([[top, -top]], np.float32)
+    check({0: xe, 1: w, 2: np.array([[0.0, 0.0]], np.float32), 3: np.zeros((1, 2), np.float32)},
+          {0: xe, 1: w, 2: np.array([[np.nan, 0.0]], np.float32), 3: np.zeros((1, 2), np.float32)},
+          "overflow", "FULLY_CONNECTED")
+    xo = np.array([[1.0, 2.0]], np.float32)
+    check({0: xo, 1: w, 2: np.array([[3.0, 3.0]], np.float32), 3: np.array([[3.0, 3.0]], np.float32)},
+          {0: xo, 1: w, 2: np.array([[3.5, 3.0]], np.float32), 3: np.array([[3.5, 3.0]], np.float32)},
+          "disagree", "FULLY_CONNECTED")
+    ye = np.array([[2.0, -5.0]], np.float32)
+    check({0: xe, 1: w, 2: ye, 3: np.array([[2.0, 0.0]], np.float32)},
+          {0: xe, 1: w, 2: ye, 3: np.array([[2.0, -5.0]], np.float32)},
+          "disagree", "RELU")
