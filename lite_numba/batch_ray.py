@@ -19,6 +19,7 @@ pickle)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 
@@ -43,8 +44,8 @@ class RayPredictor:
     names. `preprocess(row_dict) -> example` runs per row (on {column: value}), `postprocess` per batch of outputs,
     as in BatchRunner. `batch_size` only sizes the model's invokes in resize mode: Ray decides the batches.
     `timing=True` adds the columns lite_numba_batch_s and lite_numba_invoke_s: the batch's seconds in this call and
-    in invoke, on each of its rows (the adapter's overhead is their difference), and lite_numba_started, the wall
-    clock when the batch began."""
+    in invoke, on each of its rows (the adapter's overhead is their difference), lite_numba_started, the wall
+    clock when the batch began, and lite_numba_pid, the process (actor) that ran it."""
 
     def __init__(self, model, *, input_columns: str | Mapping[str, str] | None = None,
                  output_columns: Mapping[str, str] | None = None, preprocess: Callable | None = None,
@@ -93,6 +94,7 @@ class RayPredictor:
             result["lite_numba_batch_s"] = np.full(n, time.perf_counter() - start)
             result["lite_numba_invoke_s"] = np.full(n, self.runner.stats.invoke_s - invoked)
             result["lite_numba_started"] = np.full(n, began)  # the wall clock (time.time()) when the batch began
+            result["lite_numba_pid"] = np.full(n, os.getpid())
         return result
 
 

@@ -94,6 +94,20 @@ def test_ray_predictor_errors():
         RayPredictor(str(path), output_columns={"nope": "y"})
 
 
+def test_ray_predictor_timing_columns():
+    """timing=True: each row carries its batch's seconds in the adapter and in invoke, its start and its process."""
+    import os
+
+    from lite_numba.batch_ray import RayPredictor
+
+    path = model_path("small_cnn_f32")
+    p = RayPredictor(str(path), timing=True)
+    out = p({"image": np.zeros((3, 32, 32, 3), np.float32), "id": np.arange(3)})
+    assert list(out["id"]) == [0, 1, 2] and out["Identity"].shape[0] == 3
+    assert np.all(out["lite_numba_batch_s"] >= out["lite_numba_invoke_s"]) and np.all(out["lite_numba_invoke_s"] > 0)
+    assert np.all(out["lite_numba_pid"] == os.getpid()) and len(set(out["lite_numba_started"])) == 1
+
+
 # --- Dask -----------------------------------------------------------------------------------------------------
 
 def _local_cluster(**kw):
