@@ -26,11 +26,11 @@ longer --timeout, the rest against --run-timeout). Per mutant the result is clas
                                sqrt(FLT_MAX) (EXTREME_CONSTANT), counted apart as disagree_extreme_inputs (overflow
                                and NaN propagation orders: the summation order of a dot product decides which partial
                                sum overflows, and the two runtimes' orders differ) when every differing element is a
-                               float that one runtime left NaN, inf or at +-FLT_MAX (overflow_only), or when the
-                               first operator whose output differs (both runtimes keeping every tensor) is a float
-                               sum of products or terms with a non-finite or extreme input (explain_divergence: an
-                               elementwise operator has no order, so a difference there stays a disagreement); any
-                               other difference is a disagreement whatever the inputs
+                               float that one runtime left NaN, inf or at +-FLT_MAX (overflow_only); and, whatever
+                               the inputs, when the first operator whose output differs (both runtimes keeping
+                               every tensor) is a float sum of products or terms whose partial sums can pass FLT_MAX
+                               (explain_divergence: a byte flip can make a weight huge too). An elementwise operator
+                               has no order, so a difference there stays a disagreement, as does any other
   agree                        both ran, outputs agree
   ours_only                    we ran, the official runtime refused, crashed or hung
   official_only                the official runtime ran, we refused (refusing is right when the model is invalid)
@@ -806,18 +806,37 @@ ORDER_DEPENDENT = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D", 
                    "BIDIRECTIONAL_SEQUENCE_LSTM", "LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN", "RNN"}
 
 
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _overflow_bound(inputs: list[np.ndarray]) -> float:
+    """An upper bound on the magnitude of a partial sum of an operator over these inputs: the two largest finite
+    magnitudes among its float inputs (each at least 1) times the size of its largest input. Below FLT_MAX no order
+    of summation overflows. Non-finite values do not count: inf and NaN give the same sum in every order; only
+    finite terms whose partial sums pass FLT_MAX in one order and not in another make the result depend on it."""
+    tops, size = [], 1
+    for v in inputs:
+        if v.dtype.kind == "f" and v.size:
+            with np.errstate(all="ignore"):
+                finite = np.abs(v[np.isfinite(v)].astype(np.float64))
+            tops.append(max(1.0, float(finite.max())) if finite.size else 1.0)
+            size = max(size, v.size)
+    tops = sorted(tops)[-2:] or [1.0]
+    return float(np.prod(tops)) * size
+
+
 def _differ(a: np.ndarray, b: np.ndarray) -> bool:
     return not outputs_agree([[a]], [[b]])[0]
 
 
 def explain_divergence(data: bytes, req: dict) -> dict:
     """Run the case in both runtimes keeping every tensor and find the first operator of subgraph 0 whose output
-    differs while its inputs agree. {"op", "node", "tensor", "inputs_extreme", "verdict"}: verdict "overflow" when
-    that operator is a float sum of products or terms (ORDER_DEPENDENT) and one of its float inputs holds a
-    non-finite value or a magnitude above EXTREME_CONSTANT (its partial sums can pass FLT_MAX, in an order that
-    differs between the runtimes), "disagree" otherwise (an elementwise operator has no order: a difference there
-    is a real one), "unexplained" when no such operator is found (the difference is inside a control-flow body, or
-    a runtime did not keep the tensors)."""
+    differs while its inputs agree. {"op", "node", "tensor", "bound", "verdict"}: verdict "overflow" when that
+    operator is a float sum of products or terms (ORDER_DEPENDENT) whose partial sums can pass FLT_MAX
+    (_overflow_bound of its inputs), so that the order of summation, which differs between the runtimes, decides
+    where they overflow; "disagree" otherwise (an elementwise operator has no order, and below the bound every order
+    gives a finite sum: a difference there is a real one); "unexplained" when no such operator is found (the
+    difference is inside a control-flow body, or a runtime did not keep the tensors)."""
     from lite_numba.model import load_model
 
     ours, theirs = run_request("ours", req, keep_all=True), run_request("official", req, keep_all=True)
@@ -834,17 +853,11 @@ def explain_divergence(data: bytes, req: dict) -> dict:
             if any(i not in ta or i not in tb or _differ(ta[i], tb[i]) for i in ins):
                 return {"verdict": "unexplained", "op": n.op_name, "node": ni, "invoke": k,
                         "why": "its inputs already differ (an earlier difference inside a control-flow body?)"}
-            extreme = []
-            for i in ins:
-                v = ta[i]
-                if v.dtype.kind == "f" and v.size:
-                    with np.errstate(all="ignore"):
-                        if (~np.isfinite(v)).any() or np.abs(v).max() > EXTREME_CONSTANT:
-                            extreme.append(i)
+            bound = _overflow_bound([ta[i] for i in ins])
             floating = ta[bad[0]].dtype.kind == "f"
-            verdict = "overflow" if n.op_name in ORDER_DEPENDENT and floating and extreme else "disagree"
+            verdict = "overflow" if n.op_name in ORDER_DEPENDENT and floating and bound >= FLT_MAX else "disagree"
             return {"verdict": verdict, "op": n.op_name, "node": ni, "invoke": k, "tensor": bad[0],
-                    "inputs_extreme": extreme}
+                    "bound": bound}
     return {"verdict": "unexplained", "why": "no operator of subgraph 0 has a differing output"}
 
 
@@ -933,7 +946,7 @@ def campaign(args) -> dict:
             res_off = official.wait(r_off, args.official_timeout)
             kind, why = classify(res_ours, res_off, mode, bool(extreme))
             explained = None
-            if kind == "disagree" and (extreme or mode in EXTREME_MODES):
+            if kind == "disagree":
                 explained = explain_in_child(req | {"path": str(path)}, work, args.timeout, env)
                 if explained["verdict"] == "overflow":
                     kind = "disagree_extreme_inputs"
@@ -1026,7 +1039,7 @@ def replay(case_dir: str) -> None:
     if extreme:
         print(f"float constants the mutation left holding |v| > {EXTREME_CONSTANT:.3g} (inf included): {extreme}")
     kind, why = classify(results[0], results[1], case["mode"], bool(extreme))
-    if kind == "disagree" and (extreme or case["mode"] in EXTREME_MODES):
+    if kind == "disagree":
         explained = explain_divergence(path.read_bytes(), req)
         print("first divergence:", json.dumps(explained))
         if explained["verdict"] == "overflow":

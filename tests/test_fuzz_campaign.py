@@ -212,8 +212,8 @@ def test_extreme_inputs_excuse_only_overflow_shaped_differences():
 
 def test_first_divergence_excuses_only_an_order_dependent_op_with_extreme_inputs(monkeypatch):
     """explain_divergence's verdict from the tensors both runtimes kept (given here, not run): the first operator
-    whose output differs decides; a sum of products with an extreme input is an overflow, an elementwise operator or
-    ordinary inputs are a disagreement."""
+    whose output differs decides; a sum of products whose partial sums can pass FLT_MAX is an overflow, an
+    elementwise operator, ordinary or non-finite inputs are a disagreement."""
     from lite_numba.builder import ModelBuilder
 
     b = ModelBuilder()
@@ -243,6 +243,10 @@ def test_first_divergence_excuses_only_an_order_dependent_op_with_extreme_inputs
     xo = np.array([[1.0, 2.0]], np.float32)
     check({0: xo, 1: w, 2: np.array([[3.0, 3.0]], np.float32), 3: np.array([[3.0, 3.0]], np.float32)},
           {0: xo, 1: w, 2: np.array([[3.5, 3.0]], np.float32), 3: np.array([[3.5, 3.0]], np.float32)},
+          "disagree", "FULLY_CONNECTED")
+    xn = np.array([[np.nan, np.inf]], np.float32)  # non-finite inputs give the same sum in every order
+    check({0: xn, 1: w, 2: np.array([[np.nan, 0.0]], np.float32), 3: np.zeros((1, 2), np.float32)},
+          {0: xn, 1: w, 2: np.array([[1.0, 0.0]], np.float32), 3: np.zeros((1, 2), np.float32)},
           "disagree", "FULLY_CONNECTED")
     ye = np.array([[2.0, -5.0]], np.float32)
     check({0: xe, 1: w, 2: ye, 3: np.array([[2.0, 0.0]], np.float32)},
