@@ -29,6 +29,27 @@ def test_hard_swish_of_the_largest_floats_does_not_overflow(official):
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
 
+def test_hard_swish_past_flt_max_over_6_follows_the_official_vector_loop_everywhere(official):
+    """Campaign seed 402 case 24592 (15 elements, data 'extremes'): for |x| > FLT_MAX/6 the official kernel returns
+    x from its vector loop but inf from its scalar tail (the last n mod 4 elements), so its answer depends on the
+    position. Ours is x at every position: equal to the official wherever its vector loop runs."""
+    big = np.finfo(np.float32).max
+    for n in (15, 16):
+        b = ModelBuilder()
+        x = b.add_input("x", np.float32, [n])
+        y = b.add_tensor("y", np.float32, [n])
+        b.add_op("HARD_SWISH", [x], [y])
+        b.mark_output(y)
+        data = b.build()
+        xs = np.full(n, big, np.float32)
+        xs[::3] = 1e38
+        ours, theirs = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
+        np.testing.assert_allclose(ours, xs, rtol=1e-6)
+        vector = n - n % 4
+        np.testing.assert_allclose(ours[:vector], theirs[:vector], rtol=1e-6)
+        assert np.isinf(theirs[vector:]).all(), theirs  # the official scalar tail (fails if it ever agrees)
+
+
 def _gather_missing_indices() -> bytes:
     b = ModelBuilder()
     p = b.add_input("params", np.int8, [4, 3], quant=(0.1, 0))
