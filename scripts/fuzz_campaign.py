@@ -21,16 +21,16 @@ does not answer within its timeout is a hang (killed, restarted; lite-numba's ti
 longer --timeout, the rest against --run-timeout). Per mutant the result is classed as:
   ours_crash, ours_hang        lite-numba's failures (must stay 0)
   both_hang                    both runtimes time out (an endless WHILE loop is what the model means)
-  disagree                     both ran, outputs differ (must stay 0); with NaN/inf or extreme inputs, or a semantic
-                               mutant whose edits left a float constant holding an inf or a magnitude above
-                               sqrt(FLT_MAX) (EXTREME_CONSTANT), counted apart as disagree_extreme_inputs (overflow
-                               and NaN propagation orders: the summation order of a dot product decides which partial
-                               sum overflows, and the two runtimes' orders differ) when every differing element is a
-                               float that one runtime left NaN, inf or at +-FLT_MAX (overflow_only); and, whatever
-                               the inputs, when the first operator whose output differs (both runtimes keeping
-                               every tensor) is a float sum of products or terms whose partial sums can pass FLT_MAX
-                               (explain_divergence: a byte flip can make a weight huge too). An elementwise operator
-                               has no order, so a difference there stays a disagreement, as does any other
+  disagree                     both ran, outputs differ (must stay 0)
+  disagree_overflow            both ran, outputs differ, and a float overflow explains it: re-run keeping every
+                               tensor, the first operator whose output differs while its inputs agree is a float
+                               sum of products or terms whose partial sums can pass FLT_MAX (explain_divergence),
+                               so which partial sum overflows depends on the order of summation, and the two
+                               runtimes' orders differ. An elementwise operator has no order, and NaN or inf inputs
+                               give the same sum in every order: a difference there stays a disagreement. (Found:
+                               mediapipe_hand_recrop with PReLU alphas up to 3.8e37, every tensor identical in both
+                               runtimes up to the last CONV_2D, whose 64-term sums near FLT_MAX came out 1.78e38,
+                               -FLT_MAX, FLT_MAX in ours and FLT_MAX, FLT_MAX, NaN officially.)
   agree                        both ran, outputs agree
   ours_only                    we ran, the official runtime refused, crashed or hung
   official_only                the official runtime ran, we refused (refusing is right when the model is invalid)
@@ -69,7 +69,6 @@ sys.path.insert(0, str(HERE))
 
 CLASSES = ("structural", "semantic", "data")
 DATA_MODES = ("normal", "wide_ints", "nonfinite", "extremes", "resize")
-EXTREME_MODES = ("nonfinite", "extremes")  # float inputs holding NaN, inf or +-FLT_MAX
 MEMORY_LIMIT = 6 << 30  # address space of each worker: a runtime asking for more fails instead of swapping the host
 MAX_INPUT_ELEMENTS = 1 << 22
 
@@ -771,33 +770,6 @@ def _float_close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.isclose(a, b, rtol=1e-3, atol=1e-4 * max(1.0, scale), equal_nan=True)
 
 
-def overflow_only(ours: list, theirs: list) -> bool:
-    """Whether every element on which the outputs differ is a float that one of the runtimes left non-finite or at
-    the type's largest magnitude (an inf clamped by a fused activation): the signature of a float overflow whose
-    place depends on the summation order. An integer difference, a shape or dtype difference, or a float difference
-    between two ordinary values is not."""
-    for a_list, b_list in zip(ours, theirs):
-        for a, b in zip(a_list, b_list):
-            a, b = np.asarray(a), np.asarray(b)
-            if a.shape != b.shape or a.dtype != b.dtype:
-                return False
-            if a.size == 0 or a.dtype.kind in "OSU":
-                continue
-            if a.dtype.kind not in "fc":
-                if not outputs_agree([[a]], [[b]])[0]:
-                    return False
-                continue
-            bad = ~_float_close(a, b)
-            if not bad.any():
-                continue
-            top = np.finfo(a.dtype).max
-            with np.errstate(all="ignore"):
-                edge = (~np.isfinite(a) | ~np.isfinite(b) | (np.abs(a) >= top) | (np.abs(b) >= top))
-            if not edge[bad].all():
-                return False
-    return True
-
-
 # float ops whose result depends on the order of a sum of products or terms: with inputs near FLT_MAX, which
 # partial sum overflows (to inf, or inf - inf = NaN, then clamped by a fused activation) depends on that order
 ORDER_DEPENDENT = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D", "CONV_3D_TRANSPOSE",
@@ -861,13 +833,9 @@ def explain_divergence(data: bytes, req: dict) -> dict:
     return {"verdict": "unexplained", "why": "no operator of subgraph 0 has a differing output"}
 
 
-def classify(ours: dict, theirs: dict, mode: str, extreme: bool = False) -> tuple[str, str]:
-    """The class of one mutant's results; `extreme`: its edits left a float constant holding an inf or a value
-    beyond EXTREME_CONSTANT. Such constants overflow float32 products, and which partial sum of a dot product
-    overflows (to inf, then clamped to FLT_MAX by a fused activation, or inf - inf = NaN) depends on the summation
-    order, which differs between the runtimes (found: mediapipe_hand_recrop with random PReLU alphas up to 3.8e37,
-    every intermediate tensor bit-identical in both runtimes up to the last CONV_2D, whose 64-term sums over values
-    near FLT_MAX came out 1.78e38, -FLT_MAX, FLT_MAX in ours, in order, and FLT_MAX, FLT_MAX, NaN officially)."""
+def classify(ours: dict, theirs: dict) -> tuple[str, str]:
+    """The class of one mutant's results. A difference is "disagree" here; the campaign then asks
+    explain_divergence whether a float overflow explains it (disagree_overflow)."""
     so, st = ours["status"], theirs["status"]
     if so == "crash":
         return "ours_crash", f"{ours.get('returncode')} {ours.get('signal')}"
@@ -880,8 +848,7 @@ def classify(ours: dict, theirs: dict, mode: str, extreme: bool = False) -> tupl
         ok, why = outputs_agree(ours["outputs"], theirs["outputs"])
         if ok:
             return "agree", ""
-        overflow = (extreme or mode in EXTREME_MODES) and overflow_only(ours["outputs"], theirs["outputs"])
-        return ("disagree_extreme_inputs" if overflow else "disagree"), why
+        return "disagree", why
     if so == "ran":
         return "ours_only", f"official {st}: {theirs.get('error', '')[:200]}"
     if st == "ran":
@@ -944,12 +911,12 @@ def campaign(args) -> dict:
             official.send(r_off)
             res_ours = ours.wait(r_ours, args.timeout)
             res_off = official.wait(r_off, args.official_timeout)
-            kind, why = classify(res_ours, res_off, mode, bool(extreme))
+            kind, why = classify(res_ours, res_off)
             explained = None
             if kind == "disagree":
                 explained = explain_in_child(req | {"path": str(path)}, work, args.timeout, env)
                 if explained["verdict"] == "overflow":
-                    kind = "disagree_extreme_inputs"
+                    kind = "disagree_overflow"
             counts[kind] += 1
             per_class[cls][kind] += 1
             if res_off["status"] in ("crash", "hang"):
@@ -961,7 +928,7 @@ def campaign(args) -> dict:
             if res_ours["status"] == "refused" and BARE.search(err):
                 bare[err[:160]] += 1
                 counts["bare_refusals"] += 1
-            if kind in ("ours_crash", "ours_hang", "both_hang", "disagree", "disagree_extreme_inputs") or oob or \
+            if kind in ("ours_crash", "ours_hang", "both_hang", "disagree", "disagree_overflow") or oob or \
                     (res_ours["status"] == "refused" and BARE.search(err)) or res_off["status"] == "crash":
                 label = "oob" if oob else "official_crash" if res_off["status"] == "crash" else kind
                 case = out / f"case_{args.seed}_{i}_{label}"
@@ -1038,17 +1005,17 @@ def replay(case_dir: str) -> None:
     extreme = replay_extreme_constants(case, path.read_bytes())
     if extreme:
         print(f"float constants the mutation left holding |v| > {EXTREME_CONSTANT:.3g} (inf included): {extreme}")
-    kind, why = classify(results[0], results[1], case["mode"], bool(extreme))
+    kind, why = classify(results[0], results[1])
     if kind == "disagree":
         explained = explain_divergence(path.read_bytes(), req)
         print("first divergence:", json.dumps(explained))
         if explained["verdict"] == "overflow":
-            kind = "disagree_extreme_inputs"
+            kind = "disagree_overflow"
     print("class:", kind, why)
 
 
 def explain_request(req_path: str) -> None:
-    """The campaign's child step for a disagreement with extreme inputs: explain_divergence of the request saved at
+    """The campaign's child step for a disagreement: explain_divergence of the request saved at
     req_path, printed as one JSON line (a child process, so that a crash or hang there is not the campaign's)."""
     req = json.loads(Path(req_path).read_text())
     print(json.dumps(explain_divergence(Path(req["path"]).read_bytes(), req)))

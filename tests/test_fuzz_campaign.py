@@ -40,7 +40,7 @@ def test_built_sources_run_and_agree_with_the_official_runtime(name, tmp_path, o
     path.write_bytes(fuzz_sources.RECIPES[name]())
     req = {"path": str(path), "seed": 5, "mode": "normal", "invokes": 2}
     ours, theirs = fuzz_campaign.run_request("ours", req), fuzz_campaign.run_request("official", req)
-    kind, why = fuzz_campaign.classify(ours, theirs, "normal")
+    kind, why = fuzz_campaign.classify(ours, theirs)
     if name.startswith("custom_"):
         assert kind == "ours_only", (kind, theirs)
     elif kind == "ours_only":  # the official Python API cannot return an empty output ("Invalid tensor size")
@@ -57,19 +57,17 @@ def test_output_comparison_tells_agreement_from_disagreement():
     assert not fuzz_campaign.outputs_agree(a, [[a[0][0], np.array([5, 8], np.int8)]])[0]
     assert not fuzz_campaign.outputs_agree(a, [[a[0][0][:2], a[0][1]]])[0]
     crash = {"status": "crash", "returncode": -11, "signal": "SIGSEGV"}
-    assert fuzz_campaign.classify(crash, {"status": "ran", "outputs": a}, "normal")[0] == "ours_crash"
-    assert fuzz_campaign.classify({"status": "hang"}, {"status": "refused"}, "normal")[0] == "ours_hang"
-    assert fuzz_campaign.classify({"status": "refused", "error": "x"}, {"status": "ran", "outputs": a},
-                                  "normal")[0] == "official_only"
+    assert fuzz_campaign.classify(crash, {"status": "ran", "outputs": a})[0] == "ours_crash"
+    assert fuzz_campaign.classify({"status": "hang"}, {"status": "refused"})[0] == "ours_hang"
+    assert fuzz_campaign.classify({"status": "refused", "error": "x"}, {"status": "ran", "outputs": a})[0] == \
+        "official_only"
     big = {"status": "ran_unreported", "error": "outputs of 2743129176 bytes too large to return to the campaign"}
-    assert fuzz_campaign.classify(big, {"status": "ran", "outputs": a}, "normal")[0] == "not_compared"
+    assert fuzz_campaign.classify(big, {"status": "ran", "outputs": a})[0] == "not_compared"
 
 
-def test_constants_made_extreme_are_told_apart():
-    """A semantic mutant whose edits left a float constant beyond sqrt(FLT_MAX) (or inf) disagrees as
-    disagree_extreme_inputs: which partial sum of a dot product overflows depends on the summation order (run 3 case
-    954: random PReLU alphas up to 3.8e37, every intermediate identical in both runtimes up to the last CONV_2D).
-    A NaN constant is not extreme: NaN handling is the ops' semantics (run 3 case 1249 was a real LSTM clip bug)."""
+def test_constants_made_extreme_are_recorded():
+    """A semantic mutant whose edits left a float constant beyond sqrt(FLT_MAX) (or inf) names it in its case
+    (products with it can overflow float32). A NaN constant is not extreme."""
     from lite_numba.builder import ModelBuilder
 
     b = ModelBuilder()
@@ -87,11 +85,6 @@ def test_constants_made_extreme_are_told_apart():
         arr[1, 2] = value
         rec.buffers[w.buffer] = arr.tobytes()
         assert bool(fuzz_campaign.extreme_constants(rec)) == extreme, value
-    ran = {"status": "ran", "outputs": [[np.array([1.0, 2.0], np.float32)]]}
-    other = {"status": "ran", "outputs": [[np.array([1.0, -np.finfo(np.float32).max], np.float32)]]}
-    assert fuzz_campaign.classify(ran, other, "normal")[0] == "disagree"
-    assert fuzz_campaign.classify(ran, other, "normal", extreme=True)[0] == "disagree_extreme_inputs"
-    assert fuzz_campaign.classify(ran, ran, "normal", extreme=True)[0] == "agree"
 
 
 def test_campaign_slice_has_no_crash_hang_or_disagreement(tmp_path, official):
@@ -180,34 +173,6 @@ def test_worker_times_out_an_endless_loop_on_the_run_timeout_not_counting_compil
                 assert took < 60, took
     finally:
         worker.close()
-
-
-def test_extreme_inputs_excuse_only_overflow_shaped_differences():
-    """With extreme inputs, a difference counts apart (disagree_extreme_inputs) only where one runtime overflowed:
-    NaN, inf or +-FLT_MAX on one side. Two ordinary floats that differ, or any integer difference, are a
-    disagreement whatever the inputs."""
-    top = np.finfo(np.float32).max
-
-    def ran(*arrays):
-        return {"status": "ran", "outputs": [[np.array(a) for a in arrays]]}
-
-    f = np.float32
-    overflowed = [(np.array([1.0, top], f), np.array([1.0, 2.9e38], f)),
-                  (np.array([0.0, 5.0], f), np.array([np.nan, 5.0], f)),
-                  (np.array([-top, 2.0], f), np.array([top, 2.0], f))]
-    for a, b in overflowed:
-        assert fuzz_campaign.classify(ran(a), ran(b), "extremes")[0] == "disagree_extreme_inputs", (a, b)
-        assert fuzz_campaign.classify(ran(a), ran(b), "normal")[0] == "disagree", (a, b)
-    ordinary = [(np.array([1.0, 2.0], f), np.array([1.5, 2.0], f)),
-                (np.array([0.5, 1e30], f), np.array([0.5, 2e30], f))]
-    for a, b in ordinary:
-        assert fuzz_campaign.classify(ran(a), ran(b), "extremes")[0] == "disagree", (a, b)
-        assert fuzz_campaign.classify(ran(a), ran(b), "normal", extreme=True)[0] == "disagree", (a, b)
-    ints = (np.array([127, -128], np.int8), np.array([127, 0], np.int8))
-    assert fuzz_campaign.classify(ran(*ints[:1]), ran(*ints[1:]), "extremes")[0] == "disagree"
-    mixed_a = ran(np.array([top], f), np.array([3], np.int8))
-    mixed_b = ran(np.array([1.0], f), np.array([9], np.int8))
-    assert fuzz_campaign.classify(mixed_a, mixed_b, "extremes")[0] == "disagree"
 
 
 def test_first_divergence_excuses_only_an_order_dependent_op_with_extreme_inputs(monkeypatch):
