@@ -779,22 +779,27 @@ ORDER_DEPENDENT = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D", 
 
 
 FLT_MAX = float(np.finfo(np.float32).max)
+OVERFLOW_AT = FLT_MAX + 2.0**103  # a float32 sum rounds to inf from here (FLT_MAX plus half its unit in the last place)
 
 
 def _overflow_bound(inputs: list[np.ndarray]) -> float:
-    """An upper bound on the magnitude of a partial sum of an operator over these inputs: the two largest finite
-    magnitudes among its float inputs (each at least 1) times the size of its largest input. Below FLT_MAX no order
-    of summation overflows. Non-finite values do not count: inf and NaN give the same sum in every order; only
-    finite terms whose partial sums pass FLT_MAX in one order and not in another make the result depend on it."""
+    """An upper bound on the magnitude of a partial sum of an operator over these inputs, from the largest finite
+    magnitudes t1 >= t2 >= t3 of its float inputs and the size n of its largest input (at least as many terms as any
+    output element sums): a sum of n terms of one input (t1 n), or of n products of two inputs plus a third (a bias),
+    whichever input is which (the larger of t1 t2 n + t3 and t2 t3 n + t1, and t1 + t2 + t3). Non-finite values do
+    not count: inf and NaN give the same sum in every order; only finite terms whose partial sums pass FLT_MAX in one
+    order and not in another make the result depend on it."""
     tops, size = [], 1
     for v in inputs:
         if v.dtype.kind == "f" and v.size:
             with np.errstate(all="ignore"):
                 finite = np.abs(v[np.isfinite(v)].astype(np.float64))
-            tops.append(max(1.0, float(finite.max())) if finite.size else 1.0)
+            tops.append(float(finite.max()) if finite.size else 0.0)
             size = max(size, v.size)
-    tops = sorted(tops)[-2:] or [1.0]
-    return float(np.prod(tops)) * size
+    if len(tops) < 2:
+        return tops[0] * size if tops else 0.0
+    t1, t2, t3 = (sorted(tops, reverse=True) + [0.0])[:3]
+    return max(t1 * t2 * size + t3, t2 * t3 * size + t1, t1 + t2 + t3)
 
 
 def _differ(a: np.ndarray, b: np.ndarray) -> bool:
@@ -804,11 +809,11 @@ def _differ(a: np.ndarray, b: np.ndarray) -> bool:
 def explain_divergence(data: bytes, req: dict) -> dict:
     """Run the case in both runtimes keeping every tensor and find the first operator of subgraph 0 whose output
     differs while its inputs agree. {"op", "node", "tensor", "bound", "verdict"}: verdict "overflow" when that
-    operator is a float sum of products or terms (ORDER_DEPENDENT) whose partial sums can pass FLT_MAX
-    (_overflow_bound of its inputs), so that the order of summation, which differs between the runtimes, decides
-    where they overflow; "disagree" otherwise (an elementwise operator has no order, and below the bound every order
-    gives a finite sum: a difference there is a real one); "unexplained" when no such operator is found (the
-    difference is inside a control-flow body, or a runtime did not keep the tensors)."""
+    operator is a float sum of products or terms (ORDER_DEPENDENT) whose partial sums can round to inf
+    (_overflow_bound of its inputs reaching OVERFLOW_AT), so that the order of summation, which differs between the
+    runtimes, decides where they overflow; "disagree" otherwise (an elementwise operator has no order, and below
+    the bound every order gives a finite sum: a difference there is a real one); "unexplained" when no such
+    operator is found (the difference is inside a control-flow body, or a runtime did not keep the tensors)."""
     from lite_numba.model import load_model
 
     ours, theirs = run_request("ours", req, keep_all=True), run_request("official", req, keep_all=True)
@@ -827,7 +832,7 @@ def explain_divergence(data: bytes, req: dict) -> dict:
                         "why": "its inputs already differ (an earlier difference inside a control-flow body?)"}
             bound = _overflow_bound([ta[i] for i in ins])
             floating = ta[bad[0]].dtype.kind == "f"
-            verdict = "overflow" if n.op_name in ORDER_DEPENDENT and floating and bound >= FLT_MAX else "disagree"
+            verdict = "overflow" if n.op_name in ORDER_DEPENDENT and floating and bound >= OVERFLOW_AT else "disagree"
             return {"verdict": verdict, "op": n.op_name, "node": ni, "invoke": k, "tensor": bad[0],
                     "bound": bound}
     return {"verdict": "unexplained", "why": "no operator of subgraph 0 has a differing output"}

@@ -209,6 +209,10 @@ def test_first_divergence_excuses_only_an_order_dependent_op_with_extreme_inputs
     check({0: xo, 1: w, 2: np.array([[3.0, 3.0]], np.float32), 3: np.array([[3.0, 3.0]], np.float32)},
           {0: xo, 1: w, 2: np.array([[3.5, 3.0]], np.float32), 3: np.array([[3.5, 3.0]], np.float32)},
           "disagree", "FULLY_CONNECTED")
+    small = np.full((2, 2), 1e-3, np.float32)  # FLT_MAX times 1e-3 twice: no order of summation overflows
+    check({0: xe, 1: small, 2: np.array([[0.0, 0.0]], np.float32), 3: np.zeros((1, 2), np.float32)},
+          {0: xe, 1: small, 2: np.array([[1.0, 0.0]], np.float32), 3: np.zeros((1, 2), np.float32)},
+          "disagree", "FULLY_CONNECTED")
     xn = np.array([[np.nan, np.inf]], np.float32)  # non-finite inputs give the same sum in every order
     check({0: xn, 1: w, 2: np.array([[np.nan, 0.0]], np.float32), 3: np.zeros((1, 2), np.float32)},
           {0: xn, 1: w, 2: np.array([[1.0, 0.0]], np.float32), 3: np.zeros((1, 2), np.float32)},
