@@ -314,3 +314,17 @@ def test_matrix_inverse_of_a_singular_matrix_is_an_error():
     model = _flex_model("MatrixInverse", {"T": np.dtype(np.float32)}, [("a", a, False)], [a.shape], [np.float32])
     with pytest.raises(Exception, match="not invertible"):
         _run_model(model, [a])
+
+
+@pytest.mark.parametrize("tf_op, attrs, what", [
+    ("Einsum", {"equation": 7, "N": 1, "T": np.dtype(np.float32)}, "attribute 'equation' is int 7, expected a string"),
+    ("Cumprod", {"exclusive": 3, "T": np.dtype(np.float32)}, "attribute 'exclusive' is int 3, expected a bool"),
+])
+def test_flex_attribute_of_the_wrong_kind_is_refused_naming_it(tf_op, attrs, what):
+    """Campaign seed 502 case 1898: a byte flip turned Einsum's equation into an int; prepare failed with a bare
+    "'int' object has no attribute 'decode'". TensorFlow refuses a NodeDef whose attribute has the wrong type."""
+    x = np.ones((2, 3), np.float32)
+    inputs = [("x", x, False)] + ([("axis", np.array(1, np.int32), True)] if tf_op == "Cumprod" else [])
+    model = _flex_model(tf_op, attrs, inputs, [x.shape], [np.float32])
+    with pytest.raises(RuntimeError, match=rf"Flex op {tf_op} \(node ''\): {what}"):
+        _run_model(model, [x])

@@ -46,18 +46,19 @@ def run_registered_custom(ctx, name: str, options: dict) -> None:
 
 
 def _audio_spectrogram(ctx, node: FlexNode) -> None:
-    run_registered_custom(ctx, "AudioSpectrogram", {"window_size": node.attr("window_size"), "stride": node.attr(
-        "stride"), "magnitude_squared": bool(node.attr("magnitude_squared", False))})
+    run_registered_custom(ctx, "AudioSpectrogram", {"window_size": node.attr("window_size", None, "i"),
+                                                    "stride": node.attr("stride", None, "i"),
+                                                    "magnitude_squared": node.attr("magnitude_squared", False, "b")})
 
 
 def _mfcc(ctx, node: FlexNode) -> None:
     # TF's frequency limits are floats; the TFLite kernel (the same algorithm, ported from TF) takes integers
-    lower, upper = float(node.attr("lower_frequency_limit", 20.0)), float(node.attr("upper_frequency_limit", 4000.0))
+    lower, upper = node.attr("lower_frequency_limit", 20.0, "f"), node.attr("upper_frequency_limit", 4000.0, "f")
     ctx.check(lower == int(lower) and upper == int(upper), f"Mfcc: fractional frequency limits {lower}, {upper} are "
                                                            f"not supported")
     run_registered_custom(ctx, "Mfcc", {"upper_frequency_limit": int(upper), "lower_frequency_limit": int(lower),
-                                        "filterbank_channel_count": int(node.attr("filterbank_channel_count", 40)),
-                                        "dct_coefficient_count": int(node.attr("dct_coefficient_count", 13))})
+                                        "filterbank_channel_count": node.attr("filterbank_channel_count", 40, "i"),
+                                        "dct_coefficient_count": node.attr("dct_coefficient_count", 13, "i")})
 
 
 def _const_input(ctx, i: int, what: str) -> np.ndarray:
@@ -82,43 +83,43 @@ def _concat(ctx, node: FlexNode) -> None:
 
 def _gather(ctx, node: FlexNode) -> None:
     axis = int(_const_input(ctx, 2, "axis").reshape(-1)[0]) if ctx.num_inputs > 2 else 0
-    run_builtin(ctx, "GATHER", {"axis": axis, "batch_dims": int(node.attr("batch_dims", 0))}, ctx.node.inputs[:2])
+    run_builtin(ctx, "GATHER", {"axis": axis, "batch_dims": node.attr("batch_dims", 0, "i")}, ctx.node.inputs[:2])
 
 
 def _split(ctx, node: FlexNode) -> None:
     # TF Split(axis, value) has TFLite SPLIT's input order
-    run_builtin(ctx, "SPLIT", {"num_splits": int(node.attr("num_split", ctx.num_outputs))})
+    run_builtin(ctx, "SPLIT", {"num_splits": node.attr("num_split", ctx.num_outputs, "i")})
 
 
 def _split_v(ctx, node: FlexNode) -> None:
-    run_builtin(ctx, "SPLIT_V", {"num_splits": int(node.attr("num_split", ctx.num_outputs))})
+    run_builtin(ctx, "SPLIT_V", {"num_splits": node.attr("num_split", ctx.num_outputs, "i")})
 
 
 def _mat_mul(ctx, node: FlexNode) -> None:
     ctx.check(all(ctx.input(i) is not None and ctx.input(i).ndim == 2 for i in (0, 1)), "MatMul needs 2-D inputs")
-    run_builtin(ctx, "BATCH_MATMUL", {"adj_x": bool(node.attr("transpose_a", False)),
-                                      "adj_y": bool(node.attr("transpose_b", False))})
+    run_builtin(ctx, "BATCH_MATMUL", {"adj_x": node.attr("transpose_a", False, "b"),
+                                      "adj_y": node.attr("transpose_b", False, "b")})
 
 
 def _strided_slice_options(node: FlexNode) -> dict:
-    return {k: int(node.attr(k, 0)) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
+    return {k: node.attr(k, 0, "i") for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
                                                 "shrink_axis_mask")}
 
 
 def _out_type(key: str):
     def options(node: FlexNode) -> dict:
-        dt = node.attr(key, np.dtype(np.int32) if key == "out_type" else np.dtype(np.int64))
+        dt = node.attr(key, np.dtype(np.int32) if key == "out_type" else np.dtype(np.int64), "type")
         return {key: _TENSOR_TYPE.get(dt, -1)}
 
     return options
 
 
 def _keep_dims(node: FlexNode) -> dict:
-    return {"keep_dims": bool(node.attr("keep_dims", False))}
+    return {"keep_dims": node.attr("keep_dims", False, "b")}
 
 
 def _mirror_pad(node: FlexNode) -> dict:
-    mode = node.attr("mode", b"REFLECT")
+    mode = node.attr("mode", b"REFLECT", "s")
     return {"mode": 0 if mode == b"REFLECT" else 1}
 
 

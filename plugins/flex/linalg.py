@@ -83,7 +83,7 @@ def _einsum(ctx, node: FlexNode) -> None:
     for t in ops:
         ctx.check_dtype(t, *_FLOATS)
         ctx.check_dtype(t, ops[0].dtype)
-    equation = node.attr("equation", b"").decode()
+    equation = node.attr("equation", b"", "s").decode("utf-8", "replace")
     terms, rhs = _parse_einsum(ctx, equation, [t.ndim for t in ops])
     sizes: dict[str, int] = {}
     for t, labels in zip(ops, terms):
@@ -241,7 +241,7 @@ def _matrix_inverse(ctx, node: FlexNode) -> None:
     out = ctx.set_output(0, x.shape, x.dtype)
     if out.size:
         ctx.call(matrix_inverse, ctx.view(x, (batch, n, n)), ctx.view(out, (batch, n, n)),
-                 bool(node.attr("adjoint", False)), ctx.temp((n, n), np.float64), ctx.temp((n,), np.int64),
+                 node.attr("adjoint", False, "b"), ctx.temp((n, n), np.float64), ctx.temp((n,), np.int64),
                  ctx.temp((n,), np.float64))
 
 

@@ -206,8 +206,8 @@ def _cumprod(ctx, node: FlexNode) -> None:
     out = ctx.set_output(0, x.shape, x.dtype)
     if x.size:
         v = (int(np.prod(x.shape[:axis])), x.shape[axis], int(np.prod(x.shape[axis + 1:])))
-        ctx.call(cumprod, ctx.view(x, v), ctx.view(out, v), bool(node.attr("exclusive", False)),
-                 bool(node.attr("reverse", False)))
+        ctx.call(cumprod, ctx.view(x, v), ctx.view(out, v), node.attr("exclusive", False, "b"),
+                 node.attr("reverse", False, "b"))
 
 
 @njit(cache=True, nogil=True)
@@ -297,7 +297,7 @@ def _dense_bincount(ctx, node: FlexNode) -> None:
         return
     arr_arg = ctx.view(arr, (rows, n)) if arr.size else np.zeros((rows, 0), arr.dtype)
     w_arg = ctx.view(w, (rows, n)) if weighted else np.zeros((1, 1), dtype)
-    ctx.call(dense_bincount, arr_arg, w_arg, ctx.view(out, (rows, size)), bool(node.attr("binary_output", False)),
+    ctx.call(dense_bincount, arr_arg, w_arg, ctx.view(out, (rows, size)), node.attr("binary_output", False, "b"),
              weighted)
 
 

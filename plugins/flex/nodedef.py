@@ -56,14 +56,41 @@ class FlexNode:
     inputs: tuple[str, ...] = ()
     attrs: dict = field(default_factory=dict)
 
-    def attr(self, key: str, default=None):
-        """Attribute `key`, or `default` when the NodeDef does not set it (TF then uses the op's default)."""
-        return self.attrs.get(key, default)
+    def attr(self, key: str, default=None, kind: str | None = None):
+        """Attribute `key`, or `default` when the NodeDef does not set it (TF then uses the op's default). `kind`
+        ("s" bytes, "i" int, "f" float, "b" bool, "type" dtype: the AttrValue field the op declares) checks a set
+        value: another kind raises FlexDecodeError naming the op, the attribute and the value, as TensorFlow refuses
+        a NodeDef whose attribute has the wrong type."""
+        if key not in self.attrs:
+            return default
+        value = self.attrs[key]
+        if kind is not None and not _is_kind(value, kind):
+            got = "type" if isinstance(value, (np.dtype, TfDataType)) else type(value).__name__
+            raise FlexDecodeError(f"Flex op {self.op} (node {self.name!r}): attribute {key!r} is {got} "
+                                  f"{value!r:.80}, expected {_KIND_NAMES[kind]}")
+        return value
 
     def describe_attrs(self) -> str:
         """The attributes as `key=value` text for error messages (internal `_` attributes left out)."""
         items = [f"{k}={v!r}" for k, v in sorted(self.attrs.items()) if not k.startswith("_")]
         return "{" + ", ".join(items) + "}"
+
+
+_KIND_NAMES = {"s": "a string", "i": "an int", "f": "a float", "b": "a bool", "type": "a data type"}
+
+
+def _is_kind(value, kind: str) -> bool:
+    if kind == "s":
+        return isinstance(value, bytes)
+    if kind == "i":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "f":
+        return isinstance(value, float)
+    if kind == "b":
+        return isinstance(value, bool)
+    if kind == "type":
+        return isinstance(value, (np.dtype, TfDataType))
+    raise ValueError(f"unknown attribute kind {kind!r}")
 
 
 # --- the wire format ------------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def _new_handle(ctx, lst: TensorList) -> None:
 
 
 def _dtype(node: FlexNode, key: str = "element_dtype") -> np.dtype:
-    dt = node.attr(key)
+    dt = node.attr(key, None, "type")
     if dt is None or isinstance(dt, TfDataType):
         raise ValueError(f"TensorList element type {dt!r} is not supported")
     return dt
@@ -100,7 +100,7 @@ def _host_set_item(ctx, node):
     ctx.check(item.dtype == lst.dtype, f"item type {item.dtype} differs from the list's {lst.dtype}")
     n = len(lst.items)
     k = int(np.asarray(ctx.input_array(1)).reshape(-1)[0])
-    if node.attr("resize_if_index_out_of_bounds", False) and k >= n:
+    if node.attr("resize_if_index_out_of_bounds", False, "b") and k >= n:
         lst.items.extend([None] * (k + 1 - n))
     lst.items[_index(ctx, 1, len(lst.items), "SetItem")] = item
     ctx.set_output_array(0, np.asarray(ctx.input_array(0)).copy())
@@ -119,7 +119,7 @@ def _host_get_item(ctx, node):
 
 def _host_stack(ctx, node):
     lst = _get(ctx, 0)
-    want = int(node.attr("num_elements", -1))
+    want = node.attr("num_elements", -1, "i")
     ctx.check(want < 0 or want == len(lst.items), f"TensorListStack expected {want} items, the list has "
                                                   f"{len(lst.items)}")
     req = _shape_value(ctx.input_array(1))
