@@ -1612,3 +1612,28 @@ def test_subgraph_output_that_nothing_produces_is_refused_naming_it(official):
     data = b.build()
     xs = np.array([1.0, -2.0, 3.0], np.float32)
     np.testing.assert_array_equal(_run_ours(data, [xs])[0], _run_official(data, [xs])[0])
+
+
+@pytest.mark.parametrize("op", ["ASSIGN_VARIABLE", "READ_VARIABLE"])
+def test_resource_variable_with_a_float_resource_id_is_refused(op, official):
+    """Campaign seed 501 case 1247 (resource_variables, ASSIGN_VARIABLE's inputs rewired to [n, h]): a float tensor
+    as the resource id reached int() at run time ("cannot convert float NaN to integer"). The official runtime
+    refuses it at prepare (the id must be a RESOURCE or INT32 tensor); so do we, naming the input and its type."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [3])
+    h = b.add_tensor("h", np.int32, [])
+    b.add_op("VAR_HANDLE", [], [h], options={"container": "", "shared_name": "v"})
+    b.add_op("ASSIGN_VARIABLE", [h, x], [])
+    r = b.add_tensor("r", np.float32, [3])
+    if op == "ASSIGN_VARIABLE":
+        b.add_op("ASSIGN_VARIABLE", [x, x], [])
+        b.add_op("READ_VARIABLE", [h], [r])
+    else:
+        b.add_op("READ_VARIABLE", [x], [r])
+    b.mark_output(r)
+    data = b.build()
+    with pytest.raises(RuntimeError, match=rf"{op} .*input 0 \(the resource id\) must be a RESOURCE or INT32 tensor, "
+                                           rf"got float32"):
+        Interpreter(model_content=data).allocate_tensors()
+    with pytest.raises(RuntimeError, match=op):
+        official_interpreter(data).allocate_tensors()

@@ -428,7 +428,17 @@ def _pinned_storage(ctx: PrepareContext, shape, dtype):
     return v, flag
 
 
+def _check_resource_input(ctx: PrepareContext) -> None:
+    """Input 0 names the variable: a RESOURCE (or integer) tensor holding its id, as the official runtime requires
+    (a float tensor there was found by the campaign: its NaN reached int() at run time)."""
+    rid = ctx.input(0)
+    ctx.check(rid is not None and rid.dtype.kind in "iu", f"input 0 (the resource id) must be a RESOURCE or INT32 "
+                                                          f"tensor, got {rid.dtype.name if rid is not None else None}")
+    ctx.check(rid.size >= 1, f"input 0 (the resource id) is empty (shape {list(rid.shape)})")
+
+
 def _prepare_read(ctx: PrepareContext) -> None:
+    _check_resource_input(ctx)
     out = ctx.output(0)
     if _declared_static(ctx, out):
         # the model fixes the variable's shape: the output keeps its planned storage and what follows stays
@@ -463,6 +473,7 @@ READ_VARIABLE = kernel("READ_VARIABLE", host=_run_read)(_prepare_read)
 
 def _prepare_assign(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=2, outputs=0)
+    _check_resource_input(ctx)
     value = ctx.input(1)
     if value.size and value.data is None and _declared_static(ctx, value):
         pinned = _pinned_storage(ctx, value.shape, value.dtype)
