@@ -1637,3 +1637,28 @@ def test_resource_variable_with_a_float_resource_id_is_refused(op, official):
         Interpreter(model_content=data).allocate_tensors()
     with pytest.raises(RuntimeError, match=op):
         official_interpreter(data).allocate_tensors()
+
+
+@pytest.mark.parametrize("op", ["SPLIT", "SPLIT_V"])
+def test_split_of_a_scalar_is_refused(op, official):
+    """Campaign seed 602 case 9169 (split_v_runtime_sizes, a hostile word, inputs resized): SPLIT_V of a rank-0
+    input failed with a bare "tuple index out of range". The official runtime refuses it (axis < rank); so do
+    we, naming the scalar."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [])
+    y = b.add_tensor("y", np.float32, [])
+    axis = b.add_const("axis", np.array([0], np.int32))
+    if op == "SPLIT":
+        b.add_op("SPLIT", [axis, x], [y], options={"num_splits": 1})
+    else:
+        sizes = b.add_const("sizes", np.array([1], np.int32))
+        b.add_op("SPLIT_V", [x, sizes, axis], [y], options={"num_splits": 1})
+    b.mark_output(y)
+    data = b.build()
+    with pytest.raises(RuntimeError, match=rf"{op} .*the input to split is a scalar"):
+        Interpreter(model_content=data).allocate_tensors()
+    with pytest.raises(RuntimeError, match=op):
+        it = official_interpreter(data)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], np.array(1.0, np.float32))
+        it.invoke()

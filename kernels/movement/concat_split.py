@@ -170,6 +170,7 @@ def SPLIT(ctx: PrepareContext) -> None:
     n = int(ctx.options.get("num_splits", ctx.num_outputs))
     ctx.check(ctx.num_outputs == n and n > 0, f"num_splits {n} differs from the {ctx.num_outputs} outputs")
     x = ctx.input(1)
+    ctx.check(x.ndim >= 1, "the input to split is a scalar (rank 0): there is no axis to split along")
     axis = scalar_axis(ctx, 0, x.ndim)
     ctx.check(x.shape[axis] % n == 0, f"dimension {axis} of size {x.shape[axis]} does not split evenly in {n}")
     schedule_split(ctx, x, axis, [x.shape[axis] // n] * n)
@@ -184,6 +185,7 @@ def SPLIT_V(ctx: PrepareContext) -> None:
     ctx.check(st.dtype in (np.int32, np.int64) and st.ndim == 1,
               f"size_splits must be a 1-D int32/int64 tensor, got {st.dtype.name}{list(st.shape)}")
     ctx.check(st.size == ctx.num_outputs, f"size_splits has {st.size} entries for {ctx.num_outputs} outputs")
+    ctx.check(x.ndim >= 1, "the input to split is a scalar (rank 0): there is no axis to split along")
     axis = scalar_axis(ctx, 2, x.ndim)
     sizes = [int(v) for v in np.asarray(ctx.value(1)).reshape(-1)]
     unknown = [k for k, s in enumerate(sizes) if s == -1]
