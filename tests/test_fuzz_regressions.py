@@ -1662,3 +1662,22 @@ def test_split_of_a_scalar_is_refused(op, official):
         it.allocate_tensors()
         it.set_tensor(it.get_input_details()[0]["index"], np.array(1.0, np.float32))
         it.invoke()
+
+
+def test_tensor_list_shape_of_a_float_tensor_is_named():
+    """Campaign seed 601 case 44335 (model_tensorlist_gru, a constant retyped to float32): TensorListReserve read
+    its element_shape with int(), and a NaN there failed as a bare 'cannot convert float NaN to integer'. The
+    TensorList ops now refuse a non-integer shape, size, index or handle, naming the input (TensorFlow takes int32
+    there). Flex ops: the official runtime cannot run them, so only our message is checked."""
+    b = _fuzz_builder("flex", "tensor_list_ops.tflite")
+    sg = b.subgraphs[0]
+    empty = next(o for o in sg.operators if "EmptyTensorList" in str(o.opcode_key))
+    shape = sg.tensors[empty.inputs[0]]
+    shape.dtype = np.dtype(np.float32)  # same size as int32: the buffer stays valid
+    it = Interpreter(model_content=b.build())
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], np.ones(d["shape"], d["dtype"]))
+    with pytest.raises(ValueError, match=r"FlexEmptyTensorList .*input 0 \(element_shape\) must be an integer tensor, "
+                                         r"got float32"):
+        it.invoke()

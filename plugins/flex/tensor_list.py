@@ -43,6 +43,23 @@ class TensorList:
         return tuple(int(d) for d in shape)
 
 
+def _ints(ctx, i: int, what: str) -> np.ndarray:
+    """Input i as a flat integer array; another type is refused naming the input (TensorFlow's TensorList ops
+    take int32 shapes, sizes, indices and variant handles; a float there reached int() at run time, campaign seed
+    601 case 44335)."""
+    a = np.asarray(ctx.input_array(i))
+    if a.dtype.kind not in "iu":
+        ctx.fail(f"input {i} ({what}) must be an integer tensor, got {a.dtype.name}")
+    return a.reshape(-1)
+
+
+def _int_scalar(ctx, i: int, what: str) -> int:
+    a = _ints(ctx, i, what)
+    if a.size == 0:
+        ctx.fail(f"input {i} ({what}) is empty")
+    return int(a[0])
+
+
 def _shape_value(v) -> tuple | None:
     v = np.asarray(v).reshape(-1)
     if v.size == 1 and v[0] == -1 and np.asarray(v).ndim <= 1:
@@ -55,7 +72,7 @@ def _lists(ctx) -> dict:
 
 
 def _get(ctx, i: int) -> TensorList:
-    h = int(np.asarray(ctx.input_array(i)).reshape(-1)[0])
+    h = _int_scalar(ctx, i, "a TensorList handle")
     lst = _lists(ctx).get(h)
     if lst is None:
         ctx.fail(f"input {i} is not a TensorList handle (value {h})")
@@ -78,20 +95,20 @@ def _dtype(node: FlexNode, key: str = "element_dtype") -> np.dtype:
 
 
 def _index(ctx, i: int, n: int, what: str) -> int:
-    k = int(np.asarray(ctx.input_array(i)).reshape(-1)[0])
+    k = _int_scalar(ctx, i, "an index")
     if not 0 <= k < n:
         ctx.fail(f"{what} index {k} is out of range for a list of {n} items")
     return k
 
 
 def _host_reserve(ctx, node):
-    n = int(np.asarray(ctx.input_array(1)).reshape(-1)[0])
+    n = _int_scalar(ctx, 1, "num_elements")
     ctx.check(n >= 0, f"num_elements must be >= 0, got {n}")
-    _new_handle(ctx, TensorList(_dtype(node), _shape_value(ctx.input_array(0)), [None] * n))
+    _new_handle(ctx, TensorList(_dtype(node), _shape_value(_ints(ctx, 0, "element_shape")), [None] * n))
 
 
 def _host_empty(ctx, node):
-    _new_handle(ctx, TensorList(_dtype(node), _shape_value(ctx.input_array(0)), []))
+    _new_handle(ctx, TensorList(_dtype(node), _shape_value(_ints(ctx, 0, "element_shape")), []))
 
 
 def _host_set_item(ctx, node):
@@ -99,7 +116,7 @@ def _host_set_item(ctx, node):
     item = np.array(ctx.input_array(2), copy=True)
     ctx.check(item.dtype == lst.dtype, f"item type {item.dtype} differs from the list's {lst.dtype}")
     n = len(lst.items)
-    k = int(np.asarray(ctx.input_array(1)).reshape(-1)[0])
+    k = _int_scalar(ctx, 1, "an index")
     if node.attr("resize_if_index_out_of_bounds", False, "b") and k >= n:
         lst.items.extend([None] * (k + 1 - n))
     lst.items[_index(ctx, 1, len(lst.items), "SetItem")] = item
@@ -114,7 +131,7 @@ def _item(ctx, lst: TensorList, k: int, requested) -> np.ndarray:
 def _host_get_item(ctx, node):
     lst = _get(ctx, 0)
     k = _index(ctx, 1, len(lst.items), "GetItem")
-    ctx.set_output_array(0, _item(ctx, lst, k, _shape_value(ctx.input_array(2))))
+    ctx.set_output_array(0, _item(ctx, lst, k, _shape_value(_ints(ctx, 2, "element_shape"))))
 
 
 def _host_stack(ctx, node):
@@ -122,7 +139,7 @@ def _host_stack(ctx, node):
     want = node.attr("num_elements", -1, "i")
     ctx.check(want < 0 or want == len(lst.items), f"TensorListStack expected {want} items, the list has "
                                                   f"{len(lst.items)}")
-    req = _shape_value(ctx.input_array(1))
+    req = _shape_value(_ints(ctx, 1, "element_shape"))
     items = [_item(ctx, lst, k, req) for k in range(len(lst.items))]
     if items:
         ctx.check(all(a.shape == items[0].shape for a in items), "TensorListStack: items differ in shape")
@@ -146,7 +163,7 @@ def _host_push_back(ctx, node):
 def _host_pop_back(ctx, node):
     lst = _get(ctx, 0)
     ctx.check(len(lst.items) > 0, "TensorListPopBack on an empty list")
-    item = _item(ctx, lst, len(lst.items) - 1, _shape_value(ctx.input_array(1)))
+    item = _item(ctx, lst, len(lst.items) - 1, _shape_value(_ints(ctx, 1, "element_shape")))
     lst.items.pop()
     ctx.set_output_array(0, np.asarray(ctx.input_array(0)).copy())
     ctx.set_output_array(1, item)
