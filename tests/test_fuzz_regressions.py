@@ -1005,10 +1005,12 @@ def test_int8_rsqrt_with_a_shift_past_31_bits_is_refused(official):
             Interpreter(model_content=_rsqrt_int8(out_scale)).allocate_tensors()
 
 
-def _log_softmax_int8(in_scale: float, n: int) -> bytes:
+def _log_softmax_q(dtype, in_scale: float, n: int) -> bytes:
+    """int8 or uint8 LOG_SOFTMAX with the kernel's required output quantization (16/256, max)."""
+    in_zp, out_zp = (4, 127) if dtype == np.int8 else (131, 255)
     b = ModelBuilder()
-    x = b.add_input("x", np.int8, [2, n], quant=(in_scale, 4))
-    y = b.add_tensor("y", np.int8, [2, n], quant=(16 / 256, 127))
+    x = b.add_input("x", dtype, [2, n], quant=(in_scale, in_zp))
+    y = b.add_tensor("y", dtype, [2, n], quant=(16 / 256, out_zp))
     b.add_op("LOG_SOFTMAX", [x], [y])
     b.mark_output(y)
     return b.build()
@@ -1024,11 +1026,11 @@ def test_int8_log_softmax_with_a_scale_that_overflows_float_is_refused(official)
             x = rng.integers(-128, 128, (2, n)).astype(np.int8)
             x[1] = -128
             x[1, -1] = 127
-            data = _log_softmax_int8(scale, n)
+            data = _log_softmax_q(np.int8, scale, n)
             assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
     for scale in (1e37, 1e38):
         with pytest.raises(ValueError, match=r"LOG_SOFTMAX.*input 'x' scale .*overflows float32"):
-            Interpreter(model_content=_log_softmax_int8(scale, 10)).allocate_tensors()
+            Interpreter(model_content=_log_softmax_q(np.int8, scale, 10)).allocate_tensors()
 
 
 def _int16_binary(op: str, quantized: tuple[bool, bool, bool]) -> bytes:
@@ -1464,15 +1466,6 @@ def test_integer_lstm_with_a_multiplier_shift_past_31_bits_is_refused(official):
             Interpreter(model_content=data).allocate_tensors()
 
 
-def _log_softmax_uint8(in_scale: float, n: int) -> bytes:
-    b = ModelBuilder()
-    x = b.add_input("x", np.uint8, [2, n], quant=(in_scale, 131))
-    y = b.add_tensor("y", np.uint8, [2, n], quant=(16 / 256, 255))
-    b.add_op("LOG_SOFTMAX", [x], [y])
-    b.mark_output(y)
-    return b.build()
-
-
 def test_uint8_log_softmax_with_a_scale_that_overflows_float_is_refused(official):
     """The uint8 twin of the int8 LOG_SOFTMAX refusal (campaign seed 201 case 15382): large input scales whose
     float32 products stay finite agree with the official runtime byte for byte; past FLT_MAX they are refused,
@@ -1483,11 +1476,11 @@ def test_uint8_log_softmax_with_a_scale_that_overflows_float_is_refused(official
             x = rng.integers(0, 256, (2, n)).astype(np.uint8)
             x[1] = 0
             x[1, -1] = 255
-            data = _log_softmax_uint8(scale, n)
+            data = _log_softmax_q(np.uint8, scale, n)
             assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
     for scale in (1e37, 1e38):
         with pytest.raises(ValueError, match=r"LOG_SOFTMAX.*input 'x' scale .*overflows float32"):
-            Interpreter(model_content=_log_softmax_uint8(scale, 10)).allocate_tensors()
+            Interpreter(model_content=_log_softmax_q(np.uint8, scale, 10)).allocate_tensors()
 
 
 def _prelu_scales(x_scale: float, alpha_scale: float, out_scale: float) -> bytes:
