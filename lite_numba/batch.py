@@ -258,31 +258,63 @@ class BatchRunner:
                                           f"not follow the batch dimension (use mode='loop')")
                 out[name] = y
         else:
-            step = self.model_batch
-            parts: dict[str, list] = {name: [] for name in self.output_names}
-            for s in range(0, n, step):
-                k = min(step, n - s)
-                for name, idx, shape, _, _ in self._inputs:
-                    a = arrays[name][s:s + k]
-                    if k < step:  # a short last batch in fixed mode: pad with its final example
-                        a = np.concatenate([a, np.repeat(a[-1:], step - k, axis=0)])
-                    it.set_tensor(idx, a.reshape(shape))
-                t0 = time.perf_counter()
-                it.invoke()
-                t_inv += time.perf_counter() - t0
-                self.stats.invokes += 1
-                for name, idx in self._outputs:
-                    y = it.get_tensor(idx)
-                    if self.mode == "fixed" or (y.ndim and y.shape[0] == 1):
-                        if y.ndim == 0 or y.shape[0] != step:
-                            raise BatchInputError(f"output {name!r} has shape {list(y.shape)}: it does not follow "
-                                                  f"the batch dimension of {step}")
-                        parts[name].append(y[:k])
-                    else:  # no batch dimension: one row per example
-                        parts[name].append(y[None])
-            out = {name: np.concatenate(p) for name, p in parts.items()}
+            out, t_inv = self._invoke_steps(arrays, n)
         self.stats.invoke_s += t_inv
         return out
+
+    def _invoke_steps(self, arrays: dict[str, np.ndarray], n: int) -> tuple[dict[str, np.ndarray], float]:
+        """Loop and fixed modes: one invoke per model batch (1 example, or N with the last padded), each output
+        written into its row of an array allocated at the first invoke. Inputs and outputs of planned (static)
+        shape go straight through the interpreter's arena views, as set_tensor's and get_tensor's checked fast
+        path does; others through set_tensor and get_tensor."""
+        it = self.interpreter
+        step = self.model_batch
+        clock = time.perf_counter
+        ins = [(arrays[name], idx, shape) for name, idx, shape, _, _ in self._inputs]
+        out: dict[str, np.ndarray] = {}
+        t_inv = 0.0
+        views = it._arena_views()
+        for s in range(0, n, step):
+            k = min(step, n - s)
+            for arr, idx, shape in ins:
+                if step == 1:
+                    a = arr[s]  # one example: assigned to its (1, ...) or (...) tensor by broadcasting
+                else:
+                    a = arr[s:s + k]
+                    if k < step:  # a short last batch in fixed mode: pad with its final example
+                        a = np.concatenate([a, np.repeat(a[-1:], step - k, axis=0)])
+                    a = a.reshape(shape)
+                view = views.get(idx)
+                if view is not None and view.shape == shape:
+                    view[...] = a  # dtype and shape were checked with the batch
+                else:
+                    it.set_tensor(idx, a.reshape(shape))
+            t0 = clock()
+            it.invoke()
+            t_inv += clock() - t0
+            views = it._arena_views()  # (an invoke may plan the arena again)
+            for name, idx in self._outputs:
+                y = views.get(idx)
+                if y is None:
+                    y = it.get_tensor(idx)
+                if self.mode == "fixed" or (y.ndim and y.shape[0] == 1):
+                    if y.ndim == 0 or y.shape[0] != step:
+                        raise BatchInputError(f"output {name!r} has shape {list(y.shape)}: it does not follow "
+                                              f"the batch dimension of {step}")
+                    rows = y[:k]
+                else:  # no batch dimension: one row per example
+                    rows = y[None]
+                dst = out.get(name)
+                if dst is None:
+                    dst = out[name] = np.empty((n, *rows.shape[1:]), rows.dtype)
+                elif rows.shape[1:] != dst.shape[1:]:
+                    raise BatchInputError(f"output {name!r} has shape {list(y.shape)} at example {s}, "
+                                          f"{list(dst.shape[1:])} per example before it: outputs whose shape "
+                                          f"varies cannot be stacked (reduce them in postprocess, or run "
+                                          f"one example per batch)")
+                dst[s:s + k] = rows
+        self.stats.invokes += -(-n // step)
+        return out, t_inv
 
     def _empty(self, name: str) -> np.ndarray:
         idx = dict(self._outputs)[name]

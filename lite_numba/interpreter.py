@@ -362,6 +362,14 @@ class Interpreter(SubgraphHost):
             return
         set_tensor(rt, tensor_index, value)
 
+    def _arena_views(self) -> dict[int, np.ndarray]:
+        """Internal (lite_numba.batch's per-example loop): {tensor index: arena view} behind set_tensor's and
+        get_tensor's fast path, for the static, non-constant tensors of subgraph 0. Valid until the next invoke,
+        allocate_tensors or resize; never handed to users (their views are what tensor() gives)."""
+        if not self._slot:
+            raise self._busy("set_tensor")
+        return self._main.fast_views
+
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current value."""
         if not self._slot:

@@ -127,6 +127,29 @@ def test_fixed_batch_larger_than_one_pads_the_last_batch():
     assert r.stats.invokes == 3  # batches of 5 and 3: 3 + 2 (padded to 3), then 3
 
 
+def test_loop_mode_outputs_whose_shape_varies_are_a_clear_error():
+    """One invoke per example: each output is written into its row of one array, so an output whose shape depends
+    on the values (TILE by a multiples input) stacks while it keeps its shape and is refused, naming it, when not."""
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 2])
+    m = b.add_input("m", np.int32, [2])
+    y = b.add_tensor("y", np.float32, [1, 2], shape_signature=[-1, -1])
+    b.add_op("TILE", [x, m], [y])
+    b.mark_output(y)
+    model = b.build()
+    xs = np.arange(6, dtype=np.float32).reshape(3, 2)
+    r = BatchRunner(model)
+    assert r.mode == "loop"
+    same = {"x": xs, "m": np.array([[1, 2]] * 3, np.int32)}
+    want = plain_loop(model, same)["y"]
+    got = r.run(same)["y"]
+    assert got.shape == (3, 4)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(BatchInputError, match=r"output 'y' has shape \[1, 4\] at example 1, \[2\] per example "
+                                              r"before it: outputs whose shape varies cannot be stacked"):
+        r.run({"x": xs, "m": np.array([[1, 1], [1, 2], [1, 1]], np.int32)})
+
+
 def test_empty_input_gives_empty_outputs():
     r = BatchRunner(model_path("small_cnn_f32"))
     out = r.run(np.zeros((0, 32, 32, 3), np.float32))
