@@ -5,10 +5,11 @@ Printed, never asserted: throughput ratios (2 workers / 1 worker) on Dask (a Loc
 the 1-worker run pinned to one of them) and Ray Data (map_batches over batches of 256 with
 batch_ray.actor_pool(1) and (2) on ray.init(num_cpus=2): the pool's rate while its actors ran (each actor's rows
 over its own first batch to last, summed: Ray gives the first ready actor batches while the second still loads),
-and from the first batch's start to the last one's end; Ray starts new actors for each run, so its wall time,
-printed too, includes loading the model in them), the
-overheads on Dask, Ray and Beam (DirectRunner), the CPU and the machine's load average during the run. Outputs are
-checked against a plain Interpreter loop (int8: equal). Light mode (CI): 128 inputs, one round."""
+per round and as the median of the rounds, beside a CPU-burn control run in the same round; and from the first
+batch's start to the last one's end; Ray starts new actors for each run, so its wall time, printed too, includes
+loading the model in them), the overheads on Dask, Ray and Beam (DirectRunner; Ray's beside its own time per batch
+with a class that only returns the columns), the CPU and the machine's load average during the run. Outputs are
+checked against a plain Interpreter loop (int8: equal). Light mode (CI): 128 inputs (Ray: 1,024), 3 rounds."""
 
 from __future__ import annotations
 
@@ -193,11 +194,36 @@ def _stats(path):
     return sum(r.stats.invoke_s for r in runners), sum(r.stats.total_s for r in runners)
 
 
+class _RayControl:
+    """The engine's controls, with no model: a class that burns `seconds` of CPU per batch (how far Ray itself scales
+    from 1 to 2 actors here), or with seconds=0 only returns the columns RayPredictor(timing=True) returns, an output
+    of `out_shape` included (Ray's own time per batch). Defined at module level but sent by value: Ray's pickler
+    copies it, since the bench module is not importable in the actors."""
+
+    def __init__(self, seconds: float, out_shape: tuple, out_dtype: str):
+        self.seconds, self.out_shape, self.out_dtype = seconds, out_shape, out_dtype
+
+    def __call__(self, batch):
+        began, t = time.time(), time.process_time()
+        while time.process_time() - t < self.seconds:
+            pass
+        k = len(batch["id"])
+        return {"id": batch["id"], "Identity": np.zeros((k, *self.out_shape), self.out_dtype),
+                "lite_numba_batch_s": np.full(k, time.time() - began),
+                "lite_numba_invoke_s": np.full(k, time.process_time() - t),
+                "lite_numba_started": np.full(k, began), "lite_numba_pid": np.full(k, os.getpid())}
+
+
 def test_ray_two_workers_vs_one():
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
+    import sys
+
+    from ray import cloudpickle
+
     from lite_numba.batch_ray import RayPredictor, actor_pool
 
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _RayControl travels by value
     path = _model()
     BatchRunner(path)
     n = 8 * _n()  # 64 batches of 256 (light: 32 of 32): Ray's start of each run weighs less
@@ -207,17 +233,21 @@ def test_ray_two_workers_vs_one():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
-        # one block per throughput batch (Ray hands each actor whole blocks)
-        ds = ray.data.from_items([{"id": k, "image": x_np[k]} for k in range(n)],
-                                 override_num_blocks=n // big).materialize()
+        items = [{"id": k, "image": x_np[k]} for k in range(n)]
+        # one block per throughput batch (Ray hands each actor whole blocks); and blocks of 1,024 rows, nearer what
+        # Ray makes of a real data set (its blocks aim at up to 128 MiB: ~4,800 of these images), for the
+        # overhead at batch 32
+        ds = ray.data.from_items(items, override_num_blocks=n // big).materialize()
+        ds_1024 = ray.data.from_items(items, override_num_blocks=max(1, n // 1024)).materialize()
+        del items
 
-        def run(cls, kwargs, w, bs):
+        def run(cls, kwargs, w, bs, data=ds):
             # materialized in the object store while the actors run; turned into rows in the driver after the
             # clock stops (take_all while they run costs the driver CPU on the same 2 cores: x1.55-1.63 against
             # x1.63-1.71 this way, 8,192 inputs)
             t0 = time.perf_counter()
-            out = ds.map_batches(cls, fn_constructor_kwargs=kwargs, batch_size=bs, compute=actor_pool(w),
-                                 num_cpus=1).materialize()
+            out = data.map_batches(cls, fn_constructor_kwargs=kwargs, batch_size=bs, compute=actor_pool(w),
+                                   num_cpus=1).materialize()
             wall = time.perf_counter() - t0
             return out.take_all(), wall
 
@@ -242,12 +272,21 @@ def test_ray_two_workers_vs_one():
             start-up, this does not."""
             return sum(per[per[:, 3] == pid][:, 4].sum() / t for pid, t in actor_spans(per).items())
 
+        def engine_per_batch(per):  # an actor's wall time per batch, its idle gaps included
+            return sum(actor_spans(per).values()) / len(per)
+
+        out_shape, out_dtype = ref.shape[1:], str(ref.dtype)
         times = {1: [], 2: []}
         spans = {1: [], 2: []}
         rates = {1: [], 2: []}
+        burn_rates = {1: [], 2: []}
         skew = []
+        burn = None
         kwargs = {"model": str(path), "timing": True}
-        for _ in range(rounds(2)):
+        # paired rounds: each round runs the model on 1 actor then 2, then the CPU-burn control on 1 then 2; a
+        # round's ratio is compared with the control's in the same round (this VM's speed drifts by up to 25 %
+        # from one minute to the next: the same matmul loop took 0.62-1.08 s)
+        for _ in range(rounds(5)):
             for w in (1, 2):
                 rows, wall = run(RayPredictor, kwargs, w, big)
                 times[w].append(wall)
@@ -260,49 +299,49 @@ def test_ray_two_workers_vs_one():
                 if w == 2:
                     starts = [per[per[:, 3] == pid][:, 2].min() for pid in np.unique(per[:, 3])]
                     skew.append(max(starts) - min(starts))
-        # the adapter's overhead at batch 32, and the engine's time per batch of 32 (2 actors)
-        rows32, wall32 = run(RayPredictor, kwargs, 2, BATCH)
-        per32 = batches(rows32)
-        # the engine's control: the same dataset and batches through a class that only burns the CPU time of our
-        # median invoke per batch (no model): how far Ray itself scales from 1 to 2 actors on this machine
-        burn = float(np.median(batches(rows)[:, 1]))
-
-        class _Burn:  # local: Ray's pickler sends it by value (the bench module is not importable in the actors)
-            def __init__(self, seconds: float):
-                self.seconds = seconds
-
-            def __call__(self, batch):
-                began, t = time.time(), time.process_time()
-                while time.process_time() - t < self.seconds:
-                    pass
-                k = len(batch["id"])
-                return {"id": batch["id"], "lite_numba_batch_s": np.full(k, time.time() - began),
-                        "lite_numba_invoke_s": np.full(k, self.seconds), "lite_numba_started": np.full(k, began),
-                        "lite_numba_pid": np.full(k, os.getpid())}
-
-        control = {w: batches(run(_Burn, {"seconds": burn}, w, big)[0]) for w in (1, 2)}
+                if burn is None:  # the CPU of our median invoke per batch, from the first run
+                    burn = float(np.median(per[:, 1]))
+            for w in (1, 2):
+                burn_rates[w].append(pool_rate(batches(run(_RayControl, {"seconds": burn, "out_shape": out_shape,
+                                                                          "out_dtype": out_dtype}, w, big)[0])))
+        # at batch 32, on 1 and on 2 actors, over blocks of `big` and of 1,024 rows: the adapter's overhead, the
+        # engine's time per batch, and Ray's own time per batch with a class that only returns the same columns
+        at32 = {}
+        for label, data in ((f"blocks of {big}", ds), ("blocks of 1024", ds_1024))[:1 if light() else 2]:
+            for w in (1, 2):
+                model = batches(run(RayPredictor, kwargs, w, BATCH, data)[0])
+                null = batches(run(_RayControl, {"seconds": 0.0, "out_shape": out_shape, "out_dtype": out_dtype},
+                                   w, BATCH, data)[0])
+                at32[label, w] = (model, null)
         load = _load()
     finally:
         ray.shutdown()
     t1, t2 = float(np.median(times[1])), float(np.median(times[2]))
     s1, s2 = float(np.median(spans[1])), float(np.median(spans[2]))
-    r1, r2 = float(np.median(rates[1])), float(np.median(rates[2]))
-    _row("ray control: CPU burn per batch, no model",
-         f"2 actors vs 1: x{span(control[1]) / span(control[2]):.2f} first batch to last, "
-         f"x{pool_rate(control[2]) / pool_rate(control[1]):.2f} from the actors' own spans (each batch burns "
-         f"{burn * 1e3:.1f} ms of CPU, our median invoke per batch of {big}: the engine's own scaling on this machine)")
+    per_round = [b / a for a, b in zip(rates[1], rates[2])]
+    burn_round = [b / a for a, b in zip(burn_rates[1], burn_rates[2])]
     _row(f"ray {MODEL} {n} inputs, batches of {big}",
-         f"while the actors ran (each actor's rows over its own first batch to last, summed): 1 actor {r1:.0f}/s, "
-         f"2 actors {r2:.0f}/s: x{r2 / r1:.2f}; first batch to last: {n / s1:.0f}/s, {n / s2:.0f}/s: x{s1 / s2:.2f} "
-         f"(the second actor's first batch came {np.median(skew):.2f} s after the first's, median); wall with the "
-         f"actors' start-up {t1:.2f} / {t2:.2f} s: x{t1 / t2:.2f} (actor_pool: 4 batches in flight per actor; plain "
-         f"invoke {invoke_s * 1e3:.2f} ms; {load}; CPU {cpu_name()})")
-    engine = sum(actor_spans(per32).values()) / len(per32)  # an actor's wall time per batch, its idle gaps included
-    _row(f"ray overhead per batch of {BATCH}",
-         f"in adapter {per32[:, 0].mean() * 1e3:.2f} ms, invoke {per32[:, 1].mean() * 1e3:.2f} ms: adapter overhead "
-         f"{(per32[:, 0].sum() - per32[:, 1].sum()) / per32[:, 0].sum():.1%}; engine time per batch per actor "
-         f"{engine * 1e3:.2f} ms (2 actors, each from its first batch to its last): engine overhead "
-         f"{1 - per32[:, 1].mean() / engine:.1%}; wall {wall32:.2f} s with the actors' start-up")
+         f"while the actors ran (each actor's rows over its own first batch to last, summed): 1 actor "
+         f"{np.median(rates[1]):.0f}/s, 2 actors {np.median(rates[2]):.0f}/s (medians of {len(per_round)} rounds); "
+         f"2 actors / 1 per round: {' '.join(f'x{r:.2f}' for r in per_round)}, median x{np.median(per_round):.2f}; "
+         f"first batch to last x{s1 / s2:.2f} (the second actor's first batch came {np.median(skew):.2f} s after "
+         f"the first's, median); wall with the actors' start-up {t1:.2f} / {t2:.2f} s: x{t1 / t2:.2f} (actor_pool: "
+         f"4 batches in flight per actor; plain invoke {invoke_s * 1e3:.2f} ms; {load}; CPU {cpu_name()})")
+    _row("ray control: CPU burn per batch, no model",
+         f"2 actors / 1 per round: {' '.join(f'x{r:.2f}' for r in burn_round)}, median x{np.median(burn_round):.2f} "
+         f"(each batch burns {burn * 1e3:.1f} ms of CPU, our median invoke per batch of {big}: how far Ray itself "
+         f"scales on this machine); the model's ratio over the control's in the same round: "
+         f"{' '.join(f'{a / b:.2f}' for a, b in zip(per_round, burn_round))}")
+    for (label, w), (per32, null) in at32.items():
+        engine, floor = engine_per_batch(per32), engine_per_batch(null) - null[:, 0].mean()
+        inv = per32[:, 1].mean()
+        _row(f"ray overhead per batch of {BATCH}, {w} actor{'s' if w > 1 else ''}, {label}",
+             f"invoke {inv * 1e3:.2f} ms, in adapter {per32[:, 0].mean() * 1e3:.2f} ms: adapter overhead "
+             f"{(per32[:, 0].sum() - per32[:, 1].sum()) / per32[:, 0].sum():.1%}; engine time per batch per actor "
+             f"{engine * 1e3:.2f} ms (each actor from its first batch to its last): engine overhead "
+             f"{1 - inv / engine:.1%}; Ray's own time per batch with a class that only returns the same columns: "
+             f"{floor * 1e3:.2f} ms, {floor / (inv + floor):.1%} of a batch with our invoke time (the least engine "
+             f"overhead any adapter could show here)")
 
 
 def test_beam_overhead_per_batch(tmp_path):
