@@ -145,8 +145,8 @@ def test_loop_mode_outputs_whose_shape_varies_are_a_clear_error():
     got = r.run(same)["y"]
     assert got.shape == (3, 4)
     np.testing.assert_array_equal(got, want)
-    with pytest.raises(BatchInputError, match=r"output 'y' has shape \[1, 4\] at example 1, \[2\] per example "
-                                              r"before it: outputs whose shape varies cannot be stacked"):
+    with pytest.raises(BatchInputError, match=r"output 'y' has shape \[1, 4\] at example 1, \[1, 2\] before "
+                                              r"it: outputs whose shape varies cannot be stacked"):
         r.run({"x": xs, "m": np.array([[1, 1], [1, 2], [1, 1]], np.int32)})
 
 
