@@ -126,7 +126,9 @@ def test_dask_two_workers_vs_one():
         times = {1: [], 2: []}
         spans = {1: [], 2: []}
         cpu = {1: [], 2: []}
-        for r in range(rounds(3)):
+        controls = []
+        # paired rounds, as for Ray: each round's ratio beside the machine control run in the same round
+        for r in range(rounds(5)):
             for w in (1, 2):
                 # each run's inputs spread evenly over the workers it uses (a data set in a cluster is where its
                 # workers are): a copy another run fetched to one worker would draw every task there (data locality;
@@ -148,8 +150,8 @@ def test_dask_two_workers_vs_one():
                 spans[w].append(max(ss["stop"] for ss in blocks) - min(ss["start"] for ss in blocks))
                 assert np.array_equal(got[:64], ref), "Dask outputs differ from the plain loop"
                 client.cancel(xb)
+            controls.append(_machine_scaling(path, n))
         load = _load()
-        control = _machine_scaling(path, n)
         # the adapter's overhead at batch 32: each block's task time on the worker against its invoke time
         with distributed.get_task_stream(client) as ts:
             before = client.run(_stats, str(path))
@@ -165,14 +167,19 @@ def test_dask_two_workers_vs_one():
         cluster.close()
     t1, t2 = float(np.median(times[1])), float(np.median(times[2]))
     s1, s2 = float(np.median(spans[1])), float(np.median(spans[2]))
+    per_round = [a / b for a, b in zip(spans[1], spans[2])]
     _row(f"dask {MODEL} {nt} inputs, blocks of {big}", f"first block to last: 1 worker {nt / s1:.0f}/s, 2 workers "
-         f"{nt / s2:.0f}/s: x{s1 / s2:.2f}; wall from compute() to the result {t1:.2f} / {t2:.2f} s: x{t1 / t2:.2f} "
-         f"(plain invoke {invoke_s * 1e3:.2f} ms; {load}; CPU {cpu_name()})")
+         f"{nt / s2:.0f}/s (medians of {len(per_round)} rounds); 2 workers / 1 per round: "
+         f"{' '.join(f'x{r:.2f}' for r in per_round)}, median x{np.median(per_round):.2f}; wall from compute() to "
+         f"the result {t1:.2f} / {t2:.2f} s: x{t1 / t2:.2f} (plain invoke {invoke_s * 1e3:.2f} ms; {load}; CPU "
+         f"{cpu_name()})")
     _row("dask workers' CPU per input", f"1 worker {np.median(cpu[1]) / nt * 1e3:.3f} ms, 2 workers "
          f"{np.median(cpu[2]) / nt * 1e3:.3f} ms (the same figure would mean the second worker adds no work, so "
          f"its speed-up is bounded only by the cores free)")
-    _row("machine control: plain loop, 2 procs vs 1", f"x{control:.2f} (the same {n} invokes split over 2 "
-         f"processes, no engine: the share of a second core this shared machine gave)")
+    _row("machine control: plain loop, 2 procs vs 1", f"per round {' '.join(f'x{c:.2f}' for c in controls)}, "
+         f"median x{np.median(controls):.2f} (the same {n} invokes split over 2 processes, no engine: the share of "
+         f"a second core this machine gave); Dask's ratio over the control's in the same round: "
+         f"{' '.join(f'{a / b:.2f}' for a, b in zip(per_round, controls))}")
     _row(f"dask overhead per batch of {BATCH}",
          f"task {task_s / (n / BATCH) * 1e3:.2f} ms, in adapter {adapter / (n / BATCH) * 1e3:.2f} ms, invoke "
          f"{inv / (n / BATCH) * 1e3:.2f} ms: engine overhead {(task_s - inv) / task_s:.1%}, adapter "
