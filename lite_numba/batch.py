@@ -264,9 +264,9 @@ class BatchRunner:
 
     def _invoke_steps(self, arrays: dict[str, np.ndarray], n: int) -> tuple[dict[str, np.ndarray], float]:
         """Loop and fixed modes: one invoke per model batch (1 example, or N with the last padded), each output
-        written into its row of an array allocated at the first invoke. Inputs and outputs of planned (static)
+        written into its rows of an array allocated at the first invoke. Inputs and outputs of planned (static)
         shape go straight through the interpreter's arena views, as set_tensor's and get_tensor's checked fast
-        path does; others through set_tensor and get_tensor."""
+        path does; others through set_tensor and get_tensor. One example per invoke is _invoke_rows."""
         if self.model_batch == 1:
             return self._invoke_rows(arrays, n)
         it = self.interpreter
@@ -279,18 +279,15 @@ class BatchRunner:
         for s in range(0, n, step):
             k = min(step, n - s)
             for arr, idx, shape in ins:
-                if step == 1:
-                    a = arr[s]  # one example: assigned to its (1, ...) or (...) tensor by broadcasting
-                else:
-                    a = arr[s:s + k]
-                    if k < step:  # a short last batch in fixed mode: pad with its final example
-                        a = np.concatenate([a, np.repeat(a[-1:], step - k, axis=0)])
-                    a = a.reshape(shape)
+                a = arr[s:s + k]
+                if k < step:  # a short last batch: pad with its final example
+                    a = np.concatenate([a, np.repeat(a[-1:], step - k, axis=0)])
+                a = a.reshape(shape)
                 view = views.get(idx)
                 if view is not None and view.shape == shape:
                     view[...] = a  # dtype and shape were checked with the batch
                 else:
-                    it.set_tensor(idx, a.reshape(shape))
+                    it.set_tensor(idx, a)
             t0 = clock()
             it.invoke()
             t_inv += clock() - t0
@@ -299,22 +296,18 @@ class BatchRunner:
                 y = views.get(idx)
                 if y is None:
                     y = it.get_tensor(idx)
-                if self.mode == "fixed" or (y.ndim and y.shape[0] == 1):
-                    if y.ndim == 0 or y.shape[0] != step:
-                        raise BatchInputError(f"output {name!r} has shape {list(y.shape)}: it does not follow "
-                                              f"the batch dimension of {step}")
-                    rows = y[:k]
-                else:  # no batch dimension: one row per example
-                    rows = y[None]
+                if y.ndim == 0 or y.shape[0] != step:
+                    raise BatchInputError(f"output {name!r} has shape {list(y.shape)}: it does not follow the "
+                                          f"batch dimension of {step}")
                 dst = out.get(name)
                 if dst is None:
-                    dst = out[name] = np.empty((n, *rows.shape[1:]), rows.dtype)
-                elif rows.shape[1:] != dst.shape[1:]:
+                    dst = out[name] = np.empty((n, *y.shape[1:]), y.dtype)
+                elif y.shape[1:] != dst.shape[1:]:
                     raise BatchInputError(f"output {name!r} has shape {list(y.shape)} at example {s}, "
                                           f"{list(dst.shape[1:])} per example before it: outputs whose shape "
                                           f"varies cannot be stacked (reduce them in postprocess, or run "
                                           f"one example per batch)")
-                dst[s:s + k] = rows
+                dst[s:s + k] = y[:k]
         self.stats.invokes += -(-n // step)
         return out, t_inv
 
