@@ -54,6 +54,7 @@ class BatchStats:
     invokes: int = 0
     invoke_s: float = 0.0
     total_s: float = 0.0
+    native_examples: int = 0  # examples run by the compiled per-example loop (BatchRunner.native)
 
     @property
     def overhead(self) -> float:
@@ -92,10 +93,13 @@ class BatchRunner:
     `model`: a path, bytes or an Interpreter. `batch_size`: examples per batch in `run` (default 32).
     `preprocess(example) -> array | {name: array}`, `postprocess({output name: array}) -> {name: array}`.
     `progress`: None shows a tqdm bar when stderr is a terminal and a run lasts over a second; True always
-    (needs tqdm), False never. The interpreter is allocated (its kernels compiled or loaded) here, once."""
+    (needs tqdm), False never. `native` (loop mode): run a batch's examples in one compiled call when the model's
+    invoke is compiled code only (Interpreter._run_rows; False: one Python set/invoke/get per example; the
+    results are the same). The interpreter is allocated (its kernels compiled or loaded) here, once."""
 
     def __init__(self, model, batch_size: int = 32, *, mode: str = "auto", preprocess: Callable | None = None,
-                 postprocess: Callable | None = None, num_threads: int | None = None, progress: bool | None = None):
+                 postprocess: Callable | None = None, num_threads: int | None = None, progress: bool | None = None,
+                 native: bool = True):
         if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
             raise BatchInputError(f"batch_size must be a positive integer, got {batch_size!r}")
         if mode not in MODES:
@@ -106,6 +110,7 @@ class BatchRunner:
         self.interpreter = it = load_interpreter(model, num_threads)
         self.batch_size = int(batch_size)
         self.preprocess, self.postprocess, self.progress = preprocess, postprocess, progress
+        self.native = bool(native)
         self.stats = BatchStats()
         ins, outs = io_details(it)
         self._inputs = [(n, d["index"], tuple(int(s) for s in d["shape"]),
@@ -317,6 +322,14 @@ class BatchRunner:
         at the first example, and each later one is checked against them with one comparison."""
         it = self.interpreter
         clock = time.perf_counter
+        if self.native:
+            t0 = clock()
+            stacked = it._run_rows([(idx, arrays[name]) for name, idx, *_ in self._inputs],
+                                   [idx for _, idx in self._outputs])
+            if stacked is not None:  # every example in one compiled call (the copies in and out counted as invoke)
+                self.stats.invokes += n
+                self.stats.native_examples += n
+                return dict(zip(self.output_names, stacked)), clock() - t0
         ins = [(arrays[name], idx, shape) for name, idx, shape, _, _ in self._inputs]
         outs = None  # [(name, index, stacked array, the output's shape at example 0)]
         t_inv = 0.0

@@ -47,6 +47,7 @@ class Segment:
         self.it = np.zeros(1, np.int64)
         self.ft = np.zeros(1, np.float64)
         self.fp = np.zeros(1, np.int64)  # native entry addresses of the kernels the runner calls (native_call)
+        self.address = 0  # the compiled runner's own native entry address (lite_numba.rows calls it), 0 if none
         self.py_calls: list[tuple[Any, tuple, int]] = []  # (fn, resolved args, node) for python mode / profiling
         self.source = ""
 
@@ -186,7 +187,9 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
                 precompile([(fn, tuple(typeof(a) for a in args)) for fn, args, _ in seg.py_calls
                             if any(fn is k for k in kernels)])
             run.compile(sig)  # compile (or load from the disk cache) now, without running anything
-        seg.run = run.overloads[sig].entry_point  # the compiled wrapper: skips the dispatcher's type checks
+        cres = run.overloads[sig]
+        seg.run = cres.entry_point  # the compiled wrapper: skips the dispatcher's type checks
+        seg.address = cached_address(cres) if native_callable(run, sig) else 0
     return seg
 
 

@@ -165,6 +165,21 @@ class GraphRuntime:
         return not self.assumed and not self._spec_pending and not self._spec_allowed and not any(
             getattr(fn, "__func__", None) is GraphRuntime.run_dynamic for fn, _ in self.program)
 
+    def native_program(self) -> list[tuple] | None:
+        """[(native address, aux, it, ft, fp)] of the compiled runners that make up the whole invoke, in order, when
+        that is all an invoke runs (a plain program of compiled segments only: no host node, Python-mode segment or
+        speculation) and each runner can be called by its native address (Segment.address); else None.
+        lite_numba.rows calls them so, many examples per call."""
+        if not self.ready or not self.steps or not self.plain_program() or len(self.program) != len(self.steps):
+            return None
+        out = []
+        for (kind, seg), (fn, args) in zip(self.steps, self.program):
+            if kind != "segment" or seg.run is None or fn is not seg.run or not seg.address or len(args) != 5 or any(
+                    a is not b for a, b in zip(args, (self.arena, seg.aux, seg.it, seg.ft, seg.fp))):
+                return None
+            out.append((seg.address, seg.aux, seg.it, seg.ft, seg.fp))
+        return out
+
     def share(self, host_env) -> GraphRuntime:
         """A GraphRuntime that runs this one's prepared plan on an arena of its own (Interpreter.clone()).
 

@@ -370,6 +370,84 @@ class Interpreter(SubgraphHost):
             raise self._busy("set_tensor")
         return self._main.fast_views
 
+    def _run_rows(self, inputs: list[tuple[int, np.ndarray]], outputs: list[int]) -> list[np.ndarray] | None:
+        """Internal (lite_numba.batch's per-example loop): one invoke per row of the arrays in `inputs` ((tensor
+        index, array of n examples, each the tensor's shape with or without its leading 1)), all in one compiled
+        call (lite_numba.rows), as that many set_tensor / invoke / get_tensor calls would; returns, for each index
+        in `outputs`, its values stacked over the n examples (the leading 1 dropped). None when the model's invoke
+        is not only compiled code over planned tensors (GraphRuntime.native_program), or a tensor is not planned or
+        an array does not fit it exactly: the caller then loops in Python."""
+        slot = self._slot
+        try:
+            slot.pop()
+        except IndexError:
+            raise self._busy("invoke") from None
+        try:
+            if _refcount(self._token) > 2 or self._held:
+                self._ensure_safe()
+            rt = self._main
+            if self._trace or not inputs:
+                return None
+            program = rt.native_program()
+            if program is None:
+                return None
+            arena = rt.arena
+            base = arena.ctypes.data
+
+            def place(idx):  # (byte offset in the arena, shape) of a planned tensor's view, else None
+                view = rt.fast_views.get(idx)
+                if view is None or not view.flags.c_contiguous:
+                    return None
+                off = view.ctypes.data - base
+                if off < 0 or off + view.nbytes > arena.nbytes:
+                    return None
+                return off, view
+
+            n = inputs[0][1].shape[0]
+            ins, in_offs = [], []
+            for idx, a in inputs:
+                p = place(idx)
+                if p is None or type(a) is not np.ndarray or a.ndim < 1 or a.shape[0] != n or a.dtype != p[1].dtype:
+                    return None
+                shape = p[1].shape
+                if a.shape[1:] != shape and not (shape[:1] == (1,) and a.shape[1:] == shape[1:]):
+                    return None
+                ins.append(np.ascontiguousarray(a).reshape(n, -1).view(np.uint8))
+                in_offs.append(p[0])
+            outs, out_offs, results = [], [], []
+            for idx in outputs:
+                p = place(idx)
+                if p is None:
+                    return None
+                y = p[1]
+                dst = np.empty((n, *(y.shape[1:] if y.ndim and y.shape[0] == 1 else y.shape)), y.dtype)
+                results.append(dst)
+                outs.append(dst.reshape(n, -1).view(np.uint8))
+                out_offs.append(p[0])
+            if not outs:  # (a model without outputs: the Python loop runs it)
+                return None
+            if n == 0:
+                return results
+            for a, o in ((*zip(ins, in_offs), *zip(outs, out_offs))):
+                if a.shape[1] > arena.nbytes - o:  # (place() checked the views; these are the arrays' rows)
+                    return None
+            from . import rows  # lazy: imports Numba's intrinsic machinery
+
+            at = np.zeros(1, np.int64)
+            try:
+                rows.run_rows(np.array([p[0] for p in program], np.int64), arena, tuple(p[1] for p in program),
+                              tuple(p[2] for p in program), tuple(p[3] for p in program),
+                              tuple(p[4] for p in program), tuple(ins), np.array(in_offs, np.int64), tuple(outs),
+                              np.array(out_offs, np.int64), at)
+            except (ValueError, IndexError, ZeroDivisionError) as e:  # as invoke reports them, and which example
+                from .executor import InvokeError
+
+                raise InvokeError(f"{e}\nNode failed to invoke (subgraph 0), on example {int(at[0])} of the {n} "
+                                  f"run together.") from None
+            return results
+        finally:
+            slot.append(None)
+
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current value."""
         if not self._slot:

@@ -13,6 +13,7 @@ from conftest import model_path
 from lite_numba import Interpreter
 from lite_numba.batch import BatchInputError, BatchRunner, run_batches, shared_runner
 from lite_numba.builder import ModelBuilder
+from lite_numba.executor import InvokeError
 
 
 def plain_loop(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -53,12 +54,15 @@ def two_in_two_out(dynamic: bool) -> bytes:
     return b.build()
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["compiled-loop", "python-loop"])
 @pytest.mark.parametrize("name,dtype,mode", [("small_cnn_int8", np.int8, "loop"),
                                              ("small_cnn_f32", np.float32, "loop")])
-def test_fixed_batch_of_one_runs_example_by_example(name, dtype, mode):
+def test_fixed_batch_of_one_runs_example_by_example(name, dtype, mode, native):
+    """Loop mode runs a batch's examples in one compiled call (Interpreter._run_rows) when the model's invoke is
+    compiled code only, as these are, or one Python set_tensor / invoke / get_tensor per example: the same values."""
     path = model_path(name)
     x = images(37, dtype)
-    r = BatchRunner(path, batch_size=16)
+    r = BatchRunner(path, batch_size=16, native=native)
     assert r.mode == mode and r.input_names == ["image"]
     out = r.run(x)
     ref = plain_loop(path, {"image": x})
@@ -66,6 +70,7 @@ def test_fixed_batch_of_one_runs_example_by_example(name, dtype, mode):
     for k in ref:
         assert out[k].dtype == ref[k].dtype and np.array_equal(out[k], ref[k]), k
     assert r.stats.examples == 37 and r.stats.batches == 3 and r.stats.invokes == 37
+    assert r.stats.native_examples == (37 if native else 0)
     assert 0 < r.stats.invoke_s <= r.stats.total_s
 
 
@@ -101,6 +106,7 @@ def test_several_inputs_and_outputs_from_an_iterable_with_pre_and_postprocessing
     r = BatchRunner(model, batch_size=4, preprocess=pre, postprocess=post)
     assert r.mode == ("resize" if dynamic else "loop")
     out = r.run(iter(raw))
+    assert r.stats.native_examples == (0 if dynamic else 11)  # loop mode: two inputs, two outputs, compiled loop
     ref = plain_loop(model, {"x": xs, "s": ss})
     np.testing.assert_array_equal(out["sum"], ref["sum"])
     np.testing.assert_array_equal(out["prod"], ref["prod"])
@@ -143,11 +149,50 @@ def test_loop_mode_outputs_whose_shape_varies_are_a_clear_error():
     same = {"x": xs, "m": np.array([[1, 2]] * 3, np.int32)}
     want = plain_loop(model, same)["y"]
     got = r.run(same)["y"]
-    assert got.shape == (3, 4)
+    assert got.shape == (3, 4) and r.stats.native_examples == 0  # TILE's output shape is dynamic: Python loop
     np.testing.assert_array_equal(got, want)
     with pytest.raises(BatchInputError, match=r"output 'y' has shape \[1, 4\] at example 1, \[1, 2\] before "
                                               r"it: outputs whose shape varies cannot be stacked"):
         r.run({"x": xs, "m": np.array([[1, 1], [1, 2], [1, 1]], np.int32)})
+
+
+def test_compiled_loop_reports_a_kernel_error_as_invoke_does_and_names_the_example():
+    """An index that only exists at run time (GATHER's) out of range at the third example: the compiled loop raises
+    invoke's InvokeError with the kernel's text and the example; the interpreter stays usable."""
+    b = ModelBuilder()
+    p = b.add_const("p", np.arange(15, dtype=np.float32).reshape(5, 3))
+    i = b.add_input("i", np.int32, [1, 2])
+    y = b.add_tensor("y", np.float32, [1, 2, 3])
+    b.add_op("GATHER", [p, i], [y], options={"axis": 0})
+    b.mark_output(y)
+    model = b.build()
+    r = BatchRunner(model)
+    good = np.array([[0, 1], [4, 2], [3, 3], [2, 0]], np.int32)
+    bad = good.copy()
+    bad[2, 1] = 5
+    plain = Interpreter(model_content=model)
+    plain.allocate_tensors()
+    plain.set_tensor(plain.get_input_details()[0]["index"], bad[2:3])
+    with pytest.raises(InvokeError) as official:
+        plain.invoke()
+    with pytest.raises(InvokeError, match=r"GATHER: index out of range\nNode failed to invoke \(subgraph 0\), on "
+                                          r"example 2 of the 4 run together") as ours:
+        r.run(bad)
+    assert str(ours.value).startswith(str(official.value).rstrip("."))
+    np.testing.assert_array_equal(r.run(good)["y"], plain_loop(model, {"i": good})["y"])
+    assert r.stats.native_examples == 4  # the good batch (the failed one counts no example run)
+
+
+def test_compiled_loop_falls_back_when_the_invoke_is_not_only_compiled_code(monkeypatch):
+    """$LITE_NUMBA_EXECUTOR=python (one Python call per kernel) leaves no compiled runner to call: the Python loop
+    runs, with the same values."""
+    monkeypatch.setenv("LITE_NUMBA_EXECUTOR", "python")
+    path = model_path("small_cnn_int8")
+    x = images(5, np.int8, seed=4)
+    r = BatchRunner(path, batch_size=4)
+    assert r.interpreter._main.native_program() is None
+    np.testing.assert_array_equal(r.run(x)["Identity"], plain_loop(path, {"image": x})["Identity"])
+    assert r.stats.native_examples == 0 and r.stats.invokes == 5
 
 
 def test_empty_input_gives_empty_outputs():
