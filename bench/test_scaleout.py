@@ -100,6 +100,40 @@ def _machine_scaling(path, n: int) -> float:
     return walls[1] / walls[2]
 
 
+def test_batch_loop_per_example_cost():
+    """In one process, interleaved batch by batch: BatchRunner's compiled loop (one compiled call per batch of 32,
+    examples copied in and out there: what the adapters' "invoke" time is for this model), its Python loop
+    (set/invoke/get per example; `native=False`), and the bare invoke (GraphRuntime.invoke on an input already in
+    the arena: the model's compute with no example moved). Their differences are what feeding examples costs."""
+    path = _model()
+    n = _n() * 4  # 8,192 examples (light: 512)
+    x = _images(n, seed=2)
+    native, python = BatchRunner(path, BATCH), BatchRunner(path, BATCH, native=False)
+    rt = native.interpreter._main
+    ref = _plain(path, x[:64])[0]
+    for r in (native, python):
+        assert np.array_equal(r.run(x[:64])["Identity"], ref), "batch outputs differ from the plain loop"
+    assert native.stats.native_examples == 64 and python.stats.native_examples == 0
+    spent = {"native": 0.0, "python": 0.0, "bare": 0.0}
+    clock = time.perf_counter
+    for s in range(0, n, BATCH):
+        order = ("native", "python", "bare") if (s // BATCH) % 2 else ("bare", "python", "native")
+        for name in order:
+            t0 = clock()
+            if name == "bare":
+                for _ in range(BATCH):
+                    rt.invoke()
+            else:
+                (native if name == "native" else python).run_batch(x[s:s + BATCH])
+            spent[name] += clock() - t0
+    per = {k: v / n * 1e6 for k, v in spent.items()}
+    _row(f"batch loop {MODEL} per example, batches of {BATCH}, {n} examples",
+         f"bare invoke {per['bare']:.1f} us; compiled loop {per['native']:.1f} us (+{per['native'] - per['bare']:.1f}"
+         f" us, {per['native'] / per['bare'] - 1:.1%}: moving each example in and out, inside the adapters' invoke "
+         f"time); Python loop {per['python']:.1f} us (+{per['python'] - per['bare']:.1f} us, "
+         f"{per['python'] / per['bare'] - 1:.1%}); CPU {cpu_name()}")
+
+
 def test_dask_two_workers_vs_one():
     dask_array = pytest.importorskip("dask.array")
     distributed = pytest.importorskip("distributed")
@@ -343,7 +377,8 @@ def test_ray_two_workers_vs_one():
         engine, floor = engine_per_batch(per32), engine_per_batch(null) - null[:, 0].mean()
         inv = per32[:, 1].mean()
         _row(f"ray overhead per batch of {BATCH}, {w} actor{'s' if w > 1 else ''}, {label}",
-             f"invoke {inv * 1e3:.2f} ms, in adapter {per32[:, 0].mean() * 1e3:.2f} ms: adapter overhead "
+             f"invoke {inv * 1e3:.2f} ms (the compiled loop's call: copies in and out included, see the batch "
+             f"loop row), in adapter {per32[:, 0].mean() * 1e3:.2f} ms: adapter overhead "
              f"{(per32[:, 0].sum() - per32[:, 1].sum()) / per32[:, 0].sum():.1%}; engine time per batch per actor "
              f"{engine * 1e3:.2f} ms (each actor from its first batch to its last): engine overhead "
              f"{1 - inv / engine:.1%}; Ray's own time per batch with a class that only returns the same columns: "
