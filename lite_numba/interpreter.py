@@ -394,7 +394,7 @@ class Interpreter(SubgraphHost):
             arena = rt.arena
             base = arena.ctypes.data
 
-            def place(idx):  # (byte offset in the arena, shape) of a planned tensor's view, else None
+            def place(idx):  # (byte offset in the arena, view) of a planned tensor, else None
                 view = rt.fast_views.get(idx)
                 if view is None or not view.flags.c_contiguous:
                     return None
@@ -403,11 +403,15 @@ class Interpreter(SubgraphHost):
                     return None
                 return off, view
 
+            if any(type(a) is not np.ndarray or a.ndim < 1 for _, a in inputs):
+                return None
             n = inputs[0][1].shape[0]
+            if n == 0:
+                return None
             ins, in_offs = [], []
             for idx, a in inputs:
                 p = place(idx)
-                if p is None or type(a) is not np.ndarray or a.ndim < 1 or a.shape[0] != n or a.dtype != p[1].dtype:
+                if p is None or a.shape[0] != n or a.dtype != p[1].dtype:
                     return None
                 shape = p[1].shape
                 if a.shape[1:] != shape and not (shape[:1] == (1,) and a.shape[1:] == shape[1:]):
@@ -426,8 +430,6 @@ class Interpreter(SubgraphHost):
                 out_offs.append(p[0])
             if not outs:  # (a model without outputs: the Python loop runs it)
                 return None
-            if n == 0:
-                return results
             for a, o in ((*zip(ins, in_offs), *zip(outs, out_offs))):
                 if a.shape[1] > arena.nbytes - o:  # (place() checked the views; these are the arrays' rows)
                     return None
