@@ -377,14 +377,9 @@ class Interpreter(SubgraphHost):
         in `outputs`, its values stacked over the n examples (the leading 1 dropped). None when the model's invoke
         is not only compiled code over planned tensors (GraphRuntime.native_program), or a tensor is not planned or
         an array does not fit it exactly: the caller then loops in Python."""
-        slot = self._slot
+        self._enter("invoke")  # (once per batch: invoke's inlined fast path is not needed here)
         try:
-            slot.pop()
-        except IndexError:
-            raise self._busy("invoke") from None
-        try:
-            if _refcount(self._token) > 2 or self._held:
-                self._ensure_safe()
+            self._ensure_safe()
             rt = self._main
             if self._trace or not inputs:
                 return None
@@ -448,7 +443,7 @@ class Interpreter(SubgraphHost):
                                   f"run together.") from None
             return results
         finally:
-            slot.append(None)
+            self._slot.append(None)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current value."""
