@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .delegates import Delegate, DelegateError, delegate_refused, load_delegate
-from .executor import GraphRuntime
+from .executor import GraphRuntime, InvokeError
 from .fusion import fuse
 from .interpreter_state import clone_interpreter, copy_interpreter, pickle_interpreter
 from .model import ModelError, load_model, read_model_bytes
@@ -437,8 +437,6 @@ class Interpreter(SubgraphHost):
                               tuple(p[4] for p in program), tuple(ins), np.array(in_offs, np.int64), tuple(outs),
                               np.array(out_offs, np.int64), at)
             except (ValueError, IndexError, ZeroDivisionError) as e:  # as invoke reports them, and which example
-                from .executor import InvokeError
-
                 raise InvokeError(f"{e}\nNode failed to invoke (subgraph 0), on example {int(at[0])} of the {n} "
                                   f"run together.") from None
             return results
