@@ -6,7 +6,13 @@
 `actor_pool(n)` is Ray's ActorPoolStrategy with n actors, each given up to 4 batches at a time: an actor then
 starts its next batch as soon as one ends, instead of idling until the driver, which competes for the same cores,
 sends the next one (2 vCPUs, 16 batches of 256 images: the idle time between an actor's batches went from 30-55 ms
-with Ray's default to 8-9 ms, and 2 actors from x1.44 to x1.82 one actor's throughput). `concurrency=n` works too.
+with Ray's default to 8-9 ms, and 2 actors from x1.44 to x1.82 one actor's throughput). Each actor runs one call
+at a time (max_concurrent_calls_per_actor=1, Ray's default) on the thread that runs its task
+(enable_true_multi_threading=True). Otherwise Ray wraps the class so that every call is handed to a second thread and
+waited for; with one call at a time that hand-off buys nothing. It cost ~1 ms per batch here: Ray's engine overhead
+at batch 32 on 1 actor went from 9.5-11.5 % to 7.6-8.4 % in paired rounds (Xeon, 2 vCPUs). Do not raise
+max_concurrent_calls_per_actor with this pool: the calls would then run at once, and one predictor's interpreter
+refuses a second invoke while one runs. `concurrency=n` works too (Ray's default pool and hand-off).
 
 Ray's own cost is per task (a block) first and per batch second: on 2 vCPUs, a class that runs nothing still
 took 14-21 ms per task with blocks of 32 rows, 1.9-2.4 ms per batch of 32 with blocks of 256 and 1.1-1.2 ms with
@@ -34,13 +40,17 @@ from .batch import BatchInputError, BatchRunner
 
 
 def actor_pool(workers: int, in_flight: int = 4):
-    """ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=in_flight), for map_batches'
-    `compute` (see the module's docstring)."""
+    """ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=in_flight, one call at a time per
+    actor, run on the actor's task thread), for map_batches' `compute` (see the module's docstring)."""
     import ray.data  # lazy: optional extra lite-numba[ray]
 
     if int(workers) < 1 or int(in_flight) < 1:
         raise ValueError(f"actor_pool needs workers >= 1 and in_flight >= 1, got {workers} and {in_flight}")
-    return ray.data.ActorPoolStrategy(size=int(workers), max_tasks_in_flight_per_actor=int(in_flight))
+    kwargs = {"size": int(workers), "max_tasks_in_flight_per_actor": int(in_flight)}
+    try:  # (Ray 2.60 has both arguments; see the module's docstring for why the call stays on the task's thread)
+        return ray.data.ActorPoolStrategy(**kwargs, max_concurrent_calls_per_actor=1, enable_true_multi_threading=True)
+    except TypeError:  # an older Ray, without these arguments: its default hand-off thread
+        return ray.data.ActorPoolStrategy(**kwargs)
 
 
 class RayPredictor:

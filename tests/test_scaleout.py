@@ -108,6 +108,46 @@ def test_ray_predictor_timing_columns():
     assert np.all(out["lite_numba_pid"] == os.getpid()) and len(set(out["lite_numba_started"])) == 1
 
 
+class _ThreadOfCall:
+    """Records the thread each call ran on, beside Ray's own task thread."""
+
+    def __call__(self, batch):
+        import threading
+
+        k = len(batch["id"])
+        return {"id": batch["id"], "call_thread": np.full(k, threading.get_ident()),
+                "main": np.full(k, threading.main_thread().ident)}
+
+
+def test_ray_actor_pool_runs_one_call_at_a_time_on_the_task_thread(ray_cluster):
+    """actor_pool: one call at a time per actor (an interpreter refuses a second invoke while one runs), made on the
+    thread Ray runs the actor's task on, without Ray's per-call hand-off to a second thread; the outputs are the
+    plain loop's."""
+    import sys
+
+    from ray import cloudpickle
+
+    from lite_numba.batch_ray import RayPredictor, actor_pool
+
+    pool = actor_pool(2)
+    assert pool.max_concurrent_calls_per_actor == 1 and pool.enable_true_multi_threading
+    with pytest.raises(ValueError, match="actor_pool needs workers >= 1"):
+        actor_pool(0)
+    path = model_path("small_cnn_int8")
+    x = images(48, np.int8, seed=12)
+    ds = ray_cluster.data.from_items([{"id": k, "image": x[k]} for k in range(len(x))], override_num_blocks=4)
+    out = ds.map_batches(RayPredictor, fn_constructor_kwargs={"model": str(path)}, batch_size=8, compute=pool,
+                         num_cpus=1).take_all()
+    got = np.stack([r["Identity"] for r in sorted(out, key=lambda r: r["id"])])
+    assert np.array_equal(got, plain_loop(path, {"image": x})["Identity"])
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _ThreadOfCall travels by value
+    try:
+        rows = ds.map_batches(_ThreadOfCall, batch_size=8, compute=actor_pool(1), num_cpus=1).take_all()
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert all(r["call_thread"] == r["main"] for r in rows), "Ray handed the calls to another thread"
+
+
 # --- Dask -----------------------------------------------------------------------------------------------------
 
 def _local_cluster(**kw):
