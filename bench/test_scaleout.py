@@ -137,7 +137,7 @@ def test_batch_loop_per_example_cost():
 def test_dask_two_workers_vs_one():
     dask_array = pytest.importorskip("dask.array")
     distributed = pytest.importorskip("distributed")
-    from lite_numba.batch_dask import predict_array
+    from lite_numba.batch.dask import predict_array
 
     path = _model()
     BatchRunner(path)  # warm cache: the workers load, they do not compile
@@ -262,7 +262,7 @@ def test_ray_two_workers_vs_one():
 
     from ray import cloudpickle
 
-    from lite_numba.batch_ray import RayPredictor, actor_pool
+    from lite_numba.batch.ray import RayPredictor, actor_pool
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _RayControl travels by value
     path = _model()
@@ -393,7 +393,7 @@ def test_beam_overhead_per_batch(tmp_path):
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that
 
-    from lite_numba.batch_beam import TFLiteModelHandlerNumpy
+    from lite_numba.batch.beam import TFLiteModelHandlerNumpy
 
     path = _model()
     BatchRunner(path)

@@ -3,7 +3,7 @@ of `import lite_numba`, and memory, beside the official runtime (builtin kernels
 
 Each figure is a new process: import, load, allocate_tensors, first invoke on zeros. Cold runs get fresh
 LITE_NUMBA_CACHE_DIR and NUMBA_CACHE_DIR; the warm run reuses them. Wall time depends on the machine's load (the
-kernels compile in this many processes: lite_numba.compiler.compile_workers()), so CPU seconds of the process and of
+kernels compile in this many processes: lite_numba.jit.compiler.compile_workers()), so CPU seconds of the process and of
 its compile workers are reported too, with the load average, the CPU and the kernel path (LITE_NUMBA_ISA).
 Memory: peak RSS of the process (VmHWM), beside a process that imports Numba and compiles one trivial function (Numba's
 floor) and the official runtime's. `phases_s` in the benchmark's extra_info breaks every run down. Nothing is
@@ -55,7 +55,7 @@ self_ru = resource.getrusage(resource.RUSAGE_SELF)
 child_ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 stats = {}
 if which == "ours":
-    import lite_numba.compiler as compiler
+    import lite_numba.jit.compiler as compiler
     stats = getattr(compiler, "STATS", {})
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the forking process (pytest's own RSS)
 hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
@@ -96,7 +96,7 @@ def _run(which: str, path, env) -> dict:
 def _setting() -> str:
     from lite_numba.kernels.base.isa import isa_level
 
-    import lite_numba.compiler as compiler
+    import lite_numba.jit.compiler as compiler
 
     cpu = platform.processor() or platform.machine()
     try:

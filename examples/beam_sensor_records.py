@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from lite_numba.batch_beam import TFLiteModelHandlerNumpy
+    from lite_numba.batch.beam import TFLiteModelHandlerNumpy
 
     model = Path(str(args.out_prefix) + ".model.tflite")
     model.write_bytes(scoring_model())

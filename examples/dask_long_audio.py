@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     import dask.array as da
     from distributed import Client, LocalCluster
 
-    from lite_numba.batch_dask import predict_array
+    from lite_numba.batch.dask import predict_array
 
     model = args.wav.with_suffix(".bands.tflite")
     model.write_bytes(band_model())

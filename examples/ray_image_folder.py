@@ -64,7 +64,7 @@ def main(argv=None) -> int:
 
     import ray
 
-    from lite_numba.batch_ray import RayPredictor, actor_pool
+    from lite_numba.batch.ray import RayPredictor, actor_pool
 
     ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:

@@ -1,6 +1,6 @@
 """lite-numba: a TensorFlow Lite–compatible inference runtime whose kernels are compiled with Numba."""
 
-from . import numba_cache as _numba_cache  # noqa: E402
+from .jit import numba_cache as _numba_cache  # noqa: E402
 from .version import __version__  # noqa: E402, F401
 
 # before any kernel is decorated: Numba's cache directory follows the hash of every source file (numba_cache.py);
@@ -8,7 +8,7 @@ from .version import __version__  # noqa: E402, F401
 _numba_cache.install(__version__)
 
 from . import lite  # noqa: E402  (`import lite_numba as tf` makes tf.lite.Interpreter work)
-from .compat import install_as_tflite_runtime  # noqa: E402
+from .api.compat import install_as_tflite_runtime  # noqa: E402
 from .interpreter import (  # noqa: E402
     Interpreter,
     InterpreterWithCustomOps,
@@ -17,7 +17,7 @@ from .interpreter import (  # noqa: E402
     load_delegate,
 )
 from .ops import OpKernel, PrepareContext, Tensor, custom_op, kernel  # noqa: E402
-from .resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver  # noqa: E402
+from .runtime.resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver  # noqa: E402
 
 __all__ = [
     "Interpreter", "InterpreterWithCustomOps", "SignatureRunner", "OpResolverType", "load_delegate",

@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
-from .symbols import stable_kernel
+from .format.plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
+from .jit.symbols import stable_kernel
 
 
 class NeedsValue(Exception):
@@ -172,8 +172,8 @@ def compiled_address(fn, argtypes: tuple) -> int:
     """Compile (or load from Numba's disk cache) the njit kernel `fn` for the Numba types `argtypes` and return its
     native entry address, for a kernel that calls another by address (parallel drivers). Addresses are per process:
     a prepare asks for them each time."""
-    from .compiler import precompile  # lazy: compiler and native_call import Numba when a model is allocated
-    from .native_call import native_address  # lazy: as above
+    from .jit.compiler import precompile  # lazy: compiler and native_call import Numba when a model is allocated
+    from .jit.native_call import native_address  # lazy: as above
 
     precompile([(fn, argtypes)])
     return native_address(fn.overloads[argtypes])
@@ -183,7 +183,7 @@ def call_compiled(fn, *args):
     """fn(*args) for an njit function `fn` called from Python, e.g. a prepare that fills a table with compiled code:
     the same result, but a warm process loads fn's code from the disk cache as it loads the runners' kernels,
     without importing all of Numba's lowering registries (a direct call's first load does)."""
-    from .compiler import call_compiled as call  # lazy: compiler imports Numba when a model is allocated
+    from .jit.compiler import call_compiled as call  # lazy: compiler imports Numba when a model is allocated
 
     return call(fn, *args)
 
@@ -352,12 +352,12 @@ class PrepareContext:
 
     def bind_subgraph(self, index: int, inputs: list[np.ndarray]):
         """Subgraph `index` prepared for the shapes of `inputs`, to be run many times without copies of its outputs
-        (host ops only; see lite_numba.subgraphs.BoundSubgraph)."""
+        (host ops only; see lite_numba.runtime.subgraphs.BoundSubgraph)."""
         return self._rt.host_env.bind_subgraph(index, inputs)
 
     def restart_subgraph_variables(self, index: int) -> None:
         """Reset the variable tensors of subgraph `index` before a WHILE or IF runs it, as the official runtime's
-        allocation of its subgraphs at every run does (host ops only; see lite_numba.subgraphs.SubgraphHost)."""
+        allocation of its subgraphs at every run does (host ops only; see lite_numba.runtime.subgraphs.SubgraphHost)."""
         self._rt.host_env.restart_variables(index)
 
     def subgraph_output_shapes(self, index: int, inputs: list[tuple]) -> list[tuple] | None:
@@ -402,7 +402,7 @@ class PrepareContext:
     def call(self, fn, *args) -> None:
         """Schedule fn(*args) for this node; several calls run in order.
 
-        fn is replaced by its stably named equivalent (lite_numba.symbols.stable_kernel): closures and other
+        fn is replaced by its stably named equivalent (lite_numba.jit.symbols.stable_kernel): closures and other
         functions without a unique module-level name get a name derived from what they captured, so that Numba's
         disk cache never links one kernel's code in place of another's."""
         checked = []

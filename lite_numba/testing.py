@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .builder import ModelBuilder
-from .interpreter import Interpreter
+from .api.interpreter import Interpreter
+from .format.builder import ModelBuilder
 
 __all__ = ["TOLERANCES", "assert_close", "assert_outputs_close", "check_same", "official_interpreter", "one_op",
            "random_array", "require_official", "run_official", "run_ours"]

@@ -22,7 +22,7 @@ import struct
 
 import numpy as np
 
-from lite_numba.model import decode_custom_options
+from lite_numba.format.model import decode_custom_options
 from lite_numba.ops import custom_op
 
 PADDING_UNKNOWN, PADDING_SAME, PADDING_VALID = 0, 1, 2

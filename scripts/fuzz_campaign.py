@@ -183,7 +183,7 @@ def _report_compiles(out) -> None:
     specialised runner), while an endless WHILE loop never does."""
     from numba.core import event
 
-    from lite_numba import compiler
+    from lite_numba.jit import compiler
 
     depth = [0]
 
@@ -373,9 +373,9 @@ def mutate_bytes(data: bytes, rng: np.random.Generator) -> tuple[bytes, str]:
 
 def to_builder(data: bytes):
     """A ModelBuilder holding the model's tensors, buffers, operators, subgraphs and signatures."""
-    from lite_numba.builder import ModelBuilder, _normalize_options, _normalize_quant, _TensorRec
-    from lite_numba.model import load_model
-    from lite_numba.schema import options_table_for
+    from lite_numba.format.builder import ModelBuilder, _normalize_options, _normalize_quant, _TensorRec
+    from lite_numba.format.model import load_model
+    from lite_numba.format.schema import options_table_for
 
     plan = load_model(data)
     b = ModelBuilder(plan.description)
@@ -435,7 +435,7 @@ def _hostile_scalar(f, rng: np.random.Generator):
 
 
 def _mutate_options(b, rng) -> str:
-    from lite_numba.builder import _options_spec
+    from lite_numba.format.builder import _options_spec
 
     ops = [(sg, op) for sg in b.subgraphs for op in sg.operators if op.options_table is not None]
     if not ops:
@@ -814,7 +814,7 @@ def explain_divergence(data: bytes, req: dict) -> dict:
     runtimes, decides where they overflow; "disagree" otherwise (an elementwise operator has no order, and below
     the bound every order gives a finite sum: a difference there is a real one); "unexplained" when no such
     operator is found (the difference is inside a control-flow body, or a runtime did not keep the tensors)."""
-    from lite_numba.model import load_model
+    from lite_numba.format.model import load_model
 
     ours, theirs = run_request("ours", req, keep_all=True), run_request("official", req, keep_all=True)
     if ours["status"] != "ran" or theirs["status"] != "ran":

@@ -22,7 +22,7 @@ import numpy as np
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.model import load_model, read_model_bytes
+from lite_numba.format.model import load_model, read_model_bytes
 
 
 def _quant(t):

@@ -49,7 +49,7 @@ def _first_line(e: BaseException) -> str:
 def op_census(path: str) -> str:
     """'OP xN, ...' over all subgraphs, from our loader (falls back to the official runtime's op list)."""
     try:
-        from lite_numba.model import load_model
+        from lite_numba.format.model import load_model
 
         plan = load_model(path)
         c = collections.Counter(n.op_name for sg in plan.subgraphs for n in sg.nodes)

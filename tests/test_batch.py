@@ -13,7 +13,7 @@ from conftest import model_path
 from lite_numba import Interpreter
 from lite_numba.batch import BatchInputError, BatchRunner, run_batches, shared_runner
 from lite_numba.builder import ModelBuilder
-from lite_numba.executor import InvokeError
+from lite_numba.runtime.executor import InvokeError
 
 
 def plain_loop(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

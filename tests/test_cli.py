@@ -1,6 +1,6 @@
 """The `lite-numba` command: benchmark (official benchmark_model flags and output), inspect and run.
 
-The console script and `python -m lite_numba.benchmark` run as subprocesses; flag variants call the same
+The console script and `python -m lite_numba.tools.benchmark` run as subprocesses; flag variants call the same
 `main()` in-process (a subprocess per variant would mostly time Python start-up). Timing values are not asserted.
 """
 
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from conftest import model_path
 
-from lite_numba import benchmark as bm
-from lite_numba.cli import main as cli_main
-from lite_numba.cli import sanitize_name
+from lite_numba.tools import benchmark as bm
+from lite_numba.tools.cli import main as cli_main
+from lite_numba.tools.cli import sanitize_name
 
 FAST = ["--num_runs", "5", "--min_secs", "0", "--warmup_min_secs", "0"]
 
@@ -31,7 +31,7 @@ def _cli(*args: str, module: str | None = None) -> subprocess.CompletedProcess:
     elif shutil.which("lite-numba"):
         cmd = [shutil.which("lite-numba")]
     else:  # not installed as a script: the same entry point
-        cmd = [sys.executable, "-c", "import sys; from lite_numba.cli import main; sys.exit(main())"]
+        cmd = [sys.executable, "-c", "import sys; from lite_numba.tools.cli import main; sys.exit(main())"]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=300)
 
 
@@ -64,7 +64,7 @@ def test_benchmark_console_script_with_op_profiling():
 
 
 def test_python_module_entry_point():
-    p = _cli("--help", module="lite_numba.benchmark")
+    p = _cli("--help", module="lite_numba.tools.benchmark")
     assert p.returncode == 0
     for flag in ("--graph", "--num_runs", "--min_secs", "--max_secs", "--warmup_runs", "--warmup_min_secs",
                  "--num_threads", "--enable_op_profiling", "--op_profiling_output_mode", "--op_profiling_output_file",

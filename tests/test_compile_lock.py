@@ -2,7 +2,7 @@
 a kernel another process is compiling is waited for and loaded from the disk cache, never compiled twice.
 
 Two real processes load the same model, meet at a barrier and allocate at the same moment; each reports
-lite_numba.compiler.STATS. Together they must compile every missing kernel exactly once (without the lock each
+lite_numba.jit.compiler.STATS. Together they must compile every missing kernel exactly once (without the lock each
 compiles all of them: LITE_NUMBA_COMPILE_LOCK=0 shows it)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ WORKER = r"""
 import json, sys
 import numpy as np
 from lite_numba import Interpreter
-from lite_numba.compiler import STATS
+from lite_numba.jit.compiler import STATS
 
 it = Interpreter(model_path=sys.argv[1])
 print("ready", flush=True)

@@ -338,7 +338,7 @@ def test_delegates_are_refused_never_ignored(official):
     data = _add_model()
     for delegates in ([object()], ["libedgetpu.so.1"]):
         kind, msg = _outcome(lambda d=delegates: ours.Interpreter(model_content=data, experimental_delegates=d))
-        assert kind is lite_numba.delegates.DelegateError and "cannot load or apply TFLite delegates" in msg
+        assert kind is lite_numba.api.delegates.DelegateError and "cannot load or apply TFLite delegates" in msg
         assert issubclass(kind, ValueError)
     ours.Interpreter(model_content=data, experimental_delegates=[])  # no delegate: fine, as officially
     official.Interpreter(model_content=data, experimental_delegates=[])

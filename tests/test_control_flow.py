@@ -7,7 +7,7 @@ import pytest
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.model import ModelError
+from lite_numba.format.model import ModelError
 from lite_numba.testing import official_interpreter
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.resolver import MutableOpResolver
+from lite_numba.runtime.resolver import MutableOpResolver
 from lite_numba.testing import assert_close, require_official, run_official
 
 require_official()

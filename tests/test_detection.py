@@ -151,7 +151,7 @@ def test_detection_postprocess_edge_cases(regular):
 def test_detection_postprocess_ssd_head(regular):
     """An SSD MobileNet-sized head as the converter writes it: logits -> LOGISTIC -> post-process, constant anchors
     (1917 boxes, 90 classes + background), resolved by the builtin resolver as in the official runtime."""
-    from lite_numba.resolver import BuiltinOpResolver
+    from lite_numba.runtime.resolver import BuiltinOpResolver
 
     rng = np.random.default_rng(11)
     n, cbg = 1917, 91
@@ -290,7 +290,7 @@ def test_registry_custom_rows_resolve():
     """The custom ops registered by default (registry CUSTOMS) name real kernels of the same name."""
     from lite_numba.kernels.registry import CUSTOMS
 
-    from lite_numba.resolver import BuiltinOpResolver
+    from lite_numba.runtime.resolver import BuiltinOpResolver
 
     resolver = BuiltinOpResolver()
     for name, lo, hi, k in CUSTOMS:

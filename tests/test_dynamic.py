@@ -336,7 +336,7 @@ def test_changed_values_fall_back_to_the_general_plan():
 def test_dynamic_nodes_are_not_re_prepared_when_nothing_changed(monkeypatch):
     """Host and dynamic nodes keep their preparation while their input arrays, shapes and read values hold
     (stateful_resource_variable: READ_VARIABLE -> MUL/ADD -> ASSIGN_VARIABLE), with the official results."""
-    from lite_numba.executor import GraphRuntime
+    from lite_numba.runtime.executor import GraphRuntime
 
     data = _shared_model("stateful_resource_variable")
     ours = Interpreter(model_content=data)

@@ -20,8 +20,8 @@ from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_flex_options
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.inspect_model import format_inspection, inspect_model
 from lite_numba.testing import assert_close
+from lite_numba.tools.inspect_model import format_inspection, inspect_model
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "flex")
 CASES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(DATA, "*.npz")))
@@ -118,7 +118,7 @@ def test_node_def_decoder_reads_every_attribute_kind():
 
 
 def test_node_def_decoder_on_a_converted_model():
-    from lite_numba.model import load_model
+    from lite_numba.format.model import load_model
 
     with open(os.path.join(DATA, "einsum_attn.tflite"), "rb") as f:
         plan = load_model(f.read())

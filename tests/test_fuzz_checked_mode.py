@@ -120,7 +120,7 @@ def test_cache_directories_used_within_a_day_are_not_pruned(tmp_path, monkeypatc
     pruning one that a running process uses made its next compile fail (FileNotFoundError, seen in the campaign)."""
     from numba.core import config
 
-    from lite_numba import numba_cache
+    from lite_numba.jit import numba_cache
 
     monkeypatch.setattr(config, "CACHE_DIR", config.CACHE_DIR)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from lite_numba import Interpreter
-from lite_numba.arena import ArenaLimitError
 from lite_numba.builder import ModelBuilder
-from lite_numba.model import ModelError
+from lite_numba.format.model import ModelError
+from lite_numba.runtime.arena import ArenaLimitError
 
 
 def _relu_model(shape, dtype=np.float32, quant=None) -> bytes:

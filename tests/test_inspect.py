@@ -1,4 +1,4 @@
-"""`lite_numba.inspect_model`: inputs, outputs, quantization, nodes and signatures as the official runtime reports
+"""`lite_numba.tools.inspect_model`: inputs, outputs, quantization, nodes and signatures as the official runtime reports
 them, and whether (and why not) this installation can run each op."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from conftest import model_path
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.inspect_model import format_inspection, inspect_model
+from lite_numba.tools.inspect_model import format_inspection, inspect_model
 
 MODELS = sorted(p.stem for p in (Path(__file__).parent / "data" / "models").glob("*.tflite"))  # every bundled model
 

@@ -8,7 +8,7 @@ from conftest import MODELS
 
 from lite_numba import BuiltinOpResolver, Interpreter, MutableOpResolver, custom_op
 from lite_numba.builder import ModelBuilder
-from lite_numba.executor import PrepareError
+from lite_numba.runtime.executor import PrepareError
 
 ALL_MODELS = sorted(p.stem for p in MODELS.glob("*.tflite"))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import MODELS
 
-from lite_numba.model import ModelError, load_model
+from lite_numba.format.model import ModelError, load_model
 
 HERE = Path(__file__).parent
 FUZZ_MODELS = ["op_softmax_beta", "seed_atan", "op_add_broadcast"]

@@ -1,4 +1,4 @@
-"""The fused SLICE, SLICE -> CONCATENATION slice update (lite_numba.fusion,
+"""The fused SLICE, SLICE -> CONCATENATION slice update (lite_numba.runtime.fusion,
 kernels/movement/slice.py SLICE_UPDATE) and the in-place WHILE loop (kernels/host/control_flow.py), against the
 official runtime.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from lite_numba import numba_cache
+from lite_numba.jit import numba_cache
 
 
 def test_cache_dir_follows_the_sources(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""lite_numba.numba_speedups: inlining with one scope copy per inline_ir call compiles the same code as Numba's own
+"""lite_numba.jit.numba_speedups: inlining with one scope copy per inline_ir call compiles the same code as Numba's own
 per-block copies (issue 16). Each side runs in a fresh process (the change is installed once per process, at Numba's
 import), compiling a function that inlines a many-block helper at two call sites."""
 

@@ -8,7 +8,7 @@ from lite_numba.kernels import registry
 from test_layering import IMPORTS, MODULES
 
 from lite_numba.ops import OpKernel
-from lite_numba.resolver import BuiltinOpResolver
+from lite_numba.runtime.resolver import BuiltinOpResolver
 
 ROWS = [(op, lo, hi, k) for op, lo, hi, k in registry.BUILTINS] + [(n, lo, hi, k) for n, lo, hi, k in registry.CUSTOMS]
 # ops whose float kernel hands quantized inputs to a variant named in the same row

@@ -11,7 +11,7 @@ from conftest import model_path
 
 import lite_numba
 from lite_numba.builder import ModelBuilder
-from lite_numba.model import load_model
+from lite_numba.format.model import load_model
 from lite_numba.testing import official_interpreter, require_official
 
 require_official()

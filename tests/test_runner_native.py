@@ -1,4 +1,4 @@
-"""The generated runner calls kernels through their native entry addresses (lite_numba.native_call).
+"""The generated runner calls kernels through their native entry addresses (lite_numba.jit.native_call).
 
 It contains no kernel code: its cached object stays small, it compiles in a fraction of a second, and its cache
 key depends on the kernels' argument types only, so editing a kernel does not recompile runners. Exceptions a
@@ -15,9 +15,9 @@ import pytest
 from conftest import MODELS
 from numba import njit
 
-import lite_numba.compiler as compiler
+import lite_numba.jit.compiler as compiler
 from lite_numba import Interpreter
-from lite_numba.native_call import call_native_at, native_address, spec_types
+from lite_numba.jit.native_call import call_native_at, native_address, spec_types
 from lite_numba.testing import assert_close, require_official, run_official
 
 

@@ -43,7 +43,7 @@ def ray_cluster():
 
 
 def test_ray_map_batches_equals_a_plain_loop(ray_cluster):
-    from lite_numba.batch_ray import RayPredictor
+    from lite_numba.batch.ray import RayPredictor
 
     path = model_path("small_cnn_int8")
     x = images(40, np.int8, seed=11)
@@ -59,7 +59,7 @@ def test_ray_map_batches_equals_a_plain_loop(ray_cluster):
     @ray_cluster.remote(num_cpus=1)
     def load_in_a_worker(model):  # another Ray worker process of this machine, after this test's process warmed it
         from lite_numba.batch import BatchRunner
-        from lite_numba.compiler import STATS
+        from lite_numba.jit.compiler import STATS
 
         BatchRunner(model)
         return dict(STATS)
@@ -69,7 +69,7 @@ def test_ray_map_batches_equals_a_plain_loop(ray_cluster):
 
 
 def test_ray_resize_model_with_preprocessing_and_renamed_columns(ray_cluster):
-    from lite_numba.batch_ray import RayPredictor
+    from lite_numba.batch.ray import RayPredictor
 
     path = model_path("dynamic_batch_mlp")
     x = np.random.default_rng(2).standard_normal((30, 8)).astype(np.float32)
@@ -82,7 +82,7 @@ def test_ray_resize_model_with_preprocessing_and_renamed_columns(ray_cluster):
 
 
 def test_ray_predictor_errors():
-    from lite_numba.batch_ray import RayPredictor
+    from lite_numba.batch.ray import RayPredictor
 
     path = model_path("small_cnn_f32")
     p = RayPredictor(str(path))
@@ -98,7 +98,7 @@ def test_ray_predictor_timing_columns():
     """timing=True: each row carries its batch's seconds in the adapter and in invoke, its start and its process."""
     import os
 
-    from lite_numba.batch_ray import RayPredictor
+    from lite_numba.batch.ray import RayPredictor
 
     path = model_path("small_cnn_f32")
     p = RayPredictor(str(path), timing=True)
@@ -127,7 +127,7 @@ def test_ray_actor_pool_runs_one_call_at_a_time_on_the_task_thread(ray_cluster):
 
     from ray import cloudpickle
 
-    from lite_numba.batch_ray import RayPredictor, actor_pool
+    from lite_numba.batch.ray import RayPredictor, actor_pool
 
     pool = actor_pool(2)
     assert pool.max_concurrent_calls_per_actor == 1 and pool.enable_true_multi_threading
@@ -171,7 +171,7 @@ def dask_client():
 
 def _worker_stats(client) -> dict:
     def stats():
-        from lite_numba.compiler import STATS
+        from lite_numba.jit.compiler import STATS
 
         return dict(STATS)
 
@@ -181,7 +181,7 @@ def _worker_stats(client) -> dict:
 def test_dask_array_equals_a_plain_loop_and_workers_share_the_cache(dask_client):
     import dask.array as da
 
-    from lite_numba.batch_dask import predict_array
+    from lite_numba.batch.dask import predict_array
 
     path = model_path("small_cnn_int8")
     BatchRunner(path)  # the cache is warm (this process compiled or loaded the model): workers must only load
@@ -201,7 +201,7 @@ def test_dask_dataframe_partitions(dask_client):
     import dask.dataframe as dd
     import pandas as pd
 
-    from lite_numba.batch_dask import predict_array, predict_frame
+    from lite_numba.batch.dask import predict_array, predict_frame
 
     path = model_path("dynamic_batch_mlp")
     x = np.random.default_rng(8).standard_normal((50, 8)).astype(np.float32)
@@ -241,7 +241,7 @@ def test_dask_workers_on_a_cold_cache_compile_each_kernel_once(tmp_path):
     import dask.array as da
     require("distributed")
 
-    from lite_numba.batch_dask import predict_array
+    from lite_numba.batch.dask import predict_array
 
     model = tmp_path / "m.tflite"
     model.write_bytes(_several_kernels())
@@ -294,7 +294,7 @@ def _beam_run(handler, examples, out_prefix) -> dict[int, dict]:
 
 def test_beam_run_inference_equals_a_plain_loop(tmp_path):
     require("apache_beam")
-    from lite_numba.batch_beam import TFLiteModelHandlerNumpy
+    from lite_numba.batch.beam import TFLiteModelHandlerNumpy
 
     path = model_path("small_cnn_int8")
     x = images(25, np.int8, seed=21)
@@ -308,7 +308,7 @@ def test_beam_run_inference_equals_a_plain_loop(tmp_path):
 
 def test_beam_several_inputs_resized(tmp_path):
     require("apache_beam")
-    from lite_numba.batch_beam import TFLiteModelHandlerNumpy
+    from lite_numba.batch.beam import TFLiteModelHandlerNumpy
 
     model = tmp_path / "two.tflite"
     model.write_bytes(two_in_two_out(True))

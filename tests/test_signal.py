@@ -7,7 +7,7 @@ import pytest
 from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lite_numba.kernels.movement.densify import densify_values
+from lite_numba.kernels.base.sparsity import densify_values
 
 import lite_numba
 import lite_numba.builder as builder_mod

@@ -2,7 +2,7 @@
 `lite-numba warmup` reach the disk cache, and a fresh process then allocates and runs without compiling anything.
 
 Compiles are counted in the fresh process with Numba's own "numba:compile" event (fired only when Numba compiles,
-not when it loads from the disk cache) and with lite_numba.compiler.STATS.
+not when it loads from the disk cache) and with lite_numba.jit.compiler.STATS.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Count(event.Listener):
 
 event.register("numba:compile", Count())
 from lite_numba import Interpreter
-from lite_numba.compiler import STATS
+from lite_numba.jit.compiler import STATS
 
 it = Interpreter(model_path=sys.argv[1])
 it.allocate_tensors()
@@ -123,7 +123,7 @@ def test_warmup_command_then_a_fresh_process_compiles_nothing(tmp_path):
     x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     env = _env(tmp_path)
-    cmd = [sys.executable, "-c", "import sys; from lite_numba.cli import main; sys.exit(main())"]
+    cmd = [sys.executable, "-c", "import sys; from lite_numba.tools.cli import main; sys.exit(main())"]
     out = subprocess.run(cmd + ["warmup", str(model)], capture_output=True, text=True, env=env, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "kernels cache: " + str(tmp_path / "nb") in out.stdout
@@ -136,7 +136,7 @@ def test_warmup_command_then_a_fresh_process_compiles_nothing(tmp_path):
 
 
 def test_warmup_command_errors(tmp_path, capsys):
-    from lite_numba.warmup import main
+    from lite_numba.tools.warmup import main
 
     try:
         main([])
@@ -152,7 +152,7 @@ def test_warmup_command_errors(tmp_path, capsys):
 
 def test_common_op_models_load():
     from lite_numba import Interpreter
-    from lite_numba.warmup import common_op_models
+    from lite_numba.tools.warmup import common_op_models
 
     models = common_op_models()
     assert sorted(models) == ["common_ops_float32", "common_ops_int8"]
@@ -168,7 +168,7 @@ PREPARE_CALL = r"""
 import json, sys
 import numpy as np
 from lite_numba import Interpreter
-from lite_numba.compiler import STATS
+from lite_numba.jit.compiler import STATS
 
 it = Interpreter(model_path=sys.argv[1])
 it.allocate_tensors()

@@ -105,7 +105,7 @@ def _two_branches(flag):
 
 
 def test_factory_closures_get_distinct_stable_names():
-    from lite_numba.symbols import fingerprint, stable_kernel, symbol_name
+    from lite_numba.jit.symbols import fingerprint, stable_kernel, symbol_name
 
     a, b, a2 = stable_kernel(_factory(2.0)), stable_kernel(_factory(3.0)), stable_kernel(_factory(2.0))
     assert symbol_name(a) != symbol_name(b)
@@ -122,7 +122,7 @@ def test_factory_closures_get_distinct_stable_names():
 
 
 def test_closure_compiled_before_naming_is_replaced_by_a_named_copy():
-    from lite_numba.symbols import stable_kernel, symbol_name
+    from lite_numba.jit.symbols import stable_kernel, symbol_name
 
     raw = _factory(5.0)
     x, out = np.arange(3, dtype=np.float32), np.zeros(3, np.float32)
@@ -141,7 +141,7 @@ def test_kernel_library_names_are_unique():
 
     from numba.core.dispatcher import Dispatcher
 
-    from lite_numba.symbols import stable_kernel, symbol_name
+    from lite_numba.jit.symbols import stable_kernel, symbol_name
 
     package = importlib.import_module("lite_numba.kernels")
     seen: dict[str, object] = {}
@@ -158,7 +158,7 @@ def test_kernel_library_names_are_unique():
 def test_unnameable_capture_fails_loudly():
     from numba import njit
 
-    from lite_numba.symbols import SymbolNameError, stable_kernel
+    from lite_numba.jit.symbols import SymbolNameError, stable_kernel
 
     thing = types.SimpleNamespace  # a class is fine ...
     obj = object()  # ... an object known only by its address is not

@@ -28,7 +28,7 @@ from numba.extending import intrinsic
 @intrinsic
 def _call_runner(typingctx, addr, arena, aux, it, ft, fp):
     """Call the runner compiled for (arena, aux, it, ft, fp) whose native entry address is `addr` (Numba's calling
-    convention, as lite_numba.native_call calls kernels), propagating an exception it raised."""
+    convention, as lite_numba.jit.native_call calls kernels), propagating an exception it raised."""
     argtys = (arena, aux, it, ft, fp)
     if not isinstance(addr, types.Integer):
         raise TypingError("_call_runner: the address must be an integer")

@@ -16,8 +16,8 @@ import dataclasses
 
 import numpy as np
 
-from .kernels.registry import REWRITES
-from .plan import Node, SubgraphPlan
+from ..format.plan import Node, SubgraphPlan
+from ..kernels.registry import REWRITES
 
 
 def _consumers(plan: SubgraphPlan) -> dict[int, list[int]]:

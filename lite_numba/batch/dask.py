@@ -6,7 +6,7 @@ dask.dataframe (``map_partitions``).
 
 Each task finds the model through lite_numba.batch.shared_runner: loaded and compiled once per worker process (and
 thread), then reused by the next tasks on that worker. Every worker process of a machine shares the compile cache,
-and a worker starting on a cold cache waits for the kernels another is compiling (lite_numba.compiler) instead of
+and a worker starting on a cold cache waits for the kernels another is compiling (lite_numba.jit.compiler) instead of
 compiling them too. Only the model's path (or bytes) travels with the tasks. Dask is imported inside the functions
 (`import lite_numba` stays light). Transform the data before and after with Dask's own operations."""
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .batch import BatchInputError, io_details, load_interpreter, shared_runner
+from .runner import BatchInputError, io_details, load_interpreter, shared_runner
 
 
 def _run_block(block, model, output, batch_size, mode, num_threads):

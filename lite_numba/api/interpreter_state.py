@@ -22,8 +22,8 @@ import importlib
 
 import numpy as np
 
-from .model import load_model
-from .resolver import default_op_resolver
+from ..format.model import load_model
+from ..runtime.resolver import default_op_resolver
 
 __all__ = ["capture_state", "clone_interpreter", "copy_interpreter", "pickle_interpreter", "restore_state"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from .kernels.registry import BUILTINS, CUSTOMS
-from .ops import CustomOp, OpKernel, default_custom_ops, default_custom_prefixes
-from .schema import BUILTIN_CODES, BUILTIN_NAMES
+from ..format.schema import BUILTIN_CODES, BUILTIN_NAMES
+from ..kernels.registry import BUILTINS, CUSTOMS
+from ..ops import CustomOp, OpKernel, default_custom_ops, default_custom_prefixes
 
 
 def _op_name(op: str | int) -> str:

@@ -20,7 +20,7 @@ blocks of 1,024 (docs/architecture.md, "Batch inference at scale"). Read data in
 to 128 MiB) and keep batches of tens of examples or more.
 
 Ray makes one instance per actor: the model is loaded and compiled (or loaded from the compile cache, which every
-worker process on a machine shares; see lite_numba.compiler.claim_compiles) once per actor. Each batch arrives as
+worker process on a machine shares; see lite_numba.jit.compiler.claim_compiles) once per actor. Each batch arrives as
 {column: numpy array}; the model's inputs are read from the columns named like them (or `input_columns`), every
 output becomes a column (named like the output, or through `output_columns`), and the other columns pass through
 (ids, file names), the input columns too unless `drop_inputs`. The rows are fed by lite_numba.batch's rule.
@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from .batch import BatchInputError, BatchRunner
+from .runner import BatchInputError, BatchRunner
 
 
 def actor_pool(workers: int, in_flight: int = 4):

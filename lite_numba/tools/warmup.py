@@ -5,7 +5,7 @@ installers), so that the first `allocate_tensors()` of a later process only load
     lite-numba warmup --all
 
 Each model is loaded, allocated (every static kernel and the runner are compiled, in parallel worker processes when
-several are missing; see lite_numba.compiler.precompile) and invoked once on zeros, which also compiles what only
+several are missing; see lite_numba.jit.compiler.precompile) and invoked once on zeros, which also compiles what only
 runs at invoke time (dynamic nodes). `--all` warms the bundled example models and `common_op_models()`: a float32
 and an int8 chain of the ops of typical image models (convolutions 3x3 and 1x1, depthwise, residual ADD, pooling,
 MEAN, FULLY_CONNECTED, SOFTMAX, RESHAPE, CONCATENATION), built in code.
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import numba_cache
-from .builder import ModelBuilder
-from .compiler import STATS, cache_dir
-from .interpreter import Interpreter
-from .version import __version__
+from ..api.interpreter import Interpreter
+from ..format.builder import ModelBuilder
+from ..jit import numba_cache
+from ..jit.compiler import STATS, cache_dir
+from ..version import __version__
 
 __all__ = ["cache_locations", "common_op_models", "main", "warm_model"]
 
@@ -43,7 +43,7 @@ def cache_locations() -> dict[str, str]:
 def warm_model(model: str | bytes, *, num_threads: int = 1, invoke: bool = True, name: str | None = None,
                out=sys.stdout) -> dict:
     """Allocate (and by default invoke once on zeros) `model`, a path or the model's bytes; returns what it took:
-    seconds and the kernels compiled or loaded (lite_numba.compiler.STATS)."""
+    seconds and the kernels compiled or loaded (lite_numba.jit.compiler.STATS)."""
     before = dict(STATS)
     t0 = time.perf_counter()
     it = Interpreter(model_path=model, num_threads=num_threads)

@@ -16,7 +16,7 @@ import numpy as np
 import tflite
 from flatbuffers import flexbuffers
 
-from .options import parse_options
+from .builtin_options import parse_options
 from .plan import NO_QUANTIZATION, ModelPlan, Node, Quantization, Signature, SubgraphPlan, TensorSpec
 from .schema import BUILTIN_NAMES, TENSOR_TYPES
 

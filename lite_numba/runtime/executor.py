@@ -5,7 +5,7 @@ nodes are turned into the source of one `@njit` function `run(arena, aux, it, ft
 view `arena[it[p]:it[p+1]].view(dtype).reshape((it[p+2], ...))`; offsets, shapes and scalars live in the int64 table
 `it` and the float64 table `ft`, so the source depends on the graph's *structure* only (kernels, dtypes, ranks), not
 on shapes: resizing or another model with the same structure reuses the compiled function. The runner calls each
-kernel through its native entry address, passed at run time in the int64 table `fp` (lite_numba.native_call), and
+kernel through its native entry address, passed at run time in the int64 table `fp` (lite_numba.jit.native_call), and
 builds the kernels' array arguments directly from `it`: it contains no kernel code, compiles in ~30 ms a call site and
 depends on the kernels' argument types only. The source is written to a cache directory keyed by its hash plus the
 versions of lite_numba, Numba and native_call (not the kernel sources), imported as a module, and compiled with
@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from ..format.model import decode_custom_options
+from ..format.plan import Node, SubgraphPlan
+from ..jit.codegen import Segment, make_segment
+from ..ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
 from .arena import Allocation, ArenaLimitError, check_arena_bytes, check_tensor_bytes, lifetimes, plan_arena
-from .codegen import Segment, make_segment
-from .model import decode_custom_options
-from .ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
-from .plan import Node, SubgraphPlan
 
 
 class PrepareError(RuntimeError, ValueError):
@@ -169,7 +169,7 @@ class GraphRuntime:
         """[(native address, aux, it, ft, fp)] of the compiled runners that make up the whole invoke, in order, when
         that is all an invoke runs (a plain program of compiled segments only: no host node, Python-mode segment or
         speculation) and each runner can be called by its native address (Segment.address); else None.
-        lite_numba.rows calls them so, many examples per call."""
+        lite_numba.runtime.rows calls them so, many examples per call."""
         if not self.ready or not self.steps or not self.plain_program() or len(self.program) != len(self.steps):
             return None
         out = []

@@ -37,8 +37,8 @@ RECENT_S = 24 * 3600  # ... and any used within a day: another installation or w
 
 
 def _sources() -> list[Path]:
-    core = Path(__file__).parent
-    files = sorted(core.glob("*.py"))
+    package = Path(__file__).parents[1]
+    files = sorted(package.rglob("*.py"))
     for sub in ("kernels", "plugins"):
         spec = importlib.util.find_spec(f"lite_numba.{sub}")
         if spec is not None and spec.submodule_search_locations:

@@ -14,10 +14,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .interpreter import Interpreter
-from .model import load_model, read_model_bytes
-from .plan import ModelPlan, SubgraphPlan, TensorSpec
-from .resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver
+from ..api.interpreter import Interpreter
+from ..format.model import load_model, read_model_bytes
+from ..format.plan import ModelPlan, SubgraphPlan, TensorSpec
+from ..runtime.resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver
 
 __all__ = ["inspect_model", "format_inspection", "op_status"]
 

@@ -3,7 +3,7 @@
 Every tensor argument becomes a view of the arena or of the aux buffer at an offset held in the int64 table `it`
 (shapes there too, scalars in `it` / `ft`), so the source depends on the graph's *structure* only (kernels, dtypes,
 ranks), not on shapes: resizing or another model with the same structure reuses the compiled runner. The runner calls
-each kernel through its native entry address, passed at run time in the table `fp` (lite_numba.native_call).
+each kernel through its native entry address, passed at run time in the table `fp` (lite_numba.jit.native_call).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .arena import align64
+from ..ops import Call, ConstArg, Tensor, TensorView
+from ..runtime.arena import align64
 from .compiler import (
     cached_address,
     cached_spec_types,
@@ -27,7 +28,6 @@ from .compiler import (
     precompile,
     runner_sig,
 )
-from .ops import Call, ConstArg, Tensor, TensorView
 from .symbols import symbol_name
 
 
@@ -47,7 +47,7 @@ class Segment:
         self.it = np.zeros(1, np.int64)
         self.ft = np.zeros(1, np.float64)
         self.fp = np.zeros(1, np.int64)  # native entry addresses of the kernels the runner calls (native_call)
-        self.address = 0  # the compiled runner's own native entry address (lite_numba.rows calls it), 0 if none
+        self.address = 0  # the compiled runner's own native entry address (lite_numba.runtime.rows calls it), 0 if none
         self.py_calls: list[tuple[Any, tuple, int]] = []  # (fn, resolved args, node) for python mode / profiling
         self.source = ""
 
@@ -55,7 +55,7 @@ class Segment:
 
 def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, arena: np.ndarray) -> Segment:
     """The segment of the static `nodes`: the generated runner source calling every scheduled kernel (by native
-    address, lite_numba.native_call), its tables (aux constants, int64 it, float64 ft, addresses fp), the compiled
+    address, lite_numba.jit.native_call), its tables (aux constants, int64 it, float64 ft, addresses fp), the compiled
     runner, and the same calls resolved for Python mode. prepared[ni].calls: the node's scheduled calls; offsets:
     tensor arena offsets; array(i): tensor i's storage; arena: the runtime's arena."""
     calls = [(ni, c) for ni in nodes for c in prepared[ni].calls]
@@ -83,7 +83,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
     findex: dict = {}
     for ni, call in calls:
         src = []
-        spec = []  # the arguments as lite_numba.native_call spells them, positions relative to the call's first
+        spec = []  # the arguments as lite_numba.jit.native_call spells them, positions relative to the call's first
         p0, q0 = len(it), len(ft)
         for a in call.args:
             if isinstance(a, (Tensor, TensorView, ConstArg)):
@@ -117,7 +117,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
                 it.append(int(a))
         spec = ";".join(spec)
         pending.append((ni, call.fn, src, cached_spec_types(f"0;{spec}" if spec else "0"), spec, p0, q0))
-    # Kernels are called through their native entry addresses (lite_numba.native_call), passed in `fp` at run
+    # Kernels are called through their native entry addresses (lite_numba.jit.native_call), passed in `fp` at run
     # time: the runner contains no kernel code, so it compiles in a fraction of the time and is shared by every
     # kernel version with the same signature. A callable that is not a plain Numba kernel returning None is
     # called directly (linked into the runner) instead.

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .interpreter import Interpreter
+from ..api.interpreter import Interpreter
 
 MODES = ("auto", "resize", "loop", "fixed")
 

@@ -19,7 +19,7 @@ from typing import Any
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
-from .batch import BatchInputError, BatchRunner
+from .runner import BatchInputError, BatchRunner
 
 
 class TFLiteModelHandlerNumpy(ModelHandler[Any, PredictionResult, BatchRunner]):

@@ -1,4 +1,4 @@
-"""`lite-numba benchmark` (also `python -m lite_numba.benchmark`): the official `benchmark_model` tool for lite-numba.
+"""`lite-numba benchmark` (or `python -m lite_numba.tools.benchmark`): the official `benchmark_model` tool.
 
     lite-numba benchmark --graph model.tflite [--num_runs 50] [--enable_op_profiling]
                          [--op_profiling_output_mode stdout|csv|json|html] [--compare_official] ...
@@ -32,8 +32,8 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
-from .interpreter import Interpreter, resize_input, set_tensor
-from .profiling import RunStats, format_stats_tables, init_rows, profile_runtime
+from ..api.interpreter import Interpreter, resize_input, set_tensor
+from ..runtime.profiling import RunStats, format_stats_tables, init_rows, profile_runtime
 
 OUTPUT_MODES = ("stdout", "csv", "json", "html")
 
@@ -659,7 +659,7 @@ def _g(x: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `lite-numba benchmark` and `python -m lite_numba.benchmark`."""
+    """Entry point of `lite-numba benchmark` and `python -m lite_numba.tools.benchmark`."""
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:  # the official tool warns and goes on, so its command lines can be pasted as they are
         print(f"WARNING: Unconsumed cmdline flags: {' '.join(unknown)}", file=sys.stderr)

@@ -1,9 +1,9 @@
 """The `lite-numba` command: `benchmark`, `inspect`, `run` and `warmup`.
 
-    lite-numba benchmark --graph MODEL.tflite [official benchmark_model flags]   (see lite_numba.benchmark)
-    lite-numba inspect MODEL.tflite [--json] [--builtin-only]                   (see lite_numba.inspect_model)
+    lite-numba benchmark --graph MODEL.tflite [official benchmark_model flags]   (see lite_numba.tools.benchmark)
+    lite-numba inspect MODEL.tflite [--json] [--builtin-only]                   (see lite_numba.tools.inspect_model)
     lite-numba run MODEL.tflite --input x.npy [--input y.npy] --output-dir D [--trace] [--all-tensors]
-    lite-numba warmup [MODEL.tflite ...] [--all] [--num-threads N]            (see lite_numba.warmup)
+    lite-numba warmup [MODEL.tflite ...] [--all] [--num-threads N]            (see lite_numba.tools.warmup)
 
 `run` feeds the inputs (in the model's input order, or `NAME=path.npy`; random values when none are given), invokes
 once and writes every output to D/<output tensor name>.npy (names sanitized to letters, digits, '.', '_' and '-').
@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from .version import __version__
+from ..version import __version__
 
 __all__ = ["main", "run_model", "sanitize_name"]
 
@@ -70,8 +70,8 @@ def _load_inputs(specs: list[str], details: list[dict]) -> list[np.ndarray | Non
 def run_model(model: str, inputs: list[str], output_dir: str, *, trace: bool = False, all_tensors: bool = False,
               num_threads: int = 1, out=sys.stdout) -> list[str]:
     """Run `model` once on the .npy `inputs` and write its outputs to `output_dir`; returns the files written."""
+    from ..api.interpreter import Interpreter  # lazy: as above
     from .benchmark import random_input  # lazy: a command's modules load only when it runs (fast --help)
-    from .interpreter import Interpreter  # lazy: as above
 
     interp = Interpreter(model_path=model, num_threads=num_threads, experimental_preserve_all_tensors=all_tensors)
     details = interp.get_input_details()

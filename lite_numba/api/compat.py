@@ -2,7 +2,7 @@
 
 A library that does `import tflite_runtime.interpreter as tflite` (or `ai_edge_litert.interpreter`) inside its own
 code cannot be switched by editing an import line. Calling `lite_numba.install_as_tflite_runtime()` before importing
-it registers modules of those names in `sys.modules` that offer `lite_numba.interpreter`'s names (Interpreter,
+it registers modules of those names in `sys.modules` that offer `lite_numba.api.interpreter`'s names (Interpreter,
 InterpreterWithCustomOps, SignatureRunner, OpResolverType, load_delegate, Delegate), as `pymysql.install_as_MySQLdb()`
 does for MySQLdb. Nothing is installed on import of lite_numba: it is always the program's explicit choice.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
+from ..version import __version__
 from . import interpreter as _interpreter
-from .version import __version__
 
 __all__ = ["install_as_tflite_runtime", "RUNTIME_NAMES"]
 

@@ -1,0 +1,822 @@
+"""Programmatic writer for TFLite flatbuffer models.
+
+:class:`ModelBuilder` assembles tensors, operators, subgraphs and signatures
+in plain Python records and serializes them with ``flatbuffers.Builder`` and
+the flatc-generated builder functions of the ``tflite`` package.  The output
+is a ``.tflite`` file (file identifier ``"TFL3"``, schema version 3) that the
+official LiteRT runtime loads.
+
+Example::
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [1, 4])
+    w = b.add_const("w", np.ones([1, 4], np.float32))
+    y = b.add_tensor("y", np.float32, [1, 4])
+    b.add_op("ADD", [x, w], [y], options={"fused_activation_function": "RELU"})
+    b.mark_output(y)
+    model_bytes = b.build()
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import flatbuffers
+import numpy as np
+from flatbuffers import flexbuffers
+from tflite.ActivationFunctionType import ActivationFunctionType
+from tflite.BuiltinOperator import BuiltinOperator
+from tflite.CombinerType import CombinerType
+from tflite.CustomOptionsFormat import CustomOptionsFormat
+from tflite.FullyConnectedOptionsWeightsFormat import FullyConnectedOptionsWeightsFormat
+from tflite.LSHProjectionType import LSHProjectionType
+from tflite.LSTMKernelType import LSTMKernelType
+from tflite.MirrorPadMode import MirrorPadMode
+from tflite.Padding import Padding
+from tflite.ReduceWindowFunction import ReduceWindowFunction
+from tflite.RngAlgorithm import RngAlgorithm
+from tflite.StablehloComparisonDirection import StablehloComparisonDirection
+from tflite.StablehloComparisonType import StablehloComparisonType
+from tflite.StablehloPrecisionConfig import StablehloPrecisionConfig
+from tflite.TensorType import TensorType
+
+from .schema import (
+    BUILTIN_CODES,
+    BUILTIN_NAMES,
+    DTYPE_TO_TENSOR_TYPE,
+    TENSOR_TYPE_TO_DTYPE,
+    options_table_for,
+    snake_case,
+)
+
+
+def _tfl_module(name: str):
+    # ``tflite/__init__`` star-imports each submodule, so ``tflite.Buffer`` is the
+    # reader class; fetch the module object itself.
+    return importlib.import_module(f"tflite.{name}")
+
+
+_Buffer = _tfl_module("Buffer")
+_Metadata = _tfl_module("Metadata")
+_Model = _tfl_module("Model")
+_Operator = _tfl_module("Operator")
+_OperatorCode = _tfl_module("OperatorCode")
+_Quant = _tfl_module("QuantizationParameters")
+_SignatureDef = _tfl_module("SignatureDef")
+_SubGraph = _tfl_module("SubGraph")
+_Tensor = _tfl_module("Tensor")
+_TensorMap = _tfl_module("TensorMap")
+
+
+__all__ = [
+    "FILE_IDENTIFIER",
+    "SCHEMA_VERSION",
+    "ModelBuilder",
+    "SubgraphBuilder",
+    "builtin_code",
+    "builtin_options_table",
+    "numpy_to_tensor_type",
+    "options_fields",
+    "tensor_type_to_numpy",
+]
+
+FILE_IDENTIFIER = b"TFL3"
+SCHEMA_VERSION = 3
+
+Quant = tuple | Mapping[str, Any] | None
+DTypeLike = Any
+
+# ---------------------------------------------------------------------------
+# Types
+# ---------------------------------------------------------------------------
+
+def numpy_to_tensor_type(dtype: DTypeLike) -> int:
+    """Return the ``tflite.TensorType`` value for a numpy dtype (or dtype-like)."""
+    dt = np.dtype(dtype)
+    try:
+        return DTYPE_TO_TENSOR_TYPE[dt.newbyteorder("=")]
+    except KeyError:
+        raise ValueError(f"unsupported tensor dtype {dt}") from None
+
+
+def tensor_type_to_numpy(tensor_type: int) -> np.dtype:
+    """Return the numpy dtype for a ``tflite.TensorType`` value."""
+    try:
+        return TENSOR_TYPE_TO_DTYPE[int(tensor_type)]
+    except KeyError:
+        raise ValueError(f"unsupported tflite TensorType {tensor_type}") from None
+
+
+def _enum_members(enum_cls: type) -> dict[str, int]:
+    return {k: v for k, v in vars(enum_cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+
+
+def builtin_code(op: str | int) -> int:
+    """Resolve a builtin operator given by name (``"CONV_2D"``) or code to its code."""
+    if isinstance(op, (int, np.integer)) and not isinstance(op, bool):
+        if int(op) not in BUILTIN_NAMES:
+            raise ValueError(f"unknown builtin operator code {op}")
+        return int(op)
+    if isinstance(op, str):
+        key = op.upper()
+        if key in BUILTIN_CODES:
+            return BUILTIN_CODES[key]
+        raise ValueError(f"unknown builtin operator {op!r}")
+    raise TypeError(f"builtin operator must be a name or an int, got {type(op).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# Builtin operator -> options table
+# ---------------------------------------------------------------------------
+
+def builtin_options_table(op: str | int) -> str | None:
+    """Name of the options table (e.g. ``"Conv2DOptions"``) of a builtin op, or None."""
+    entry = options_table_for(BUILTIN_NAMES[builtin_code(op)])
+    return entry[0] if entry else None
+
+
+# ---------------------------------------------------------------------------
+# Options table introspection (derived from the generated tflite modules)
+# ---------------------------------------------------------------------------
+
+# Enum-valued scalar option fields (by snake_case field name) -> enum class.
+_ENUM_FIELDS: dict[str, type] = {
+    "fused_activation_function": ActivationFunctionType,
+    "padding": Padding,
+    "weights_format": FullyConnectedOptionsWeightsFormat,
+    "combiner": CombinerType,
+    "kernel_type": LSTMKernelType,
+    "mode": MirrorPadMode,
+    "composite_attributes_format": CustomOptionsFormat,
+    "algorithm": RngAlgorithm,
+    "comparison_direction": StablehloComparisonDirection,
+    "compare_type": StablehloComparisonType,
+    "reduce_function": ReduceWindowFunction,
+    "quantized_bias_type": TensorType,
+    "output_type": TensorType,
+    "out_type": TensorType,
+    "in_data_type": TensorType,
+    "out_data_type": TensorType,
+    "idx_out_type": TensorType,
+    "key_dtype": TensorType,
+    "value_dtype": TensorType,
+}
+# Vector fields whose elements are enum values.
+_ENUM_VECTOR_FIELDS: dict[str, type] = {
+    "precision_config": StablehloPrecisionConfig,
+}
+_ENUM_FIELDS_BY_TABLE: dict[tuple[str, str], type] = {
+    ("LSHProjectionOptions", "type"): LSHProjectionType,
+}
+
+_FLAGS_TO_NUMPY = {
+    "Bool": np.bool_,
+    "Int8": np.int8,
+    "Uint8": np.uint8,
+    "Int16": np.int16,
+    "Uint16": np.uint16,
+    "Int32": np.int32,
+    "Uint32": np.uint32,
+    "Int64": np.int64,
+    "Uint64": np.uint64,
+    "Float32": np.float32,
+    "Float64": np.float64,
+}
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One field of an options table."""
+
+    name: str  # snake_case
+    kind: str  # "scalar" | "vector" | "string"
+    ctype: str  # flatbuffers scalar type ("Int32", "Bool", ...) or vector element type
+    adder: Callable
+    enum: type | None = None
+
+
+@dataclass(frozen=True)
+class _OptionsSpec:
+    table: str
+    start: Callable
+    end: Callable
+    fields: dict[str, _Field]
+
+
+@functools.cache
+def _options_spec(table: str) -> _OptionsSpec:
+    mod = importlib.import_module(f"tflite.{table}")
+    reader_cls = getattr(mod, table)
+    prefix = f"{table}Add"
+    fields: dict[str, _Field] = {}
+    for fn_name in dir(mod):
+        if not fn_name.startswith(prefix):
+            continue
+        camel = fn_name[len(prefix):]
+        adder = getattr(mod, fn_name)
+        src = inspect.getsource(adder)
+        m = re.search(r"builder\.Prepend(\w+)Slot\(", src)
+        if m is None:  # pragma: no cover - generated code always matches
+            continue
+        slot_type = m.group(1)
+        name = snake_case(camel)
+        enum = _ENUM_FIELDS_BY_TABLE.get((table, name), _ENUM_FIELDS.get(name))
+        if slot_type != "UOffsetTRelative":
+            fields[name] = _Field(name, "scalar", slot_type, adder, enum)
+            continue
+        reader_src = inspect.getsource(getattr(reader_cls, camel))
+        if hasattr(mod, f"{table}Start{camel}Vector"):
+            em = re.search(r"number_types\.(\w+)Flags,\s*a\b", reader_src)
+            if em is None or em.group(1) not in _FLAGS_TO_NUMPY:
+                continue  # vectors of tables are not supported (none exist in options)
+            fields[name] = _Field(name, "vector", em.group(1), adder, _ENUM_VECTOR_FIELDS.get(name))
+        elif ".String(" in reader_src:
+            fields[name] = _Field(name, "string", "String", adder, None)
+    return _OptionsSpec(
+        table=table,
+        start=getattr(mod, f"{table}Start"),
+        end=getattr(mod, f"{table}End"),
+        fields=fields,
+    )
+
+
+def options_fields(table: str) -> list[str]:
+    """snake_case field names accepted for the options table ``table``."""
+    return sorted(_options_spec(table).fields)
+
+
+def _enum_value(enum_cls: type, value: Any, fld: str, table: str) -> int:
+    if enum_cls is TensorType and not isinstance(value, (str, int, np.integer)):
+        return numpy_to_tensor_type(value)  # numpy dtype / type object
+    if isinstance(value, str):
+        members = _enum_members(enum_cls)
+        if value.upper() in members:
+            return members[value.upper()]
+        if value in members:
+            return members[value]
+        raise ValueError(
+            f"invalid value {value!r} for field {fld!r} of {table}; "
+            f"expected one of {sorted(members)} or an int"
+        )
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"invalid value {value!r} for enum field {fld!r} of {table}")
+    return int(value)
+
+
+def _coerce_scalar(f: _Field, value: Any, table: str) -> Any:
+    if f.enum is not None:
+        return _enum_value(f.enum, value, f.name, table)
+    if f.ctype == "Bool":
+        return bool(value)
+    if f.ctype.startswith("Float"):
+        return float(value)
+    if isinstance(value, str):
+        raise TypeError(f"field {f.name!r} of {table} expects a number, got {value!r}")
+    return int(value)
+
+
+def _normalize_options(table: str, options: Mapping[str, Any]) -> list[tuple[_Field, Any]]:
+    spec = _options_spec(table)
+    out: list[tuple[_Field, Any]] = []
+    for key, value in options.items():
+        f = spec.fields.get(key)
+        if f is None:
+            raise ValueError(
+                f"unknown field {key!r} for options table {table}; "
+                f"known fields: {sorted(spec.fields)}"
+            )
+        if f.kind == "scalar":
+            out.append((f, _coerce_scalar(f, value, table)))
+        elif f.kind == "string":
+            if isinstance(value, bytes):
+                value = value.decode("utf-8")
+            out.append((f, str(value)))
+        else:
+            if isinstance(value, (bytes, bytearray)) and f.ctype == "Uint8":
+                arr = np.frombuffer(bytes(value), dtype=np.uint8)
+            else:
+                seq = np.atleast_1d(np.asarray(value, dtype=object)).ravel().tolist()
+                if f.enum is not None:
+                    seq = [_enum_value(f.enum, v, f.name, table) for v in seq]
+                arr = np.asarray(seq, dtype=_FLAGS_TO_NUMPY[f.ctype])
+            out.append((f, arr))
+    return out
+
+
+def _write_options(fb: flatbuffers.Builder, table: str, values: list[tuple[_Field, Any]]) -> int:
+    spec = _options_spec(table)
+    offsets: dict[str, int] = {}
+    for f, v in values:  # vectors and strings before the table starts
+        if f.kind == "vector":
+            offsets[f.name] = fb.CreateNumpyVector(v.astype(v.dtype.newbyteorder("<")))
+        elif f.kind == "string":
+            offsets[f.name] = fb.CreateString(v)
+    spec.start(fb)
+    for f, v in values:
+        f.adder(fb, offsets.get(f.name, v))
+    return spec.end(fb)
+
+
+# ---------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------
+
+
+def _normalize_quant(quant: Quant) -> dict | None:
+    if quant is None:
+        return None
+    if isinstance(quant, tuple):
+        if len(quant) != 2:
+            raise ValueError("per-tensor quant must be a (scale, zero_point) tuple")
+        scale, zp = quant
+        return {"scales": [float(scale)], "zero_points": [int(zp)], "quantized_dimension": 0,
+                "min": None, "max": None}
+    if isinstance(quant, Mapping):
+        unknown = set(quant) - {"scales", "scale", "zero_points", "zero_point",
+                                "quantized_dimension", "min", "max"}
+        if unknown:
+            raise ValueError(f"unknown quantization keys {sorted(unknown)}")
+        scales = quant.get("scales", quant.get("scale"))
+        scales = [] if scales is None else [float(s) for s in np.atleast_1d(scales)]
+        zps = quant.get("zero_points", quant.get("zero_point"))
+        if zps is None:
+            zps = [0] * len(scales)
+        elif np.ndim(zps) == 0:
+            zps = [int(zps)] * len(scales)
+        else:
+            zps = [int(z) for z in np.asarray(zps).ravel()]
+        mn, mx = quant.get("min"), quant.get("max")
+        return {
+            "scales": scales,
+            "zero_points": zps,
+            "quantized_dimension": int(quant.get("quantized_dimension", 0)),
+            "min": None if mn is None else [float(v) for v in np.atleast_1d(mn)],
+            "max": None if mx is None else [float(v) for v in np.atleast_1d(mx)],
+        }
+    raise TypeError("quant must be None, a (scale, zero_point) tuple or a dict")
+
+
+@dataclass
+class _TensorRec:
+    name: str
+    dtype: np.dtype
+    shape: list[int]
+    buffer: int
+    quant: dict | None
+    shape_signature: list[int] | None
+    is_variable: bool
+
+
+@dataclass
+class _OpRec:
+    opcode_key: tuple
+    inputs: list[int]
+    outputs: list[int]
+    options_table: str | None = None
+    options_union: int = 0
+    options_type: int = 0
+    options_values: list = field(default_factory=list)
+    custom_options: bytes | None = None
+    intermediates: list[int] | None = None
+
+
+def _int_list(values: Sequence[int] | None, what: str) -> list[int] | None:
+    if values is None:
+        return None
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{what} must contain ints, got {v!r}")
+        out.append(int(v))
+    return out
+
+
+class SubgraphBuilder:
+    """Builds one subgraph: its tensors, operators, inputs and outputs.
+
+    Create through :meth:`ModelBuilder.add_subgraph` (or use ``ModelBuilder.main``).
+    Tensor-creating methods return the tensor index within this subgraph.
+    """
+
+    def __init__(self, model: ModelBuilder, index: int, name: str) -> None:
+        self.model = model
+        self.index = index
+        self.name = name
+        self.tensors: list[_TensorRec] = []
+        self.operators: list[_OpRec] = []
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
+
+    # -- tensors -----------------------------------------------------------
+    def add_tensor(
+        self,
+        name: str,
+        dtype: DTypeLike,
+        shape: Sequence[int],
+        quant: Quant = None,
+        shape_signature: Sequence[int] | None = None,
+        is_variable: bool = False,
+    ) -> int:
+        """Add a non-constant tensor and return its index.
+
+        ``shape_signature`` may contain -1 for dynamic dimensions; ``quant`` is
+        ``(scale, zero_point)`` or ``{"scales", "zero_points", "quantized_dimension"}``.
+        """
+        return self._add(name, dtype, shape, 0, quant, shape_signature, is_variable)
+
+    def add_input(
+        self,
+        name: str,
+        dtype: DTypeLike,
+        shape: Sequence[int],
+        shape_signature: Sequence[int] | None = None,
+        quant: Quant = None,
+    ) -> int:
+        """Add a tensor and append it to the subgraph inputs; returns its index."""
+        t = self.add_tensor(name, dtype, shape, quant=quant, shape_signature=shape_signature)
+        self.inputs.append(t)
+        return t
+
+    def add_const(self, name: str, array: Any, quant: Quant = None) -> int:
+        """Add a constant tensor backed by its own buffer (dtype/shape from ``array``)."""
+        arr = np.asarray(array)
+        numpy_to_tensor_type(arr.dtype)  # validate dtype
+        # asarray, not ascontiguousarray: the latter turns 0-d arrays into shape [1]
+        arr = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"))
+        buf = self.model._add_buffer(arr.tobytes(order="C"))
+        return self._add(name, arr.dtype, list(arr.shape), buf, quant, None, False)
+
+    def _add(self, name, dtype, shape, buffer, quant, shape_signature, is_variable) -> int:
+        dt = np.dtype(dtype)
+        numpy_to_tensor_type(dt)
+        shape_l = _int_list(list(shape), "shape")
+        sig = _int_list(list(shape_signature), "shape_signature") if shape_signature is not None else None
+        if sig is not None and len(sig) != len(shape_l):
+            raise ValueError(f"shape_signature {sig} has a different rank than shape {shape_l}")
+        self.tensors.append(
+            _TensorRec(str(name), dt.newbyteorder("="), shape_l, buffer,
+                       _normalize_quant(quant), sig, bool(is_variable))
+        )
+        return len(self.tensors) - 1
+
+    def mark_input(self, tensor: int) -> None:
+        """Append an existing tensor to the subgraph inputs."""
+        self._check_tensor(tensor, allow_absent=False)
+        self.inputs.append(int(tensor))
+
+    def mark_output(self, tensor: int) -> None:
+        """Append an existing tensor to the subgraph outputs."""
+        self._check_tensor(tensor, allow_absent=False)
+        self.outputs.append(int(tensor))
+
+    def _check_tensor(self, t: int, allow_absent: bool) -> None:
+        if allow_absent and t == -1:
+            return
+        if not 0 <= t < len(self.tensors):
+            raise IndexError(f"tensor index {t} out of range in subgraph {self.index} "
+                             f"({len(self.tensors)} tensors)")
+
+    # -- operators ---------------------------------------------------------
+    def add_op(
+        self,
+        op: str | int,
+        inputs: Sequence[int],
+        outputs: Sequence[int],
+        options: Mapping[str, Any] | None = None,
+        version: int = 1,
+        intermediates: Sequence[int] | None = None,
+    ) -> int:
+        """Add a builtin operator (name like ``"CONV_2D"`` or BuiltinOperator int).
+
+        ``options`` holds snake_case fields of the op's options table; enum fields
+        take member names (``"SAME"``, ``"RELU6"``) or ints.  -1 in ``inputs``
+        marks an absent optional input.  Returns the operator index.
+        """
+        code = builtin_code(op)
+        if code == BuiltinOperator.CUSTOM:
+            raise ValueError("use add_custom_op for custom operators")
+        ins = _int_list(inputs, "inputs")
+        outs = _int_list(outputs, "outputs")
+        for t in ins:
+            self._check_tensor(t, allow_absent=True)
+        for t in outs:
+            self._check_tensor(t, allow_absent=False)
+        rec = _OpRec(("builtin", code, int(version)), ins, outs,
+                     intermediates=_int_list(intermediates, "intermediates"))
+        entry = options_table_for(BUILTIN_NAMES[code])
+        if entry is None:
+            if options:
+                raise ValueError(f"builtin op {BUILTIN_NAMES[code]} has no options table, "
+                                 f"got options {sorted(options)}")
+        else:
+            rec.options_table, rec.options_union, rec.options_type = entry
+            rec.options_values = _normalize_options(rec.options_table, options or {})
+        self.model._register_opcode(rec.opcode_key)
+        self.operators.append(rec)
+        return len(self.operators) - 1
+
+    def add_custom_op(
+        self,
+        name: str,
+        inputs: Sequence[int],
+        outputs: Sequence[int],
+        options: Mapping[str, Any] | bytes | None = None,
+        version: int = 1,
+    ) -> int:
+        """Add a custom operator; dict options are serialized as a flexbuffer map."""
+        ins = _int_list(inputs, "inputs")
+        outs = _int_list(outputs, "outputs")
+        for t in ins:
+            self._check_tensor(t, allow_absent=True)
+        for t in outs:
+            self._check_tensor(t, allow_absent=False)
+        if options is None:
+            custom = None
+        elif isinstance(options, (bytes, bytearray, memoryview)):
+            custom = bytes(options)
+        elif isinstance(options, Mapping):
+            custom = bytes(flexbuffers.Dumps(dict(options)))
+        else:
+            raise TypeError("custom options must be a dict, bytes or None")
+        rec = _OpRec(("custom", str(name), int(version)), ins, outs, custom_options=custom)
+        self.model._register_opcode(rec.opcode_key)
+        self.operators.append(rec)
+        return len(self.operators) - 1
+
+    # -- serialization -----------------------------------------------------
+    def _serialize(self, fb: flatbuffers.Builder, opcode_index: dict[tuple, int]) -> int:
+        tensor_offs = [_write_tensor(fb, t) for t in self.tensors]
+        op_offs = [_write_operator(fb, op, opcode_index[op.opcode_key]) for op in self.operators]
+        tensors_vec = _offset_vector(fb, tensor_offs)
+        ops_vec = _offset_vector(fb, op_offs)
+        ins_vec = fb.CreateNumpyVector(np.asarray(self.inputs, dtype="<i4"))
+        outs_vec = fb.CreateNumpyVector(np.asarray(self.outputs, dtype="<i4"))
+        name = fb.CreateString(self.name)
+        _SubGraph.SubGraphStart(fb)
+        _SubGraph.SubGraphAddTensors(fb, tensors_vec)
+        _SubGraph.SubGraphAddInputs(fb, ins_vec)
+        _SubGraph.SubGraphAddOutputs(fb, outs_vec)
+        _SubGraph.SubGraphAddOperators(fb, ops_vec)
+        _SubGraph.SubGraphAddName(fb, name)
+        return _SubGraph.SubGraphEnd(fb)
+
+
+def _offset_vector(fb: flatbuffers.Builder, offsets: Sequence[int]) -> int:
+    fb.StartVector(4, len(offsets), 4)
+    for off in reversed(offsets):
+        fb.PrependUOffsetTRelative(off)
+    return fb.EndVector()
+
+
+def _write_quant(fb: flatbuffers.Builder, q: dict) -> int:
+    scale = fb.CreateNumpyVector(np.asarray(q["scales"], dtype="<f4"))
+    zp = fb.CreateNumpyVector(np.asarray(q["zero_points"], dtype="<i8"))
+    mn = fb.CreateNumpyVector(np.asarray(q["min"], dtype="<f4")) if q["min"] is not None else None
+    mx = fb.CreateNumpyVector(np.asarray(q["max"], dtype="<f4")) if q["max"] is not None else None
+    _Quant.QuantizationParametersStart(fb)
+    if mn is not None:
+        _Quant.QuantizationParametersAddMin(fb, mn)
+    if mx is not None:
+        _Quant.QuantizationParametersAddMax(fb, mx)
+    _Quant.QuantizationParametersAddScale(fb, scale)
+    _Quant.QuantizationParametersAddZeroPoint(fb, zp)
+    _Quant.QuantizationParametersAddQuantizedDimension(fb, q["quantized_dimension"])
+    return _Quant.QuantizationParametersEnd(fb)
+
+
+def _write_tensor(fb: flatbuffers.Builder, t: _TensorRec) -> int:
+    shape = fb.CreateNumpyVector(np.asarray(t.shape, dtype="<i4"))
+    sig = (fb.CreateNumpyVector(np.asarray(t.shape_signature, dtype="<i4"))
+           if t.shape_signature is not None else None)
+    name = fb.CreateString(t.name)
+    quant = _write_quant(fb, t.quant) if t.quant is not None else None
+    _Tensor.TensorStart(fb)
+    _Tensor.TensorAddShape(fb, shape)
+    _Tensor.TensorAddType(fb, numpy_to_tensor_type(t.dtype))
+    _Tensor.TensorAddBuffer(fb, t.buffer)
+    _Tensor.TensorAddName(fb, name)
+    if quant is not None:
+        _Tensor.TensorAddQuantization(fb, quant)
+    if t.is_variable:
+        _Tensor.TensorAddIsVariable(fb, True)
+    if sig is not None:
+        _Tensor.TensorAddShapeSignature(fb, sig)
+    _Tensor.TensorAddHasRank(fb, True)
+    return _Tensor.TensorEnd(fb)
+
+
+def _write_operator(fb: flatbuffers.Builder, op: _OpRec, opcode_index: int) -> int:
+    ins = fb.CreateNumpyVector(np.asarray(op.inputs, dtype="<i4"))
+    outs = fb.CreateNumpyVector(np.asarray(op.outputs, dtype="<i4"))
+    inter = (fb.CreateNumpyVector(np.asarray(op.intermediates, dtype="<i4"))
+             if op.intermediates is not None else None)
+    opts = (_write_options(fb, op.options_table, op.options_values)
+            if op.options_table is not None else None)
+    custom = fb.CreateByteVector(op.custom_options) if op.custom_options is not None else None
+    _Operator.OperatorStart(fb)
+    _Operator.OperatorAddOpcodeIndex(fb, opcode_index)
+    _Operator.OperatorAddInputs(fb, ins)
+    _Operator.OperatorAddOutputs(fb, outs)
+    if opts is not None:
+        if op.options_union == 1:
+            _Operator.OperatorAddBuiltinOptionsType(fb, op.options_type)
+            _Operator.OperatorAddBuiltinOptions(fb, opts)
+        else:
+            _Operator.OperatorAddBuiltinOptions2Type(fb, op.options_type)
+            _Operator.OperatorAddBuiltinOptions2(fb, opts)
+    if custom is not None:
+        _Operator.OperatorAddCustomOptions(fb, custom)
+        _Operator.OperatorAddCustomOptionsFormat(fb, CustomOptionsFormat.FLEXBUFFERS)
+    if inter is not None:
+        _Operator.OperatorAddIntermediates(fb, inter)
+    return _Operator.OperatorEnd(fb)
+
+
+class ModelBuilder:
+    """Builds a complete ``.tflite`` model.
+
+    Subgraph 0 (``self.main``) is created up front; ``add_input``, ``add_const``,
+    ``add_tensor``, ``add_op``, ``add_custom_op``, ``mark_input`` and
+    ``mark_output`` are forwarded to it.  Call :meth:`build` for the bytes.
+    """
+
+    def __init__(self, description: str = "lite-numba ModelBuilder") -> None:
+        self.description = description
+        self.subgraphs: list[SubgraphBuilder] = []
+        self.buffers: list[bytes] = [b""]  # buffer 0: empty sentinel
+        self.opcodes: list[tuple] = []
+        self._opcode_index: dict[tuple, int] = {}
+        self.signatures: list[tuple[str, dict[str, int], dict[str, int], int]] = []
+        self.metadata: list[tuple[str, int]] = []
+        self.main = self.add_subgraph("main")
+
+    # -- model-level -------------------------------------------------------
+    def add_subgraph(self, name: str = "") -> SubgraphBuilder:
+        """Append a new subgraph; its index is ``.index``."""
+        sg = SubgraphBuilder(self, len(self.subgraphs), name or f"subgraph_{len(self.subgraphs)}")
+        self.subgraphs.append(sg)
+        return sg
+
+    def add_signature(
+        self,
+        key: str,
+        inputs: Mapping[str, int],
+        outputs: Mapping[str, int],
+        subgraph: int | SubgraphBuilder = 0,
+    ) -> None:
+        """Add a SignatureDef mapping names to tensor indices of ``subgraph``."""
+        sg_index = subgraph.index if isinstance(subgraph, SubgraphBuilder) else int(subgraph)
+        if not 0 <= sg_index < len(self.subgraphs):
+            raise IndexError(f"subgraph index {sg_index} out of range")
+        sg = self.subgraphs[sg_index]
+        for t in list(inputs.values()) + list(outputs.values()):
+            sg._check_tensor(int(t), allow_absent=False)
+        self.signatures.append((str(key), {str(k): int(v) for k, v in inputs.items()},
+                                {str(k): int(v) for k, v in outputs.items()}, sg_index))
+
+    def add_metadata(self, name: str, data: bytes) -> None:
+        """Attach a named metadata entry whose payload is stored in its own buffer."""
+        self.metadata.append((str(name), self._add_buffer(bytes(data))))
+
+    def _add_buffer(self, data: bytes) -> int:
+        self.buffers.append(data)
+        return len(self.buffers) - 1
+
+    def _register_opcode(self, key: tuple) -> int:
+        if key not in self._opcode_index:
+            self._opcode_index[key] = len(self.opcodes)
+            self.opcodes.append(key)
+        return self._opcode_index[key]
+
+    # -- forwarding to the main subgraph -----------------------------------
+    def add_input(self, name: str, dtype: DTypeLike, shape: Sequence[int],
+                  shape_signature: Sequence[int] | None = None, quant: Quant = None) -> int:
+        """Add an input tensor to the main subgraph (see SubgraphBuilder.add_input)."""
+        return self.main.add_input(name, dtype, shape, shape_signature=shape_signature, quant=quant)
+
+    def add_const(self, name: str, array: Any, quant: Quant = None) -> int:
+        """Add a constant tensor to the main subgraph (see SubgraphBuilder.add_const)."""
+        return self.main.add_const(name, array, quant=quant)
+
+    def add_tensor(self, name: str, dtype: DTypeLike, shape: Sequence[int], quant: Quant = None,
+                   shape_signature: Sequence[int] | None = None, is_variable: bool = False) -> int:
+        """Add a tensor to the main subgraph (see SubgraphBuilder.add_tensor)."""
+        return self.main.add_tensor(name, dtype, shape, quant=quant,
+                                    shape_signature=shape_signature, is_variable=is_variable)
+
+    def add_op(self, op: str | int, inputs: Sequence[int], outputs: Sequence[int],
+               options: Mapping[str, Any] | None = None, version: int = 1,
+               intermediates: Sequence[int] | None = None) -> int:
+        """Add a builtin op to the main subgraph (see SubgraphBuilder.add_op)."""
+        return self.main.add_op(op, inputs, outputs, options=options, version=version,
+                                intermediates=intermediates)
+
+    def add_custom_op(self, name: str, inputs: Sequence[int], outputs: Sequence[int],
+                      options: Mapping[str, Any] | bytes | None = None, version: int = 1) -> int:
+        """Add a custom op to the main subgraph (see SubgraphBuilder.add_custom_op)."""
+        return self.main.add_custom_op(name, inputs, outputs, options=options, version=version)
+
+    def mark_input(self, tensor: int) -> None:
+        """Append a main-subgraph tensor to its inputs."""
+        self.main.mark_input(tensor)
+
+    def mark_output(self, tensor: int) -> None:
+        """Append a main-subgraph tensor to its outputs."""
+        self.main.mark_output(tensor)
+
+    # -- serialization -----------------------------------------------------
+    def build(self) -> bytes:
+        """Serialize the model to ``.tflite`` flatbuffer bytes."""
+        size_hint = 1024 + sum(len(b) + 32 for b in self.buffers)
+        fb = flatbuffers.Builder(size_hint)
+
+        buffer_offs = []
+        for data in self.buffers:
+            data_off = None
+            if data:
+                # 16-byte aligned payload, like the converter, so that any
+                # element type can be read in place.
+                fb.StartVector(1, len(data), 16)
+                fb.head = fb.head - len(data)
+                fb.Bytes[fb.head: fb.head + len(data)] = data
+                data_off = fb.EndVector()
+            _Buffer.BufferStart(fb)
+            if data_off is not None:
+                _Buffer.BufferAddData(fb, data_off)
+            buffer_offs.append(_Buffer.BufferEnd(fb))
+
+        subgraph_offs = [sg._serialize(fb, self._opcode_index) for sg in self.subgraphs]
+
+        opcode_offs = []
+        for key in self.opcodes:
+            kind, ident, version = key
+            custom = fb.CreateString(ident) if kind == "custom" else None
+            code = BuiltinOperator.CUSTOM if kind == "custom" else ident
+            _OperatorCode.OperatorCodeStart(fb)
+            _OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(fb, min(code, 127))
+            _OperatorCode.OperatorCodeAddBuiltinCode(fb, code)
+            if custom is not None:
+                _OperatorCode.OperatorCodeAddCustomCode(fb, custom)
+            _OperatorCode.OperatorCodeAddVersion(fb, version)
+            opcode_offs.append(_OperatorCode.OperatorCodeEnd(fb))
+
+        sig_offs = [_write_signature(fb, *sig) for sig in self.signatures]
+
+        meta_offs = []
+        for name, buf in self.metadata:
+            name_off = fb.CreateString(name)
+            _Metadata.MetadataStart(fb)
+            _Metadata.MetadataAddName(fb, name_off)
+            _Metadata.MetadataAddBuffer(fb, buf)
+            meta_offs.append(_Metadata.MetadataEnd(fb))
+
+        opcodes_vec = _offset_vector(fb, opcode_offs)
+        subgraphs_vec = _offset_vector(fb, subgraph_offs)
+        buffers_vec = _offset_vector(fb, buffer_offs)
+        sigs_vec = _offset_vector(fb, sig_offs)
+        meta_vec = _offset_vector(fb, meta_offs) if meta_offs else None
+        desc = fb.CreateString(self.description)
+
+        _Model.ModelStart(fb)
+        _Model.ModelAddVersion(fb, SCHEMA_VERSION)
+        _Model.ModelAddOperatorCodes(fb, opcodes_vec)
+        _Model.ModelAddSubgraphs(fb, subgraphs_vec)
+        _Model.ModelAddDescription(fb, desc)
+        _Model.ModelAddBuffers(fb, buffers_vec)
+        if meta_vec is not None:
+            _Model.ModelAddMetadata(fb, meta_vec)
+        _Model.ModelAddSignatureDefs(fb, sigs_vec)
+        root = _Model.ModelEnd(fb)
+        fb.Finish(root, file_identifier=FILE_IDENTIFIER)
+        return bytes(fb.Output())
+
+
+def _write_signature(fb: flatbuffers.Builder, key: str, inputs: dict[str, int],
+                     outputs: dict[str, int], subgraph: int) -> int:
+    def tensor_maps(mapping: dict[str, int]) -> int:
+        offs = []
+        for name, idx in mapping.items():
+            name_off = fb.CreateString(name)
+            _TensorMap.TensorMapStart(fb)
+            _TensorMap.TensorMapAddName(fb, name_off)
+            _TensorMap.TensorMapAddTensorIndex(fb, idx)
+            offs.append(_TensorMap.TensorMapEnd(fb))
+        return _offset_vector(fb, offs)
+
+    ins = tensor_maps(inputs)
+    outs = tensor_maps(outputs)
+    key_off = fb.CreateString(key)
+    _SignatureDef.SignatureDefStart(fb)
+    _SignatureDef.SignatureDefAddInputs(fb, ins)
+    _SignatureDef.SignatureDefAddOutputs(fb, outs)
+    _SignatureDef.SignatureDefAddSignatureKey(fb, key_off)
+    _SignatureDef.SignatureDefAddSubgraphIndex(fb, subgraph)
+    return _SignatureDef.SignatureDefEnd(fb)
