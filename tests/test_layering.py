@@ -188,6 +188,32 @@ def test_core_imports_kernels_only_through_the_registry():
     assert not bad, "the core imports kernel modules directly:\n" + "\n".join(bad)
 
 
+# kernels/'s families: each imports the others' building blocks only through kernels/base, which imports no family;
+# the registry (the table) may import any of them
+KERNEL_FAMILIES = ("elementwise", "linear", "movement", "reduce", "sequence", "host", "signal")
+
+
+def _family(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["lite_numba", "kernels"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def test_kernel_families_meet_only_in_base():
+    bad = []
+    for name, imports in IMPORTS.items():
+        family = _family(name)
+        if family not in (*KERNEL_FAMILIES, "base"):
+            continue
+        for target, _names, line, _inner, _lazy in imports:
+            other = _family(target)
+            if other in KERNEL_FAMILIES and other != family:
+                bad.append(f"{MODULES[name].relative_to(ROOT)}:{line} imports {target}")
+    assert not bad, "a kernel family imports another family's module (move the shared piece to kernels/base):\n" + \
+        "\n".join(bad)
+
+
 def test_walker_finds_a_cycle_and_a_hidden_import():
     # the checks themselves can fail: a two-module cycle and a function-level import are reported
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]

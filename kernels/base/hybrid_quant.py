@@ -1,11 +1,12 @@
-"""The official x86 runtime's dynamic (hybrid) input quantization of a float row that holds a NaN or an infinity,
-and its all-zero input test, for the hybrid kernels (float activations, int8 weights).
+"""The official x86 runtime's dynamic (hybrid) input quantization of float rows to int8, its all-zero input test,
+and the weights it refuses, for the hybrid kernels (float activations, int8 weights: FULLY_CONNECTED, CONV_2D, the
+LSTM, RNN and SVDF).
 
 The official x86 wheel builds TFLite's NEON tensor utilities through the NEON_2_SSE translation header
 (tensorflow/lite/kernels/internal/optimized/neon_tensor_utils.cc). For finite rows the quantization is the usual
-symmetric / asymmetric int8 scheme (`quantize_rows` in kernels/linear/fully_connected_quantized.py computes it);
-a NaN or an infinity changes it in three places, which this module reproduces (measured against ai-edge-litert
-2.3.0; the asymmetric variant is described at quantize_row_asymmetric_nonfinite):
+symmetric / asymmetric int8 scheme (`quantize_rows`); a NaN or an infinity changes it in three places, which this
+module reproduces (measured against ai-edge-litert 2.3.0; the asymmetric variant is described at
+quantize_row_asymmetric_nonfinite):
 
 - The range. NeonSymmetricQuantizeFloats takes min and max with `std::minmax_element` (libstdc++: pairs of
   elements, the first smallest and the *last* largest under `<`) and the range as `std::max(|min|, |max|)`. Every
@@ -30,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.fixedpoint import round_half_away
 from numba import njit
+
+from lite_numba.ops import PrepareContext
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
@@ -228,3 +231,94 @@ def official_is_zero_vector(x, start, n):
         if x[k] != 0:
             return False
     return True
+
+
+@njit(cache=True, inline="always")
+def round_neon(v):
+    """The official RoundToNearest of NEON_2_SSE builds: trunc(v +- 0.5) in float32 (ties away from zero, but
+    v + 0.5 itself rounds, e.g. 0.49999997 -> 1)."""
+    half = np.float32(-0.5) if v < 0 else np.float32(0.5)
+    return np.float64(np.trunc(np.float32(v + half)))
+
+
+@njit(cache=True, inline="always")
+def _round_f(v):
+    # TfLiteRound (std::round) of a float
+    return round_half_away(np.float64(v))
+
+
+@njit(cache=True, nogil=True)
+def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
+    """Quantize each row of the flat [rows, K] float32 x to int8 like TFLite's BatchQuantizeFloats: scaling factor
+    sf[r] and zero point zp[r] (0 when symmetric).
+
+    As the official x86 build computes it (NeonSymmetricQuantizeFloats / NeonAsymmetricQuantizeFloats through
+    NEON_2_SSE): blocks of 8 values are rounded by the vector code (round_neon: trunc(v +- 0.5) in float32), the
+    tail by std::round; the asymmetric zero point is added after rounding, the asymmetric range is a float32
+    difference and its inverse scale a double division. A row holding a NaN or an infinity goes to
+    quantize_row_symmetric_nonfinite / quantize_row_asymmetric_nonfinite, which reproduce what the official build
+    does with it."""
+    nvec = (K // 8) * 8
+    for r in range(rows):
+        base = r * K
+        if K == 0:
+            sf[r] = np.float32(1.0)
+            zp[r] = 0
+            continue
+        mn = x[base]
+        mx = x[base]
+        nonfinite = x[base] * np.float32(0.0)  # stays 0 unless a value is NaN or infinite
+        for k in range(1, K):
+            v = x[base + k]
+            mn = min(mn, v)
+            mx = max(mx, v)
+            nonfinite += v * np.float32(0.0)
+        if nonfinite != 0:  # NaN: the official NaN- and inf-dependent range and conversions
+            if asymmetric:
+                sf[r], zp[r] = quantize_row_asymmetric_nonfinite(x, base, K, q)
+            else:
+                sf[r] = quantize_row_symmetric_nonfinite(x, base, K, q)
+                zp[r] = 0
+            continue
+        if not asymmetric:
+            rng = max(abs(mn), abs(mx))
+            zp[r] = 0
+            if rng == 0:
+                sf[r] = np.float32(1.0)
+                for k in range(K):
+                    q[base + k] = 0
+                continue
+            sf[r] = rng / np.float32(127.0)
+            inv = np.float32(127.0) / rng
+            for k in range(K):
+                p = x[base + k] * inv
+                v = round_neon(p) if k < nvec else _round_f(p)
+                q[base + k] = np.int8(min(127.0, max(-127.0, v)))
+        else:
+            rmin = np.float64(min(np.float32(0.0), mn))
+            rmax = np.float64(max(np.float32(0.0), mx))
+            if rmin == rmax:
+                sf[r] = np.float32(1.0)
+                zp[r] = 0
+                for k in range(K):
+                    q[base + k] = 0
+                continue
+            scale = np.float64(np.float32(rmax - rmin)) / 255.0
+            off = asymmetric_zero_point(rmin, rmax, scale)
+            sf[r] = np.float32(scale)
+            zp[r] = off
+            inv = np.float32(1.0 / np.float64(np.float32(scale)))
+            for k in range(K):
+                p = x[base + k] * inv
+                v = off + (round_neon(p) if k < nvec else _round_f(p))
+                q[base + k] = np.int8(min(127.0, max(-128.0, v)))
+
+
+def refuse_minus_128(ctx: PrepareContext, name: str, values) -> None:
+    """Hybrid weights that the official x86 build multiplies in its int8 matrix-vector product (FULLY_CONNECTED and
+    the LSTM, RNN and SVDF matrices) must lie in [-127, 127], as TFLite's int8 quantization spec says: that product
+    takes |input| and moves the input's sign onto the weight, and -128 has no positive counterpart, so its products
+    with negative inputs come out with the wrong sign there. A -128 is refused rather than answered differently."""
+    if values is not None and (np.asarray(values).view(np.int8) == -128).any():
+        ctx.fail(f"{name} holds -128: hybrid (dynamic-range) int8 weights must lie in [-127, 127] (TFLite's int8 "
+                 f"quantization spec; the official kernels compute -128 times a negative input with the wrong sign)")

@@ -13,7 +13,7 @@ converted bit by bit (Numba has no float16 arithmetic).
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.movement.reshape import schedule_copy
+from lite_numba.kernels.base.copy import schedule_copy
 from numba import njit
 
 from lite_numba.ops import PrepareContext, TensorView, kernel

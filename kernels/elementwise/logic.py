@@ -11,6 +11,7 @@ SELECT is a conditional copy of raw bytes: one compiled loop per element size, w
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.copy import WORDS
 from lite_numba.kernels.base.fixedpoint import (
     quantize_multiplier,
     rounding_divide_by_pot,
@@ -26,7 +27,6 @@ from lite_numba.kernels.elementwise.arithmetic import (
     schedule_binary,
 )
 from lite_numba.kernels.elementwise.unary import unary_op
-from lite_numba.kernels.movement.transpose import WORDS
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
+from lite_numba.kernels.base.copy import write_const
 from lite_numba.kernels.elementwise.arithmetic_quantized import all_values, raw_view_dtype, schedule_lookup
-from lite_numba.kernels.movement.reshape import copy_bytes
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, kernel
@@ -200,7 +200,7 @@ def DEQUANTIZE(ctx: PrepareContext) -> None:
     if x.is_const:
         # weights: convert once, copy at invoke (as the official kernel keeps them dequantized)
         values = dequantize_values(x, np.asarray(x.data).reshape(x.shape))
-        ctx.call(copy_bytes, ctx.const(values.reshape(-1).view(np.uint8)), ctx.view(out, (out.nbytes,), np.uint8))
+        write_const(ctx, out, values)
         return
     if x.dtype == np.float16:
         raw = np.arange(1 << 16, dtype=np.int64).astype(np.uint16)

@@ -112,14 +112,6 @@ def channel_sums(w, out):
 
 
 @njit(cache=True, inline="always")
-def round_neon(v):
-    """The official RoundToNearest of NEON_2_SSE builds: trunc(v +- 0.5) in float32 (ties away from zero, but
-    v + 0.5 itself rounds, e.g. 0.49999997 -> 1)."""
-    half = np.float32(-0.5) if v < 0 else np.float32(0.5)
-    return np.float64(np.trunc(np.float32(v + half)))
-
-
-@njit(cache=True, inline="always")
 def _hybrid_value(acc, cs, s, mode):
     """Rescale an integer accumulator to float32 with the association of each official hybrid kernel:
     0: acc * (channel_scale * input_scale) (optimized conv), 1: (acc * channel_scale) * input_scale (grouped /

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.activation import float_activation_range
+from lite_numba.kernels.base.copy import write_const
+from lite_numba.kernels.base.sparsity import densify_constant
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.linear.fc_loops import fc_rows_f32, gemm_f32, transpose_batches
 from lite_numba.kernels.linear.parallel import fc_gemm_f32_par
 from lite_numba.kernels.linear.simd_f32 import schedule_fully_connected
 from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
-from lite_numba.kernels.movement.densify import densify_constant
-from lite_numba.kernels.movement.reshape import copy_bytes
 
 from lite_numba.ops import PrepareContext, kernel
 
@@ -47,7 +47,7 @@ def weights_array(ctx: PrepareContext, w) -> np.ndarray | None:
 
 def schedule_zero_fill(ctx: PrepareContext, out) -> None:
     """Weights of depth 0: TFLite zeroes the output bytes (no bias, no zero point)."""
-    ctx.call(copy_bytes, np.zeros(out.nbytes, np.uint8), ctx.view(out, (out.nbytes,), np.uint8))
+    write_const(ctx, out, np.zeros(out.size, out.dtype))
 
 
 def schedule_gemm_f32(ctx: PrepareContext, x, w_t, bias, out, batch: int, k: int, units: int, lim) -> None:

@@ -34,13 +34,7 @@ from lite_numba.kernels.base.fixedpoint import (
     quantize_multiplier,
     round_half_away,
 )
-from lite_numba.kernels.base.hybrid_quant import (
-    asymmetric_zero_point,
-    official_is_zero_vector,
-    quantize_row_asymmetric_nonfinite,
-    quantize_row_symmetric_nonfinite,
-)
-from lite_numba.kernels.linear.conv_loops import round_neon
+from lite_numba.kernels.base.hybrid_quant import official_is_zero_vector, quantize_rows, refuse_minus_128
 from lite_numba.kernels.linear.fc_loops import transpose_batches
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
 from lite_numba.kernels.linear.qgemm import schedule_qgemm_mt
@@ -243,80 +237,7 @@ def requantize(acc, bias, out, N, mode, qm, qs, fscale, ozp, lo, hi):
             out[base + n] = min(max(y, lo), hi)
 
 
-# --- hybrid: on-the-fly input quantization ----------------------------------------------------------------------
-
-@njit(cache=True, inline="always")
-def _round_f(v):
-    # TfLiteRound (std::round) of a float
-    return round_half_away(np.float64(v))
-
-
-@njit(cache=True, nogil=True)
-def quantize_rows(x, rows, K, asymmetric, q, sf, zp):
-    """Quantize each row of the flat [rows, K] float32 x to int8 like TFLite's BatchQuantizeFloats: scaling factor
-    sf[r] and zero point zp[r] (0 when symmetric).
-
-    As the official x86 build computes it (NeonSymmetricQuantizeFloats / NeonAsymmetricQuantizeFloats through
-    NEON_2_SSE): blocks of 8 values are rounded by the vector code (conv_loops.round_neon: trunc(v +- 0.5) in
-    float32), the tail by std::round; the asymmetric zero point is added after rounding, the asymmetric range is
-    a float32 difference and its inverse scale a double division. A row holding a NaN or an infinity goes to
-    quantize_row_symmetric_nonfinite / quantize_row_asymmetric_nonfinite (kernels/base/hybrid_quant.py), which
-    reproduce what the official build does with it."""
-    nvec = (K // 8) * 8
-    for r in range(rows):
-        base = r * K
-        if K == 0:
-            sf[r] = np.float32(1.0)
-            zp[r] = 0
-            continue
-        mn = x[base]
-        mx = x[base]
-        nonfinite = x[base] * np.float32(0.0)  # stays 0 unless a value is NaN or infinite
-        for k in range(1, K):
-            v = x[base + k]
-            mn = min(mn, v)
-            mx = max(mx, v)
-            nonfinite += v * np.float32(0.0)
-        if nonfinite != 0:  # NaN: the official NaN- and inf-dependent range and conversions
-            if asymmetric:
-                sf[r], zp[r] = quantize_row_asymmetric_nonfinite(x, base, K, q)
-            else:
-                sf[r] = quantize_row_symmetric_nonfinite(x, base, K, q)
-                zp[r] = 0
-            continue
-        if not asymmetric:
-            rng = max(abs(mn), abs(mx))
-            zp[r] = 0
-            if rng == 0:
-                sf[r] = np.float32(1.0)
-                for k in range(K):
-                    q[base + k] = 0
-                continue
-            sf[r] = rng / np.float32(127.0)
-            inv = np.float32(127.0) / rng
-            for k in range(K):
-                p = x[base + k] * inv
-                v = round_neon(p) if k < nvec else _round_f(p)
-                q[base + k] = np.int8(min(127.0, max(-127.0, v)))
-        else:
-            rmin = np.float64(min(np.float32(0.0), mn))
-            rmax = np.float64(max(np.float32(0.0), mx))
-            if rmin == rmax:
-                sf[r] = np.float32(1.0)
-                zp[r] = 0
-                for k in range(K):
-                    q[base + k] = 0
-                continue
-            scale = np.float64(np.float32(rmax - rmin)) / 255.0
-            off = asymmetric_zero_point(rmin, rmax, scale)
-            sf[r] = np.float32(scale)
-            zp[r] = off
-            inv = np.float32(1.0 / np.float64(np.float32(scale)))
-            for k in range(K):
-                p = x[base + k] * inv
-                v = off + (round_neon(p) if k < nvec else _round_f(p))
-                q[base + k] = np.int8(min(127.0, max(-128.0, v)))
-
+# --- hybrid: the float result -----------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
 def apply_float_activation(v, act):
@@ -494,16 +415,6 @@ def require_per_tensor(ctx: PrepareContext, *named) -> None:
     for what, t in named:
         ctx.check(t.quantization.scales.size <= 1, f"{what} {t.name!r} must be quantized per tensor, not per "
                                                    f"channel ({t.quantization.scales.size} scales)")
-
-
-def refuse_minus_128(ctx: PrepareContext, name: str, values) -> None:
-    """Hybrid weights that the official x86 build multiplies in its int8 matrix-vector product (FULLY_CONNECTED and
-    the LSTM, RNN and SVDF matrices) must lie in [-127, 127], as TFLite's int8 quantization spec says: that product
-    takes |input| and moves the input's sign onto the weight, and -128 has no positive counterpart, so its products
-    with negative inputs come out with the wrong sign there. A -128 is refused rather than answered differently."""
-    if values is not None and (np.asarray(values).view(np.int8) == -128).any():
-        ctx.fail(f"{name} holds -128: hybrid (dynamic-range) int8 weights must lie in [-127, 127] (TFLite's int8 "
-                 f"quantization spec; the official kernels compute -128 times a negative input with the wrong sign)")
 
 
 def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) -> None:

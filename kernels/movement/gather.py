@@ -7,8 +7,8 @@ official runtime fails the invoke the same way). Rows are copied as unsigned wor
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.copy import WORDS
 from lite_numba.kernels.base.shapes import normalize_axis
-from lite_numba.kernels.movement.transpose import WORDS
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, kernel

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from lite_numba.kernels.movement.reshape import copy_bytes, schedule_copy
+from lite_numba.kernels.base.copy import schedule_copy, write_const
 from lite_numba.kernels.movement.space import row_unit
 from lite_numba.kernels.movement.transpose import schedule_fill, schedule_strided_copy
 from numba import njit
@@ -74,16 +74,6 @@ def where_coords(cond, strides, out):
 
 
 # --- helpers -----------------------------------------------------------------------------------------------------
-
-def write_const(ctx: PrepareContext, out: Tensor, values: np.ndarray) -> None:
-    """Schedule writing values known at prepare time (e.g. a shape) into out."""
-    data = np.ascontiguousarray(values, dtype=out.dtype).reshape(-1)
-    if data.size == 0:
-        return
-    unit = np.int64 if data.nbytes % 8 == 0 else np.uint8
-    n = data.nbytes // np.dtype(unit).itemsize
-    ctx.call(copy_bytes, data.view(unit), ctx.view(out, (n,), unit))
-
 
 def fill_value(ctx: PrepareContext, out: Tensor, value) -> None:
     """Schedule filling out with one value: a 1-element tensor (read at run time) or a numpy scalar."""

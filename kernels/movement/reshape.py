@@ -3,24 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from lite_numba.kernels.base.copy import schedule_copy
 
 from lite_numba.ops import PrepareContext, kernel
-
-
-@njit(cache=True, nogil=True)
-def copy_bytes(x, out):
-    for i in range(out.size):
-        out[i] = x[i]
-
-
-def schedule_copy(ctx: PrepareContext, x, out) -> None:
-    """Copy x into out (same number of elements) as raw bytes: one compiled loop serves every dtype."""
-    if x.size == 0:
-        return
-    dt = np.int64 if x.nbytes % 8 == 0 else np.uint8
-    n = x.nbytes // np.dtype(dt).itemsize
-    ctx.call(copy_bytes, ctx.view(x, (n,), dt), ctx.view(out, (n,), dt))
 
 
 def infer_shape(ctx: PrepareContext, size: int, new_shape) -> tuple[int, ...]:

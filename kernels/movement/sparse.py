@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.movement.transpose import WORDS
+from lite_numba.kernels.base.copy import WORDS
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel

@@ -12,11 +12,10 @@ arguments, so the executor's fused runner does not depend on them and a resized 
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.copy import WORDS
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, kernel
-
-WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 @njit(cache=True, nogil=True)

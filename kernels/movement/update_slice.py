@@ -10,8 +10,8 @@ int8, int16, int32, int64, bool, float16, ...); only the index type (int32 / int
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.copy import WORDS
 from lite_numba.kernels.movement.gather import elem_word
-from lite_numba.kernels.movement.transpose import WORDS
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel

@@ -35,8 +35,8 @@ import functools
 
 import numpy as np
 from lite_numba.kernels.base.activation import ACT_NONE, ACT_TANH
+from lite_numba.kernels.base.hybrid_quant import quantize_rows, refuse_minus_128
 from lite_numba.kernels.base.vecmath import sigmoid_f32, tanh_f32
-from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows, refuse_minus_128
 from lite_numba.kernels.sequence.cell import (
     EMPTY_I8,
     activate,

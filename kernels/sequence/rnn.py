@@ -7,7 +7,7 @@ accumulate in int32 and are scaled back to float). Per step: h = act(bias + W x 
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows, refuse_minus_128
+from lite_numba.kernels.base.hybrid_quant import quantize_rows, refuse_minus_128
 from lite_numba.kernels.sequence.cell import (
     activate,
     cell_activation,

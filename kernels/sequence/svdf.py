@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.fixedpoint import multiply_by_quantized_multiplier as _mbqm
-from lite_numba.kernels.linear.fully_connected_quantized import quantize_rows, refuse_minus_128
+from lite_numba.kernels.base.hybrid_quant import quantize_rows, refuse_minus_128
 from lite_numba.kernels.sequence.cell import activate, cell_activation, dot, flat, int8_matvec_t, is_zero_span
 from numba import njit
 
