@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -430,9 +432,6 @@ class PrepareContext:
 
 # --- custom ops -----------------------------------------------------------------------------------------------
 
-_DEFAULT_CUSTOM_OPS: list[tuple[str, int, int, OpKernel]] = []
-
-
 def _jit(fn):
     """fn compiled with Numba, cached on disk when Numba can locate its source (a module file, a notebook cell),
     and compiled per process otherwise: functions typed at the REPL, given to `python -c` or on stdin, or made by
@@ -476,6 +475,92 @@ class CustomOp(OpKernel):
         ctx.call(self.jitted, *args)
 
 
+class CustomOpRegistry:
+    """A set of custom ops: kernels by name and version range, and kernels for every custom op whose name starts with
+    a prefix (a family of ops decoded by one kernel, such as the `Flex<TfOp>` ops). `DEFAULT_REGISTRY` holds the
+    default op set's custom ops; `default_op_resolver()` adds them to the builtins.
+
+    Ops arrive two ways. A pack of ops (the shipped lite_numba.plugins, a third-party pack of the entry-point group
+    "lite_numba.ops") registers through its function `register(ops)`, called by `add_pack` with this registry;
+    importing a pack registers nothing. Everything else is added directly: `@custom_op` adds to DEFAULT_REGISTRY.
+    A resolver gets the packs' ops first, then the ones added directly, each in registration order; the later
+    registration of a name and version wins, so an op a user defines overrides a pack's op of the same name whatever
+    the import order.
+
+    `add_custom` and `add_custom_prefix` are MutableOpResolver's, so a pack's `register` fills either: this registry,
+    or an op set of one's own (`lite_numba.plugins.mediapipe.register(BuiltinOpResolver())`)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._customs: list[tuple[bool, str, int, int, OpKernel]] = []  # (from a pack, name, lo, hi, kernel)
+        self._prefixes: list[tuple[bool, str, OpKernel]] = []  # (from a pack, prefix, kernel)
+        self._in_pack = threading.local()  # .depth: add_pack calls running on this thread
+
+    def _from_pack(self) -> bool:
+        return getattr(self._in_pack, "depth", 0) > 0
+
+    def add_custom(self, name: str, kernel: OpKernel | Callable, min_version: int = 1, max_version: int = 1) -> None:
+        """Register a custom op; `kernel` is an OpKernel, a @custom_op function or a plain Python function."""
+        if not isinstance(kernel, OpKernel):
+            kernel = CustomOp(name, kernel)
+        with self._lock:
+            self._customs.append((self._from_pack(), name, int(min_version), int(max_version), kernel))
+
+    def add_custom_prefix(self, prefix: str, kernel: OpKernel) -> None:
+        """Register `kernel` for every custom op named `prefix...` (any version) that has no registration of its own
+        (the longest matching prefix wins); the kernel reads the op's name from its node."""
+        if not isinstance(kernel, OpKernel):
+            raise TypeError(f"add_custom_prefix expects an OpKernel, got {type(kernel).__name__}")
+        with self._lock:
+            self._prefixes.append((self._from_pack(), prefix, kernel))
+
+    def add_pack(self, pack) -> None:
+        """Register a pack of ops. `pack` is its function `register(ops)`, a module defining one, or an entry point
+        (importlib.metadata.EntryPoint) naming either, loaded here; `register` is called with this registry. A
+        module without `register` is a legacy pack: its `@custom_op` decorators registered its ops into the default
+        op set when it was imported (loading it here counts them as the pack's). An OpKernel joins under its name
+        and the versions its @custom_op declared."""
+        self._in_pack.depth = getattr(self._in_pack, "depth", 0) + 1
+        try:
+            if not isinstance(pack, (types.ModuleType, OpKernel)) and callable(getattr(pack, "load", None)):
+                pack = pack.load()  # an entry point: import it while counting as a pack (legacy @custom_op modules)
+            if isinstance(pack, OpKernel):
+                self.add_custom(pack.name, pack, *pack.meta.get("versions", (1, 1)))
+            elif isinstance(pack, types.ModuleType):
+                register = getattr(pack, "register", None)
+                if register is not None:
+                    register(self)
+            elif callable(pack):
+                pack(self)
+            else:
+                raise TypeError(f"a pack of ops is a function register(ops), a module or an entry point, got "
+                                f"{type(pack).__name__}")
+        finally:
+            self._in_pack.depth -= 1
+
+    def custom_ops(self) -> list[tuple[str, int, int, OpKernel]]:
+        """(name, min version, max version, kernel) in the order a resolver adds them: packs' ops, then the rest."""
+        with self._lock:
+            rows = list(self._customs)
+        return [(n, lo, hi, k) for _, n, lo, hi, k in sorted(rows, key=lambda r: not r[0])]
+
+    def custom_prefixes(self) -> list[tuple[str, OpKernel]]:
+        """(prefix, kernel) in the order a resolver adds them: packs' prefixes, then the rest."""
+        with self._lock:
+            rows = list(self._prefixes)
+        return [(p, k) for _, p, k in sorted(rows, key=lambda r: not r[0])]
+
+    def add_to(self, resolver) -> None:
+        """Add every op of this set to `resolver` (a MutableOpResolver), in the order of `custom_ops`."""
+        for name, lo, hi, k in self.custom_ops():
+            resolver.add_custom(name, k, lo, hi)
+        for prefix, k in self.custom_prefixes():
+            resolver.add_custom_prefix(prefix, k)
+
+
+DEFAULT_REGISTRY = CustomOpRegistry()
+
+
 def custom_op(name: str, version: int = 1, versions: tuple[int, int] | None = None, *, prepare=None, init=None,
               free=None, register: bool = True) -> Callable[[Callable], CustomOp]:
     """Make a plain Python function a custom op, compiled with Numba.
@@ -489,8 +574,9 @@ def custom_op(name: str, version: int = 1, versions: tuple[int, int] | None = No
 
     Without `prepare`, every output takes input 0's shape. `prepare(ctx)` may set output shapes, validate, request
     temporaries and return extra arguments. `init(options)` receives the decoded custom options (a flexbuffer map
-    becomes a dict) and returns a state available as `ctx.state`. The op joins the default op set for
-    versions `version` (or the inclusive range `versions`).
+    becomes a dict) and returns a state available as `ctx.state`. The op joins the default op set
+    (`DEFAULT_REGISTRY`) for versions `version` (or the inclusive range `versions`); with `register=False` it joins
+    none, for a resolver of one's own (`add_custom`) or a pack's `register(ops)`.
     """
     lo, hi = versions if versions is not None else (version, version)
 
@@ -498,25 +584,24 @@ def custom_op(name: str, version: int = 1, versions: tuple[int, int] | None = No
         op = CustomOp(name, fn, prepare=prepare, init=init, free=free)
         op.meta["versions"] = (lo, hi)
         if register:
-            _DEFAULT_CUSTOM_OPS.append((name, lo, hi, op))
+            DEFAULT_REGISTRY.add_custom(name, op, lo, hi)
         return op
 
     return wrap
 
 
 def default_custom_ops() -> list[tuple[str, int, int, OpKernel]]:
-    return list(_DEFAULT_CUSTOM_OPS)
-
-
-_DEFAULT_CUSTOM_PREFIXES: list[tuple[str, OpKernel]] = []
+    """The default op set's custom ops (DEFAULT_REGISTRY.custom_ops())."""
+    return DEFAULT_REGISTRY.custom_ops()
 
 
 def register_custom_prefix(prefix: str, op: OpKernel) -> OpKernel:
     """Add `op` to the default op set for every custom op whose name starts with `prefix` and has no kernel of its
     own (a family of ops decoded by one kernel, such as the `Flex<TfOp>` ops of SELECT_TF_OPS models)."""
-    _DEFAULT_CUSTOM_PREFIXES.append((prefix, op))
+    DEFAULT_REGISTRY.add_custom_prefix(prefix, op)
     return op
 
 
 def default_custom_prefixes() -> list[tuple[str, OpKernel]]:
-    return list(_DEFAULT_CUSTOM_PREFIXES)
+    """The default op set's custom-op prefixes (DEFAULT_REGISTRY.custom_prefixes())."""
+    return DEFAULT_REGISTRY.custom_prefixes()

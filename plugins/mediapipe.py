@@ -1,11 +1,15 @@
 """MediaPipe's custom ops: Convolution2DTransposeBias (selfie segmentation and other MediaPipe models) and the
 attention-mesh ops Landmarks2TransformMatrix, TransformTensorBilinear and TransformLandmarks (version 2; MediaPipe's
-face_landmark_with_attention.tflite), described at the end of this file.
+face_landmark_with_attention.tflite), described at the end of this file. Importing registers nothing: `register(ops)`
+adds the four ops to an op set (lite_numba.plugins.register calls it for the default one).
 
 Semantics (from MediaPipe's CPU kernel, mediapipe/util/tflite/operations/transpose_conv_bias.cc, read for meaning
 only): inputs `input` [N,H,W,Ci] float32, `weights` [Co,KH,KW,Ci] (OHWI) float32, `bias` [Co] float32; one output.
 The custom options are the raw bytes of TFLite's `TfLiteTransposeConvParams` (not a flexbuffer): int32 padding
-(1 = SAME, 2 = VALID, 0 = unknown, treated like VALID), int32 stride_width, int32 stride_height (little-endian).
+(1 = SAME, 2 = VALID, 0 = unknown, treated like VALID), int32 stride_width, int32 stride_height (little-endian);
+the op has no `init`, so the executor does not decode them as a flexbuffer, and `parse_options` reads them from the
+node (lite_numba.format.custom_options.unpack_struct). The attention-mesh ops' options are flexbuffer maps, which
+the executor decodes once and their `init` keeps as the node's state.
 
     pad_h = max(0, KH - (H - 1) % stride_h - 1) if SAME else 0        (same for w)
     out   = [N, stride_h * (H - 1) + KH - pad_h, stride_w * (W - 1) + KW - pad_w, Co]
@@ -18,11 +22,9 @@ does not ship this op; tests compare it with the builtin TRANSPOSE_CONV (with bi
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
-from lite_numba.format.model import decode_custom_options
+from lite_numba.format.custom_options import unpack_struct
 from lite_numba.ops import custom_op
 
 PADDING_UNKNOWN, PADDING_SAME, PADDING_VALID = 0, 1, 2
@@ -38,10 +40,11 @@ def transpose_conv_bias_geometry(h: int, w: int, kh: int, kw: int, padding: int,
 
 def parse_options(raw: bytes | None) -> tuple[int, int, int]:
     """(padding, stride_w, stride_h) from the raw TfLiteTransposeConvParams bytes."""
-    if raw is None or len(raw) < 12:
+    fields = unpack_struct(raw, "<3i")
+    if fields is None:
         raise ValueError(f"Convolution2DTransposeBias needs 12 bytes of custom options (padding, stride_width, "
                          f"stride_height as int32), got {0 if raw is None else len(raw)}")
-    padding, stride_w, stride_h = struct.unpack_from("<3i", bytes(raw[:12]))
+    padding, stride_w, stride_h = fields
     if padding not in (PADDING_UNKNOWN, PADDING_SAME, PADDING_VALID):
         raise ValueError(f"Convolution2DTransposeBias: unknown padding value {padding}")
     if stride_w < 1 or stride_h < 1:
@@ -70,7 +73,7 @@ def _prepare(ctx):
     return stride_h, stride_w, pad_top, pad_left
 
 
-@custom_op("Convolution2DTransposeBias", version=1, prepare=_prepare)
+@custom_op("Convolution2DTransposeBias", version=1, prepare=_prepare, register=False)
 def convolution2d_transpose_bias(x, w, b, out, stride_h, stride_w, pad_top, pad_left):
     """out = bias + transposed convolution of x by w (OHWI), MediaPipe's accumulation order."""
     nb, h, wd, ci = x.shape
@@ -128,8 +131,14 @@ def convolution2d_transpose_bias(x, w, b, out, stride_h, stride_w, pad_top, pad_
 # Batches beyond 1 are refused: MediaPipe's kernels read and write only the first.
 
 
+def _keep_options(options):
+    """init: the custom options as the executor decoded them (a flexbuffer map -> dict), checked by prepare (which
+    can name the node)."""
+    return options
+
+
 def _flex_options(ctx, required: tuple[str, ...]) -> dict:
-    opts = decode_custom_options(ctx.node.custom_options)
+    opts = ctx.state
     ctx.check(isinstance(opts, dict), f"{ctx.op_name}: custom options must be a flexbuffer map")
     missing = [k for k in required if k not in opts]
     ctx.check(not missing, f"{ctx.op_name}: custom options lack {', '.join(missing)}")
@@ -171,7 +180,8 @@ def _landmarks_to_matrix_prepare(ctx):
             np.float32(scale_x), np.float32(scale_y))
 
 
-@custom_op("Landmarks2TransformMatrix", version=2, prepare=_landmarks_to_matrix_prepare)
+@custom_op("Landmarks2TransformMatrix", version=2, prepare=_landmarks_to_matrix_prepare, init=_keep_options,
+           register=False)
 def landmarks_to_transform_matrix(lm, out, subset, left, right, target, out_h, out_w, scale_x, scale_y):
     """MediaPipe's Landmarks2TransformMatrix v2 (see the notes above), float32 throughout."""
     f = lm.reshape(-1)
@@ -252,7 +262,8 @@ def _transform_tensor_prepare(ctx):
     return ()
 
 
-@custom_op("TransformTensorBilinear", version=2, prepare=_transform_tensor_prepare)
+@custom_op("TransformTensorBilinear", version=2, prepare=_transform_tensor_prepare, init=_keep_options,
+           register=False)
 def transform_tensor_bilinear(x, m, out):
     """MediaPipe's TransformTensorBilinear v2 (see the notes above)."""
     mf = m.reshape(-1)
@@ -308,7 +319,7 @@ def _transform_landmarks_prepare(ctx):
     return ()
 
 
-@custom_op("TransformLandmarks", version=2, prepare=_transform_landmarks_prepare)
+@custom_op("TransformLandmarks", version=2, prepare=_transform_landmarks_prepare, register=False)
 def transform_landmarks(lm, m, out):
     """MediaPipe's TransformLandmarks v2 (see the notes above)."""
     mf = m.reshape(-1)
@@ -320,3 +331,10 @@ def transform_landmarks(lm, m, out):
         out[0, i, 1] = mf[4] * x + mf[5] * y + mf[6] * zero + mf[7] * one
         if d == 3:
             out[0, i, 2] = lm[0, i, 2]
+
+
+def register(ops) -> None:
+    """Add MediaPipe's custom ops to `ops` (a CustomOpRegistry or a MutableOpResolver)."""
+    for op in (convolution2d_transpose_bias, landmarks_to_transform_matrix, transform_tensor_bilinear,
+               transform_landmarks):
+        ops.add_custom(op.name, op, *op.meta["versions"])

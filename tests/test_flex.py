@@ -15,7 +15,8 @@ import pytest
 from flatbuffers import flexbuffers
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lite_numba.plugins.flex import supported_flex_ops
+from lite_numba.plugins import flex
+from lite_numba.plugins.flex import builtin_map, complex_ops, linalg, math_ops, supported_flex_ops, tensor_list
 from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_flex_options, decode_node_def
 
 from lite_numba import Interpreter
@@ -171,6 +172,28 @@ def test_supported_list_covers_the_issue_minimum():
     for name in ("Erf", "Cumprod", "BroadcastTo", "Roll", "Einsum", "MatrixInverse", "MatrixDeterminant",
                  "DenseBincount", "RFFT", "IRFFT", "ComplexAbs", "Angle", "Real", "Imag", "Complex", "Conj"):
         assert name in ops
+
+
+def test_each_family_owns_one_table_and_the_kernel_finds_ops_through_them():
+    """One table per family (OPS), no merged copy: a TF op is in one family, except the complex forms of builtin_map's
+    AddV2, Exp, ..., which complex_ops serves when an input is complex."""
+    families = (*flex.FAMILIES, tensor_list)
+    assert set(families) == {builtin_map, math_ops, linalg, complex_ops, tensor_list}
+    complex_forms = {"AddV2", "Add", "Sub", "Mul", "RealDiv", "Exp", "Neg"}
+    for i, a in enumerate(families):
+        for b in families[i + 1:]:
+            shared = set(a.OPS) & set(b.OPS)
+            assert shared <= complex_forms and (not shared or {a, b} == {builtin_map, complex_ops}), (a, b, shared)
+    assert supported_flex_ops() == sorted(set().union(*(f.OPS for f in families)))
+    for op in complex_forms:
+        assert flex.find_op(op) is builtin_map.OPS[op]
+        assert flex.find_op(op, complex_input=True) is complex_ops.OPS[op]
+    assert flex.find_op("RFFT") is flex.find_op("RFFT", complex_input=True) is complex_ops.OPS["RFFT"]
+    assert flex.find_op("Einsum", complex_input=True) is linalg.OPS["Einsum"]
+    assert flex.find_op("FooBar") is None
+    # the unary maths table is written once: TF op name -> scalar function
+    assert set(math_ops.UNARY) <= set(math_ops.OPS)
+    assert math_ops.UNARY["Inv"] is math_ops.UNARY["Reciprocal"]
 
 
 def test_dense_bincount_refuses_negative_values_like_tensorflow():

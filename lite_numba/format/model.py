@@ -14,7 +14,6 @@ import os
 import flatbuffers
 import numpy as np
 import tflite
-from flatbuffers import flexbuffers
 
 from .builtin_options import parse_options
 from .plan import NO_QUANTIZATION, ModelPlan, Node, Quantization, Signature, SubgraphPlan, TensorSpec
@@ -362,13 +361,3 @@ def _unpack_int4(raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     out = np.empty(raw.size * 2, np.int8)
     out[0::2], out[1::2] = lo, hi
     return out[: int(np.prod(shape))].reshape(shape)
-
-
-def decode_custom_options(data: bytes | None):
-    """Custom options as the converter writes them: a flexbuffer map -> dict; other bytes returned as-is."""
-    if not data:
-        return {}
-    try:
-        return flexbuffers.Loads(data)
-    except Exception:
-        return data

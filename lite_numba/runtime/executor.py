@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..format.model import decode_custom_options
+from ..format.custom_options import decode_custom_options
 from ..format.plan import Node, SubgraphPlan
 from ..jit.codegen import Segment, make_segment
 from ..ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import Callable
 
 from ..format.schema import BUILTIN_CODES, BUILTIN_NAMES
 from ..kernels.registry import BUILTINS, CUSTOMS
-from ..ops import CustomOp, OpKernel, default_custom_ops, default_custom_prefixes
+from ..ops import DEFAULT_REGISTRY, CustomOp, CustomOpRegistry, OpKernel
 
 
 def _op_name(op: str | int) -> str:
@@ -103,28 +104,39 @@ class BuiltinOpResolver(MutableOpResolver):
             self.add_custom(name, k, lo, hi)
 
 
+# the entry-point group of third-party packs: each entry point names a function register(ops) or a module defining one
+# (a legacy module without it registers its @custom_op ops when imported)
+ENTRY_POINT_GROUP = "lite_numba.ops"
+
+_LOAD_LOCK = threading.RLock()
 _PLUGINS_LOADED = False
 
 
-def load_plugins() -> None:
-    """Import the shipped plugins and third-party packs (entry-point group "lite_numba.ops") once."""
-    global _PLUGINS_LOADED
-    if _PLUGINS_LOADED:
-        return
-    _PLUGINS_LOADED = True
-    importlib.import_module("lite_numba.plugins")
-    from importlib.metadata import entry_points
+def load_packs(registry: CustomOpRegistry) -> None:
+    """Register the shipped packs (lite_numba.plugins: examples, mediapipe, flex) and every third-party pack (the
+    entry-point group "lite_numba.ops") into `registry`."""
+    # by name: the plugins import Numba and the Flex kernels, which `import lite_numba` does not
+    registry.add_pack(importlib.import_module("lite_numba.plugins"))
+    from importlib.metadata import entry_points  # lazy: importlib.metadata would add ~10 ms to `import lite_numba`
 
-    for ep in entry_points(group="lite_numba.ops"):
-        ep.load()
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        registry.add_pack(ep)
+
+
+def load_plugins() -> None:
+    """Register the shipped and third-party packs into the default op set (DEFAULT_REGISTRY), once per process."""
+    global _PLUGINS_LOADED
+    with _LOAD_LOCK:  # another thread waits for the packs; this one (a pack building a resolver) returns at once
+        if _PLUGINS_LOADED:
+            return
+        _PLUGINS_LOADED = True  # first: a pack that fails to load raises once, not at every Interpreter
+        load_packs(DEFAULT_REGISTRY)
 
 
 def default_op_resolver() -> MutableOpResolver:
-    """Builtins, the shipped plugins, plugin packs and every @custom_op-decorated op."""
+    """The default op set: builtins (kernels/registry.py), the shipped plugins, third-party packs and every
+    @custom_op-decorated op (DEFAULT_REGISTRY)."""
     load_plugins()
     r = BuiltinOpResolver()
-    for name, lo, hi, k in default_custom_ops():
-        r.add_custom(name, k, lo, hi)
-    for prefix, k in default_custom_prefixes():
-        r.add_custom_prefix(prefix, k)
+    DEFAULT_REGISTRY.add_to(r)
     return r

@@ -1,27 +1,43 @@
 """Flex ops: the `Flex<TfOp>` custom ops of models converted with SELECT_TF_OPS, run without TensorFlow.
 
-One kernel serves every custom op named `Flex...` (registered with `register_custom_prefix`). At prepare it decodes
-the node's custom options (`nodedef.decode_flex_options`: the TF op name and its NodeDef attributes) and hands the
-node to the TF op's prepare in `TF_OPS`, which validates, sets shapes and schedules njit kernels like any builtin —
-so Flex ops run inside the compiled segment. TensorList ops (tensor_list.py) are host ops with a kernel of
-their own (the longer prefix `FlexTensorList`). A TF op without an entry fails at `allocate_tensors()` naming the op,
-its attributes, the node and the supported ops. The table of ops and their status is in docs/architecture.md
+One kernel (`FLEX`) serves every custom op named `Flex...`: `register(ops)` adds it for the custom-op prefix `Flex`.
+At prepare it decodes the node's custom options (`nodedef.decode_flex_options`: the TF op name and its NodeDef
+attributes) and hands the node to the TF op's prepare, found by `find_op` in the table of its family: each family
+module owns one table `OPS` (TF op name -> prepare(ctx, node)) — builtin_map (TF ops that are a builtin TFLite
+kernel), math_ops, linalg, complex_ops — and `find_op` is the one place that reads them. A prepare validates, sets
+shapes and schedules njit kernels like any builtin, so Flex ops run inside the compiled segment. TensorList ops
+(tensor_list.py, its table `OPS` of host functions) are host ops with a kernel of their own (`TENSOR_LIST`, for the
+longer prefixes `FlexTensorList` and `FlexEmptyTensorList`). A TF op without an entry fails at `allocate_tensors()`
+naming the op, its attributes, the node and the supported ops. The table of ops and their status is in the docs
 ("Flex ops").
 """
 
 from __future__ import annotations
 
-from lite_numba.ops import OpKernel, register_custom_prefix
+from lite_numba.ops import OpKernel
 
 from . import builtin_map, complex_ops, linalg, math_ops, tensor_list
 from .nodedef import FlexDecodeError, FlexNode, decode_flex_options
 
-TF_OPS = {**builtin_map.OPS, **math_ops.OPS, **linalg.OPS, **complex_ops.OPS}
+# the families the Flex kernel runs, in lookup order: complex_ops last, as its complex AddV2, Exp, ... serve a TF op
+# of builtin_map only when an input is complex
+FAMILIES = (builtin_map, math_ops, linalg, complex_ops)
+
+
+def find_op(op: str, complex_input: bool = False):
+    """The prepare of TF op `op` from its family's table (complex_ops' first when an input is complex), or None."""
+    if complex_input and op in complex_ops.OPS:
+        return complex_ops.OPS[op]
+    for family in FAMILIES:
+        impl = family.OPS.get(op)
+        if impl is not None:
+            return impl
+    return None
 
 
 def supported_flex_ops() -> list[str]:
     """The TensorFlow op names lite-numba runs as Flex ops, sorted."""
-    return sorted(set(TF_OPS) | set(complex_ops.COMPLEX_OPS) | set(tensor_list.HOSTS))
+    return sorted({op for family in (*FAMILIES, tensor_list) for op in family.OPS})
 
 
 def flex_node(ctx) -> FlexNode:
@@ -39,10 +55,7 @@ def flex_node(ctx) -> FlexNode:
 
 def _prepare(ctx) -> None:
     node = flex_node(ctx)
-    impl = None
-    if any(t is not None and t.dtype.kind == "c" for t in ctx.inputs):
-        impl = complex_ops.COMPLEX_OPS.get(node.op)
-    impl = impl or TF_OPS.get(node.op)
+    impl = find_op(node.op, any(t is not None and t.dtype.kind == "c" for t in ctx.inputs))
     if impl is None:
         ctx.fail(f"unsupported Flex op: TensorFlow op {node.op!r} (node name {node.name!r}, attributes "
                  f"{node.describe_attrs()}) has no lite-numba kernel.\nSupported Flex ops: "
@@ -56,7 +69,7 @@ def op_status(op_name: str, custom_options: bytes | None) -> tuple[bool, str]:
         node = decode_flex_options(custom_options)
     except FlexDecodeError as e:
         return False, f"Flex op, custom options not decodable: {e}"
-    if node.op in TF_OPS or node.op in complex_ops.COMPLEX_OPS or node.op in tensor_list.HOSTS:
+    if find_op(node.op) is not None or node.op in tensor_list.OPS:
         return True, f"Flex op: TensorFlow op {node.op}, provided by {__name__}"
     return False, f"Flex op: TensorFlow op {node.op} {node.describe_attrs()} is not supported"
 
@@ -66,11 +79,16 @@ def _new_state(options) -> dict:
     return {}
 
 
-FLEX = register_custom_prefix("Flex", OpKernel("Flex", _prepare, init=_new_state, meta={"op_status": op_status}))
+FLEX = OpKernel("Flex", _prepare, init=_new_state, meta={"op_status": op_status})
 # TensorList ops are host ops (their lists live in Python): a kernel of their own, chosen by the longer prefix
 TENSOR_LIST = tensor_list.make_kernel(flex_node, op_status)
 # named, so a pickled resolver refers to these kernels instead of pickling their hooks (closures) by value
 FLEX.__module__ = TENSOR_LIST.__module__ = __name__
 FLEX.__qualname__, TENSOR_LIST.__qualname__ = "FLEX", "TENSOR_LIST"
-register_custom_prefix("FlexTensorList", TENSOR_LIST)
-register_custom_prefix("FlexEmptyTensorList", TENSOR_LIST)
+
+
+def register(ops) -> None:
+    """Add the Flex kernels to `ops` (a CustomOpRegistry or a MutableOpResolver), for their custom-op prefixes."""
+    ops.add_custom_prefix("Flex", FLEX)
+    ops.add_custom_prefix("FlexTensorList", TENSOR_LIST)
+    ops.add_custom_prefix("FlexEmptyTensorList", TENSOR_LIST)

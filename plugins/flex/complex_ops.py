@@ -1,5 +1,5 @@
 """Flex complex64 ops: RFFT, IRFFT, FFT, IFFT, RFFT2D, IRFFT2D, ComplexAbs, Angle, Real, Imag, Complex, Conj, and the
-complex forms of AddV2/Add, Sub, Mul, RealDiv, Exp, Neg (`COMPLEX_OPS`, chosen when an input is complex).
+complex forms of AddV2/Add, Sub, Mul, RealDiv, Exp, Neg (chosen when an input is complex), all in the table `OPS`.
 
 Transforms follow TensorFlow: the transformed axis is cropped or zero-padded to fft_length; IFFT/IRFFT divide by
 the length; IRFFT reads bins 0..n/2 (cropped or zero-padded) and ignores the imaginary parts of the DC and Nyquist
@@ -307,9 +307,10 @@ def _complex_binary(ctx, node: FlexNode) -> None:
              ctx.view(out, (2 * out.size,), np.float32), xo, yo, code)
 
 
+# The family's table. Exp, Neg, AddV2, Add, Sub, Mul and RealDiv also exist for real types (builtin_map): the Flex
+# kernel looks here first when an input is complex, and last otherwise (plugins/flex/__init__.py, find_op).
 OPS = {"RFFT": _rfft, "IRFFT": _irfft, "FFT": _cfft, "IFFT": _cfft, "RFFT2D": _rfft2d, "IRFFT2D": _irfft2d,
        "ComplexAbs": _complex_unary, "Angle": _complex_unary, "Real": _complex_unary, "Imag": _complex_unary,
-       "Conj": _complex_unary, "Complex": _complex_binary}
-# TF ops that also exist for real types: these kernels serve them when an input is complex
-COMPLEX_OPS = {"Exp": _complex_unary, "Neg": _complex_unary, "AddV2": _complex_binary, "Add": _complex_binary,
-               "Sub": _complex_binary, "Mul": _complex_binary, "RealDiv": _complex_binary}
+       "Conj": _complex_unary, "Exp": _complex_unary, "Neg": _complex_unary, "Complex": _complex_binary,
+       "AddV2": _complex_binary, "Add": _complex_binary, "Sub": _complex_binary, "Mul": _complex_binary,
+       "RealDiv": _complex_binary}

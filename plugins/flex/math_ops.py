@@ -3,7 +3,8 @@ DenseBincount, Identity, and float binary ops with TF-only semantics (DivNoNan, 
 which TF broadcasts and TFLite's ATAN2 does not).
 
 Unary maths is computed in float64 and rounded once (TensorFlow's float32 kernels are Eigen approximations within a
-few ulp of that). Broadcasting binary ops use `broadcast_strides` (numpy rules, as TF's BCast).
+few ulp of that); its table `UNARY` maps each TF op name to its scalar function. Broadcasting binary ops use
+`broadcast_strides` (numpy rules, as TF's BCast).
 """
 
 from __future__ import annotations
@@ -12,48 +13,85 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 
 from .nodedef import FlexNode
 
 _FLOATS = (np.float32, np.float64)
 
 # --- unary maths --------------------------------------------------------------------------------------------------
-
-# TF's converter refuses Erfc, Erfinv, Lgamma, Digamma, Expm1, Log1p, Asin, Acos, Asinh, Acosh, Atanh, Rint as Flex
-# ops ("neither a custom op nor a flex op"), so no model holds them and they are left out.
-UNARY_CODES = {"Erf": 0, "Reciprocal": 1, "Inv": 1, "Tan": 2, "Atan": 3, "Sinh": 4, "Cosh": 5, "Softplus": 6,
-               "Softsign": 7, "Selu": 8}
+# One table, UNARY: TF op name -> its scalar function of a float64 value; `float64_loop` compiles one flat loop per
+# function for the dtypes a model uses. TF's converter refuses Erfc, Erfinv, Lgamma, Digamma, Expm1, Log1p, Asin, Acos,
+# Asinh, Acosh, Atanh, Rint as Flex ops ("neither a custom op nor a flex op"), so no model holds them and they are
+# left out.
 
 _SELU_SCALE = 1.0507009873554804934193349852946
 _SELU_ALPHA = 1.6732632423543772848170429916717
 
 
-@njit(cache=True, nogil=True)
-def _unary64(v, code):
-    if code == 0:
-        return math.erf(v)
-    if code == 1:
-        return 1.0 / v if v != 0.0 else math.copysign(np.inf, v)
-    if code == 2:
-        return math.tan(v)
-    if code == 3:
-        return math.atan(v)
-    if code == 4:
-        return math.sinh(v) if abs(v) < 710.0 else math.copysign(np.inf, v)
-    if code == 5:
-        return math.cosh(v) if abs(v) < 710.0 else np.inf
-    if code == 6:
-        return v if v > 30.0 else math.log1p(math.exp(v))
-    if code == 7:
-        return v / (1.0 + abs(v))
+@register_jitable
+def _erf(v):
+    return math.erf(v)
+
+
+@register_jitable
+def _reciprocal(v):
+    return 1.0 / v if v != 0.0 else math.copysign(np.inf, v)
+
+
+@register_jitable
+def _tan(v):
+    return math.tan(v)
+
+
+@register_jitable
+def _atan(v):
+    return math.atan(v)
+
+
+@register_jitable
+def _sinh(v):
+    return math.sinh(v) if abs(v) < 710.0 else math.copysign(np.inf, v)
+
+
+@register_jitable
+def _cosh(v):
+    return math.cosh(v) if abs(v) < 710.0 else np.inf
+
+
+@register_jitable
+def _softplus(v):
+    return v if v > 30.0 else math.log1p(math.exp(v))
+
+
+@register_jitable
+def _softsign(v):
+    return v / (1.0 + abs(v))
+
+
+@register_jitable
+def _selu(v):
     return _SELU_SCALE * (v if v > 0.0 else _SELU_ALPHA * math.expm1(v))
 
 
-@njit(cache=True, nogil=True)
-def unary_float(x, out, code):
-    """out[i] = f_code(x[i]) computed in float64, rounded to out's type."""
-    for i in range(out.size):
-        out[i] = _unary64(np.float64(x[i]), code)
+UNARY = {"Erf": _erf, "Reciprocal": _reciprocal, "Inv": _reciprocal, "Tan": _tan, "Atan": _atan, "Sinh": _sinh,
+         "Cosh": _cosh, "Softplus": _softplus, "Softsign": _softsign, "Selu": _selu}
+
+
+def float64_loop(f):
+    """The kernel out[i] = f(x[i]) over flat arrays, computed in float64 and rounded once to out's type. `f` is a
+    module-level @register_jitable function: the closure's cells then pickle the same in every process, which
+    Numba's disk cache of the closure needs."""
+
+    @njit(cache=True, nogil=True)
+    def loop(x, out):
+        for i in range(out.size):
+            out[i] = f(np.float64(x[i]))
+
+    return loop
+
+
+_UNARY_LOOPS = {f: float64_loop(f) for f in dict.fromkeys(UNARY.values())}
 
 
 def _unary(ctx, node: FlexNode) -> None:
@@ -62,7 +100,7 @@ def _unary(ctx, node: FlexNode) -> None:
     ctx.check_dtype(x, *_FLOATS)
     out = ctx.set_output(0, x.shape, x.dtype)
     if x.size:
-        ctx.call(unary_float, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), UNARY_CODES[node.op])
+        ctx.call(_UNARY_LOOPS[UNARY[node.op]], ctx.view(x, (x.size,)), ctx.view(out, (out.size,)))
 
 
 PREDICATE_CODES = {"IsNan": 0, "IsFinite": 2}  # IsInf: refused by the converter as a Flex op
@@ -301,7 +339,7 @@ def _dense_bincount(ctx, node: FlexNode) -> None:
              weighted)
 
 
-OPS = {name: _unary for name in UNARY_CODES}
+OPS = {name: _unary for name in UNARY}
 OPS.update({name: _predicate for name in PREDICATE_CODES})
 OPS.update({name: _binary for name in BINARY_CODES})
 OPS.update({"Identity": _identity, "StopGradient": _identity, "Snapshot": _identity, "Cumprod": _cumprod,

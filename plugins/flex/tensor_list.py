@@ -169,7 +169,7 @@ def _host_pop_back(ctx, node):
     ctx.set_output_array(1, item)
 
 
-HOSTS = {"EmptyTensorList": _host_empty, "TensorListReserve": _host_reserve,
+OPS = {"EmptyTensorList": _host_empty, "TensorListReserve": _host_reserve,
          "TensorListSetItem": _host_set_item, "TensorListGetItem": _host_get_item, "TensorListStack": _host_stack,
          "TensorListLength": _host_length, "TensorListPushBack": _host_push_back,
          "TensorListPopBack": _host_pop_back}
@@ -186,15 +186,15 @@ def make_kernel(flex_node, op_status) -> OpKernel:
 
     def prepare(ctx) -> None:
         node = flex_node(ctx)
-        if node.op not in HOSTS:
+        if node.op not in OPS:
             ctx.fail(f"unsupported Flex op: TensorFlow op {node.op!r} (attributes {node.describe_attrs()}) has no "
-                     f"lite-numba kernel; TensorList ops supported: {', '.join(sorted(HOSTS))}")
+                     f"lite-numba kernel; TensorList ops supported: {', '.join(sorted(OPS))}")
         if node.op in HANDLE_OUT:
             ctx.set_output(0, ())  # the handle; other outputs get their shapes at run time
         if node.op not in HANDLE_OUT or node.op == "TensorListPopBack":
             ctx.defer()  # item and stack shapes are known when the list is
 
     def host(ctx) -> None:
-        HOSTS[flex_node(ctx).op](ctx, flex_node(ctx))
+        OPS[flex_node(ctx).op](ctx, flex_node(ctx))
 
     return OpKernel("FlexTensorList", prepare, init=_new_state, host=host, meta={"op_status": op_status})
