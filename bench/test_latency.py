@@ -46,7 +46,7 @@ def official_arena_bytes(official, ours: Interpreter) -> int:
     buffer). Which tensors are constant is taken from our loader (same file, same tensor indices). Measured after
     allocate_tensors() and before the first invoke, when only the arena planner's buffers exist (kernels allocate
     persistent data, e.g. packed weights, at their first run)."""
-    const = {t.index for t in ours._main.tensors if t.is_const}
+    const = {t.index for t in ours.runtime.main.tensors if t.is_const}
     lo, hi = None, None
     for d in official.get_tensor_details():
         if d["index"] in const:

@@ -109,7 +109,7 @@ def test_batch_loop_per_example_cost():
     n = _n() * 4  # 8,192 examples (light: 512)
     x = _images(n, seed=2)
     native, python = BatchRunner(path, BATCH), BatchRunner(path, BATCH, native=False)
-    rt = native.interpreter._main
+    rt = native.interpreter.runtime.main
     ref = _plain(path, x[:64])[0]
     for r in (native, python):
         assert np.array_equal(r.run(x[:64])["Identity"], ref), "batch outputs differ from the plain loop"

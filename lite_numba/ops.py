@@ -354,12 +354,12 @@ class PrepareContext:
 
     def bind_subgraph(self, index: int, inputs: list[np.ndarray]):
         """Subgraph `index` prepared for the shapes of `inputs`, to be run many times without copies of its outputs
-        (host ops only; see lite_numba.runtime.subgraphs.BoundSubgraph)."""
+        (host ops only; see lite_numba.runtime.model_runtime.BoundSubgraph)."""
         return self._rt.host_env.bind_subgraph(index, inputs)
 
     def restart_subgraph_variables(self, index: int) -> None:
         """Reset the variable tensors of subgraph `index` before a WHILE or IF runs it, as the official runtime's
-        allocation of its subgraphs at every run does (host ops only; see lite_numba.runtime.subgraphs.SubgraphHost)."""
+        allocation of its subgraphs at every run does (host ops only; see ModelRuntime.restart_variables)."""
         self._rt.host_env.restart_variables(index)
 
     def subgraph_output_shapes(self, index: int, inputs: list[tuple]) -> list[tuple] | None:

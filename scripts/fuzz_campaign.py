@@ -373,7 +373,8 @@ def mutate_bytes(data: bytes, rng: np.random.Generator) -> tuple[bytes, str]:
 
 def to_builder(data: bytes):
     """A ModelBuilder holding the model's tensors, buffers, operators, subgraphs and signatures."""
-    from lite_numba.format.builder import ModelBuilder, _normalize_options, _normalize_quant, _TensorRec
+    from lite_numba.format.builder import ModelBuilder, _normalize_quant, _TensorRec
+    from lite_numba.format.builder_options import normalize_options
     from lite_numba.format.model import load_model
     from lite_numba.format.schema import options_table_for
 
@@ -404,7 +405,7 @@ def to_builder(data: bytes):
                 known = {}
                 for key, value in opts.items():
                     try:
-                        _normalize_options(table[0], {key: value})
+                        normalize_options(table[0], {key: value})
                         known[key] = value
                     except (ValueError, TypeError, KeyError):
                         pass
@@ -435,13 +436,13 @@ def _hostile_scalar(f, rng: np.random.Generator):
 
 
 def _mutate_options(b, rng) -> str:
-    from lite_numba.format.builder import _options_spec
+    from lite_numba.format.builder_options import options_spec
 
     ops = [(sg, op) for sg in b.subgraphs for op in sg.operators if op.options_table is not None]
     if not ops:
         return ""
     sg, op = ops[int(rng.integers(len(ops)))]
-    spec = _options_spec(op.options_table)
+    spec = options_spec(op.options_table)
     fields = [f for f in spec.fields.values() if f.kind == "scalar"]
     if not fields:
         return ""

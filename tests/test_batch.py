@@ -58,7 +58,7 @@ def two_in_two_out(dynamic: bool) -> bytes:
 @pytest.mark.parametrize("name,dtype,mode", [("small_cnn_int8", np.int8, "loop"),
                                              ("small_cnn_f32", np.float32, "loop")])
 def test_fixed_batch_of_one_runs_example_by_example(name, dtype, mode, native):
-    """Loop mode runs a batch's examples in one compiled call (Interpreter._run_rows) when the model's invoke is
+    """Loop mode runs a batch's examples in one compiled call (Interpreter.run_rows) when the model's invoke is
     compiled code only, as these are, or one Python set_tensor / invoke / get_tensor per example: the same values."""
     path = model_path(name)
     x = images(37, dtype)
@@ -190,7 +190,7 @@ def test_compiled_loop_falls_back_when_the_invoke_is_not_only_compiled_code(monk
     path = model_path("small_cnn_int8")
     x = images(5, np.int8, seed=4)
     r = BatchRunner(path, batch_size=4)
-    assert r.interpreter._main.native_program() is None
+    assert r.interpreter.runtime.main.native_program() is None
     np.testing.assert_array_equal(r.run(x)["Identity"], plain_loop(path, {"image": x})["Identity"])
     assert r.stats.native_examples == 0 and r.stats.invokes == 5
 

@@ -95,9 +95,9 @@ def test_redundant_allocate_keeps_inputs_and_costs_nothing(official):
     np.testing.assert_array_equal(outs[0], a + b)
     it = ours.Interpreter(model_content=data)
     it.allocate_tensors()
-    arena, program = it._main.arena, it._main.program
+    arena, program = it.runtime.main.arena, it.runtime.main.program
     it.allocate_tensors()
-    assert it._main.arena is arena and it._main.program is program  # nothing was prepared or planned again
+    assert it.runtime.main.arena is arena and it.runtime.main.program is program  # not prepared again
 
 
 def test_one_interpreter_two_threads_raises_naming_the_rule():
@@ -191,12 +191,12 @@ def test_clone_shares_model_and_compiled_code_but_not_memory():
     it = ours.Interpreter(model_content=data)
     it.allocate_tensors()
     c = it.clone()
-    assert c._main.ready and c.model is it.model and c._kernels is it._kernels
+    assert c.runtime.main.ready and c.model is it.model and c.runtime.kernels is it.runtime.kernels
     w = 1  # the weight tensor
-    assert np.shares_memory(c._main.tensors[w].data, it._main.tensors[w].data)
-    assert not np.shares_memory(c._main.arena, it._main.arena)
-    assert [fn for fn, _ in c._main.program] == [fn for fn, _ in it._main.program]  # the same compiled runner
-    assert c._main.steps[0][1].aux is it._main.steps[0][1].aux  # packed weights shared, not packed again
+    assert np.shares_memory(c.runtime.main.tensors[w].data, it.runtime.main.tensors[w].data)
+    assert not np.shares_memory(c.runtime.main.arena, it.runtime.main.arena)
+    assert [fn for fn, _ in c.runtime.main.program] == [fn for fn, _ in it.runtime.main.program]  # same runner
+    assert c.runtime.main.steps[0][1].aux is it.runtime.main.steps[0][1].aux  # packed weights shared, not packed again
     x = np.ones((1, 64), np.float32)
     it.set_tensor(0, x)
     it.invoke()
@@ -229,7 +229,7 @@ def test_deepcopy_is_independent_and_keeps_state(official):
     it.invoke()
     for dup in (copy.deepcopy(it), copy.copy(it)):
         np.testing.assert_array_equal(dup.get_tensor(2), a + b)  # the state came along
-        assert not np.shares_memory(dup._main.arena, it._main.arena)
+        assert not np.shares_memory(dup.runtime.main.arena, it.runtime.main.arena)
         dup.set_tensor(0, 5 * a)
         dup.invoke()
         np.testing.assert_array_equal(dup.get_tensor(2), 5 * a + b)
@@ -683,7 +683,7 @@ def test_official_cannot_pickle_ours_can(official):
     kind, _ = _outcome(lambda: pickle.dumps(_official_interpreter(official, model_content=_add_model())))
     assert kind is TypeError
     it = ours.Interpreter(model_content=data)
-    assert pickle.loads(pickle.dumps(it))._main.ready is False  # not allocated: stays so
+    assert pickle.loads(pickle.dumps(it)).runtime.main.ready is False  # not allocated: stays so
     it.allocate_tensors()
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     it.set_tensor(0, x)

@@ -243,7 +243,7 @@ def test_fixed_shape_resource_variables_run_compiled(official):
     data = _variables_model(("a", "b"))
     ours, theirs = Interpreter(model_content=data), official_interpreter(data)
     ours.allocate_tensors()
-    rt = ours._runtime(0)
+    rt = ours.runtime.graph(0)
     assert [n.op_name for n in rt.plan.nodes if n.index in rt.dynamic_nodes] == ["CALL_ONCE"]
     for k in range(4):
         x = np.array([1.0, -2.0, 0.5], np.float32) * (k + 1)
@@ -269,7 +269,7 @@ def test_compiled_read_before_assign_is_an_error(official):
         theirs.invoke()
     ours = Interpreter(model_content=data)
     ours.allocate_tensors()
-    assert not ours._runtime(0).dynamic_nodes  # the READ is compiled
+    assert not ours.runtime.graph(0).dynamic_nodes  # the READ is compiled
     with pytest.raises((RuntimeError, ValueError), match="read before it was assigned"):
         ours.invoke()
 

@@ -124,7 +124,7 @@ def test_custom_op_with_init_and_prepare_hooks_runs_in_the_compiled_loop():
     xv = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
     it = Interpreter(model_content=data, op_resolver=resolver)
     it.allocate_tensors()
-    rt = it._runtime(0)
+    rt = it.runtime.graph(0)
     assert [kind for kind, _ in rt.steps] == ["segment"]  # custom op and builtin fused in one compiled call
     it.set_tensor(0, xv)
     it.invoke()

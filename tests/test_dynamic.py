@@ -280,7 +280,7 @@ def test_stable_values_run_as_one_compiled_plan():
     """SHAPE -> ... -> FILL/RANGE/RESHAPE whose values depend only on the input shape: from the second invoke the
     runtime runs a specialised plan (no node re-prepared in Python) and still matches the official runtime."""
     both = Both(_shared_model("op_shape_fill_range_dynamic"))
-    rt = both.ours._main
+    rt = both.ours.runtime.main
     rng = np.random.default_rng(5)
     x = rng.normal(size=(1, 4)).astype(np.float32)
     both.run(x)
@@ -310,7 +310,7 @@ def test_changed_values_fall_back_to_the_general_plan():
     b.add_op("ADD", [c, k], [m])
     b.mark_output(m)
     both = Both(b.build())
-    rt = both.ours._main
+    rt = both.ours.runtime.main
 
     def run(s, lim, d):
         out = both.run(np.array(s, np.int32), np.array(lim, np.int32), np.array(d, np.int32))

@@ -67,7 +67,7 @@ def test_whole_model_matches_tensorflow(case):
     ours = it.get_signature_runner()(**ins)
     for key, value in ref.items():
         assert_close(ours[key], value, tol=1e-4)
-    rt = it._main
+    rt = it.runtime.main
     flex = [n.index for n in rt.plan.nodes if n.op_name.startswith("Flex") and "TensorList" not in n.op_name]
     assert not (set(flex) & rt.dynamic_nodes)  # Flex kernels run inside the compiled segments (TensorLists: host)
 

@@ -31,7 +31,7 @@ def test_dequantized_weights_are_folded_and_match():
     ours = Interpreter(model_content=data)
     ours.allocate_tensors()
     theirs = official_interpreter(data)
-    rt = ours._main
+    rt = ours.runtime.main
     w_index = next(d["index"] for d in ours.get_tensor_details() if d["name"] == "w")
     assert w_index in rt._folded and rt.tensors[w_index].is_const
     assert rt.prepared[0].calls == []  # nothing left to run for DEQUANTIZE

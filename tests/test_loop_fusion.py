@@ -53,7 +53,7 @@ def slice_update_model(shape, dtype=np.float32, index_type=np.int32, step=1, swa
 
 
 def _fused(it: Interpreter) -> bool:
-    return any(n.op_name == "CONCATENATION" and "fused" in n.options for n in it._runtime(0).plan.nodes)
+    return any(n.op_name == "CONCATENATION" and "fused" in n.options for n in it.runtime.graph(0).plan.nodes)
 
 
 @pytest.mark.parametrize("shape,dtype,index_type,step", [
@@ -67,7 +67,7 @@ def test_slice_update_matches_official(shape, dtype, index_type, step):
     ours = Interpreter(model_content=data)
     ours.allocate_tensors()
     assert _fused(ours)
-    assert not ours._runtime(0).dynamic_nodes  # one compiled segment
+    assert not ours.runtime.graph(0).dynamic_nodes  # one compiled segment
     theirs = official_interpreter(data)
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(shape) * 50).astype(dtype)
@@ -221,9 +221,9 @@ def test_sequence_loop_matches_official_and_is_static():
             it.invoke()
         for do, dt in zip(ours.get_output_details(), theirs.get_output_details()):
             np.testing.assert_allclose(ours.get_tensor(do["index"]), theirs.get_tensor(dt["index"]), rtol=1e-6)
-    main = ours._runtime(0)
+    main = ours.runtime.graph(0)
     assert [main.plan.nodes[n].op_name for n in main.dynamic_nodes] == ["WHILE"]  # the ADD after it is compiled
-    body = ours._runtimes[2]
+    body = ours.runtime.graph(2)
     assert not body.dynamic_nodes  # the slices are fused: the body is one compiled call
 
 
@@ -255,8 +255,8 @@ def test_growing_loop_with_small_preparation_cache(entries, budget):
 
     path = Path(__file__).parent / "data" / "models" / "tf_growing_loop.tflite"
     ours = Interpreter(model_path=str(path))
-    ours.SUBGRAPH_SHAPE_CACHE = entries
-    ours.SUBGRAPH_CACHE_BYTES = budget
+    ours.runtime.SUBGRAPH_SHAPE_CACHE = entries
+    ours.runtime.SUBGRAPH_CACHE_BYTES = budget
     ours.allocate_tensors()
     theirs = official_interpreter(path)
     x = np.array([[1.0, -2.0, 0.5]], np.float32)
@@ -269,7 +269,7 @@ def test_growing_loop_with_small_preparation_cache(entries, budget):
         r = theirs.get_tensor(theirs.get_output_details()[0]["index"])
         assert o.shape == r.shape == (n + 1, 3)
         np.testing.assert_array_equal(o, r)
-    cached = sum(len(c) for c in ours._shape_cache.values())
+    cached = sum(len(c) for c in ours.runtime._shape_cache.values())
     assert cached <= 2 * entries
 
 

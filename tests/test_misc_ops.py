@@ -87,7 +87,7 @@ def test_broadcast_args_from_shapes_keeps_broadcast_to_static():
     check_same(data, ins)
     it = Interpreter(model_content=data)
     it.allocate_tensors()
-    assert not it._main.dynamic_nodes
+    assert not it.runtime.main.dynamic_nodes
 
 
 def test_broadcast_args_incompatible():

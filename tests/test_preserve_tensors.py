@@ -60,5 +60,5 @@ def test_preserving_disables_memory_reuse():
     keep = Interpreter(model_path=path, experimental_preserve_all_tensors=True)
     plain.allocate_tensors()
     keep.allocate_tensors()
-    activations = sum(t.nbytes for t in keep._runtime(0).tensors if not t.is_const)
+    activations = sum(t.nbytes for t in keep.runtime.graph(0).tensors if not t.is_const)
     assert keep.arena_size >= activations > plain.arena_size

@@ -15,7 +15,7 @@ import pytest
 from conftest import model_path
 
 from lite_numba import Interpreter
-from lite_numba.runtime.profiling import RunStats, format_stats_tables
+from lite_numba.runtime.profile_report import RunStats, format_stats_tables
 from lite_numba.testing import assert_close
 
 MODELS = ["op_softmax_beta", "op_squared_norm_rsqrt", "op_shape_fill_range_dynamic"]
@@ -151,7 +151,7 @@ def test_run_stats_format_like_the_official_tool():
 
 
 def test_official_table_layout():
-    from lite_numba.runtime.profiling import init_rows
+    from lite_numba.runtime.profile_report import init_rows
 
     text = format_stats_tables(init_rows([("CONV_2D", "CONV_2D", 1500.0), ("ADD", "ADD", 500.0)]), 1)
     lines = text.splitlines()

@@ -26,7 +26,7 @@ def _runner_files(d):
 
 
 def _segments(it):
-    return [s for kind, s in it._runtime(0).steps if kind == "segment"]
+    return [s for kind, s in it.runtime.graph(0).steps if kind == "segment"]
 
 
 def test_runner_has_no_kernel_code(tmp_path, monkeypatch):

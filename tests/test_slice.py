@@ -227,7 +227,7 @@ def _compare_begins(data, x, begins, index_type=np.int32, static=True):
 
     ours = Interpreter(model_content=data)
     ours.allocate_tensors()
-    assert (not ours._runtime(0).dynamic_nodes) == static
+    assert (not ours.runtime.graph(0).dynamic_nodes) == static
     theirs = official_interpreter(data)
     for bg in begins:
         for it in (ours, theirs):

@@ -39,7 +39,7 @@ def run_ours(data: bytes, inputs, threads: int):
     for d, v in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], v)
     it.invoke()
-    calls = [c.fn for p in it._main.prepared if p is not None for c in p.calls]
+    calls = [c.fn for p in it.runtime.main.prepared if p is not None for c in p.calls]
     names = {getattr(f, "__name__", "") for f in calls}
     modules = {getattr(f, "__module__", "") or "" for f in calls}
     return [it.get_tensor(d["index"]) for d in it.get_output_details()], names, modules
@@ -205,5 +205,5 @@ def test_default_is_one_thread():
     data, inputs = CASES["conv_f32_3x3_row_bands"][0]()
     it = Interpreter(model_content=data)
     it.allocate_tensors()
-    names = {getattr(c.fn, "__name__", "") for p in it._main.prepared if p is not None for c in p.calls}
+    names = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
     assert not any(n.endswith("_par") for n in names), names

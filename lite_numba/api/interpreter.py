@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import enum
+import importlib
 import os
 import sys
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from ..format.model import ModelError, load_model, read_model_bytes
-from ..format.plan import ModelPlan, TensorSpec
-from ..format.schema import type_name
+from ..format.plan import ModelPlan
 from ..ops import CustomOp
-from ..runtime.executor import GraphRuntime, InvokeError
-from ..runtime.fusion import fuse
-from ..runtime.profiling import profile_interpreter, trace_invoke
+from ..runtime.model_runtime import ModelRuntime, check_int
+from ..runtime.profile_report import Profile
 from ..runtime.resolver import MutableOpResolver, OpResolver, default_op_resolver
-from ..runtime.subgraphs import BoundSubgraph, SubgraphHost
 from .delegates import Delegate, DelegateError, delegate_refused, load_delegate
-from .interpreter_state import clone_interpreter, copy_interpreter, pickle_interpreter
 
 
 class OpResolverType(enum.Enum):
@@ -46,13 +42,9 @@ VIEW_HELD = """There is at least 1 reference to internal data
 _refcount = sys.getrefcount
 
 
-def _check_int(value, what: str) -> None:
-    """TypeError for an index that is not an integer, as the official bindings raise."""
-    if not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what} must be an int, got {type(value).__name__} {value!r}")
-
-
-def _detail(spec: TensorSpec, shape: tuple[int, ...]) -> dict:
+def tensor_details(t) -> dict:
+    """The official details dict of a runtime Tensor (its spec and current shape)."""
+    spec, shape = t.spec, t.shape
     q = spec.quantization
     dtype = np.object_ if spec.type_name in ("RESOURCE", "VARIANT", "STRING") else spec.dtype.type
     per_tensor = (float(q.scales[0]), int(q.zero_points[0])) if q.scales.size == 1 else (0.0, 0)
@@ -83,7 +75,7 @@ def _resolver_type(value) -> str:
     raise ValueError(f"Unrecognized passed in op resolver type: {value}")
 
 
-class Interpreter(SubgraphHost):
+class Interpreter:
     """Runs a .tflite model; the API of `ai_edge_litert.interpreter.Interpreter` (and tflite_runtime, tf.lite).
 
     `Interpreter(model)` also accepts a path or the model's bytes as the first argument. `op_resolver` (keyword only,
@@ -146,28 +138,23 @@ class Interpreter(SubgraphHost):
         self._setup(data, load_model(data), op_resolver if op_resolver is not None else default_op_resolver(),
                     None, options)
 
-    def _setup(self, data, model: ModelPlan, resolver: OpResolver, kernels: list | None, options: dict) -> None:
-        """Everything but reading the model: shared by the constructor, clone() and unpickling."""
+    def _setup(self, data, model: ModelPlan, resolver: OpResolver, runtime: ModelRuntime | None,
+               options: dict) -> None:
+        """Everything but reading the model: shared by the constructor, clone() and unpickling. `runtime`: a
+        ModelRuntime of this model to use (a clone's), else one is made from the resolved kernels."""
         self._data = data
         self._options = options
-        self._num_threads = options["num_threads"]
-        self._preserve_all = options["preserve_all"]
         self.model: ModelPlan = model
         self._resolver = resolver
-        self._kernels = kernels if kernels is not None else [self._resolve_subgraph(sg) for sg in model.subgraphs]
-        self._runtimes: dict[int, GraphRuntime] = {}
+        if runtime is None:
+            kernels = [self._resolve_subgraph(sg) for sg in model.subgraphs]
+            runtime = ModelRuntime(model, kernels, num_threads=options["num_threads"],
+                                   preserve_all_tensors=options["preserve_all"],
+                                   max_arena_bytes=options.get("max_arena_bytes"))
+        self._rt = runtime
+        self._invoke = runtime.main.invoke  # (subgraph 0's invoke, without a call through the model runtime)
+        self._views = runtime.io_views  # the set/get fast path (one dict object, refilled by every allocation)
         self._trace = os.environ.get("LITE_NUMBA_TRACE", "") not in ("", "0")
-        self.resources: dict = {}
-        self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
-        max_arena_bytes = options.get("max_arena_bytes")
-        if max_arena_bytes is not None and (not isinstance(max_arena_bytes, int) or max_arena_bytes <= 0):
-            raise ValueError(f"max_arena_bytes must be a positive int, got {max_arena_bytes!r}")
-        self.max_arena_bytes = max_arena_bytes  # read by every subgraph's GraphRuntime (arena.memory_limit)
-        self._call_depth = 0
-        self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
-        self._shape_hits: dict[int, dict] = {}  # uses of each cached preparation (eviction order)
-        self._bound: dict[tuple, BoundSubgraph] = {}  # (subgraph, input shapes) -> bind_subgraph's result
-        self._variable_subgraphs: frozenset | None = None  # subgraphs with variable tensors (restart_variables)
         # One thread at a time: a call that changes or reads the arena takes the one element of `_slot` (list.pop and
         # append are atomic), so a second thread finds it empty and raises instead of racing (cheaper than a Lock).
         self._slot = [None]
@@ -176,7 +163,40 @@ class Interpreter(SubgraphHost):
         self._token = np.frombuffer(memoryview(np.zeros(64, np.uint8)), np.uint8)
         self._token_arena = None
         self._held: list[np.ndarray] = []
-        self._main = self._runtime(0)
+
+    @property
+    def runtime(self) -> ModelRuntime:
+        """The model runtime behind this interpreter (lite_numba.runtime.model_runtime): what the batch loop, the
+        profiler and the benchmark tool drive. Using it bypasses the interpreter's thread and tensor() checks."""
+        return self._rt
+
+    @property
+    def trace(self) -> bool:
+        """Whether invoke() prints every node as it runs (set from $LITE_NUMBA_TRACE; settable)."""
+        return self._trace
+
+    @trace.setter
+    def trace(self, on: bool) -> None:
+        self._trace = bool(on)
+
+    @property
+    def max_while_iterations(self) -> int | None:
+        """WHILE raises RuntimeError after this many iterations (None, the default: no cap, as officially)."""
+        return self._rt.max_while_iterations
+
+    @max_while_iterations.setter
+    def max_while_iterations(self, n: int | None) -> None:
+        self._rt.max_while_iterations = n
+
+    @property
+    def max_arena_bytes(self) -> int | None:
+        """The constructor's `max_arena_bytes` (None: the machine's physical memory is the limit)."""
+        return self._rt.max_arena_bytes
+
+    @property
+    def resources(self) -> dict:
+        """The state ops share across invokes: resource variables, CALL_ONCE flags, TensorLists."""
+        return self._rt.resources
 
     def _resolve_subgraph(self, sg) -> list:
         kernels = []
@@ -192,22 +212,6 @@ class Interpreter(SubgraphHost):
                     f"Registration failed.\n")
             kernels.append(k)
         return kernels
-
-    def _runtime(self, subgraph_index: int) -> GraphRuntime:
-        rt = self._runtimes.get(subgraph_index)
-        if rt is None:
-            rt = self._runtimes[subgraph_index] = self._new_runtime(subgraph_index)
-        return rt
-
-    def _new_runtime(self, subgraph_index: int) -> GraphRuntime:
-        if not 0 <= subgraph_index < len(self.model.subgraphs):
-            raise ValueError(f"Invalid subgraph index {subgraph_index}; the model has "
-                             f"{len(self.model.subgraphs)} subgraphs")
-        plan, kernels = self.model.subgraphs[subgraph_index], self._kernels[subgraph_index]
-        if not self._preserve_all:  # rewrites that keep value-dependent patterns static (lite_numba.runtime.fusion)
-            plan, kernels = fuse(plan, kernels)
-        return GraphRuntime(plan, kernels, num_threads=self._num_threads, preserve_all_tensors=self._preserve_all,
-                            subgraph_index=subgraph_index, host_env=self)
 
     # --- one thread at a time; no call that moves memory while a tensor() view is alive -----------------------
     def _busy(self, what: str) -> RuntimeError:
@@ -256,8 +260,7 @@ class Interpreter(SubgraphHost):
         self._enter("allocate_tensors")
         try:
             self._ensure_safe()
-            if not self._main.ready:
-                allocate_fresh(self._main)
+            self._rt.allocate()
         finally:
             self._slot.append(None)
 
@@ -272,71 +275,70 @@ class Interpreter(SubgraphHost):
             if _refcount(self._token) > 2 or self._held:
                 self._ensure_safe()
             if self._trace:
-                trace_invoke(self)
+                self._rt.trace()
             else:
-                self._main.invoke()
+                self._invoke()
         finally:
             slot.append(None)
 
-    def profile(self, num_runs: int = 10, warmup_runs: int = 1):
-        """Run the model `num_runs` times timing every node; returns a `lite_numba.runtime.profiling.Profile`."""
-        return profile_interpreter(self, num_runs=num_runs, warmup_runs=warmup_runs)
+    def profile(self, num_runs: int = 10, warmup_runs: int = 1) -> Profile:
+        """Run the model `num_runs` times timing every node; returns a `lite_numba.runtime.profile_report.Profile`
+        (printable as the official benchmark tool's tables, CSV, JSON or HTML)."""
+        return self._rt.profile(num_runs=num_runs, warmup_runs=warmup_runs)
 
     @property
     def arena_size(self) -> int:
         """Bytes of the activation arena of subgraph 0 (after allocate_tensors)."""
-        return self._runtime(0).arena_size
+        return self._rt.arena_size
 
     def num_subgraphs(self) -> int:
         """Number of subgraphs in the model."""
         return len(self.model.subgraphs)
 
-    def _check_index(self, rt: GraphRuntime, i: int) -> None:
-        _check_int(i, "tensor_index")
-        n = len(rt.tensors)
+    def _check_index(self, i: int, subgraph: int = 0) -> None:
+        check_int(i, "tensor_index")
+        n = self._rt.num_tensors(subgraph)
         if i < 0 or i >= n:
             raise ValueError(f"Invalid tensor index {i} exceeds max tensor index {n}")
 
-    def _details(self, rt: GraphRuntime, indices) -> list[dict]:
-        return [_detail(rt.plan.tensors[i], rt.tensors[i].shape) for i in indices]
+    def _details(self, indices, subgraph: int = 0) -> list[dict]:
+        rt = self._rt
+        return [tensor_details(rt.tensor(i, subgraph)) for i in indices]
 
     def get_input_details(self) -> list[dict]:
         """One dict per input of subgraph 0 (the official keys)."""
-        rt = self._runtime(0)
-        return self._details(rt, rt.plan.inputs)
+        return self._details(self.model.subgraphs[0].inputs)
 
     def get_output_details(self) -> list[dict]:
         """One dict per output of subgraph 0 (the official keys)."""
-        rt = self._runtime(0)
-        return self._details(rt, rt.plan.outputs)
+        return self._details(self.model.subgraphs[0].outputs)
 
-    def _subgraph(self, subgraph_index: int) -> GraphRuntime:
-        _check_int(subgraph_index, "subgraph_index")
+    def _subgraph(self, subgraph_index: int) -> int:
+        check_int(subgraph_index, "subgraph_index")
         if not 0 <= subgraph_index < len(self.model.subgraphs):
             raise ValueError(f"subgraph_index is out of range: {subgraph_index} for the model, which has "
                              f"{len(self.model.subgraphs)} subgraphs.")
-        return self._runtime(subgraph_index)
+        return subgraph_index
 
     def get_tensor_details(self, subgraph_index: int = 0) -> list[dict]:
         """One dict per tensor of a subgraph (the official keys)."""
-        rt = self._subgraph(subgraph_index)
-        return self._details(rt, range(len(rt.plan.tensors)))
+        k = self._subgraph(subgraph_index)
+        return self._details(range(len(self.model.subgraphs[k].tensors)), k)
 
     def _get_tensor_details(self, tensor_index: int, subgraph_index: int) -> dict:
         """The details dict of one tensor (the official private method, used by some libraries)."""
-        rt = self._subgraph(subgraph_index)
-        self._check_index(rt, tensor_index)
-        return _detail(rt.plan.tensors[tensor_index], rt.tensors[tensor_index].shape)
+        k = self._subgraph(subgraph_index)
+        self._check_index(tensor_index, k)
+        return tensor_details(self._rt.tensor(tensor_index, k))
 
     def _get_op_details(self, op_index: int) -> dict:
         """Node `op_index` of subgraph 0: index, op_name, inputs, outputs (-1 = absent), operand/result dtypes."""
-        _check_int(op_index, "op_index")
+        check_int(op_index, "op_index")
         nodes = self.model.subgraphs[0].nodes
         if not 0 <= op_index < len(nodes):
             raise ValueError("Invalid node index")
         node = nodes[op_index]
-        rt = self._runtime(0)
-        dtype = lambda i: _detail(rt.plan.tensors[i], rt.tensors[i].shape)["dtype"]  # noqa: E731
+        dtype = lambda i: tensor_details(self._rt.tensor(i))["dtype"]  # noqa: E731
         return {
             "index": node.index,
             "op_name": node.op_name,
@@ -354,124 +356,40 @@ class Interpreter(SubgraphHost):
         """Copy `value` into a tensor (an input), checking dtype and shape with the official messages."""
         if not self._slot:
             raise self._busy("set_tensor")
-        rt = self._main
         # (a float index would find the int key of equal value: only exact ints take the fast path)
-        view = rt.fast_views.get(tensor_index) if type(value) is np.ndarray and type(tensor_index) is int else None
+        view = self._views.get(tensor_index) if type(value) is np.ndarray and type(tensor_index) is int else None
         if view is not None and value.dtype == view.dtype and value.shape == view.shape:
             view[...] = value  # the common case, checked: same dtype and shape as the planned tensor
             return
-        set_tensor(rt, tensor_index, value)
-
-    def _arena_views(self) -> dict[int, np.ndarray]:
-        """Internal (lite_numba.batch's per-example loop): {tensor index: arena view} behind set_tensor's and
-        get_tensor's fast path, for the static, non-constant tensors of subgraph 0. Valid until the next invoke,
-        allocate_tensors or resize; never handed to users (their views are what tensor() gives)."""
-        if not self._slot:
-            raise self._busy("set_tensor")
-        return self._main.fast_views
-
-    def _run_rows(self, inputs: list[tuple[int, np.ndarray]], outputs: list[int]) -> list[np.ndarray] | None:
-        """Internal (lite_numba.batch's per-example loop): one invoke per row of the arrays in `inputs` ((tensor
-        index, array of n examples, each the tensor's shape with or without its leading 1)), all in one compiled
-        call (lite_numba.runtime.rows), as that many set_tensor / invoke / get_tensor calls would; returns, for each index
-        in `outputs`, its values stacked over the n examples (the leading 1 dropped). None when the model's invoke
-        is not only compiled code over planned tensors (GraphRuntime.native_program), or a tensor is not planned or
-        an array does not fit it exactly: the caller then loops in Python."""
-        self._enter("invoke")  # (once per batch: invoke's inlined fast path is not needed here)
-        try:
-            self._ensure_safe()
-            rt = self._main
-            if self._trace or not inputs:
-                return None
-            program = rt.native_program()
-            if program is None:
-                return None
-            arena = rt.arena
-            base = arena.ctypes.data
-
-            def place(idx):  # (byte offset in the arena, view) of a planned tensor, else None
-                view = rt.fast_views.get(idx)
-                if view is None or not view.flags.c_contiguous:
-                    return None
-                off = view.ctypes.data - base
-                if off < 0 or off + view.nbytes > arena.nbytes:
-                    return None
-                return off, view
-
-            if any(type(a) is not np.ndarray or a.ndim < 1 for _, a in inputs):
-                return None
-            n = inputs[0][1].shape[0]
-            if n == 0:
-                return None
-            ins, in_offs = [], []
-            for idx, a in inputs:
-                p = place(idx)
-                if p is None or a.shape[0] != n or a.dtype != p[1].dtype:
-                    return None
-                shape = p[1].shape
-                if a.shape[1:] != shape and not (shape[:1] == (1,) and a.shape[1:] == shape[1:]):
-                    return None
-                ins.append(np.ascontiguousarray(a).reshape(n, -1).view(np.uint8))
-                in_offs.append(p[0])
-            outs, out_offs, results = [], [], []
-            for idx in outputs:
-                p = place(idx)
-                if p is None:
-                    return None
-                y = p[1]
-                dst = np.empty((n, *(y.shape[1:] if y.ndim and y.shape[0] == 1 else y.shape)), y.dtype)
-                results.append(dst)
-                outs.append(dst.reshape(n, -1).view(np.uint8))
-                out_offs.append(p[0])
-            if not outs:  # (a model without outputs: the Python loop runs it)
-                return None
-            for a, o in ((*zip(ins, in_offs), *zip(outs, out_offs))):
-                if a.shape[1] > arena.nbytes - o:  # (place() checked the views; these are the arrays' rows)
-                    return None
-            from ..runtime import rows  # lazy: imports Numba's intrinsic machinery
-
-            at = np.zeros(1, np.int64)
-            try:
-                rows.run_rows(np.array([p[0] for p in program], np.int64), arena, tuple(p[1] for p in program),
-                              tuple(p[2] for p in program), tuple(p[3] for p in program),
-                              tuple(p[4] for p in program), tuple(ins), np.array(in_offs, np.int64), tuple(outs),
-                              np.array(out_offs, np.int64), at)
-            except (ValueError, IndexError, ZeroDivisionError) as e:  # as invoke reports them, and which example
-                raise InvokeError(f"{e}\nNode failed to invoke (subgraph 0), on example {int(at[0])} of the {n} "
-                                  f"run together.") from None
-            return results
-        finally:
-            self._slot.append(None)
+        self._rt.set_tensor(tensor_index, value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current value."""
         if not self._slot:
             raise self._busy("get_tensor")
         if subgraph_index == 0:
-            rt = self._main
-            view = rt.fast_views.get(tensor_index) if type(tensor_index) is int else None
+            view = self._views.get(tensor_index) if type(tensor_index) is int else None
             if view is not None:
                 return view.copy()
         else:
-            _check_int(subgraph_index, "subgraph_index")
+            check_int(subgraph_index, "subgraph_index")
             n = len(self.model.subgraphs)
             if not 0 <= subgraph_index < n:
                 raise ValueError(f"Invalid subgraph index {subgraph_index} exceeds max subgraph index {n}")
-            rt = self._runtime(subgraph_index)
-        self._check_index(rt, tensor_index)
-        return np.array(rt.array(tensor_index), copy=True)
+        self._check_index(tensor_index, subgraph_index)
+        return self._rt.get_tensor(tensor_index, subgraph_index)
 
     def tensor(self, tensor_index: int):
         """A function returning a numpy view of the tensor's current storage, as officially: call it again after
         allocate_tensors() (views move), and do not keep the array across invoke(), allocate_tensors() or
         resize_tensor_input(), which raise RuntimeError while one is alive (the official text)."""
-        self._check_index(self._main, tensor_index)
+        self._check_index(tensor_index)
         return lambda: self._view(tensor_index)
 
     def _view(self, i: int) -> np.ndarray:
-        rt = self._main
-        storage = rt.array(i)
-        if rt.tensors[i].is_const or storage.dtype == np.dtype(object):
+        rt = self._rt
+        storage = rt.storage(i)
+        if rt.tensor(i).is_const or storage.dtype == np.dtype(object):
             v = storage.view()
             v.flags.writeable = False  # writing a constant would change what the compiled plan assumed
             return v
@@ -490,11 +408,11 @@ class Interpreter(SubgraphHost):
 
     def resize_tensor_input(self, input_index: int, tensor_size, strict: bool = False) -> None:
         """Change an input's shape; takes effect at the next allocate_tensors()."""
-        _check_int(input_index, "input_index")
+        check_int(input_index, "input_index")
         self._enter("resize_tensor_input")
         try:
             self._ensure_safe()
-            resize_input(self._runtime(0), input_index, tensor_size, strict)
+            self._rt.resize_input(input_index, tensor_size, strict)
         finally:
             self._slot.append(None)
 
@@ -505,28 +423,72 @@ class Interpreter(SubgraphHost):
         does not run again (measured with ai-edge-litert 2.3)."""
         self._enter("reset_all_variables")
         try:
-            for rt in self._runtimes.values():
-                rt.init_variables()
+            self._rt.reset_variables()
         finally:
             self._slot.append(None)
 
-    # --- copies for other threads and processes (lite_numba.api.interpreter_state) --------------------------------
+    def run_rows(self, inputs: list[tuple[int, np.ndarray]], outputs: list[int]) -> list[np.ndarray] | None:
+        """Many invokes in one call, for the batch loop (lite_numba.batch): ModelRuntime.run_rows under this
+        interpreter's thread and tensor() checks, as invoke() takes them. None when the model cannot run so (the
+        caller then loops over set_tensor / invoke / get_tensor), or when tracing."""
+        self._enter("invoke")  # (once per batch: invoke's inlined fast path is not needed here)
+        try:
+            self._ensure_safe()
+            if self._trace:
+                return None
+            return self._rt.run_rows(inputs, outputs)
+        finally:
+            self._slot.append(None)
+
+    def io_views(self) -> dict[int, np.ndarray]:
+        """For the batch loop (lite_numba.batch): {tensor index: arena view} behind set_tensor's and get_tensor's
+        fast path, for the static, non-constant tensors of subgraph 0. Valid until the next invoke,
+        allocate_tensors or resize; never hand these to users (their views are what tensor() gives)."""
+        if not self._slot:
+            raise self._busy("set_tensor")
+        return self._views
+
+    # --- copies for other threads and processes ---------------------------------------------------------------
     def clone(self) -> "Interpreter":
         """Another interpreter of the same model for another thread: it shares the loaded model (constant weights),
         the op resolution and the compiled code, has its own arena and state, and is allocated for the same input
-        shapes when this one is. Inputs, outputs and variables are not copied (`copy.deepcopy` copies them)."""
-        return clone_interpreter(self)
+        shapes when this one is (ModelRuntime.share: when subgraph 0 is compiled code only, the preparation with the
+        packed weights is shared too). Inputs, outputs and variables are not copied (`copy.deepcopy` copies them)."""
+        new = object.__new__(type(self))
+        new._setup(self._data, self.model, self._resolver, self._rt.share(), self._options)
+        if hasattr(self, "_custom_op_registerers"):
+            new._custom_op_registerers = list(self._custom_op_registerers)
+        return new
 
     def __copy__(self) -> "Interpreter":
-        return copy_interpreter(self)
+        """clone() plus a copy of the state: an independent interpreter that continues where this one is."""
+        new = self.clone()
+        new._rt.restore_state(self._rt.capture_state())
+        return new
 
     def __deepcopy__(self, memo) -> "Interpreter":
-        return copy_interpreter(self)
+        return self.__copy__()
 
     def __reduce__(self):
         """Pickles as the model bytes, the options, the op resolver and custom ops by reference (their modules are
-        imported where it is unpickled) and the state: input shapes, allocation, tensor values and variables."""
-        return pickle_interpreter(self)
+        imported where it is unpickled) and the state (ModelRuntime.capture_state): input shapes, allocation,
+        tensor values and variables."""
+        payload = {"model": bytes(self._data), "options": dict(self._options),
+                   "custom_modules": self._custom_modules(), "state": self._rt.capture_state()}
+        return _unpickle_interpreter, (type(self), payload)
+
+    def _custom_modules(self) -> list[str]:
+        """Modules defining the custom kernels the model uses: importing them where the interpreter is unpickled
+        registers those ops (@custom_op) before the default resolver is built."""
+        modules = set()
+        for kernels, sg in zip(self._rt.kernels, self.model.subgraphs):
+            for k, node in zip(kernels, sg.nodes):
+                if k is None or not node.is_custom:
+                    continue
+                for m in (k.__dict__.get("__module__"), getattr(k.prepare, "__module__", None)):
+                    if m and m != "__main__":
+                        modules.add(m)
+        return sorted(modules)
 
     def get_signature_list(self) -> dict:
         """{signature key: {"inputs": [names], "outputs": [names]}}."""
@@ -547,72 +509,6 @@ class Interpreter(SubgraphHost):
         return SignatureRunner(self, signature_key)
 
 
-def set_tensor(rt: GraphRuntime, tensor_index: int, value) -> None:
-    """Copy `value` into tensor `tensor_index` of `rt`, with the official checks and messages."""
-    _check_int(tensor_index, "tensor_index")
-    n = len(rt.tensors)
-    if not 0 <= tensor_index < n:
-        raise ValueError(f"Invalid tensor index {tensor_index} exceeds max tensor index {n}")
-    t = rt.tensors[tensor_index]
-    value = np.asarray(value)
-    pos = rt.plan.inputs.index(tensor_index) if tensor_index in rt.plan.inputs else tensor_index
-    if value.dtype != t.dtype:
-        raise ValueError(f"Cannot set tensor: Got value of type {type_name(value.dtype)} but expected type "
-                         f"{type_name(t.dtype)} for input {pos}, name: {t.name} ")
-    if value.ndim != len(t.shape):
-        raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {value.ndim} but expected {len(t.shape)} "
-                         f"for input {pos}.")
-    for d, (got, want) in enumerate(zip(value.shape, t.shape)):
-        if got != want:
-            raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {got} but expected {want} for dimension "
-                             f"{d} of input {pos}.")
-    if t.is_const:
-        raise ValueError(f"Cannot set tensor: tensor {tensor_index} ({t.name}) is a constant")
-    if not rt.ready:
-        raise ValueError("Cannot set tensor: Tensor is unallocated. Try calling allocate_tensors() first")
-    np.copyto(rt.array(tensor_index), value)
-
-
-def allocate_fresh(rt: GraphRuntime) -> None:
-    """allocate_tensors() after a resize: prepare and plan again, then reset the variable tensors (zeros, or the zero
-    point when quantized). The official Subgraph::AllocateTensors resets them whenever it re-allocates (a resize to
-    a new shape); when nothing was resized it returns early and the state carries on (measured with ai-edge-litert
-    2.3: an LSTM invoked, resized and invoked again gives what a fresh interpreter of the new shape gives)."""
-    rt.allocate()
-    rt.init_variables()
-
-
-def resize_input(rt: GraphRuntime, input_index: int, tensor_size, strict: bool) -> None:
-    """Give input `input_index` of `rt` a new shape (checked; `strict` allows only the -1 dimensions to change)."""
-    _check_int(input_index, "input_index")
-    n = len(rt.tensors)
-    if not 0 <= input_index < n:
-        raise ValueError(f"Invalid tensor index {input_index} exceeds max tensor index {n}")
-    if input_index not in rt.plan.inputs:
-        raise ValueError(f"Tensor {input_index} is not an input of the graph")
-    shape = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
-    if any(d < 0 for d in shape):  # the official runtime fails with a RuntimeError (its size computation overflows)
-        raise RuntimeError(f"Cannot resize input {input_index} to {list(shape)}: dimensions must be >= 0 (-1 marks "
-                           f"an unknown dimension in shape_signature; give its size)")
-    t = rt.tensors[input_index]
-    if strict:
-        sig = t.spec.shape_signature
-        if len(sig) != len(shape):
-            raise RuntimeError(f"ResizeInputTensorStrict: rank of tensor {input_index} is {len(sig)}, "
-                               f"got shape {list(shape)}")
-        for d, (s, new) in enumerate(zip(sig, shape)):
-            if s != -1 and s != new:
-                raise RuntimeError(
-                    f"Attempting to resize dimension {d} of tensor {input_index} with value {t.shape[d]} to {new}. "
-                    f"ResizeInputTensorStrict only allows mutating unknown dimensions identified by -1.")
-    if int(np.prod(shape, dtype=np.float64)) * t.dtype.itemsize > (1 << 34):
-        raise ValueError(f"Cannot resize input {input_index} to {list(shape)}: too large")
-    if shape != t.shape:
-        t.shape = shape
-        rt.ready = False
-        rt.fast_views = {}
-
-
 class SignatureRunner:
     """Runs one SignatureDef: `runner(**inputs) -> {output name: array}`. Made by
     `Interpreter.get_signature_runner(key)` or, as officially, `SignatureRunner(interpreter, signature_key=key)`."""
@@ -629,19 +525,18 @@ class SignatureRunner:
             raise ValueError(f'Invalid signature_key provided: "{signature_key}".')
         self._interp = interpreter
         self._sig = s
-        self._rt = interpreter._runtime(s.subgraph_index)
+        self._k = s.subgraph_index
+        self._rt = interpreter.runtime
+        self._rt.graph(self._k)  # (an invalid subgraph index fails here, as officially at construction)
 
     def get_input_details(self) -> dict[str, dict]:
-        return {name: _detail(self._rt.plan.tensors[i], self._rt.tensors[i].shape)
-                for name, i in self._sig.inputs.items()}
+        return {name: tensor_details(self._rt.tensor(i, self._k)) for name, i in self._sig.inputs.items()}
 
     def get_output_details(self) -> dict[str, dict]:
-        return {name: _detail(self._rt.plan.tensors[i], self._rt.tensors[i].shape)
-                for name, i in self._sig.outputs.items()}
+        return {name: tensor_details(self._rt.tensor(i, self._k)) for name, i in self._sig.outputs.items()}
 
     def allocate_tensors(self) -> None:
-        if not self._rt.ready:
-            allocate_fresh(self._rt)
+        self._rt.allocate(self._k)
 
     def __call__(self, **kwargs) -> dict[str, np.ndarray]:
         if len(kwargs) != len(self._sig.inputs):
@@ -651,22 +546,34 @@ class SignatureRunner:
         interp._enter("SignatureRunner.__call__")
         try:
             interp._ensure_safe()
-            rt = self._rt
+            rt, k = self._rt, self._k
             for name, value in kwargs.items():
                 if name not in self._sig.inputs:
                     raise ValueError(f"Invalid Input name ({name}) for SignatureDef")
                 i = self._sig.inputs[name]
                 value = np.asarray(value)
-                if value.shape != rt.tensors[i].shape:
-                    resize_input(rt, i, value.shape, False)
-            if not rt.ready:
-                allocate_fresh(rt)
+                if value.shape != rt.tensor(i, k).shape:
+                    rt.resize_input(i, value.shape, False, k)
+            rt.allocate(k)
             for name, value in kwargs.items():
-                set_tensor(rt, self._sig.inputs[name], value)
-            rt.invoke()
-            return {name: np.array(rt.array(i), copy=True) for name, i in self._sig.outputs.items()}
+                rt.set_tensor(self._sig.inputs[name], value, k)
+            rt.invoke(k)
+            return {name: rt.get_tensor(i, k) for name, i in self._sig.outputs.items()}
         finally:
             interp._slot.append(None)
+
+
+def _unpickle_interpreter(cls, payload: dict):
+    """Rebuild a pickled interpreter: import the custom ops' modules, load the model, restore the state."""
+    for module in payload["custom_modules"]:
+        importlib.import_module(module)
+    options = payload["options"]
+    resolver = options["op_resolver"] if options["op_resolver"] is not None else default_op_resolver()
+    data = payload["model"]
+    interp = object.__new__(cls)
+    interp._setup(data, load_model(data), resolver, None, options)
+    interp._rt.restore_state(payload["state"])
+    return interp
 
 
 class InterpreterWithCustomOps(Interpreter):

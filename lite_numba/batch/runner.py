@@ -94,7 +94,7 @@ class BatchRunner:
     `preprocess(example) -> array | {name: array}`, `postprocess({output name: array}) -> {name: array}`.
     `progress`: None shows a tqdm bar when stderr is a terminal and a run lasts over a second; True always
     (needs tqdm), False never. `native` (loop mode): run a batch's examples in one compiled call when the model's
-    invoke is compiled code only (Interpreter._run_rows; False: one Python set/invoke/get per example; the
+    invoke is compiled code only (Interpreter.run_rows; False: one Python set/invoke/get per example; the
     results are the same). The interpreter is allocated (its kernels compiled or loaded) here, once."""
 
     def __init__(self, model, batch_size: int = 32, *, mode: str = "auto", preprocess: Callable | None = None,
@@ -280,7 +280,7 @@ class BatchRunner:
         ins = [(arrays[name], idx, shape) for name, idx, shape, _, _ in self._inputs]
         out: dict[str, np.ndarray] = {}
         t_inv = 0.0
-        views = it._arena_views()
+        views = it.io_views()
         for s in range(0, n, step):
             k = min(step, n - s)
             for arr, idx, shape in ins:
@@ -296,7 +296,7 @@ class BatchRunner:
             t0 = clock()
             it.invoke()
             t_inv += clock() - t0
-            views = it._arena_views()  # (an invoke may plan the arena again)
+            views = it.io_views()  # (an invoke may plan the arena again)
             for name, idx in self._outputs:
                 y = views.get(idx)
                 if y is None:
@@ -324,7 +324,7 @@ class BatchRunner:
         clock = time.perf_counter
         if self.native:
             t0 = clock()
-            stacked = it._run_rows([(idx, arrays[name]) for name, idx, *_ in self._inputs],
+            stacked = it.run_rows([(idx, arrays[name]) for name, idx, *_ in self._inputs],
                                    [idx for _, idx in self._outputs])
             if stacked is not None:  # every example in one compiled call (the copies in and out counted as invoke)
                 self.stats.invokes += n
@@ -333,7 +333,7 @@ class BatchRunner:
         ins = [(arrays[name], idx, shape) for name, idx, shape, _, _ in self._inputs]
         outs = None  # [(name, index, stacked array, the output's shape at example 0)]
         t_inv = 0.0
-        views = it._arena_views()
+        views = it.io_views()
         for s in range(n):
             for arr, idx, shape in ins:
                 view = views.get(idx)
@@ -344,7 +344,7 @@ class BatchRunner:
             t0 = clock()
             it.invoke()
             t_inv += clock() - t0
-            views = it._arena_views()  # (an invoke may plan the arena again)
+            views = it.io_views()  # (an invoke may plan the arena again)
             if outs is None:
                 outs = []
                 for name, idx in self._outputs:

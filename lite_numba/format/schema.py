@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from tflite.BuiltinOperator import BuiltinOperator
@@ -83,3 +84,20 @@ def snake_case(camel: str) -> str:
     """A schema field's accessor name in snake_case (StrideH -> stride_h, LSHProjection -> lsh_projection)."""
     s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", camel)
     return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+
+
+def numpy_to_tensor_type(dtype: Any) -> int:
+    """Return the ``tflite.TensorType`` value for a numpy dtype (or dtype-like)."""
+    dt = np.dtype(dtype)
+    try:
+        return DTYPE_TO_TENSOR_TYPE[dt.newbyteorder("=")]
+    except KeyError:
+        raise ValueError(f"unsupported tensor dtype {dt}") from None
+
+
+def tensor_type_to_numpy(tensor_type: int) -> np.dtype:
+    """Return the numpy dtype for a ``tflite.TensorType`` value."""
+    try:
+        return TENSOR_TYPE_TO_DTYPE[int(tensor_type)]
+    except KeyError:
+        raise ValueError(f"unsupported tflite TensorType {tensor_type}") from None

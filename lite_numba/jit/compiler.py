@@ -41,7 +41,7 @@ def _package_hash() -> str:
         h = hashlib.sha256(__version__.encode())
         # only what compiled runners can depend on: the kernels, the plugins, the contract, code generation and this
         package = Path(__file__).parents[1]
-        files = [package / n for n in ("ops.py", "runtime/executor.py", "jit/codegen.py", "jit/compiler.py",
+        files = [package / n for n in ("ops.py", "runtime/executor.py", "runtime/codegen.py", "jit/compiler.py",
                                        "jit/symbols.py")]
         for sub in ("kernels", "plugins"):
             try:

@@ -41,6 +41,29 @@ def lifetimes(nodes) -> tuple[dict[int, int], dict[int, int]]:
     return first, last
 
 
+def graph_allocations(nodes, tensors, node_temps: dict[int, list], skip: set[int], keep: set[int],
+                      preserve_all: bool) -> list[Allocation]:
+    """The buffers of one subgraph's arena: every tensor not in `skip` (constants, dynamic tensors, strings) live
+    from its first producer to its last consumer, or for the whole run when in `keep` (graph inputs, outputs and
+    variables: never aliased), never written by a node, or when `preserve_all`; every node's temporaries
+    (`node_temps`: node index -> tensors) live during their node (the whole run when `preserve_all`)."""
+    end = max(len(nodes) - 1, 0)
+    first, last = lifetimes(nodes)
+    allocs = []
+    for t in tensors:
+        if t.index in skip:
+            continue
+        if t.index in keep or preserve_all or t.index not in first:
+            allocs.append(Allocation(t.index, t.nbytes, 0, end))
+        else:
+            allocs.append(Allocation(t.index, t.nbytes, first[t.index], last[t.index]))
+    for ni, temps in node_temps.items():
+        for t in temps:
+            lo, hi = (0, end) if preserve_all else (ni, ni)
+            allocs.append(Allocation(t.index, t.nbytes, lo, hi))
+    return allocs
+
+
 def plan_arena(allocs: list[Allocation]) -> tuple[dict[int, int], int]:
     """Offsets for every allocation so that buffers alive at the same time never overlap.
 

@@ -1,44 +1,25 @@
-"""Runs one subgraph: prepares nodes, plans the arena, and executes the fused, compiled node sequence.
-
-Mechanism (numbers in docs/architecture.md): the calls that the kernels' prepare scheduled for consecutive static
-nodes are turned into the source of one `@njit` function `run(arena, aux, it, ft)`. Every tensor argument becomes a
-view `arena[it[p]:it[p+1]].view(dtype).reshape((it[p+2], ...))`; offsets, shapes and scalars live in the int64 table
-`it` and the float64 table `ft`, so the source depends on the graph's *structure* only (kernels, dtypes, ranks), not
-on shapes: resizing or another model with the same structure reuses the compiled function. The runner calls each
-kernel through its native entry address, passed at run time in the int64 table `fp` (lite_numba.jit.native_call), and
-builds the kernels' array arguments directly from `it`: it contains no kernel code, compiles in ~30 ms a call site and
-depends on the kernels' argument types only. The source is written to a cache directory keyed by its hash plus the
-versions of lite_numba, Numba and native_call (not the kernel sources), imported as a module, and compiled with
-`cache=True`, so a second process loads it from disk. Kernels are compiled (or loaded from Numba's disk cache) one by
-one for exactly the argument types the runner passes.
-
-Nodes whose output shapes depend on input values (dynamic) or that run on the host (control flow) split the
-sequence into segments; they are re-prepared and run from Python at invoke time.
+"""Runs one subgraph (`GraphRuntime`): prepares nodes, folds constants, plans the arena and executes the node
+sequence as compiled segments (lite_numba.runtime.codegen: one generated runner per run of static nodes, calling every
+kernel by native address over tables of offsets, shapes and scalars, so its source depends on the graph's structure
+only). Nodes whose output shapes depend on input values (dynamic) or that run on the host (control flow) split the
+sequence into segments; they are prepared again and run from Python at invoke time, memoised, and speculated away
+where their values repeat. docs/design/executor.md explains the choices.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..format.custom_options import decode_custom_options
 from ..format.plan import Node, SubgraphPlan
-from ..jit.codegen import Segment, make_segment
 from ..ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
-from .arena import Allocation, ArenaLimitError, check_arena_bytes, check_tensor_bytes, lifetimes, plan_arena
-
-
-class PrepareError(RuntimeError, ValueError):
-    """A node failed to prepare (bad shapes, dtypes or parameters). A RuntimeError like the official runtime's."""
-
-
-class InvokeError(RuntimeError, ValueError):
-    """A kernel found bad run-time values (e.g. an index out of range). A RuntimeError like the official runtime's;
-    also a ValueError, which is what the kernels raise."""
+from .arena import ArenaLimitError, check_arena_bytes, check_tensor_bytes, graph_allocations, plan_arena
+from .codegen import Segment, make_segment
+from .errors import InvokeError, PrepareError, overflow_cause, zero_division_cause
 
 
 class GraphRuntime:
@@ -51,7 +32,7 @@ class GraphRuntime:
         self.num_threads = num_threads
         self.preserve_all = preserve_all_tensors
         self.subgraph_index = subgraph_index
-        self.host_env = host_env  # the Interpreter, for ops that call other subgraphs
+        self.host_env = host_env  # the ModelRuntime that owns this runtime: ops that call other subgraphs use it
         self.tensors = [Tensor(s.index, s.name, s.dtype, s.shape, s, s.data) for s in plan.tensors]
         self.states: list[Any] = [None] * len(plan.nodes)
         self._inited = [False] * len(plan.nodes)
@@ -59,7 +40,9 @@ class GraphRuntime:
         self.arena = np.zeros(0, np.uint8)
         self.arena_size = 0
         self.views: dict[int, np.ndarray] = {}
-        self.fast_views: dict[int, np.ndarray] = {}  # arena views of static, non-const tensors (set/get fast path)
+        # arena views of static, non-const tensors (the set/get fast path): one dict object for the runtime's life,
+        # refilled by allocate() and emptied by invalidate(), so its owner may hold on to it
+        self.fast_views: dict[int, np.ndarray] = {}
         self.dynamic_arrays: dict[int, np.ndarray] = {}
         self.known_values: dict[int, np.ndarray] = {}  # values fixed at prepare time (ctx.set_known_value)
         self._dynamic_phase = False
@@ -199,7 +182,7 @@ class GraphRuntime:
         rt.arena = np.zeros_like(self.arena)
         remap = lambda a: _same_place(a, self.arena, rt.arena)  # noqa: E731
         rt.views = {k: remap(v) for k, v in self.views.items()}
-        rt.fast_views = {k: rt.views[k] for k in self.fast_views}
+        rt.fast_views = {k: rt.views[k] for k in self.fast_views}  # (its own dict: see __init__)
         steps = []
         for kind, seg in self.steps:
             seg = copy.copy(seg)  # py_calls (profiling) hold views: of the new arena
@@ -209,6 +192,23 @@ class GraphRuntime:
         rt._make_program()
         rt.init_variables()
         return rt
+
+    def invalidate(self) -> None:
+        """Not ready: the next allocate() prepares and plans again (inputs resized, or a subgraph about to be
+        prepared for other shapes). The arena views stop being served."""
+        self.ready = False
+        self.fast_views.clear()
+
+    def release(self) -> None:
+        """Drop the arena and its views (an evicted called subgraph); holders of a binding see it invalid."""
+        self.invalidate()
+        self.arena = np.zeros(0, np.uint8)
+        self.views = {}
+
+    def set_input_shape(self, i: int, shape: tuple[int, ...]) -> None:
+        """Input tensor i takes `shape` (validated by the caller) at the next allocate()."""
+        self.tensors[i].shape = tuple(shape)
+        self.invalidate()
 
     def defer(self) -> bool:
         """A node's output shapes depend on data (ctx.defer): never speculate on this graph. True when prepare runs at
@@ -247,9 +247,9 @@ class GraphRuntime:
                 f"marks an absent one)")) from None
         except (ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
             if isinstance(e, OverflowError) or "cannot convert float" in str(e):
-                raise self._node_error(node, ValueError(_overflow_cause(self, node, e))) from None
+                raise self._node_error(node, ValueError(overflow_cause(self.tensors, node, e))) from None
             if isinstance(e, ZeroDivisionError):
-                raise self._node_error(node, ValueError(_zero_division_cause(self, node, e))) from None
+                raise self._node_error(node, ValueError(zero_division_cause(self.tensors, node, e))) from None
             raise self._node_error(node, e) from None
         except ArenaLimitError as e:
             raise ArenaLimitError(f"{e}\nNode number {node.index} ({node.op_name}) failed to prepare.") from None
@@ -267,7 +267,7 @@ class GraphRuntime:
         self._observed = {}
         self._last_observed = None
         self._spec_pending = False
-        self.fast_views = {}
+        self.fast_views.clear()
         self.known_values = {}
         self._temps = []
         self.dynamic_arrays = {}
@@ -334,7 +334,7 @@ class GraphRuntime:
                               and all(self.kernels[n].host is None for n in self.dynamic_nodes)
                               and not any(t.spec.is_variable for t in self.tensors))
         self._make_program()
-        self.fast_views = {i: v for i, v in self.views.items() if i < len(self.tensors)}
+        self.fast_views.update((i, v) for i, v in self.views.items() if i < len(self.tensors))
         self.ready = True
 
     def _check_rewritten_inputs(self, seen: dict[int, list[tuple[int, tuple]]]) -> None:
@@ -483,22 +483,10 @@ class GraphRuntime:
         self._replan(None)
 
     def _plan_memory(self, node_temps: dict[int, list[Tensor]]) -> None:
-        n_nodes = len(self.plan.nodes)
-        end = max(n_nodes - 1, 0)
-        first, last = lifetimes(self.plan.nodes)
-        pinned = set(self.plan.inputs) | set(self.plan.outputs)
-        allocs = []
-        for t in self.tensors:
-            if t.is_const or t.index in self.dynamic_tensors or t.dtype == np.dtype(object):
-                continue
-            if t.index in pinned or self.preserve_all or t.spec.is_variable or t.index not in first:
-                allocs.append(Allocation(t.index, t.nbytes, 0, end))
-            else:
-                allocs.append(Allocation(t.index, t.nbytes, first[t.index], last[t.index]))
-        for ni, temps in node_temps.items():
-            for t in temps:
-                lo, hi = (0, end) if self.preserve_all else (ni, ni)
-                allocs.append(Allocation(t.index, t.nbytes, lo, hi))
+        skip = {t.index for t in self.tensors if t.is_const or t.index in self.dynamic_tensors
+                or t.dtype == np.dtype(object)}
+        keep = set(self.plan.inputs) | set(self.plan.outputs) | {t.index for t in self.tensors if t.spec.is_variable}
+        allocs = graph_allocations(self.plan.nodes, self.tensors, node_temps, skip, keep, self.preserve_all)
         for a in allocs:  # inputs and declared shapes never went through set_shape
             t = self.tensors[a.key] if a.key < len(self.tensors) else self._temps[a.key - len(self.tensors)]
             self._check_bytes(t, t.shape)
@@ -521,7 +509,7 @@ class GraphRuntime:
         for i, v in old.items():
             if v.shape == self.views[i].shape:
                 self.views[i][...] = v
-        if not old:  # first allocation; a re-allocation keeps the state (allocate_tensors resets it: allocate_fresh)
+        if not old:  # first allocation; a re-allocation keeps the state (ModelRuntime.allocate resets it)
             self.init_variables()
 
     def init_variables(self) -> None:
@@ -612,6 +600,24 @@ class GraphRuntime:
                 return self.invoke()
             raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.subgraph_index}).") from None
 
+    def invoke_with(self, run_steps: Callable[[GraphRuntime], Any]) -> Any:
+        """Invoke through `run_steps(self)`, which walks `steps` itself (the profiler timing each node), instead of
+        the compiled program; speculation and its fallback as in invoke(). Returns what run_steps returns."""
+        if not self.ready:
+            raise RuntimeError("Invoke called on model that is not ready.")
+        if self._spec_pending:
+            self._specialise()
+        try:
+            result = run_steps(self)
+        except ValueError as e:
+            if not (self.assumed and _is_guard_failure(e)):
+                raise
+            self._despecialise()
+            return self.invoke_with(run_steps)
+        if self._spec_allowed:
+            self._after_general_invoke()
+        return result
+
     def run_dynamic(self, ni: int) -> None:
         """Prepare and run a dynamic or host node. The prepared node is memoised: when its inputs are the same
         arrays (same shapes; outputs of earlier dynamic nodes keep their array while their shape holds) and the
@@ -672,82 +678,6 @@ class GraphRuntime:
                 return False
         return True
 
-    def invoke_profiled(self, on_node=None) -> dict[int, int]:
-        """Run once calling each kernel from Python, timing every node: {node index: nanoseconds}.
-
-        `on_node(node_index)` is called after each node has run (for tracing). Results equal `invoke()`'s: the same
-        compiled kernels run on the same storage; only the dispatch between them differs."""
-        if not self.ready:
-            raise RuntimeError("Invoke called on model that is not ready.")
-        if self._spec_pending:
-            self._specialise()
-        try:
-            times = self._run_profiled(on_node)
-        except ValueError as e:
-            if not (self.assumed and _is_guard_failure(e)):
-                raise
-            self._despecialise()
-            return self.invoke_profiled(on_node)
-        if self._spec_allowed:
-            self._after_general_invoke()
-        return times
-
-    def _run_profiled(self, on_node) -> dict[int, int]:
-        clock = time.perf_counter_ns
-        times: dict[int, int] = {}
-        for kind, step in self.steps:
-            if kind == "segment":
-                by_node: dict[int, list] = {}
-                for fn, args, ni in step.py_calls:
-                    by_node.setdefault(ni, []).append((fn, args))
-                for ni in step.nodes:  # node by node, so on_node sees each node's outputs before the next runs
-                    t0 = clock()
-                    for fn, args in by_node.get(ni, ()):
-                        fn(*args)
-                    times[ni] = times.get(ni, 0) + clock() - t0
-                    if on_node is not None:
-                        on_node(ni)
-            else:
-                t0 = clock()
-                self.run_dynamic(step)
-                times[step] = clock() - t0
-                if on_node is not None:
-                    on_node(step)
-        return times
-
-
-def _overflow_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
-    """Name what made a prepare's arithmetic overflow ("cannot convert float infinity to integer"): a non-finite
-    option, else the quantization scales of the node's tensors (finite, but whose ratios do not fit)."""
-    bad = {k: v for k, v in node.options.items() if isinstance(v, float) and not math.isfinite(v)}
-    if bad:
-        opts = ", ".join(f"{k}={v}" for k, v in bad.items())
-        return f"{node.op_name}: option {opts} is not finite"
-    scales = [f"{rt.tensors[i].name!r} {rt.tensors[i].quantization.scales.tolist()[:4]}"
-              for i in (*node.inputs, *node.outputs) if i >= 0 and rt.tensors[i].quantization.scales.size]
-    text = str(err)
-    what = "NaN" if "NaN" in text else "infinite" if "infinity" in text else "too large for an integer"
-    if scales:
-        return f"{node.op_name}: its quantization scales give a multiplier out of range (their ratio is {what}); " \
-               f"scales: {'; '.join(scales)}"
-    return f"{node.op_name}: an input value does not fit an integer (it is {what}); inputs: {_inputs_text(rt, node)}"
-
-
-def _zero_division_cause(rt: GraphRuntime, node: Node, err: Exception) -> str:
-    """Name what a prepare divided by zero: the zero quantization scales among the node's tensors (inputs,
-    outputs and intermediates), else the node's inputs."""
-    ids = [i for i in (*node.inputs, *node.outputs, *getattr(node, "intermediates", ())) if i >= 0]
-    zero = [repr(rt.tensors[i].name) for i in ids
-            if rt.tensors[i].quantization.scales.size and not np.all(rt.tensors[i].quantization.scales)]
-    if zero:
-        return f"{node.op_name}: a quantization scale of 0 ({', '.join(zero)})"
-    return f"{node.op_name}: a division by zero ({err}); inputs: {_inputs_text(rt, node)}"
-
-
-def _inputs_text(rt: GraphRuntime, node: Node) -> str:
-    """The node's present inputs as "'name' dtype [shape]; ..." (for error messages)."""
-    return "; ".join(f"{rt.tensors[i].name!r} {rt.tensors[i].dtype.name} {list(rt.tensors[i].shape)}"
-                     for i in node.inputs if i >= 0)
 
 
 def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:

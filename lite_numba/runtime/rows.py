@@ -9,7 +9,7 @@ dispatcher); copy each output's bytes at `out_offs[j]` into row s of `outs[j]`.
 
 Per example this replaces the Python of a set_tensor / invoke / get_tensor loop (the busy check, the dispatcher's
 typing of five arrays, the views and shape checks: 25-40 us on a 2-vCPU Xeon right after a MobileNet invoke has
-evicted the interpreter's objects from the caches) with two memory copies. The caller (Interpreter._run_rows)
+evicted the interpreter's objects from the caches) with two memory copies. The caller (ModelRuntime.run_rows)
 checks every offset and size against the arena first: this code does no bounds checks of its own (in the checked
 mode, LITE_NUMBA_BOUNDSCHECK=1, Numba's are compiled in). An exception a kernel raises propagates as from invoke.
 

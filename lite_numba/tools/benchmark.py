@@ -32,8 +32,8 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
-from ..api.interpreter import Interpreter, resize_input, set_tensor
-from ..runtime.profiling import RunStats, format_stats_tables, init_rows, profile_runtime
+from ..api.interpreter import Interpreter
+from ..runtime.profile_report import RunStats, format_stats_tables, init_rows
 
 OUTPUT_MODES = ("stdout", "csv", "json", "html")
 
@@ -229,36 +229,43 @@ class OurRunner:
 
     def __init__(self, graph: str, num_threads: int, signature: str):
         self.interp = Interpreter(model_path=graph, num_threads=num_threads)
+        self.rt = self.interp.runtime
         sigs = self.interp.model.signatures
         self.signature = _choose_signature([s.key for s in sigs], signature)
         if self.signature:
             sig = next(s for s in sigs if s.key == self.signature)
-            self.rt = self.interp._runtime(sig.subgraph_index)
+            self.subgraph = sig.subgraph_index
             self.inputs = list(sig.inputs.items())
             self.outputs = list(sig.outputs.items())
         else:
-            self.rt = self.interp._runtime(0)
-            self.inputs = [(self.rt.tensors[i].name, i) for i in self.rt.plan.inputs]
-            self.outputs = [(self.rt.tensors[i].name, i) for i in self.rt.plan.outputs]
+            self.subgraph = 0
+            sg = self.interp.model.subgraphs[0]
+            self.inputs = [(sg.tensors[i].name, i) for i in sg.inputs]
+            self.outputs = [(sg.tensors[i].name, i) for i in sg.outputs]
 
     def input_specs(self) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
-        return [(name, self.rt.tensors[i].dtype, tuple(self.rt.tensors[i].shape)) for name, i in self.inputs]
+        tensors = [self.rt.tensor(i, self.subgraph) for _, i in self.inputs]
+        return [(name, t.dtype, tuple(t.shape)) for (name, _), t in zip(self.inputs, tensors)]
 
     def resize(self, k: int, shape: tuple[int, ...]) -> None:
-        resize_input(self.rt, self.inputs[k][1], shape, False)
+        self.rt.resize_input(self.inputs[k][1], shape, False, self.subgraph)
 
     def allocate(self) -> None:
-        self.rt.allocate()
+        self.rt.allocate(self.subgraph)
 
     def set_inputs(self, arrays: list[np.ndarray]) -> None:
         for (_, i), a in zip(self.inputs, arrays):
-            set_tensor(self.rt, i, a)
+            self.rt.set_tensor(i, a, self.subgraph)
 
     def invoke(self) -> None:
-        self.rt.invoke()
+        self.rt.invoke(self.subgraph)
 
     def get_outputs(self) -> list[np.ndarray]:
-        return [np.array(self.rt.array(i), copy=True) for _, i in self.outputs]
+        return [self.rt.get_tensor(i, self.subgraph) for _, i in self.outputs]
+
+    @property
+    def arena_size(self) -> int:
+        return self.rt.graph(self.subgraph).arena_size
 
 
 def _choose_signature(keys: list[str], wanted: str) -> str:
@@ -626,7 +633,7 @@ def run_benchmark(args: argparse.Namespace, out: TextIO | None = None) -> int:
         "actual memory footprint of the model at runtime. Take the information at your discretion.")
     log(f"Memory footprint delta from the start of the tool (MB): init={(init_rss - start_rss) / (1 << 20):g} "
         f"overall={(overall_rss - start_rss) / (1 << 20):g}")
-    log(f"Activation arena (bytes): {runner.rt.arena_size}")
+    log(f"Activation arena (bytes): {runner.arena_size}")
     if monitor is not None:
         log(f"Overall peak memory footprint (MB) via periodic monitoring: {monitor.peak_mb:g}")
         rss_mb = rss_bytes() >> 20
@@ -634,14 +641,14 @@ def run_benchmark(args: argparse.Namespace, out: TextIO | None = None) -> int:
         log(f"- VmRSS              : {rss_mb} MB")
 
     if args.enable_op_profiling:
-        profile = profile_runtime(runner.rt, num_runs=args.num_runs, warmup_runs=1, min_secs=args.min_secs,
-                                  max_secs=args.max_secs, measure_invoke=True,
-                                  title=f"lite-numba op profile: {os.path.basename(args.graph)}")
+        profile = runner.rt.profile(num_runs=args.num_runs, warmup_runs=1, subgraph=runner.subgraph,
+                                    min_secs=args.min_secs, max_secs=args.max_secs, measure_invoke=True,
+                                    title=f"lite-numba op profile: {os.path.basename(args.graph)}")
         init_events = [("LoadModel", "load, validate, resolve ops", (t_loaded - t0) / 1e3),
                        ("AllocateTensors", "prepare, plan arena, compile or load from cache", (t1 - t_loaded) / 1e3)]
         extra = {"model": args.graph, "init (us)": str(init_us), "first inference (us)": f"{ours.warmup.first:.1f}",
                  "inference avg (us, compiled, unprofiled)": _fmt_avg(ours.regular),
-                 "inference median (us)": f"{ours.regular.median:.2f}", "arena (bytes)": str(runner.rt.arena_size)}
+                 "inference median (us)": f"{ours.regular.median:.2f}", "arena (bytes)": str(runner.arena_size)}
         _write_profile(profile, args, init_events, extra, out, log)
 
     if args.compare_official:

@@ -91,7 +91,7 @@ def run_model(model: str, inputs: list[str], output_dir: str, *, trace: bool = F
             print(f"input #{d['index']} {d['name']!r}: no file given, using random values", file=out)
         interp.set_tensor(d["index"], v)
     if trace:
-        interp._trace = True
+        interp.trace = True
     interp.invoke()
     os.makedirs(output_dir, exist_ok=True)
     written, used = [], set()

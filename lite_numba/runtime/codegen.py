@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ops import Call, ConstArg, Tensor, TensorView
-from ..runtime.arena import align64
-from .compiler import (
+from ..jit.compiler import (
     cached_address,
     cached_spec_types,
     compile_runner,
@@ -28,7 +26,9 @@ from .compiler import (
     precompile,
     runner_sig,
 )
-from .symbols import symbol_name
+from ..jit.symbols import symbol_name
+from ..ops import Call, ConstArg, Tensor, TensorView
+from .arena import align64
 
 
 def executor_mode() -> str:
