@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from lite_numba.kernels.base.activation import F32_MAX, float_activation_range, int_activation_range
 from lite_numba.kernels.base.shapes import MAX_BROADCAST_RANK, broadcast_shape, collapse_broadcast
+from lite_numba.kernels.base.strided import ROW_START, box_walk, next_row
 from numba import njit
 from numba.extending import register_jitable
 
@@ -104,38 +105,34 @@ def make_binary(op, clamp: bool = True):
 
     @njit(cache=True, nogil=True, error_model="numpy")
     def bcast(x, y, out, xs, ys, shp, lim):
-        # shp/xs/ys come from collapse_broadcast: the innermost loop is specialised for unit and zero strides so
-        # that it vectorizes (the common [.., n] op [n] and [.., n] op [.., 1] cases)
+        # shp/xs/ys come from collapse_broadcast: each row is specialised for unit and zero strides so that it
+        # vectorizes (the common [.., n] op [n] and [.., n] op [.., 1] cases)
         tag  # noqa: B018
         lo, hi = lim[0], lim[1]
         n5, sx, sy = shp[5], xs[5], ys[5]
-        o = 0
-        for i0 in range(shp[0]):
-            for i1 in range(shp[1]):
-                for i2 in range(shp[2]):
-                    for i3 in range(shp[3]):
-                        for i4 in range(shp[4]):
-                            xb = i0 * xs[0] + i1 * xs[1] + i2 * xs[2] + i3 * xs[3] + i4 * xs[4]
-                            yb = i0 * ys[0] + i1 * ys[1] + i2 * ys[2] + i3 * ys[3] + i4 * ys[4]
-                            # row views: indices from range() are known non-negative, so no wraparound
-                            # select is emitted and the loops vectorize
-                            orow = out[o:o + n5]
-                            if sx == 1 and sy == 1:
-                                xr, yr = x[xb:xb + n5], y[yb:yb + n5]
-                                for k in range(n5):
-                                    put(orow, k, op(xr[k], yr[k]), lo, hi)
-                            elif sx == 1 and sy == 0:
-                                xr, b = x[xb:xb + n5], y[yb]
-                                for k in range(n5):
-                                    put(orow, k, op(xr[k], b), lo, hi)
-                            elif sx == 0 and sy == 1:
-                                a, yr = x[xb], y[yb:yb + n5]
-                                for k in range(n5):
-                                    put(orow, k, op(a, yr[k]), lo, hi)
-                            else:
-                                for k in range(n5):
-                                    put(orow, k, op(x[xb + k * sx], y[yb + k * sy]), lo, hi)
-                            o += n5
+        walk = box_walk(shp, xs, ys, ys)
+        at = ROW_START
+        for r in range(walk[0]):
+            xb, yb = at[1], at[2]
+            # row views: indices from range() are known non-negative, so no wraparound select is emitted and the
+            # loops vectorize
+            orow = out[r * n5:(r + 1) * n5]
+            if sx == 1 and sy == 1:
+                xr, yr = x[xb:xb + n5], y[yb:yb + n5]
+                for k in range(n5):
+                    put(orow, k, op(xr[k], yr[k]), lo, hi)
+            elif sx == 1 and sy == 0:
+                xr, b = x[xb:xb + n5], y[yb]
+                for k in range(n5):
+                    put(orow, k, op(xr[k], b), lo, hi)
+            elif sx == 0 and sy == 1:
+                a, yr = x[xb], y[yb:yb + n5]
+                for k in range(n5):
+                    put(orow, k, op(a, yr[k]), lo, hi)
+            else:
+                for k in range(n5):
+                    put(orow, k, op(x[xb + k * sx], y[yb + k * sy]), lo, hi)
+            at = next_row(at, walk)
 
     return same, scalar_y, scalar_x, bcast
 

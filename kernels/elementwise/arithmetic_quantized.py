@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
+from lite_numba.kernels.base.strided import ROW_START, box_walk, next_row
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, call_compiled, kernel
@@ -141,18 +142,15 @@ def binary_table_op(x, y, out, t1, t2, xs, ys, shp, p):
 
     p = [mode, multiplier, shift, multiplier2, shift2, output zero point, min, max]."""
     lo, hi = p[6], p[7]
-    o = 0
-    for i0 in range(shp[0]):
-        for i1 in range(shp[1]):
-            for i2 in range(shp[2]):
-                for i3 in range(shp[3]):
-                    for i4 in range(shp[4]):
-                        xb = i0 * xs[0] + i1 * xs[1] + i2 * xs[2] + i3 * xs[3] + i4 * xs[4]
-                        yb = i0 * ys[0] + i1 * ys[1] + i2 * ys[2] + i3 * ys[3] + i4 * ys[4]
-                        for i5 in range(shp[5]):
-                            v = _combine(t1[x[xb + i5 * xs[5]]], t2[y[yb + i5 * ys[5]]], p)
-                            out[o] = min(max(v, lo), hi)
-                            o += 1
+    n5, sx, sy = shp[5], xs[5], ys[5]
+    walk = box_walk(shp, xs, ys, ys)
+    at = ROW_START
+    for r in range(walk[0]):
+        xb, yb = at[1], at[2]
+        for i5 in range(n5):
+            v = _combine(t1[x[xb + i5 * sx]], t2[y[yb + i5 * sy]], p)
+            out[r * n5 + i5] = min(max(v, lo), hi)
+        at = next_row(at, walk)
 
 
 def schedule_binary_table_op(ctx: PrepareContext, x: Tensor, y: Tensor, out: Tensor, t1: np.ndarray,
@@ -263,18 +261,14 @@ def binary_neon_op(x, y, out, tables, cfg, p, xs, ys, shp):
     p = [op (0 ADD, 1 MUL), multiplier, shift, output zero point, min, max, type min, type max]."""
     kind = cfg[0]
     if kind == 2:
-        o = 0
-        for i0 in range(shp[0]):
-            for i1 in range(shp[1]):
-                for i2 in range(shp[2]):
-                    for i3 in range(shp[3]):
-                        for i4 in range(shp[4]):
-                            xb = i0 * xs[0] + i1 * xs[1] + i2 * xs[2] + i3 * xs[3] + i4 * xs[4]
-                            yb = i0 * ys[0] + i1 * ys[1] + i2 * ys[2] + i3 * ys[3] + i4 * ys[4]
-                            for i5 in range(shp[5]):
-                                out[o] = _scalar_stage(tables[0, x[xb + i5 * xs[5]]], tables[1, y[yb + i5 * ys[5]]],
-                                                       p)
-                                o += 1
+        n5, sx, sy = shp[5], xs[5], ys[5]
+        walk = box_walk(shp, xs, ys, ys)
+        at = ROW_START
+        for r in range(walk[0]):
+            xb, yb = at[1], at[2]
+            for i5 in range(n5):
+                out[r * n5 + i5] = _scalar_stage(tables[0, x[xb + i5 * sx]], tables[1, y[yb + i5 * sy]], p)
+            at = next_row(at, walk)
         return
     block_e, block_s, narrow_e, narrow_s = cfg[7], cfg[8], cfg[9], cfg[10]
     if kind == 0:

@@ -18,6 +18,7 @@ from lite_numba.kernels.base.fixedpoint import (
     saturating_rounding_doubling_high_mul,
 )
 from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
+from lite_numba.kernels.base.strided import ROW_START, box_walk, next_row
 from lite_numba.kernels.elementwise.arithmetic import (
     binary_inputs,
     check_broadcast_rank,
@@ -202,18 +203,14 @@ def select_same(c, x, y, out):
 
 @njit(cache=True, nogil=True)
 def select_bcast(c, x, y, out, cs, xs, ys, shp):
-    o = 0
-    for i0 in range(shp[0]):
-        for i1 in range(shp[1]):
-            for i2 in range(shp[2]):
-                for i3 in range(shp[3]):
-                    for i4 in range(shp[4]):
-                        cb = i0 * cs[0] + i1 * cs[1] + i2 * cs[2] + i3 * cs[3] + i4 * cs[4]
-                        xb = i0 * xs[0] + i1 * xs[1] + i2 * xs[2] + i3 * xs[3] + i4 * xs[4]
-                        yb = i0 * ys[0] + i1 * ys[1] + i2 * ys[2] + i3 * ys[3] + i4 * ys[4]
-                        for i5 in range(shp[5]):
-                            out[o] = x[xb + i5 * xs[5]] if c[cb + i5 * cs[5]] else y[yb + i5 * ys[5]]
-                            o += 1
+    n5, sc, sx, sy = shp[5], cs[5], xs[5], ys[5]
+    walk = box_walk(shp, cs, xs, ys)
+    at = ROW_START
+    for r in range(walk[0]):
+        cb, xb, yb = at[1], at[2], at[3]
+        for i5 in range(n5):
+            out[r * n5 + i5] = x[xb + i5 * sx] if c[cb + i5 * sc] else y[yb + i5 * sy]
+        at = next_row(at, walk)
 
 
 _RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.copy import WORDS
+from lite_numba.kernels.base.sort import stable_sort
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -93,39 +94,9 @@ def _raise_sparse_index(dummy):
 # --- UNIQUE ------------------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
-def _merge_sort(v, perm, tmp):
-    """perm = a stable ordering of v's indices by value (bottom-up merge sort, no allocation)."""
-    n = v.size
-    for i in range(n):
-        perm[i] = i
-    width = 1
-    while width < n:
-        lo = 0
-        while lo < n:
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            i, j, k = lo, mid, lo
-            while i < mid and j < hi:
-                if v[perm[j]] < v[perm[i]]:
-                    tmp[k] = perm[j]
-                    j += 1
-                else:
-                    tmp[k] = perm[i]
-                    i += 1
-                k += 1
-            while i < mid:
-                tmp[k] = perm[i]
-                i += 1
-                k += 1
-            while j < hi:
-                tmp[k] = perm[j]
-                j += 1
-                k += 1
-            lo = hi
-        for i in range(n):
-            perm[i] = tmp[i]
-        width *= 2
+@njit(cache=True, inline="always")
+def _value_less(v, a, b):
+    return v[a] < v[b]
 
 
 @njit(cache=True, nogil=True)
@@ -133,7 +104,9 @@ def unique(x, out, idx_out, perm, tmp, group):
     """out = the distinct values of x in order of first occurrence; idx_out[i] = position of x[i] in out.
     perm, tmp, group: int64 scratch of x.size."""
     n = x.size
-    _merge_sort(x, perm, tmp)
+    for i in range(n):
+        perm[i] = i
+    stable_sort(perm, tmp, n, 1, _value_less, x)  # perm = a stable ordering of x's indices by value
     # groups of equal values in sorted order; tmp[g] = first (smallest) original index of group g
     g = -1
     for j in range(n):

@@ -25,6 +25,7 @@ from lite_numba.kernels.base.fixedpoint import (
     quantize_multiplier,
 )
 from lite_numba.kernels.base.hybrid_quant import std_round_i32
+from lite_numba.kernels.base.strided import ROW_START, box_walk, next_row
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -62,17 +63,15 @@ def make_reducer(op):
         """x of shape shp (rank 6); output offset of an input index = dot(index, ostr) (0 on reduced dims)."""
         for j in range(out.size):
             out[j] = init[0]
-        k = 0
-        for i0 in range(shp[0]):
-            for i1 in range(shp[1]):
-                for i2 in range(shp[2]):
-                    for i3 in range(shp[3]):
-                        for i4 in range(shp[4]):
-                            ob = i0 * ostr[0] + i1 * ostr[1] + i2 * ostr[2] + i3 * ostr[3] + i4 * ostr[4]
-                            for i5 in range(shp[5]):
-                                j = ob + i5 * ostr[5]
-                                out[j] = op(out[j], x[k])
-                                k += 1
+        n5, s5 = shp[5], ostr[5]
+        walk = box_walk(shp, ostr, ostr, ostr)
+        at = ROW_START
+        for r in range(walk[0]):
+            ob = at[1]
+            for i5 in range(n5):
+                j = ob + i5 * s5
+                out[j] = op(out[j], x[r * n5 + i5])
+            at = next_row(at, walk)
 
     return reduce3, reduce_nd
 
@@ -526,22 +525,20 @@ def qprod_nd(x, acc, seen, shp, ostr, zp, m, s):
     """qprod3 for scattered reduced axes: the input is walked in memory order; `seen` marks started outputs."""
     for j in range(seen.size):
         seen[j] = 0
-    k = 0
-    for i0 in range(shp[0]):
-        for i1 in range(shp[1]):
-            for i2 in range(shp[2]):
-                for i3 in range(shp[3]):
-                    for i4 in range(shp[4]):
-                        ob = i0 * ostr[0] + i1 * ostr[1] + i2 * ostr[2] + i3 * ostr[3] + i4 * ostr[4]
-                        for i5 in range(shp[5]):
-                            j = ob + i5 * ostr[5]
-                            d = np.int64(x[k]) - zp
-                            if seen[j]:
-                                acc[j] = multiply_by_quantized_multiplier_int64(np.int64(acc[j]) * d, m, s)
-                            else:
-                                acc[j] = d
-                                seen[j] = 1
-                            k += 1
+    n5, s5 = shp[5], ostr[5]
+    walk = box_walk(shp, ostr, ostr, ostr)
+    at = ROW_START
+    for r in range(walk[0]):
+        ob = at[1]
+        for i5 in range(n5):
+            j = ob + i5 * s5
+            d = np.int64(x[r * n5 + i5]) - zp
+            if seen[j]:
+                acc[j] = multiply_by_quantized_multiplier_int64(np.int64(acc[j]) * d, m, s)
+            else:
+                acc[j] = d
+                seen[j] = 1
+        at = next_row(at, walk)
 
 
 @njit(cache=True, nogil=True)

@@ -8,6 +8,7 @@ larger k sort the row's indices with a stable merge sort in a scratch buffer.
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.sort import stable_sort
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -32,6 +33,12 @@ def _before(x, r, a, b):
     return a < b
 
 
+@njit(cache=True, inline="always")
+def _row_before(row, a, b):
+    x, r = row
+    return _before(x, r, a, b)
+
+
 @njit(cache=True, nogil=True)
 def topk(x, values, indices, scratch):
     """x [rows, n] -> values, indices [rows, k]; scratch holds 2*n int32 (used when k is large)."""
@@ -52,37 +59,12 @@ def topk(x, values, indices, scratch):
                 if m < k:
                     m += 1
         else:
-            src = scratch[:n]
-            dst = scratch[n:2 * n]
+            order = scratch[:n]
             for c in range(n):
-                src[c] = c
-            width = 1
-            while width < n:
-                for lo in range(0, n, 2 * width):
-                    mid = min(lo + width, n)
-                    hi = min(lo + 2 * width, n)
-                    i, j, o = lo, mid, lo
-                    while i < mid and j < hi:
-                        # stable: take from the right run only when strictly before
-                        if _before(x, r, src[j], src[i]):
-                            dst[o] = src[j]
-                            j += 1
-                        else:
-                            dst[o] = src[i]
-                            i += 1
-                        o += 1
-                    while i < mid:
-                        dst[o] = src[i]
-                        i += 1
-                        o += 1
-                    while j < hi:
-                        dst[o] = src[j]
-                        j += 1
-                        o += 1
-                src, dst = dst, src
-                width *= 2
+                order[c] = c
+            stable_sort(order, scratch[n:2 * n], n, 1, _row_before, (x, r))
             for c in range(k):
-                indices[r, c] = src[c]
+                indices[r, c] = order[c]
         for c in range(k):
             values[r, c] = x[r, indices[r, c]]
 

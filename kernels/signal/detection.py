@@ -11,17 +11,18 @@ scores [1, D] and the count [1], D = max_detections * max_classes_per_detection;
 official fast path leaves them unwritten).
 
 Tie order is part of the result. Candidates above the score threshold are ordered by a stable sort
-(`_stable_sort_desc`, as the official `std::stable_sort`); the best classes of an anchor (fast NMS) come from
-`std::partial_sort` there, whose order among equal scores is that of libstdc++'s heap select + heap sort, which
-`_partial_argsort_desc` reproduces step by step; regular NMS merges each class's selection into the best so far
-with a stable merge (the official `std::inplace_merge` on one thread; with more threads the official merge order
-depends on scheduling). NON_MAX_SUPPRESSION_V4/V5 pop candidates from a `std::priority_queue` (a binary heap,
-libstdc++ push/pop order), reproduced by `_heap_push` / `_heap_pop`.
+(base/sort.py's `stable_sort`, as the official `std::stable_sort`); the best classes of an anchor (fast NMS) come
+from `std::partial_sort` there, whose order among equal scores is that of libstdc++'s heap select + heap sort,
+which `_partial_argsort_desc` reproduces step by step; regular NMS merges each class's selection into the best so
+far with a stable merge (the official `std::inplace_merge` on one thread; with more threads the official merge
+order depends on scheduling). NON_MAX_SUPPRESSION_V4/V5 pop candidates from a `std::priority_queue` (a binary
+heap, libstdc++ push/pop order), reproduced by `_heap_push` / `_heap_pop`.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.sort import adjust_heap, sift_up, stable_sort
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -33,85 +34,13 @@ _F0 = np.float32(0.0)
 # ------------------------------------------------------------------------------------------------------------------
 
 
-_RUN = 16  # insertion-sorted run length of the merge sort
+_RUN = 16  # insertion-sorted run length of the candidates' stable sort
 
 
-@njit(cache=True, nogil=True)
-def _stable_sort_desc(key, val, n, key_tmp, val_tmp):
-    """Sort the pairs (key[:n], val[:n]) by decreasing key, equal keys keeping their order (stable: the order of
-    the official std::stable_sort). Insertion-sorted runs, then bottom-up merges through the tmp buffers."""
-    for lo in range(0, n, _RUN):
-        hi = min(lo + _RUN, n)
-        for i in range(lo + 1, hi):
-            k = key[i]
-            v = val[i]
-            j = i
-            while j > lo and k > key[j - 1]:
-                key[j] = key[j - 1]
-                val[j] = val[j - 1]
-                j -= 1
-            key[j] = k
-            val[j] = v
-    src_k, src_v, dst_k, dst_v = key, val, key_tmp, val_tmp
-    in_place = True
-    width = _RUN
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            a, b, o = lo, mid, lo
-            while a < mid and b < hi:
-                if src_k[b] > src_k[a]:
-                    dst_k[o] = src_k[b]
-                    dst_v[o] = src_v[b]
-                    b += 1
-                else:
-                    dst_k[o] = src_k[a]
-                    dst_v[o] = src_v[a]
-                    a += 1
-                o += 1
-            while a < mid:
-                dst_k[o] = src_k[a]
-                dst_v[o] = src_v[a]
-                a += 1
-                o += 1
-            while b < hi:
-                dst_k[o] = src_k[b]
-                dst_v[o] = src_v[b]
-                b += 1
-                o += 1
-        src_k, dst_k = dst_k, src_k
-        src_v, dst_v = dst_v, src_v
-        in_place = not in_place
-        width *= 2
-    if not in_place:
-        for i in range(n):
-            key[i] = key_tmp[i]
-            val[i] = val_tmp[i]
-
-
-@njit(cache=True, nogil=True)
-def _sift(vals, idx, hole, length, value):
-    """libstdc++ __adjust_heap on idx[:length] with comp(a, b) = vals[a] > vals[b]: move the hole at `hole` down to
-    a leaf, then push `value` up from there (never above the starting hole)."""
-    top = hole
-    child = hole
-    while child < (length - 1) // 2:
-        child = 2 * (child + 1)
-        if vals[idx[child]] > vals[idx[child - 1]]:
-            child -= 1
-        idx[hole] = idx[child]
-        hole = child
-    if (length & 1) == 0 and child == (length - 2) // 2:
-        child = 2 * (child + 1)
-        idx[hole] = idx[child - 1]
-        hole = child - 1
-    parent = (hole - 1) // 2
-    while hole > top and vals[idx[parent]] > vals[value]:
-        idx[hole] = idx[parent]
-        hole = parent
-        parent = (hole - 1) // 2
-    idx[hole] = value
+@njit(cache=True, inline="always")
+def _greater(vals, a, b):
+    """The order of both sorts here: a before b when its value is larger."""
+    return vals[a] > vals[b]
 
 
 @njit(cache=True, nogil=True)
@@ -133,7 +62,7 @@ def _partial_argsort_desc(vals, n, k, idx):
     if k >= 2:  # make_heap over idx[:k]
         parent = (k - 2) // 2
         while True:
-            _sift(vals, idx, parent, k, idx[parent])
+            adjust_heap(idx, parent, k, idx[parent], _greater, vals)
             if parent == 0:
                 break
             parent -= 1
@@ -141,13 +70,13 @@ def _partial_argsort_desc(vals, n, k, idx):
         if vals[idx[i]] > vals[idx[0]]:
             value = idx[i]
             idx[i] = idx[0]
-            _sift(vals, idx, 0, k, value)
+            adjust_heap(idx, 0, k, value, _greater, vals)
     last = k  # sort_heap
     while last > 1:
         last -= 1
         value = idx[last]
         idx[last] = idx[0]
-        _sift(vals, idx, 0, last, value)
+        adjust_heap(idx, 0, last, value, _greater, vals)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -195,23 +124,19 @@ def dequantize_u8(q, zero_point, scale, vector_blocks, out):
 @njit(cache=True, nogil=True)
 def _nms_one_class(decoded, scores, score_thr, iou_thr, max_det, iwork, fwork, active, selected):
     """Greedy NMS over scores[N] >= score_thr: selected[:count] (box indices, best first); returns count.
-    iwork: int32 [2N], fwork: float32 [7N] scratch. The kept boxes are sorted (stable, by decreasing score) and
-    copied with their areas into fwork, so the pairwise loop reads consecutive memory; IoU as the official
-    ComputeIntersectionOverUnion (float32, 0 when either area <= 0)."""
+    iwork: int32 [2N], fwork: float32 [5N] scratch. The kept boxes are sorted (stable, by decreasing score; a NaN
+    score is never kept, so the order is strict) and copied with their areas into fwork, so the pairwise loop reads
+    consecutive memory; IoU as the official ComputeIntersectionOverUnion (float32, 0 when either area <= 0)."""
     n = scores.shape[0]
     keep_idx = iwork[0:n]
-    idx_tmp = iwork[n:2 * n]
-    keep_sc = fwork[0:n]
-    sc_tmp = fwork[n:2 * n]
-    boxes = fwork[2 * n:6 * n]
-    areas = fwork[6 * n:7 * n]
+    boxes = fwork[0:4 * n]
+    areas = fwork[4 * n:5 * n]
     nk = 0
     for i in range(n):
         if scores[i] >= score_thr:
             keep_idx[nk] = i
-            keep_sc[nk] = scores[i]
             nk += 1
-    _stable_sort_desc(keep_sc, keep_idx, nk, sc_tmp, idx_tmp)
+    stable_sort(keep_idx, iwork[n:2 * n], nk, _RUN, _greater, scores)
     for i in range(nk):
         b = keep_idx[i]
         for q in range(4):
@@ -257,7 +182,7 @@ def _postprocess_fast(decoded, scores, label_offset, num_classes, max_cls, max_d
     cls_order = iscratch[3 * n:3 * n + num_classes]
     best_cls = iscratch[3 * n + num_classes:3 * n + num_classes + n * k]
     max_scores = fscratch[0:n]
-    fwork = fscratch[n:8 * n]
+    fwork = fscratch[n:6 * n]
     for r in range(n):
         row = scores[r, label_offset:label_offset + num_classes]
         _partial_argsort_desc(row, num_classes, k, cls_order)
@@ -293,9 +218,9 @@ def _postprocess_regular(decoded, scores, label_offset, num_classes, per_class, 
     merged_idx = iscratch[3 * n:3 * n + max_det]
     new_idx = iscratch[3 * n + max_det:3 * n + 2 * max_det]
     class_scores = fscratch[0:n]
-    fwork = fscratch[n:8 * n]
-    merged_sc = fscratch[8 * n:8 * n + max_det]
-    new_sc = fscratch[8 * n + max_det:8 * n + 2 * max_det]
+    fwork = fscratch[n:6 * n]
+    merged_sc = fscratch[6 * n:6 * n + max_det]
+    new_sc = fscratch[6 * n + max_det:6 * n + 2 * max_det]
     size = 0
     for col in range(num_classes):
         for r in range(n):
@@ -426,13 +351,13 @@ def DETECTION_POSTPROCESS(ctx: PrepareContext) -> None:
     active = ctx.temp((max(n, 1),), np.uint8)
     if regular:
         iscratch = ctx.temp((3 * n + 2 * max_det + 1,), np.int32)
-        fscratch = ctx.temp((8 * n + 2 * max_det + 1,), np.float32)
+        fscratch = ctx.temp((6 * n + 2 * max_det + 1,), np.float32)
         ctx.call(_postprocess_regular, decoded, ctx.view(scores_f, (n, cbg)), cbg - num_classes, num_classes,
                  st["detections_per_class"], max_det, st["score_threshold"], iou, *args, iscratch, fscratch, active)
     else:
         k = min(max_cls, num_classes)
         iscratch = ctx.temp((3 * n + num_classes + n * k + 1,), np.int32)
-        fscratch = ctx.temp((8 * n + 1,), np.float32)
+        fscratch = ctx.temp((6 * n + 1,), np.float32)
         ctx.call(_postprocess_fast, decoded, ctx.view(scores_f, (n, cbg)), cbg - num_classes, num_classes, max_cls,
                  max_det, st["score_threshold"], iou, *args, iscratch, fscratch, active)
 
@@ -451,13 +376,7 @@ def _q_less(score, a, b):
 @njit(cache=True, nogil=True)
 def _heap_push(heap, size, score, slot):
     """libstdc++ push_heap of `slot` onto heap[:size] (max-heap by score); returns the new size."""
-    hole = size
-    parent = (hole - 1) // 2
-    while hole > 0 and _q_less(score, heap[parent], slot):
-        heap[hole] = heap[parent]
-        hole = parent
-        parent = (hole - 1) // 2
-    heap[hole] = slot
+    sift_up(heap, size, 0, slot, _q_less, score)
     return size + 1
 
 
@@ -468,25 +387,7 @@ def _heap_pop(heap, size, score):
         last = size - 1
         value = heap[last]
         heap[last] = heap[0]
-        length = last
-        hole = 0
-        child = 0
-        while child < (length - 1) // 2:
-            child = 2 * (child + 1)
-            if _q_less(score, heap[child], heap[child - 1]):
-                child -= 1
-            heap[hole] = heap[child]
-            hole = child
-        if (length & 1) == 0 and child == (length - 2) // 2:
-            child = 2 * (child + 1)
-            heap[hole] = heap[child - 1]
-            hole = child - 1
-        parent = (hole - 1) // 2
-        while hole > 0 and _q_less(score, heap[parent], value):
-            heap[hole] = heap[parent]
-            hole = parent
-            parent = (hole - 1) // 2
-        heap[hole] = value
+        adjust_heap(heap, 0, last, value, _q_less, score)
     return size - 1
 
 
