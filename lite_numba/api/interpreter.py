@@ -15,7 +15,7 @@ from ..format.plan import ModelPlan
 from ..ops import CustomOp
 from ..runtime.model_runtime import ModelRuntime, check_int
 from ..runtime.profile_report import Profile
-from ..runtime.resolver import MutableOpResolver, OpResolver, default_op_resolver
+from ..runtime.resolver import MutableOpResolver, OpResolver, default_op_resolver, resolve_model
 from .delegates import Delegate, DelegateError, delegate_refused, load_delegate
 
 
@@ -147,8 +147,7 @@ class Interpreter:
         self.model: ModelPlan = model
         self._resolver = resolver
         if runtime is None:
-            kernels = [self._resolve_subgraph(sg) for sg in model.subgraphs]
-            runtime = ModelRuntime(model, kernels, num_threads=options["num_threads"],
+            runtime = ModelRuntime(model, resolve_model(resolver, model), num_threads=options["num_threads"],
                                    preserve_all_tensors=options["preserve_all"],
                                    max_arena_bytes=options.get("max_arena_bytes"))
         self._rt = runtime
@@ -198,22 +197,6 @@ class Interpreter:
         """The state ops share across invokes: resource variables, CALL_ONCE flags, TensorLists."""
         return self._rt.resources
 
-    def _resolve_subgraph(self, sg) -> list:
-        kernels = []
-        for node in sg.nodes:
-            if node.is_custom:
-                kernels.append(self._resolver.find_custom(node.op_name, node.version))
-                continue
-            k = self._resolver.find_builtin(node.op_name, node.version)
-            if k is None:
-                raise ValueError(
-                    f"Didn't find op for builtin opcode '{node.op_name}' version '{node.version}'. An older version "
-                    f"of this builtin might be supported. Are you using an old TFLite binary with a newer model?\n"
-                    f"Registration failed.\n")
-            kernels.append(k)
-        return kernels
-
-    # --- one thread at a time; no call that moves memory while a tensor() view is alive -----------------------
     def _busy(self, what: str) -> RuntimeError:
         return RuntimeError(
             f"Interpreter.{what}() was called while another thread is inside this Interpreter. An Interpreter is "

@@ -339,13 +339,17 @@ class SubgraphBuilder:
         ins_vec = fb.CreateNumpyVector(np.asarray(self.inputs, dtype="<i4"))
         outs_vec = fb.CreateNumpyVector(np.asarray(self.outputs, dtype="<i4"))
         name = fb.CreateString(self.name)
-        _SubGraph.SubGraphStart(fb)
-        _SubGraph.SubGraphAddTensors(fb, tensors_vec)
-        _SubGraph.SubGraphAddInputs(fb, ins_vec)
-        _SubGraph.SubGraphAddOutputs(fb, outs_vec)
-        _SubGraph.SubGraphAddOperators(fb, ops_vec)
-        _SubGraph.SubGraphAddName(fb, name)
-        return _SubGraph.SubGraphEnd(fb)
+        return _table(fb, _SubGraph, "SubGraph", Tensors=tensors_vec, Inputs=ins_vec, Outputs=outs_vec,
+                      Operators=ops_vec, Name=name)
+
+
+def _table(fb: flatbuffers.Builder, module, name: str, **fields) -> int:
+    """Write table `name` of a generated `tflite` module with its fields in the order given (None: left out)."""
+    getattr(module, f"{name}Start")(fb)
+    for field_name, value in fields.items():
+        if value is not None:
+            getattr(module, f"{name}Add{field_name}")(fb, value)
+    return getattr(module, f"{name}End")(fb)
 
 
 def _offset_vector(fb: flatbuffers.Builder, offsets: Sequence[int]) -> int:
@@ -360,15 +364,8 @@ def _write_quant(fb: flatbuffers.Builder, q: dict) -> int:
     zp = fb.CreateNumpyVector(np.asarray(q["zero_points"], dtype="<i8"))
     mn = fb.CreateNumpyVector(np.asarray(q["min"], dtype="<f4")) if q["min"] is not None else None
     mx = fb.CreateNumpyVector(np.asarray(q["max"], dtype="<f4")) if q["max"] is not None else None
-    _Quant.QuantizationParametersStart(fb)
-    if mn is not None:
-        _Quant.QuantizationParametersAddMin(fb, mn)
-    if mx is not None:
-        _Quant.QuantizationParametersAddMax(fb, mx)
-    _Quant.QuantizationParametersAddScale(fb, scale)
-    _Quant.QuantizationParametersAddZeroPoint(fb, zp)
-    _Quant.QuantizationParametersAddQuantizedDimension(fb, q["quantized_dimension"])
-    return _Quant.QuantizationParametersEnd(fb)
+    return _table(fb, _Quant, "QuantizationParameters", Min=mn, Max=mx, Scale=scale, ZeroPoint=zp,
+                  QuantizedDimension=q["quantized_dimension"])
 
 
 def _write_tensor(fb: flatbuffers.Builder, t: _TensorRec) -> int:
@@ -377,19 +374,9 @@ def _write_tensor(fb: flatbuffers.Builder, t: _TensorRec) -> int:
            if t.shape_signature is not None else None)
     name = fb.CreateString(t.name)
     quant = _write_quant(fb, t.quant) if t.quant is not None else None
-    _Tensor.TensorStart(fb)
-    _Tensor.TensorAddShape(fb, shape)
-    _Tensor.TensorAddType(fb, numpy_to_tensor_type(t.dtype))
-    _Tensor.TensorAddBuffer(fb, t.buffer)
-    _Tensor.TensorAddName(fb, name)
-    if quant is not None:
-        _Tensor.TensorAddQuantization(fb, quant)
-    if t.is_variable:
-        _Tensor.TensorAddIsVariable(fb, True)
-    if sig is not None:
-        _Tensor.TensorAddShapeSignature(fb, sig)
-    _Tensor.TensorAddHasRank(fb, True)
-    return _Tensor.TensorEnd(fb)
+    return _table(fb, _Tensor, "Tensor", Shape=shape, Type=numpy_to_tensor_type(t.dtype), Buffer=t.buffer,
+                  Name=name, Quantization=quant, IsVariable=True if t.is_variable else None, ShapeSignature=sig,
+                  HasRank=True)
 
 
 def _write_operator(fb: flatbuffers.Builder, op: _OpRec, opcode_index: int) -> int:
@@ -400,23 +387,11 @@ def _write_operator(fb: flatbuffers.Builder, op: _OpRec, opcode_index: int) -> i
     opts = (write_options(fb, op.options_table, op.options_values)
             if op.options_table is not None else None)
     custom = fb.CreateByteVector(op.custom_options) if op.custom_options is not None else None
-    _Operator.OperatorStart(fb)
-    _Operator.OperatorAddOpcodeIndex(fb, opcode_index)
-    _Operator.OperatorAddInputs(fb, ins)
-    _Operator.OperatorAddOutputs(fb, outs)
-    if opts is not None:
-        if op.options_union == 1:
-            _Operator.OperatorAddBuiltinOptionsType(fb, op.options_type)
-            _Operator.OperatorAddBuiltinOptions(fb, opts)
-        else:
-            _Operator.OperatorAddBuiltinOptions2Type(fb, op.options_type)
-            _Operator.OperatorAddBuiltinOptions2(fb, opts)
-    if custom is not None:
-        _Operator.OperatorAddCustomOptions(fb, custom)
-        _Operator.OperatorAddCustomOptionsFormat(fb, CustomOptionsFormat.FLEXBUFFERS)
-    if inter is not None:
-        _Operator.OperatorAddIntermediates(fb, inter)
-    return _Operator.OperatorEnd(fb)
+    union = "BuiltinOptions" if op.options_union == 1 else "BuiltinOptions2"
+    options = {f"{union}Type": op.options_type, union: opts} if opts is not None else {}
+    return _table(fb, _Operator, "Operator", OpcodeIndex=opcode_index, Inputs=ins, Outputs=outs, **options,
+                  CustomOptions=custom, CustomOptionsFormat=CustomOptionsFormat.FLEXBUFFERS if custom is not None
+                  else None, Intermediates=inter)
 
 
 class ModelBuilder:
@@ -527,10 +502,7 @@ class ModelBuilder:
                 fb.head = fb.head - len(data)
                 fb.Bytes[fb.head: fb.head + len(data)] = data
                 data_off = fb.EndVector()
-            _Buffer.BufferStart(fb)
-            if data_off is not None:
-                _Buffer.BufferAddData(fb, data_off)
-            buffer_offs.append(_Buffer.BufferEnd(fb))
+            buffer_offs.append(_table(fb, _Buffer, "Buffer", Data=data_off))
 
         subgraph_offs = [sg._serialize(fb, self._opcode_index) for sg in self.subgraphs]
 
@@ -539,23 +511,15 @@ class ModelBuilder:
             kind, ident, version = key
             custom = fb.CreateString(ident) if kind == "custom" else None
             code = BuiltinOperator.CUSTOM if kind == "custom" else ident
-            _OperatorCode.OperatorCodeStart(fb)
-            _OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(fb, min(code, 127))
-            _OperatorCode.OperatorCodeAddBuiltinCode(fb, code)
-            if custom is not None:
-                _OperatorCode.OperatorCodeAddCustomCode(fb, custom)
-            _OperatorCode.OperatorCodeAddVersion(fb, version)
-            opcode_offs.append(_OperatorCode.OperatorCodeEnd(fb))
+            opcode_offs.append(_table(fb, _OperatorCode, "OperatorCode", DeprecatedBuiltinCode=min(code, 127),
+                                      BuiltinCode=code, CustomCode=custom, Version=version))
 
         sig_offs = [_write_signature(fb, *sig) for sig in self.signatures]
 
         meta_offs = []
         for name, buf in self.metadata:
             name_off = fb.CreateString(name)
-            _Metadata.MetadataStart(fb)
-            _Metadata.MetadataAddName(fb, name_off)
-            _Metadata.MetadataAddBuffer(fb, buf)
-            meta_offs.append(_Metadata.MetadataEnd(fb))
+            meta_offs.append(_table(fb, _Metadata, "Metadata", Name=name_off, Buffer=buf))
 
         opcodes_vec = _offset_vector(fb, opcode_offs)
         subgraphs_vec = _offset_vector(fb, subgraph_offs)
@@ -564,16 +528,9 @@ class ModelBuilder:
         meta_vec = _offset_vector(fb, meta_offs) if meta_offs else None
         desc = fb.CreateString(self.description)
 
-        _Model.ModelStart(fb)
-        _Model.ModelAddVersion(fb, SCHEMA_VERSION)
-        _Model.ModelAddOperatorCodes(fb, opcodes_vec)
-        _Model.ModelAddSubgraphs(fb, subgraphs_vec)
-        _Model.ModelAddDescription(fb, desc)
-        _Model.ModelAddBuffers(fb, buffers_vec)
-        if meta_vec is not None:
-            _Model.ModelAddMetadata(fb, meta_vec)
-        _Model.ModelAddSignatureDefs(fb, sigs_vec)
-        root = _Model.ModelEnd(fb)
+        root = _table(fb, _Model, "Model", Version=SCHEMA_VERSION, OperatorCodes=opcodes_vec,
+                      Subgraphs=subgraphs_vec, Description=desc, Buffers=buffers_vec, Metadata=meta_vec,
+                      SignatureDefs=sigs_vec)
         fb.Finish(root, file_identifier=FILE_IDENTIFIER)
         return bytes(fb.Output())
 
@@ -584,18 +541,11 @@ def _write_signature(fb: flatbuffers.Builder, key: str, inputs: dict[str, int],
         offs = []
         for name, idx in mapping.items():
             name_off = fb.CreateString(name)
-            _TensorMap.TensorMapStart(fb)
-            _TensorMap.TensorMapAddName(fb, name_off)
-            _TensorMap.TensorMapAddTensorIndex(fb, idx)
-            offs.append(_TensorMap.TensorMapEnd(fb))
+            offs.append(_table(fb, _TensorMap, "TensorMap", Name=name_off, TensorIndex=idx))
         return _offset_vector(fb, offs)
 
     ins = tensor_maps(inputs)
     outs = tensor_maps(outputs)
     key_off = fb.CreateString(key)
-    _SignatureDef.SignatureDefStart(fb)
-    _SignatureDef.SignatureDefAddInputs(fb, ins)
-    _SignatureDef.SignatureDefAddOutputs(fb, outs)
-    _SignatureDef.SignatureDefAddSignatureKey(fb, key_off)
-    _SignatureDef.SignatureDefAddSubgraphIndex(fb, subgraph)
-    return _SignatureDef.SignatureDefEnd(fb)
+    return _table(fb, _SignatureDef, "SignatureDef", Inputs=ins, Outputs=outs, SignatureKey=key_off,
+                  SubgraphIndex=subgraph)

@@ -559,13 +559,7 @@ class BoundSubgraph:
     def run(self) -> None:
         prog = self.program
         if prog is not None and self.calls_nothing:
-            try:
-                for fn, args in prog:
-                    fn(*args)
-            except (ValueError, IndexError, ZeroDivisionError) as e:
-                if isinstance(e, RuntimeError):
-                    raise
-                self.fail(e)
+            self._run_program(prog)
             return
         owner = self._owner
         if owner._call_depth > MAX_CALL_DEPTH:
@@ -574,12 +568,16 @@ class BoundSubgraph:
         try:
             if prog is None:
                 self.rt.invoke()
-                return
+            else:
+                self._run_program(prog)
+        finally:
+            owner._call_depth -= 1
+
+    def _run_program(self, prog) -> None:
+        try:
             for fn, args in prog:
                 fn(*args)
         except (ValueError, IndexError, ZeroDivisionError) as e:
             if isinstance(e, RuntimeError):
                 raise
             self.fail(e)
-        finally:
-            owner._call_depth -= 1

@@ -140,3 +140,22 @@ def default_op_resolver() -> MutableOpResolver:
     r = BuiltinOpResolver()
     DEFAULT_REGISTRY.add_to(r)
     return r
+
+
+def resolve_model(resolver: OpResolver, model) -> list[list[OpKernel | None]]:
+    """The kernel of every node of every subgraph of a loaded model (ModelPlan): `[subgraph][node]`. A builtin op
+    version the resolver lacks fails here with the official ValueError; an unresolved custom op is None, reported
+    when its node is prepared (allocate_tensors), as officially."""
+    return [[_resolve_node(resolver, node) for node in sg.nodes] for sg in model.subgraphs]
+
+
+def _resolve_node(resolver: OpResolver, node) -> OpKernel | None:
+    if node.is_custom:
+        return resolver.find_custom(node.op_name, node.version)
+    k = resolver.find_builtin(node.op_name, node.version)
+    if k is None:
+        raise ValueError(
+            f"Didn't find op for builtin opcode '{node.op_name}' version '{node.version}'. An older version of this "
+            f"builtin might be supported. Are you using an old TFLite binary with a newer model?\n"
+            f"Registration failed.\n")
+    return k
