@@ -1,4 +1,18 @@
-"""Oracle helpers for parity tests against the official LiteRT runtime."""
+"""Oracle helpers for parity tests against the official LiteRT runtime: the tests' one shared set.
+
+- Running a model: ``run_ours`` (lite-numba, any Interpreter keyword), ``run_official`` (the official builtin
+  kernels), ``run_both`` (``run_both_single`` for a model with one output), ``run_interpreter`` (the outputs and
+  the Interpreter, to look inside it afterwards), ``invoke_with`` / ``invoke_both`` (one more invoke of
+  interpreters already made: their state carries over) and ``run_both_steps`` (a sequence of invokes on one
+  interpreter of each runtime, for stateful models).
+- Comparing: ``assert_close`` / ``assert_outputs_close`` (the float criteria of ``TOLERANCES``, integers exact),
+  ``compare_with_official`` (run both and compare), ``check_same`` (byte for byte), ``assert_details_equal``
+  (tensor detail dicts), ``prepare_error`` (the message of a model lite-numba refuses).
+- Building: ``one_op`` (a one-operator model), ``random_array``.
+
+A model is its flatbuffer bytes or the path of a ``.tflite`` file; inputs are given in input-detail order, one per
+input, and an input whose shape differs from the model's is resized first (in both runtimes).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +26,12 @@ import numpy as np
 from .api.interpreter import Interpreter
 from .format.builder import ModelBuilder
 
-__all__ = ["TOLERANCES", "assert_close", "assert_outputs_close", "check_same", "official_interpreter", "one_op",
-           "random_array", "require_official", "run_official", "run_ours"]
+__all__ = ["TOLERANCES", "assert_close", "assert_details_equal", "assert_outputs_close", "check_same",
+           "compare_with_official", "invoke_both", "invoke_with", "official_interpreter", "one_op", "prepare_error",
+           "random_array", "require_official", "run_both", "run_both_single", "run_both_steps", "run_interpreter",
+           "run_official", "run_ours"]
+
+Model = bytes | str | os.PathLike
 
 
 def require_official() -> ModuleType:
@@ -36,56 +54,142 @@ def require_official() -> ModuleType:
     return litert_interpreter
 
 
-def official_interpreter(model: bytes | str | os.PathLike, num_threads: int = 1) -> Any:
-    """Create and allocate an official LiteRT ``Interpreter`` for ``model``.
+def _source(model: Model) -> dict[str, Any]:
+    """The Interpreter keyword naming a model: model_content for bytes, model_path otherwise."""
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return {"model_content": bytes(model)}
+    return {"model_path": os.fspath(model)}
 
-    ``model`` is the flatbuffer bytes or a path to a ``.tflite`` file.  The
-    builtin op resolver without default delegates (no XNNPACK) is used, so the
-    reference is the runtime's own builtin kernels.
+
+def official_interpreter(model: Model, num_threads: int | None = 1, *, allocate: bool = True,
+                         **interpreter_kwargs: Any) -> Any:
+    """Create (and, unless ``allocate=False``, allocate) an official LiteRT ``Interpreter`` for ``model``.
+
+    ``model`` is the flatbuffer bytes or a path to a ``.tflite`` file.  The builtin op resolver without default
+    delegates (no XNNPACK) is used, so the reference is the runtime's own builtin kernels.  ``num_threads=None``
+    leaves the official default; other keywords go to the official constructor.
     """
     lit = require_official()
     kwargs: dict[str, Any] = {
-        "num_threads": num_threads,
+        **_source(model),
         "experimental_op_resolver_type": lit.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        **interpreter_kwargs,
     }
-    if isinstance(model, (bytes, bytearray, memoryview)):
-        kwargs["model_content"] = bytes(model)
-    else:
-        kwargs["model_path"] = os.fspath(model)
+    if num_threads is not None:
+        kwargs["num_threads"] = num_threads
     interp = lit.Interpreter(**kwargs)
-    interp.allocate_tensors()
+    if allocate:
+        interp.allocate_tensors()
     return interp
 
 
-def run_official(model: bytes | str | os.PathLike, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run ``model`` in the official runtime and return copies of its outputs.
+def _input_details(interp: Any, inputs: Sequence[Any]) -> list[dict]:
+    """The interpreter's input details, after checking there is one input array per model input."""
+    details = interp.get_input_details()
+    if len(inputs) != len(details):
+        raise ValueError(f"model has {len(details)} inputs, got {len(inputs)}")
+    return details
+
+
+def _resize_to(interp: Any, inputs: Sequence[Any]) -> bool:
+    """Resize every input whose shape differs from its array's; True when one was (allocate again)."""
+    resized = False
+    for d, x in zip(_input_details(interp, inputs), inputs):
+        if tuple(int(s) for s in d["shape"]) != np.shape(x):
+            interp.resize_tensor_input(d["index"], list(np.shape(x)), strict=False)
+            resized = True
+    return resized
+
+
+def invoke_with(interp: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
+    """Set ``inputs`` (one per input, in input-detail order), invoke, return copies of the outputs.
+
+    ``interp`` is an allocated lite-numba or official interpreter; its state (variable tensors) carries over from
+    one call to the next.  An empty output of the official runtime (whose ``get_tensor`` refuses it: "Invalid tensor
+    size") comes back as an empty array of its detail's shape and dtype.
+    """
+    for d, x in zip(_input_details(interp, inputs), inputs):
+        interp.set_tensor(d["index"], x)
+    interp.invoke()
+    ours = isinstance(interp, Interpreter)  # its get_tensor returns a copy already
+    outs = []
+    for d in interp.get_output_details():
+        if not ours and 0 in d["shape"]:
+            outs.append(np.zeros(tuple(d["shape"]), d["dtype"]))
+        else:
+            value = interp.get_tensor(d["index"])
+            outs.append(value if ours else np.array(value, copy=True))
+    return outs
+
+
+def invoke_both(ours: Any, ref: Any, inputs: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``invoke_with`` on two interpreters (lite-numba's and the official one) with the same inputs."""
+    return invoke_with(ours, inputs), invoke_with(ref, inputs)
+
+
+def run_official(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run ``model`` once in the official runtime and return copies of its outputs.
 
     ``inputs`` are given in input-detail order; an input whose shape differs
     from the model's current input shape is resized first.  Outputs are
     returned in output-detail order.
     """
     interp = official_interpreter(model)
-    details = interp.get_input_details()
-    if len(inputs) != len(details):
-        raise ValueError(f"model has {len(details)} inputs, got {len(inputs)}")
     arrays = [np.asarray(x) for x in inputs]
-    resized = False
-    for d, arr in zip(details, arrays):
-        if tuple(int(s) for s in d["shape"]) != arr.shape:
-            interp.resize_tensor_input(d["index"], list(arr.shape), strict=False)
-            resized = True
-    if resized:
+    if _resize_to(interp, arrays):
         interp.allocate_tensors()
-    for d, arr in zip(details, arrays):
-        interp.set_tensor(d["index"], arr)
-    interp.invoke()
-    outs = []
-    for d in interp.get_output_details():
-        if 0 in d["shape"]:  # the official get_tensor refuses empty tensors ("Invalid tensor size")
-            outs.append(np.zeros(tuple(d["shape"]), d["dtype"]))
-        else:
-            outs.append(np.array(interp.get_tensor(d["index"]), copy=True))
-    return outs
+    return invoke_with(interp, arrays)
+
+
+def run_interpreter(model: Model, inputs: Sequence[Any], **interpreter_kwargs: Any) -> tuple[list[np.ndarray],
+                                                                                             Interpreter]:
+    """Run ``model`` once in a new lite-numba ``Interpreter(**interpreter_kwargs)`` (e.g. ``op_resolver``,
+    ``num_threads``, ``experimental_preserve_all_tensors``); returns (copies of the outputs, the interpreter).
+
+    An input whose shape differs from the model's is resized before the one ``allocate_tensors()``.
+    """
+    it = Interpreter(**_source(model), **interpreter_kwargs)
+    _resize_to(it, inputs)
+    it.allocate_tensors()
+    return invoke_with(it, inputs), it
+
+
+def run_ours(model: Model, inputs: Sequence[Any], **interpreter_kwargs: Any) -> list[np.ndarray]:
+    """Run ``model`` once in lite-numba and return copies of its outputs (``run_interpreter`` without the
+    interpreter); the default op resolver unless ``op_resolver=`` says otherwise."""
+    return run_interpreter(model, inputs, **interpreter_kwargs)[0]
+
+
+def run_both(model: Model, inputs: Sequence[Any], **interpreter_kwargs: Any) -> tuple[list[np.ndarray],
+                                                                                     list[np.ndarray]]:
+    """(lite-numba's outputs, the official runtime's outputs) of one run on the same inputs."""
+    return run_ours(model, inputs, **interpreter_kwargs), run_official(model, inputs)
+
+
+def run_both_single(model: Model, inputs: Sequence[Any], **interpreter_kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``run_both`` for a model with one output: (lite-numba's output, the official output)."""
+    (ours,), (ref,) = run_both(model, inputs, **interpreter_kwargs)
+    return ours, ref
+
+
+def run_both_steps(model: Model, steps: Sequence[Sequence[Any]], reset_before: Sequence[int] = (),
+                   **interpreter_kwargs: Any) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """Invoke one lite-numba and one official interpreter on each input list of ``steps`` in turn, the state carried
+    from one invoke to the next (``reset_all_variables()`` on both before the steps listed in ``reset_before``);
+    returns, per step, one (ours, ref) pair per output."""
+    ours = Interpreter(**_source(model), **interpreter_kwargs)
+    ours.allocate_tensors()
+    ref = official_interpreter(model)
+    results = []
+    for k, inputs in enumerate(steps):
+        if k in reset_before:
+            ours.reset_all_variables()
+            ref.reset_all_variables()
+        mine, theirs = invoke_both(ours, ref, inputs)
+        if len(mine) != len(theirs):
+            raise AssertionError(f"step {k}: {len(mine)} outputs vs {len(theirs)} in the reference")
+        results.append(list(zip(mine, theirs)))
+    return results
 
 
 def _abs_diff(ours: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -234,24 +338,54 @@ def random_array(rng: np.random.Generator, dtype, shape) -> np.ndarray:
     return rng.standard_normal(shape).astype(dtype)
 
 
-def run_ours(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run a model once in lite-numba (default resolver) and return copies of its outputs."""
-    it = Interpreter(model_content=model)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+def compare_with_official(model: Model, inputs: Sequence[Any], tol: float | None = None, *,
+                          family: str | None = None, what: str = "", **interpreter_kwargs: Any) -> list[np.ndarray]:
+    """Run ``model`` in both runtimes and ``assert_outputs_close`` (as many outputs; integers exact, floats by
+    ``tol`` / ``family`` as in ``assert_close``); returns lite-numba's outputs."""
+    ours, refs = run_both(model, inputs, **interpreter_kwargs)
+    assert_outputs_close(ours, refs, tol, family=family, what=what)
+    return ours
 
 
-def check_same(model: bytes, inputs: Sequence[np.ndarray]) -> None:
+def check_same(model: Model, inputs: Sequence[np.ndarray]) -> None:
     """Assert lite-numba's outputs equal the official runtime's byte for byte (data movement, integer ops)."""
-    ours = run_ours(model, inputs)
-    ref = run_official(model, inputs)
+    ours, ref = run_both(model, inputs)
     assert len(ours) == len(ref)
     for o, r in zip(ours, ref):
         assert (o.dtype, o.shape) == (r.dtype, r.shape)
         assert o.tobytes() == r.tobytes()
+
+
+def prepare_error(model: Model, match: str | None = None, *, invoke: bool = False, **interpreter_kwargs: Any) -> str:
+    """The message of the ``ValueError`` / ``RuntimeError`` lite-numba raises for ``model`` while constructing the
+    ``Interpreter(**interpreter_kwargs)`` or in ``allocate_tensors()`` (and, with ``invoke=True``, in a first
+    ``invoke()`` with no input set); the test fails when none is raised or its message does not match ``match``
+    (``re.search``)."""
+    import pytest
+
+    with pytest.raises((ValueError, RuntimeError), match=match) as e:
+        it = Interpreter(**_source(model), **interpreter_kwargs)
+        it.allocate_tensors()
+        if invoke:
+            it.invoke()
+    return str(e.value)
+
+
+def assert_details_equal(ours: Sequence[dict], theirs: Sequence[dict]) -> None:
+    """Tensor detail dicts (``get_input_details()`` and the like) equal key for key, arrays with their dtypes."""
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert set(a) == set(b), (set(a) ^ set(b))
+        for key in a:
+            if key == "quantization_parameters":
+                for k in b[key]:
+                    np.testing.assert_array_equal(a[key][k], b[key][k], err_msg=f"{a['name']} {k}")
+                    assert np.asarray(a[key][k]).dtype == np.asarray(b[key][k]).dtype, (a["name"], k)
+            elif isinstance(b[key], np.ndarray):
+                np.testing.assert_array_equal(a[key], b[key], err_msg=f"{a['name']} {key}")
+                assert a[key].dtype == b[key].dtype
+            else:
+                assert a[key] == b[key], (a["name"], key, a[key], b[key])
 
 
 def one_op(op: str, inputs: Sequence[Any], output: Any, options: dict | None = None, version: int = 1) -> bytes:

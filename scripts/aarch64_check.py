@@ -17,8 +17,8 @@ tests/data), plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has
 be bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a whole model (the official x86
 kernels' summation order is not aarch64's).
 
-Record needs the official runtime and the test helpers (tests/ on the path); check needs only lite-numba and numpy,
-since the models travel in REFS.npz as bytes.
+Record needs the official runtime and the tests' model makers (tests/linear_models.py, on the path); check needs
+only lite-numba and numpy, since the models travel in REFS.npz as bytes.
 """
 
 from __future__ import annotations
@@ -38,14 +38,18 @@ SHARED_MODELS = ROOT.parent / "shared" / "models"
 def _cases() -> dict:
     """name -> (model bytes, inputs, tolerance): None for exact, else relative to the largest output."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_dwconv_fast import _float_case as dw_float
-    from test_dwconv_fast import _quant_case as dw_quant
-    from test_elementwise import one_op
-    from test_fully_connected import _quantized_case, fc_model
-    from test_simd_f32 import conv_case as conv_f32
-    from test_simd_f32 import geometry
-    from test_simd_int8 import conv_case as conv_int8
-    from test_simd_int8 import conv_case_uint8
+    from linear_models import (
+        conv_case_f32,
+        conv_case_int8,
+        conv_case_uint8,
+        dw_float_case,
+        dw_quant_case,
+        fc_model,
+        fc_quant_case,
+        geometry,
+    )
+
+    from lite_numba.testing import one_op
 
     cases = {}
     convs = {
@@ -55,23 +59,23 @@ def _cases() -> dict:
         "dilated": geometry(h=9, w=10, ci=4, co=20, d=(2, 2)),
     }
     for name, g in convs.items():
-        data, x = conv_f32(g)
+        data, x = conv_case_f32(g)
         cases[f"conv_f32_{name}"] = (data, x, 1e-5)
         for per_channel in (True, False):
-            data, x = conv_int8(g, per_channel)
+            data, x = conv_case_int8(g, per_channel)
             cases[f"conv_int8_{name}_{'pc' if per_channel else 'pt'}"] = (data, x, None)
         data, x = conv_case_uint8(g, 3, 200, False)
         cases[f"conv_uint8_{name}"] = (data, x, None)
     for h, ci, s in [(12, 16, 1), (13, 27, 2), (9, 40, 1)]:
         g = dict(n=1, h=h, w=h, ci=ci, dm=1, kh=3, kw=3, sh=s, sw=s, dh=1, dw=1, padding="SAME", act="RELU6", seed=h)
-        cases[f"dw_f32_{h}x{ci}s{s}"] = (*dw_float(g), 1e-5)
+        cases[f"dw_f32_{h}x{ci}s{s}"] = (*dw_float_case(g), 1e-5)
         for kind in ("int8", "uint8"):
-            cases[f"dw_{kind}_{h}x{ci}s{s}"] = (*dw_quant(g, kind), None)
+            cases[f"dw_{kind}_{h}x{ci}s{s}"] = (*dw_quant_case(g, kind), None)
     rng = np.random.default_rng(5)
     w = rng.standard_normal((40, 37)).astype(np.float32)
     cases["fc_f32"] = (fc_model([3, 37], w, bias=rng.standard_normal(40).astype(np.float32)),
                        [rng.standard_normal((3, 37)).astype(np.float32)], 1e-5)
-    data, x = _quantized_case(rng, np.int8, np.int8, 3, 70, 33, True, np.int32, "RELU")
+    data, x = fc_quant_case(rng, np.int8, np.int8, 3, 70, 33, True, np.int32, "RELU")
     cases["fc_int8"] = (data, [x], None)
     a = rng.standard_normal((2, 5, 7, 3)).astype(np.float32)
     b = rng.standard_normal((1, 7, 3)).astype(np.float32)
@@ -135,7 +139,7 @@ def check(refs: Path, only: str = "") -> int:
 
     from lite_numba.kernels.base import isa
 
-    from lite_numba import Interpreter
+    from lite_numba.testing import run_ours
 
     z = np.load(refs)
     names = sorted({k.split("/")[0] for k in z.files if only in k.split("/")[0]})
@@ -146,12 +150,7 @@ def check(refs: Path, only: str = "") -> int:
         refs_out = [z[f"{name}/out{i}"] for i in range(sum(k.startswith(f"{name}/out") for k in z.files))]
         tol = float(z[f"{name}/tol"])
         try:
-            it = Interpreter(model_content=z[f"{name}/model"].tobytes())
-            it.allocate_tensors()
-            for d, x in zip(it.get_input_details(), ins):
-                it.set_tensor(d["index"], x)
-            it.invoke()
-            ours = [it.get_tensor(d["index"]) for d in it.get_output_details()]
+            ours = run_ours(z[f"{name}/model"].tobytes(), ins)
             msgs = []
             for i, (o, r) in enumerate(zip(ours, refs_out)):
                 if o.shape != r.shape or o.dtype != r.dtype:

@@ -8,64 +8,16 @@ import pytest
 from conftest import scaled
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from linear_models import bmm_model, bmm_shapes
 
-import lite_numba
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, prepare_error, require_official
+
+# imported under the name the hypothesis tests' bodies use: a derandomized test's examples are seeded by its
+# source
+from lite_numba.testing import run_both_single as both
 
 require_official()
-
-
-def run_ours(data: bytes, inputs) -> list[np.ndarray]:
-    it = lite_numba.Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
-
-
-def out_shape(ls, rs, adj_x, adj_y):
-    rank = max(len(ls), len(rs))
-    lp = [1] * (rank - len(ls)) + list(ls)
-    rp = [1] * (rank - len(rs)) + list(rs)
-    batch = [max(a, b) for a, b in zip(lp[:-2], rp[:-2])]
-    return batch + [ls[-1] if adj_x else ls[-2], rs[-2] if adj_y else rs[-1]]
-
-
-def bmm_model(ls, rs, *, adj_x=False, adj_y=False, lhs_dtype=np.float32, rhs_dtype=np.float32, lhs_quant=None,
-              rhs_quant=None, out_dtype=np.float32, out_quant=None, rhs_const=None, version=1, asymmetric=False):
-    b = ModelBuilder()
-    x = b.add_input("x", lhs_dtype, ls, quant=lhs_quant)
-    if rhs_const is not None:
-        y = b.add_const("y", rhs_const, quant=rhs_quant)
-    else:
-        y = b.add_input("y", rhs_dtype, rs, quant=rhs_quant)
-    z = b.add_tensor("z", out_dtype, out_shape(ls, rs, adj_x, adj_y), quant=out_quant)
-    b.add_op("BATCH_MATMUL", [x, y], [z], version=version,
-             options={"adj_x": adj_x, "adj_y": adj_y, "asymmetric_quantize_inputs": asymmetric})
-    b.mark_output(z)
-    return b.build()
-
-
-def both(data, inputs):
-    return run_ours(data, inputs)[0], run_official(data, inputs)[0]
-
-
-@st.composite
-def shapes(draw):
-    """Broadcast-compatible lhs/rhs shapes of rank 2-5 with transposition flags."""
-    rank = draw(st.integers(2, 5))
-    batch = [draw(st.integers(1, 3)) for _ in range(rank - 2)]
-    m, k, n = draw(st.integers(1, 9)), draw(st.integers(1, 40)), draw(st.integers(1, 9))
-    lb = [d if draw(st.booleans()) else 1 for d in batch]
-    rb = [d if draw(st.booleans()) else 1 for d in batch]
-    lb = lb[draw(st.integers(0, len(lb))):]  # lower rank on one side
-    rb = rb[draw(st.integers(0, len(rb))) if not lb or len(lb) == len(batch) else 0:]
-    adj_x, adj_y = draw(st.booleans()), draw(st.booleans())
-    ls = lb + ([k, m] if adj_x else [m, k])
-    rs = rb + ([n, k] if adj_y else [k, n])
-    return ls, rs, adj_x, adj_y
 
 
 def _rand(rng, dtype, shape):
@@ -76,7 +28,7 @@ def _rand(rng, dtype, shape):
 
 
 @settings(max_examples=scaled(25), deadline=None)
-@given(case=shapes(), const_rhs=st.booleans(), seed=st.integers(0, 2**16))
+@given(case=bmm_shapes(), const_rhs=st.booleans(), seed=st.integers(0, 2**16))
 def test_float(case, const_rhs, seed):
     ls, rs, adj_x, adj_y = case
     rng = np.random.default_rng(seed)
@@ -93,7 +45,7 @@ def _assert_exact(ours, ref):
 
 
 @settings(max_examples=scaled(15), deadline=None)
-@given(case=shapes(), seed=st.integers(0, 2**16))
+@given(case=bmm_shapes(), seed=st.integers(0, 2**16))
 def test_int8(case, seed):
     ls, rs, adj_x, adj_y = case
     rng = np.random.default_rng(seed)
@@ -123,7 +75,7 @@ def test_other_integer(lhs_dtype, rhs_dtype, out_dtype, ls, rs, adj_x, adj_y):
 
 
 @settings(max_examples=scaled(16), deadline=None)
-@given(case=shapes(), per_channel=st.booleans(), asymmetric=st.booleans(), seed=st.integers(0, 2**16))
+@given(case=bmm_shapes(), per_channel=st.booleans(), asymmetric=st.booleans(), seed=st.integers(0, 2**16))
 def test_hybrid(case, per_channel, asymmetric, seed):
     ls, rs, adj_x, adj_y = case
     # TFLite sums the weight rows of only the first rank-5 slice (its loop skips dimension 0), so asymmetric inputs
@@ -145,10 +97,7 @@ def test_hybrid(case, per_channel, asymmetric, seed):
 
 
 def _prepare_error(data):
-    with pytest.raises((ValueError, RuntimeError), match="BATCH_MATMUL") as e:
-        it = lite_numba.Interpreter(model_content=data)
-        it.allocate_tensors()
-    return str(e.value)
+    return prepare_error(data, "BATCH_MATMUL")
 
 
 def test_errors():

@@ -11,69 +11,28 @@ import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from linear_models import (
+    CONV_ACTS,
+    CONV_RESOLVER,
+    conv2d_model,
+    conv_shapes,
+    dw_model,
+    out_size,
+    quant_case,
+    rand_q,
+    run_conv,
+)
 
-from lite_numba import Interpreter
+# imported under the names the hypothesis tests' bodies use: a derandomized test's examples are seeded by its source
+from linear_models import check_conv as check
+
 from lite_numba.builder import ModelBuilder
-from lite_numba.runtime.resolver import MutableOpResolver
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, prepare_error, require_official, run_official
 
 require_official()
 
-from lite_numba.kernels.linear import conv  # noqa: E402
-
 SETTINGS = settings(max_examples=scaled(25), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=scaled(10), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-ACTS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"]
-
-
-def _resolver() -> MutableOpResolver:
-    # the family's kernels alone, so these tests do not depend on other families' work in progress
-    r = MutableOpResolver()
-    for op, lo, hi, k in (("CONV_2D", 1, 8, conv.CONV_2D), ("DEPTHWISE_CONV_2D", 1, 7, conv.DEPTHWISE_CONV_2D),
-                          ("TRANSPOSE_CONV", 1, 5, conv.TRANSPOSE_CONV), ("CONV_3D", 1, 1, conv.CONV_3D)):
-        r.add_builtin(op, k, lo, hi)
-    return r
-
-
-RESOLVER = _resolver()
-
-
-def run_ours(data: bytes, inputs) -> list[np.ndarray]:
-    it = Interpreter(model_content=data, op_resolver=RESOLVER)
-    details = it.get_input_details()
-    for d, v in zip(details, inputs):
-        if tuple(d["shape"]) != v.shape:
-            it.resize_tensor_input(d["index"], list(v.shape))
-    it.allocate_tensors()
-    for d, v in zip(details, inputs):
-        it.set_tensor(d["index"], v)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
-
-
-def check(data: bytes, inputs, tol: float = 1e-5) -> None:
-    ours = run_ours(data, inputs)
-    refs = run_official(data, inputs)
-    for o, r in zip(ours, refs):
-        if r.dtype.kind in "iu":
-            assert o.dtype == r.dtype and o.shape == r.shape
-            diff = np.abs(o.astype(np.int64) - r.astype(np.int64))
-            assert diff.max(initial=0) == 0, f"max step {diff.max()} ({np.count_nonzero(diff)}/{diff.size} differ)"
-        else:
-            assert_close(o, r, tol)
-
-
-def out_size(padding: str, size: int, k: int, stride: int, dilation: int = 1) -> int:
-    eff = (k - 1) * dilation + 1
-    stride = max(stride, 1)  # (error tests declare a stride of 0)
-    return -(-size // stride) if padding == "SAME" else max((size - eff) // stride + 1, 0)
-
-
-def rand_q(rng, dtype, shape, lo=None, hi=None):
-    info = np.iinfo(dtype)
-    lo = info.min if lo is None else lo
-    hi = info.max if hi is None else hi
-    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
 
 
 def hybrid_input(rng, shape):
@@ -83,93 +42,15 @@ def hybrid_input(rng, shape):
     return (rng.standard_normal(shape) + rng.uniform(-1, 1)).astype(np.float32)
 
 
-def out_scale_for(rng, in_scale, w_scales, depth, x_span, w_span=100.0, qrange=127.0):
-    """An output scale that keeps most requantized values in range (saturation still happens sometimes)."""
-    acc_std = x_span * w_span * np.sqrt(depth) / 3
-    return float(in_scale * np.mean(w_scales) * acc_std * 2.5 / qrange * rng.uniform(0.5, 2.0))
-
-
-def quant_case(rng, dtype, x_shape, w_shape, co, axis, per_channel=True, bias_dtype=np.int32, bias=True):
-    """Random quantized operands of a convolution: activations of `dtype` (int8, uint8 or int16; int8 weights
-    except for uint8), weights of shape `w_shape` quantized along `axis`, bias, and the four quantizations.
-
-    Half of the cases use small values with a requantization multiplier near 1, so the output stage meets exact
-    rounding ties often (where the official code paths round differently)."""
-    small = rng.random() < 0.5
-    w_dtype = np.uint8 if dtype == np.uint8 else np.int8
-    if dtype == np.int16:
-        in_scale, in_zp, out_zp = float(rng.uniform(1e-4, 1e-3)), 0, 0
-    elif dtype == np.int8:
-        in_scale, in_zp, out_zp = (float(rng.uniform(0.005, 0.05)), int(rng.integers(-20, 21)),
-                                     int(rng.integers(-30, 31)))
-    else:
-        in_scale, in_zp, out_zp = (float(rng.uniform(0.005, 0.05)), int(rng.integers(100, 156)),
-                                     int(rng.integers(100, 156)))
-    w_zp = int(rng.integers(100, 156)) if w_dtype == np.uint8 else 0
-    w_scales = rng.uniform(0.002, 0.02, co if per_channel else 1).astype(np.float32)
-    depth = int(np.prod(w_shape)) // co
-    info_x, info_w = np.iinfo(dtype), np.iinfo(w_dtype)
-    if small:
-        x = np.clip(in_zp + rng.integers(-4, 5, x_shape), info_x.min, info_x.max).astype(dtype)
-        w = np.clip(w_zp + rng.integers(-4, 5, w_shape), info_w.min, info_w.max).astype(w_dtype)
-        b = rng.integers(-20, 21, co)
-        out_s = float(in_scale * np.mean(w_scales) / rng.uniform(0.26, 3.0))
-    else:
-        x = rand_q(rng, dtype, x_shape)
-        w = rand_q(rng, w_dtype, w_shape, *((-127, 127) if w_dtype == np.int8 else (0, 255)))
-        span = 300000 if dtype == np.int16 else 3000
-        b = rng.integers(-span, span, co)
-        x_span, qrange = (32768, 32767.0) if dtype == np.int16 else (128, 127.0)
-        out_s = out_scale_for(rng, in_scale, w_scales, depth, x_span=x_span, qrange=qrange)
-    if w_dtype == np.uint8:
-        w_quant = (float(w_scales[0]), w_zp)
-        b_quant = (float(np.float32(in_scale) * w_scales[0]), 0)
-    else:
-        w_quant = {"scales": w_scales.tolist(), "zero_points": [0] * w_scales.size, "quantized_dimension": axis}
-        b_quant = {"scales": (in_scale * np.resize(w_scales, co)).tolist(), "zero_points": [0] * co}
-    return {"x": x, "w": w, "bias": b.astype(bias_dtype) if bias else None, "x_quant": (in_scale, in_zp),
-            "w_quant": w_quant, "b_quant": b_quant, "out_quant": (out_s, out_zp)}
-
-
 # --- CONV_2D ---------------------------------------------------------------------------------------------------------
 
 conv_geometry = st.fixed_dictionaries({
     "n": st.integers(1, 2), "h": st.integers(1, 9), "w": st.integers(1, 9), "cig": st.integers(1, 12),
     "groups": st.sampled_from([1, 1, 1, 2]), "cog": st.integers(1, 20), "kh": st.integers(1, 3),
     "kw": st.integers(1, 3), "sh": st.integers(1, 3), "sw": st.integers(1, 3), "dh": st.integers(1, 2),
-    "dw": st.integers(1, 2), "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(ACTS),
+    "dw": st.integers(1, 2), "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(CONV_ACTS),
     "seed": st.integers(0, 2**31 - 1),
 })
-
-
-def conv_shapes(g):
-    ci, co = g["cig"] * g["groups"], g["cog"] * g["groups"]
-    oh = out_size(g["padding"], g["h"], g["kh"], g["sh"], g["dh"])
-    ow = out_size(g["padding"], g["w"], g["kw"], g["sw"], g["dw"])
-    return ci, co, oh, ow
-
-
-def conv_options(g):
-    return {"padding": g["padding"], "stride_h": g["sh"], "stride_w": g["sw"], "dilation_h_factor": g["dh"],
-            "dilation_w_factor": g["dw"], "fused_activation_function": g["act"]}
-
-
-def conv2d_model(g, x_dtype, wv, bias, out_dtype, x_quant=None, w_quant=None, b_quant=None, out_quant=None,
-                 version=1, const_filter=True, extra=None):
-    ci, co, oh, ow = conv_shapes(g)
-    b = ModelBuilder()
-    x = b.add_input("x", x_dtype, [g["n"], g["h"], g["w"], ci], quant=x_quant)
-    if const_filter:
-        w = b.add_const("w", wv, quant=w_quant)
-    else:
-        w = b.add_input("w", wv.dtype, list(wv.shape), quant=w_quant)
-    ins = [x, w]
-    if bias is not None:
-        ins.append(b.add_const("b", bias, quant=b_quant))
-    y = b.add_tensor("y", out_dtype, [g["n"], oh, ow, co], quant=out_quant)
-    b.add_op("CONV_2D", ins, [y], options={**conv_options(g), **(extra or {})}, version=version)
-    b.mark_output(y)
-    return b.build()
 
 
 @SETTINGS
@@ -237,7 +118,7 @@ def test_conv2d_without_bias_matches_zero_bias():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 5, 6, 3)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    (ours,) = run_ours(conv2d_model(g, np.float32, w, None, np.float32), [x])
+    (ours,) = run_conv(conv2d_model(g, np.float32, w, None, np.float32), [x])
     (ref,) = run_official(conv2d_model(g, np.float32, w, np.zeros(4, np.float32), np.float32), [x])
     assert_close(ours, ref, 1e-5)
 
@@ -288,31 +169,8 @@ dw_geometry = st.fixed_dictionaries({
     "n": st.integers(1, 2), "h": st.integers(1, 9), "w": st.integers(1, 9), "ci": st.integers(1, 24),
     "dm": st.integers(1, 3), "kh": st.integers(1, 3), "kw": st.integers(1, 3), "sh": st.integers(1, 2),
     "sw": st.integers(1, 2), "dh": st.integers(1, 2), "dw": st.integers(1, 2),
-    "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(ACTS), "seed": st.integers(0, 2**31 - 1),
+    "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(CONV_ACTS), "seed": st.integers(0, 2**31 - 1),
 })
-
-
-def dw_model(g, x_dtype, wv, bias, out_dtype, x_quant=None, w_quant=None, b_quant=None, out_quant=None, version=1,
-             const_filter=True):
-    co = g["ci"] * g["dm"]
-    oh = out_size(g["padding"], g["h"], g["kh"], g["sh"], g["dh"])
-    ow = out_size(g["padding"], g["w"], g["kw"], g["sw"], g["dw"])
-    b = ModelBuilder()
-    x = b.add_input("x", x_dtype, [g["n"], g["h"], g["w"], g["ci"]], quant=x_quant)
-    if const_filter:
-        w = b.add_const("w", wv, quant=w_quant)
-    else:
-        w = b.add_input("w", wv.dtype, list(wv.shape), quant=w_quant)
-    ins = [x, w]
-    if bias is not None:
-        ins.append(b.add_const("b", bias, quant=b_quant))
-    y = b.add_tensor("y", out_dtype, [g["n"], oh, ow, co], quant=out_quant)
-    b.add_op("DEPTHWISE_CONV_2D", ins, [y], options={
-        "padding": g["padding"], "stride_h": g["sh"], "stride_w": g["sw"], "depth_multiplier": g["dm"],
-        "dilation_h_factor": g["dh"], "dilation_w_factor": g["dw"], "fused_activation_function": g["act"]},
-        version=version)
-    b.mark_output(y)
-    return b.build(), (oh, ow, co)
 
 
 def _dw_valid(g):
@@ -361,7 +219,7 @@ def test_depthwise_without_bias_matches_zero_bias():
     rng = np.random.default_rng(4)
     w = rng.standard_normal((1, 3, 3, 6)).astype(np.float32)
     x = rng.standard_normal((1, 6, 5, 3)).astype(np.float32)
-    (ours,) = run_ours(dw_model(g, np.float32, w, None, np.float32)[0], [x])
+    (ours,) = run_conv(dw_model(g, np.float32, w, None, np.float32)[0], [x])
     (ref,) = run_official(dw_model(g, np.float32, w, np.zeros(6, np.float32), np.float32)[0], [x])
     assert_close(ours, ref, 1e-5)
 
@@ -371,7 +229,7 @@ def test_depthwise_without_bias_matches_zero_bias():
 tconv_geometry = st.fixed_dictionaries({
     "n": st.integers(1, 2), "h": st.integers(1, 5), "w": st.integers(1, 5), "ci": st.integers(1, 4),
     "co": st.integers(1, 10), "kh": st.integers(1, 4), "kw": st.integers(1, 4), "sh": st.integers(1, 3),
-    "sw": st.integers(1, 3), "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(ACTS),
+    "sw": st.integers(1, 3), "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(CONV_ACTS),
     "bias": st.booleans(), "seed": st.integers(0, 2**31 - 1),
 })
 
@@ -456,7 +314,7 @@ def test_transpose_conv_runtime_output_shape():
     "n": st.integers(1, 2), "d": st.integers(1, 5), "h": st.integers(1, 5), "w": st.integers(1, 5),
     "ci": st.integers(1, 3), "co": st.integers(1, 4), "k": st.tuples(*[st.integers(1, 3)] * 3),
     "s": st.tuples(*[st.integers(1, 2)] * 3), "dil": st.tuples(*[st.integers(1, 2)] * 3),
-    "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(ACTS), "bias": st.booleans(),
+    "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(CONV_ACTS), "bias": st.booleans(),
     "seed": st.integers(0, 2**31 - 1)}))
 def test_conv3d_float(g):
     sizes = (g["d"], g["h"], g["w"])
@@ -479,9 +337,7 @@ def test_conv3d_float(g):
 # --- errors ----------------------------------------------------------------------------------------------------------
 
 def _expect_error(data: bytes, op: str, match: str):
-    with pytest.raises((ValueError, RuntimeError), match=f"(?s){op}.*{match}"):
-        it = Interpreter(model_content=data, op_resolver=RESOLVER)
-        it.allocate_tensors()
+    prepare_error(data, f"(?s){op}.*{match}", op_resolver=CONV_RESOLVER)
 
 
 def test_errors_conv2d():

@@ -16,14 +16,24 @@ import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from linear_models import (
+    CONV_ACTS,
+    CONV_RESOLVER,
+    dw_model,
+    quant_case,
+    run_conv,
+)
+
+# imported under the names the hypothesis tests' bodies use: a derandomized test's examples are seeded by its source
+from linear_models import check_conv as check
+from linear_models import dw_float_case as _float_case
+from linear_models import dw_quant_case as _quant_case
 from lite_numba.kernels.linear import conv, dwconv
 
 from lite_numba import Interpreter
 from lite_numba.testing import require_official
 
 require_official()
-
-from test_conv import ACTS, RESOLVER, check, dw_model, quant_case, run_ours  # noqa: E402
 
 FEW = settings(max_examples=scaled(12), deadline=None, database=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -33,7 +43,7 @@ geometry = st.fixed_dictionaries({
     "ci": st.sampled_from([1, 3, 8, 13, 16, 19, 27, 33, 47, 64, 70]), "dm": st.sampled_from([1, 1, 1, 2]),
     "kh": st.integers(1, 5), "kw": st.integers(1, 5), "sh": st.integers(1, 2), "sw": st.integers(1, 2),
     "dh": st.sampled_from([1, 1, 2]), "dw": st.sampled_from([1, 1, 2]),
-    "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(ACTS),
+    "padding": st.sampled_from(["SAME", "VALID"]), "act": st.sampled_from(CONV_ACTS),
     "seed": st.integers(0, 2**31 - 1),
 })
 
@@ -45,25 +55,6 @@ def _out(g, size, k, s, d):
 
 def _valid(g):
     return _out(g, g["h"], g["kh"], g["sh"], g["dh"]) > 0 and _out(g, g["w"], g["kw"], g["sw"], g["dw"]) > 0
-
-
-def _float_case(g):
-    rng = np.random.default_rng(g["seed"])
-    co = g["ci"] * g["dm"]
-    w = rng.standard_normal((1, g["kh"], g["kw"], co)).astype(np.float32)
-    data, _ = dw_model(g, np.float32, w, rng.standard_normal(co).astype(np.float32), np.float32, version=2)
-    return data, [rng.standard_normal((g["n"], g["h"], g["w"], g["ci"])).astype(np.float32)]
-
-
-def _quant_case(g, kind):
-    rng = np.random.default_rng(g["seed"])
-    co = g["ci"] * g["dm"]
-    dtype = np.uint8 if kind == "uint8" else np.int8
-    shape_x = (g["n"], g["h"], g["w"], g["ci"])
-    c = quant_case(rng, dtype, shape_x, (1, g["kh"], g["kw"], co), co, 3, per_channel=kind == "int8")
-    data, _ = dw_model(g, dtype, c["w"], c["bias"], dtype, x_quant=c["x_quant"], w_quant=c["w_quant"],
-                       b_quant=c["b_quant"], out_quant=c["out_quant"], version=1 if dtype == np.uint8 else 3)
-    return data, [c["x"]]
 
 
 @FEW
@@ -99,7 +90,7 @@ def _same_as_portable(data, inputs, level, monkeypatch):
     for path in ("portable", level):
         monkeypatch.setenv("LITE_NUMBA_ISA", path)
         check(data, inputs)
-        results.append(run_ours(data, inputs)[0])
+        results.append(run_conv(data, inputs)[0])
     np.testing.assert_array_equal(results[1], results[0], err_msg=f"{level} differs from portable")
 
 
@@ -110,7 +101,7 @@ def test_padding_is_rebuilt_every_invoke(isa_level, kind, width):
     g = dict(n=1, h=6, w=width, ci=16, dm=1, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, padding="SAME", act="NONE", seed=0)
     data, (x,) = _float_case(g) if kind == "float32" else _quant_case(g, kind)
 
-    it = Interpreter(model_content=data, op_resolver=RESOLVER)
+    it = Interpreter(model_content=data, op_resolver=CONV_RESOLVER)
     it.allocate_tensors()
     inp, outp = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
     firsts = []
@@ -119,7 +110,7 @@ def test_padding_is_rebuilt_every_invoke(isa_level, kind, width):
         it.invoke()
         firsts.append(it.get_tensor(outp))
     np.testing.assert_array_equal(firsts[0], firsts[2])
-    np.testing.assert_array_equal(firsts[1], run_ours(data, [np.flip(x, 1).copy()])[0])
+    np.testing.assert_array_equal(firsts[1], run_conv(data, [np.flip(x, 1).copy()])[0])
 
 
 def test_module_is_wired():

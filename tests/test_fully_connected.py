@@ -9,48 +9,17 @@ import pytest
 from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from linear_models import fc_model
 
-import lite_numba
-from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official
+# imported under the names the hypothesis tests' bodies use: a derandomized test's examples are seeded by its source
+from linear_models import fc_quant_case as _quantized_case
+
+from lite_numba.testing import assert_close, prepare_error, require_official
+from lite_numba.testing import run_both_single as both
 
 require_official()
 
 ACTS = ["NONE", "RELU", "RELU_N1_TO_1", "RELU6"]
-
-
-def run_ours(data: bytes, inputs) -> list[np.ndarray]:
-    it = lite_numba.Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
-
-
-def fc_model(x_shape, w, *, x_dtype=np.float32, x_quant=None, w_quant=None, bias=None, bias_quant=None,
-             out_dtype=np.float32, out_quant=None, act="NONE", keep=False, const_weights=True, version=1,
-             extra_options=None):
-    """A one-op FULLY_CONNECTED model; returns its bytes."""
-    b = ModelBuilder()
-    x = b.add_input("x", x_dtype, x_shape, quant=x_quant)
-    units, k = w.shape
-    if const_weights:
-        wt = b.add_const("w", w, quant=w_quant)
-    else:
-        wt = b.add_input("w", w.dtype, list(w.shape), quant=w_quant)
-    ins = [x, wt] + ([b.add_const("b", bias, quant=bias_quant)] if bias is not None else [])
-    batch = int(np.prod(x_shape)) // k if k else int(np.prod(x_shape[:-1]))
-    out_shape = list(x_shape[:-1]) + [units] if keep else [batch, units]
-    y = b.add_tensor("y", out_dtype, out_shape, quant=out_quant)
-    opts = {"fused_activation_function": act, "keep_num_dims": keep, **(extra_options or {})}
-    b.add_op("FULLY_CONNECTED", ins, [y], options=opts, version=version)
-    b.mark_output(y)
-    return b.build()
-
-
-def both(data, inputs):
-    return run_ours(data, inputs)[0], run_official(data, inputs)[0]
 
 
 def assert_exact(ours, ref):
@@ -108,36 +77,6 @@ def test_float_zero_depth_gives_zeros():
 
 
 # --- quantized ------------------------------------------------------------------------------------------------------
-
-def _quantized_case(rng, x_dtype, w_dtype, batch, k, units, per_channel, bias_dtype, act, bias_type=None):
-    xi, wi = np.iinfo(x_dtype), np.iinfo(w_dtype)
-    x_zp = 0 if x_dtype == np.int16 else int(rng.integers(xi.min // 4, xi.max // 4 + 1))
-    x_scale = 0.02 if x_dtype != np.int16 else 2e-4
-    w_zp = int(rng.integers(100, 156)) if w_dtype == np.uint8 else 0
-    w = rng.integers(wi.min + (w_dtype != np.uint8), wi.max + 1, (units, k)).astype(w_dtype)
-    if per_channel:
-        w_scales = rng.uniform(0.002, 0.02, units).astype(np.float32)
-        w_quant = {"scales": w_scales, "zero_points": [0] * units, "quantized_dimension": 0}
-    else:
-        w_scales = np.array([rng.uniform(0.002, 0.02)], np.float32)
-        w_quant = (float(w_scales[0]), w_zp)
-    bias = bias_quant = None
-    if bias_dtype is not None:
-        bias = rng.integers(-2000, 2000, units).astype(bias_dtype)
-        bias_quant = {"scales": (x_scale * w_scales).astype(np.float32), "zero_points": [0] * w_scales.size,
-                      "quantized_dimension": 0}
-    x = rng.integers(xi.min, xi.max + 1, (batch, k)).astype(x_dtype)
-    # an output scale that spreads the real results over the output range (few saturate)
-    real = ((x.astype(np.float64) - x_zp) * x_scale) @ ((w.astype(np.float64) - w_zp) * w_scales[:, None]).T
-    oi = np.iinfo(x_dtype)
-    out_scale = max(float(np.abs(real).max()) / (oi.max * 0.8), 1e-6)
-    out_zp = 0 if x_dtype == np.int16 else int(rng.integers(-20, 21)) + (128 if x_dtype == np.uint8 else 0)
-    opts = {"quantized_bias_type": bias_type} if bias_type else None
-    data = fc_model([batch, k], w, x_dtype=x_dtype, x_quant=(x_scale, x_zp), w_quant=w_quant, bias=bias,
-                    bias_quant=bias_quant, out_dtype=x_dtype, out_quant=(out_scale, out_zp), act=act, version=4,
-                    extra_options=opts)
-    return data, x
-
 
 @settings(max_examples=scaled(20), deadline=None)
 @given(batch=st.integers(1, 9), k=st.integers(1, 80), units=st.integers(1, 33), per_channel=st.booleans(),
@@ -229,10 +168,7 @@ def test_hybrid_input_rounding(asymmetric):
 # --- errors ---------------------------------------------------------------------------------------------------------
 
 def _prepare_error(data):
-    with pytest.raises((ValueError, RuntimeError), match="FULLY_CONNECTED") as e:
-        it = lite_numba.Interpreter(model_content=data)
-        it.allocate_tensors()
-    return str(e.value)
+    return prepare_error(data, "FULLY_CONNECTED")
 
 
 def test_errors():

@@ -18,15 +18,15 @@ import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from linear_models import bmm_model, bmm_shapes, conv2d_model, conv_shapes, fc_model, geometry
+
+# imported under the name the hypothesis tests' bodies use: a derandomized test's examples are seeded by its
+# source
+from linear_models import conv_case_f32 as conv_case
 from lite_numba.kernels.base import isa
 from lite_numba.kernels.linear import simd_f32, simd_f32_narrow
-from test_batch_matmul import bmm_model
-from test_batch_matmul import shapes as bmm_shapes
-from test_conv import conv2d_model, conv_shapes
-from test_fully_connected import fc_model
 
-from lite_numba import Interpreter
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, require_official, run_both_single, run_official, run_ours
 
 require_official()
 
@@ -36,33 +36,9 @@ FEW = settings(max_examples=scaled(8), deadline=None, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-def run_ours(data: bytes, inputs) -> np.ndarray:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, v in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], v)
-    it.invoke()
-    return it.get_tensor(it.get_output_details()[0]["index"])
-
-
 def check_level(data: bytes, inputs, level: str) -> None:
-    (ref,) = run_official(data, inputs)
-    assert_close(run_ours(data, inputs), ref, family="accumulation", what=f"ISA {level}")
-
-
-def geometry(n=1, h=5, w=5, ci=3, co=8, k=(3, 3), s=(1, 1), d=(1, 1), padding="SAME", act="NONE", seed=0):
-    return {"n": n, "h": h, "w": w, "cig": ci, "groups": 1, "cog": co, "kh": k[0], "kw": k[1], "sh": s[0],
-            "sw": s[1], "dh": d[0], "dw": d[1], "padding": padding, "act": act, "seed": seed}
-
-
-def conv_case(g, with_bias=True, const_filter=True):
-    ci, co, _, _ = conv_shapes(g)
-    rng = np.random.default_rng(g["seed"])
-    x = rng.standard_normal((g["n"], g["h"], g["w"], ci)).astype(np.float32)
-    w = rng.standard_normal((co, g["kh"], g["kw"], ci)).astype(np.float32)
-    bias = rng.standard_normal(co).astype(np.float32) if with_bias else None
-    data = conv2d_model(g, np.float32, w, bias, np.float32, const_filter=const_filter)
-    return data, [x] if const_filter else [x, w]
+    ours, ref = run_both_single(data, inputs)
+    assert_close(ours, ref, family="accumulation", what=f"ISA {level}")
 
 
 CONV_CASES = {
@@ -101,7 +77,7 @@ def test_conv2d_without_bias_matches_zero_bias(isa_level):
     rng.standard_normal(inputs[0].shape)
     w = rng.standard_normal((co, 3, 3, ci)).astype(np.float32)  # conv_case's filter
     (ref,) = run_official(conv2d_model(g, np.float32, w, np.zeros(co, np.float32), np.float32), inputs)
-    assert_close(run_ours(data, inputs), ref, family="accumulation", what=f"ISA {isa_level}")
+    assert_close(run_ours(data, inputs)[0], ref, family="accumulation", what=f"ISA {isa_level}")
 
 
 @FEW
@@ -209,5 +185,5 @@ def test_conv2d_bit_identical_to_official(ksize, ci, isa_level):
     b.mark_output(y)
     data = b.build()
     (ref,) = run_official(data, [x])
-    out = run_ours(data, [x])
+    (out,) = run_ours(data, [x])
     assert np.array_equal(out, ref), f"{isa_level}: {np.mean(out == ref):.3f} exact, max diff {np.abs(out - ref).max()}"

@@ -18,45 +18,22 @@ import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
+# imported under the name the hypothesis tests' bodies use: a derandomized test's examples are seeded by its
+# source
+from linear_models import conv_case_int8 as conv_case
+from linear_models import conv_case_uint8, conv_shapes, fc_quant_case, geometry
 from lite_numba.kernels.base import isa
 from lite_numba.kernels.linear import simd_int8, simd_int8_narrow
-from test_conv import conv2d_model, conv_shapes, quant_case
-from test_fully_connected import _quantized_case
 
-from lite_numba import Interpreter
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, require_official, run_both_single
 
 require_official()
 
 
-
-def run_ours(data: bytes, inputs) -> np.ndarray:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, v in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], v)
-    it.invoke()
-    return it.get_tensor(it.get_output_details()[0]["index"])
-
-
 def check_level(data: bytes, inputs, level: str) -> None:
-    (ref,) = run_official(data, inputs)
-    assert_close(run_ours(data, inputs), ref, what=f"ISA {level}")  # integers: exact
-
-
-def conv_case(g, per_channel: bool):
-    ci, co, oh, ow = conv_shapes(g)
-    rng = np.random.default_rng(g["seed"])
-    c = quant_case(rng, np.int8, (g["n"], g["h"], g["w"], ci), (co, g["kh"], g["kw"], g["cig"]), co, 0,
-                   per_channel=per_channel)
-    data = conv2d_model(g, np.int8, c["w"], c["bias"], np.int8, x_quant=c["x_quant"], w_quant=c["w_quant"],
-                        b_quant=c["b_quant"], out_quant=c["out_quant"], version=3)
-    return data, [c["x"]]
-
-
-def geometry(n=1, h=5, w=5, ci=3, co=8, k=(3, 3), s=(1, 1), d=(1, 1), padding="SAME", act="NONE", seed=0):
-    return {"n": n, "h": h, "w": w, "cig": ci, "groups": 1, "cog": co, "kh": k[0], "kw": k[1], "sh": s[0],
-            "sw": s[1], "dh": d[0], "dw": d[1], "padding": padding, "act": act, "seed": seed}
+    ours, ref = run_both_single(data, inputs)
+    assert_close(ours, ref, what=f"ISA {level}")  # integers: exact
 
 
 CONV_CASES = {
@@ -103,7 +80,7 @@ def test_conv2d_int8_random(isa_level, g, per_channel):
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no_bias"])
 def test_fully_connected_int8(batch, k, units, per_channel, with_bias, isa_level):
     rng = np.random.default_rng(batch * 1000 + k + units)
-    data, x = _quantized_case(rng, np.int8, np.int8, batch, k, units, per_channel,
+    data, x = fc_quant_case(rng, np.int8, np.int8, batch, k, units, per_channel,
                               np.int32 if with_bias else None, "RELU" if per_channel else "NONE")
     check_level(data, [x], isa_level)
 
@@ -224,26 +201,6 @@ def test_generic_twins_of_the_256_bit_tiles(monkeypatch):
 
 
 # --- uint8 (TFLite's asymmetric per-tensor scheme): weights packed as w - 128 with a per-row term ------------------
-
-
-def conv_case_uint8(g, zp_w: int, zp_in: int, zero_bias: bool):
-    """A uint8 CONV_2D with the weight zero point zp_w and the input zero point zp_in (quant_case's quantizations,
-    weights and inputs over the whole byte range). The official uint8 kernel requires a bias: zero_bias makes it 0."""
-    ci, co, oh, ow = conv_shapes(g)
-    rng = np.random.default_rng(g["seed"])
-    c = quant_case(rng, np.uint8, (g["n"], g["h"], g["w"], ci), (co, g["kh"], g["kw"], g["cig"]), co, 0,
-                   per_channel=False)
-    if zero_bias:
-        c["bias"][:] = 0
-    w_scale, _ = c["w_quant"]
-    in_scale, _ = c["x_quant"]
-    w = rng.integers(0, 256, (co, g["kh"], g["kw"], g["cig"])).astype(np.uint8)
-    x = rng.integers(0, 256, (g["n"], g["h"], g["w"], ci)).astype(np.uint8)
-    depth = g["kh"] * g["kw"] * g["cig"]
-    out_s = float(in_scale * w_scale * 128.0 * np.sqrt(depth) * 2.0 / 255.0 * rng.uniform(0.5, 2.0))
-    data = conv2d_model(g, np.uint8, w, c["bias"], np.uint8, x_quant=(in_scale, zp_in), w_quant=(w_scale, zp_w),
-                        b_quant=c["b_quant"], out_quant=(out_s, int(rng.integers(0, 256))), version=1)
-    return data, [x]
 
 
 UINT8_CASES = {

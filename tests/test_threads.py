@@ -19,38 +19,36 @@ import pytest
 from conftest import model_path, scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from linear_models import bmm_model, conv2d_model, conv_case_int8, dw_float_case, dw_quant_case, fc_model, fc_quant_case
+
+# imported under the name the hypothesis test's body uses: a derandomized test's examples are seeded by its source
+from linear_models import geometry as _geometry
 from lite_numba.kernels.base import threads
-from test_batch_matmul import bmm_model
-from test_conv import conv2d_model, dw_model, quant_case
-from test_dwconv_fast import _quant_case as dw_quant_case
-from test_fully_connected import _quantized_case, fc_model
 
 from lite_numba import Interpreter
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, require_official, run_interpreter, run_official
 
 require_official()
 
 
-
-def run_ours(data: bytes, inputs, threads: int):
-    """(outputs, names of the scheduled kernels, their modules) of one invoke in a new Interpreter."""
-    it = Interpreter(model_content=data, num_threads=threads)
-    it.allocate_tensors()
-    for d, v in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], v)
-    it.invoke()
+def _kernels(it: Interpreter) -> tuple[set[str], set[str]]:
+    """(names, modules) of the kernels an interpreter's main graph scheduled."""
     calls = [c.fn for p in it.runtime.main.prepared if p is not None for c in p.calls]
-    names = {getattr(f, "__name__", "") for f in calls}
-    modules = {getattr(f, "__module__", "") or "" for f in calls}
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()], names, modules
+    return {getattr(f, "__name__", "") for f in calls}, {getattr(f, "__module__", "") or "" for f in calls}
+
+
+def run_threads(data: bytes, inputs, threads: int):
+    """(outputs, names of the scheduled kernels, their modules) of one invoke in a new Interpreter."""
+    outs, it = run_interpreter(data, inputs, num_threads=threads)
+    return (outs, *_kernels(it))
 
 
 def check_threads(data: bytes, inputs, level: str, parallel: str | None, family: str = "accumulation") -> None:
     """parallel: where num_threads=2 must schedule a parallel driver: "all" levels, "simd" (wherever one thread
     scheduled an explicit-SIMD kernel, kernels/simd_*), or None."""
     refs = run_official(data, inputs)
-    one, names1, modules1 = run_ours(data, inputs, 1)
-    two, names2, _ = run_ours(data, inputs, 2)
+    one, names1, modules1 = run_threads(data, inputs, 1)
+    two, names2, _ = run_threads(data, inputs, 2)
     assert not any(n.endswith("_par") for n in names1), f"{level}: a parallel kernel with one thread: {names1}"
     simd = any("simd" in m for m in modules1)
     if parallel == "all" or (parallel == "simd" and simd):
@@ -58,11 +56,6 @@ def check_threads(data: bytes, inputs, level: str, parallel: str | None, family:
     for k, (a, b, ref) in enumerate(zip(one, two, refs)):
         np.testing.assert_array_equal(a, b, err_msg=f"{level}: 1 and 2 threads differ")
         assert_close(b, ref, family=family, what=f"{level} output {k}")  # integers exact
-
-
-def _geometry(n=1, h=5, w=5, ci=3, co=8, k=(3, 3), s=(1, 1), padding="SAME", act="NONE", seed=0):
-    return {"n": n, "h": h, "w": w, "cig": ci, "groups": 1, "cog": co, "kh": k[0], "kw": k[1], "sh": s[0],
-            "sw": s[1], "dh": 1, "dw": 1, "padding": padding, "act": act, "seed": seed}
 
 
 def _conv_f32(g):
@@ -74,20 +67,11 @@ def _conv_f32(g):
 
 
 def _conv_int8(g):
-    rng = np.random.default_rng(g["seed"])
-    co = g["cog"]
-    c = quant_case(rng, np.int8, (g["n"], g["h"], g["w"], g["cig"]), (co, g["kh"], g["kw"], g["cig"]), co, 0)
-    data = conv2d_model(g, np.int8, c["w"], c["bias"], np.int8, x_quant=c["x_quant"], w_quant=c["w_quant"],
-                        b_quant=c["b_quant"], out_quant=c["out_quant"], version=3)
-    return data, [c["x"]]
+    return conv_case_int8(g, per_channel=True)
 
 
 def _dw_f32(g):
-    g = {**g, "ci": g["cig"], "dm": 1}
-    rng = np.random.default_rng(g["seed"])
-    w = rng.standard_normal((1, g["kh"], g["kw"], g["ci"])).astype(np.float32)
-    data, _ = dw_model(g, np.float32, w, rng.standard_normal(g["ci"]).astype(np.float32), np.float32, version=2)
-    return data, [rng.standard_normal((g["n"], g["h"], g["w"], g["ci"])).astype(np.float32)]
+    return dw_float_case({**g, "ci": g["cig"], "dm": 1})
 
 
 def _dw_q(g, kind="int8"):
@@ -131,7 +115,7 @@ def _fc_f32(batch, k, units, seed):
 
 def _fc_int8(batch, k, units, seed):
     rng = np.random.default_rng(seed)
-    data, x = _quantized_case(rng, np.int8, np.int8, batch, k, units, True, np.int32, "RELU")
+    data, x = fc_quant_case(rng, np.int8, np.int8, batch, k, units, True, np.int32, "RELU")
     return data, [x]
 
 
@@ -205,5 +189,5 @@ def test_default_is_one_thread():
     data, inputs = CASES["conv_f32_3x3_row_bands"][0]()
     it = Interpreter(model_content=data)
     it.allocate_tensors()
-    names = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+    names, _ = _kernels(it)
     assert not any(n.endswith("_par") for n in names), names
