@@ -14,6 +14,7 @@ Hypothesis profiles (``pytest --hypothesis-profile=NAME``):
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 from pathlib import Path
@@ -49,6 +50,15 @@ def skip_or_fail(msg: str) -> None:
     if in_ci():
         pytest.fail(msg)
     pytest.skip(msg)
+
+
+def require_module(module: str):
+    """Import and return `module` (an optional engine: ray, dask, apache_beam...); skips when it is missing, fails
+    under CI (the extras are installed there)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        skip_or_fail(f"{module} is not installed (pip install -e '.[ray,dask,beam]'): {e}")
 
 
 def model_path(name: str) -> Path:

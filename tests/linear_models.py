@@ -127,13 +127,11 @@ def conv_options(g):
             "dilation_w_factor": g["dw"], "fused_activation_function": g["act"]}
 
 
-def conv2d_model(g, x_dtype, wv, bias, out_dtype, x_quant=None, w_quant=None, b_quant=None, out_quant=None,
-                 version=1, const_filter=True, extra=None):
-    """A one-op CONV_2D model of geometry g (filter wv constant or, const_filter=False, an input; extra: more
-    options); returns its bytes."""
-    ci, co, oh, ow = conv_shapes(g)
+def _one_conv(op, x_dtype, x_shape, wv, bias, out_dtype, out_shape, options, version, x_quant, w_quant, b_quant,
+              out_quant, const_filter):
+    """A one-op model of a convolution-like op: inputs x, filter (constant or an input), bias (when given)."""
     b = ModelBuilder()
-    x = b.add_input("x", x_dtype, [g["n"], g["h"], g["w"], ci], quant=x_quant)
+    x = b.add_input("x", x_dtype, x_shape, quant=x_quant)
     if const_filter:
         w = b.add_const("w", wv, quant=w_quant)
     else:
@@ -141,10 +139,19 @@ def conv2d_model(g, x_dtype, wv, bias, out_dtype, x_quant=None, w_quant=None, b_
     ins = [x, w]
     if bias is not None:
         ins.append(b.add_const("b", bias, quant=b_quant))
-    y = b.add_tensor("y", out_dtype, [g["n"], oh, ow, co], quant=out_quant)
-    b.add_op("CONV_2D", ins, [y], options={**conv_options(g), **(extra or {})}, version=version)
+    y = b.add_tensor("y", out_dtype, out_shape, quant=out_quant)
+    b.add_op(op, ins, [y], options=options, version=version)
     b.mark_output(y)
     return b.build()
+
+
+def conv2d_model(g, x_dtype, wv, bias, out_dtype, x_quant=None, w_quant=None, b_quant=None, out_quant=None,
+                 version=1, const_filter=True, extra=None):
+    """A one-op CONV_2D model of geometry g (filter wv constant or, const_filter=False, an input; extra: more
+    options); returns its bytes."""
+    ci, co, oh, ow = conv_shapes(g)
+    return _one_conv("CONV_2D", x_dtype, [g["n"], g["h"], g["w"], ci], wv, bias, out_dtype, [g["n"], oh, ow, co],
+                     {**conv_options(g), **(extra or {})}, version, x_quant, w_quant, b_quant, out_quant, const_filter)
 
 
 def geometry(n=1, h=5, w=5, ci=3, co=8, k=(3, 3), s=(1, 1), d=(1, 1), padding="SAME", act="NONE", seed=0):
@@ -205,22 +212,11 @@ def dw_model(g, x_dtype, wv, bias, out_dtype, x_quant=None, w_quant=None, b_quan
     co = g["ci"] * g["dm"]
     oh = out_size(g["padding"], g["h"], g["kh"], g["sh"], g["dh"])
     ow = out_size(g["padding"], g["w"], g["kw"], g["sw"], g["dw"])
-    b = ModelBuilder()
-    x = b.add_input("x", x_dtype, [g["n"], g["h"], g["w"], g["ci"]], quant=x_quant)
-    if const_filter:
-        w = b.add_const("w", wv, quant=w_quant)
-    else:
-        w = b.add_input("w", wv.dtype, list(wv.shape), quant=w_quant)
-    ins = [x, w]
-    if bias is not None:
-        ins.append(b.add_const("b", bias, quant=b_quant))
-    y = b.add_tensor("y", out_dtype, [g["n"], oh, ow, co], quant=out_quant)
-    b.add_op("DEPTHWISE_CONV_2D", ins, [y], options={
-        "padding": g["padding"], "stride_h": g["sh"], "stride_w": g["sw"], "depth_multiplier": g["dm"],
-        "dilation_h_factor": g["dh"], "dilation_w_factor": g["dw"], "fused_activation_function": g["act"]},
-        version=version)
-    b.mark_output(y)
-    return b.build(), (oh, ow, co)
+    options = {"padding": g["padding"], "stride_h": g["sh"], "stride_w": g["sw"], "depth_multiplier": g["dm"],
+               "dilation_h_factor": g["dh"], "dilation_w_factor": g["dw"], "fused_activation_function": g["act"]}
+    data = _one_conv("DEPTHWISE_CONV_2D", x_dtype, [g["n"], g["h"], g["w"], g["ci"]], wv, bias, out_dtype,
+                     [g["n"], oh, ow, co], options, version, x_quant, w_quant, b_quant, out_quant, const_filter)
+    return data, (oh, ow, co)
 
 
 def dw_float_case(g):

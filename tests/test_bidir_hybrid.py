@@ -8,12 +8,12 @@ import numpy as np
 from conftest import scaled
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from test_rnn import (
+from sequence_models import (
     BIDIR_AUX,
     WEIGHT_ORDER,
-    _expect_error,
     add_consts,
     check_sequence,
+    expect_error,
     lstm_weights,
     quantize_weights,
     rnd,
@@ -166,15 +166,15 @@ def test_bidir_hybrid_errors():
     rng = np.random.default_rng(11)
     wf, qf = quantize_weights(lstm_weights(rng, 3, 4, 4))
     mixed = dict(wf, recurrent_to_cell_weights=rnd(rng, (4, 4)))
-    _expect_error(hybrid_bidir_lstm_model((1, 2, 3), wf, mixed, qf, qf, 4, 4, 4),
+    expect_error(hybrid_bidir_lstm_model((1, 2, 3), wf, mixed, qf, qf, 4, 4, 4),
                   "BIDIRECTIONAL_SEQUENCE_LSTM.*bw recurrent_to_cell_weights has type float32: a hybrid LSTM takes")
     fw, (s0, s1) = hybrid_rnn_cell(rng, 3, 4)
     bw = (rnd(rng, (5, 3)), rnd(rng, (5, 5)), rnd(rng, (5,)))
-    _expect_error(hybrid_bidir_rnn_model((2, 3, 3), fw, bw, (s0, s1, s0, s1)),
+    expect_error(hybrid_bidir_rnn_model((2, 3, 3), fw, bw, (s0, s1, s0, s1)),
                   "BIDIRECTIONAL_SEQUENCE_RNN.*bw weights has type float32: a hybrid RNN takes int8")
-    _expect_error(hybrid_bidir_rnn_model((3, 2, 3), fw, fw, (s0, s1, s0, s1), merge=True, time_major=True),
+    expect_error(hybrid_bidir_rnn_model((3, 2, 3), fw, fw, (s0, s1, s0, s1), merge=True, time_major=True),
                   "BIDIRECTIONAL_SEQUENCE_RNN.*needs batch 1")
     (a0, t0) = _q(rnd(rng, (4, 2)))
-    _expect_error(hybrid_bidir_rnn_model((2, 3, 3), fw, fw, (s0, s1, s0, s1), aux_shape=(2, 3, 2),
+    expect_error(hybrid_bidir_rnn_model((2, 3, 3), fw, fw, (s0, s1, s0, s1), aux_shape=(2, 3, 2),
                                          aux_weights=(a0, a0), aux_scales=(t0, t0)),
                   "BIDIRECTIONAL_SEQUENCE_RNN.*hybrid batch-major aux input of depth 2 < input depth 3")

@@ -12,10 +12,8 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-
-from lite_numba.builder import ModelBuilder
+from small_models import kernel_chain_model
 
 # Load the model, say "ready", wait for "go" on stdin, then allocate and invoke; report STATS and the output.
 WORKER = r"""
@@ -35,25 +33,9 @@ print(json.dumps({"stats": STATS, "y": y.tolist()}), flush=True)
 """
 
 
-def _model() -> bytes:
-    """Several kernels, each a compile of its own (about a second each cold)."""
-    b = ModelBuilder()
-    x = b.add_input("x", np.float32, [2, 8])
-    a = b.add_tensor("a", np.float32, [2, 8])
-    m = b.add_tensor("m", np.float32, [2, 8])
-    t = b.add_tensor("t", np.float32, [2, 8])
-    y = b.add_tensor("y", np.float32, [2, 24])
-    b.add_op("ADD", [x, b.add_const("c", np.linspace(-1, 1, 8, dtype=np.float32))], [a])
-    b.add_op("MUL", [a, b.add_const("k", np.full(8, 3.0, np.float32))], [m])
-    b.add_op("TANH", [m], [t])
-    b.add_op("CONCATENATION", [a, m, t], [y], options={"axis": 1})
-    b.mark_output(y)
-    return b.build()
-
-
 def _race(tmp_path, **extra) -> list[dict]:
     model = tmp_path / "m.tflite"
-    model.write_bytes(_model())
+    model.write_bytes(kernel_chain_model(with_tanh=True))
     env = dict(os.environ, LITE_NUMBA_CACHE_DIR=str(tmp_path / "ln"), NUMBA_CACHE_DIR=str(tmp_path / "nb"),
                LITE_NUMBA_PROGRESS="0", LITE_NUMBA_COMPILE_WORKERS="1", **extra)
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(model)], stdin=subprocess.PIPE,

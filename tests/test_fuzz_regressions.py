@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sequence_models import int_lstm_model, lstm_weights, quantize_weights, uni_lstm_model
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, official_interpreter
-from lite_numba.testing import run_official as _run_official
-from lite_numba.testing import run_ours as _run_ours
+from lite_numba.testing import assert_close, invoke_both, official_interpreter, run_both_steps, run_official, run_ours
 
 
 def test_hard_swish_of_the_largest_floats_does_not_overflow(official):
@@ -24,7 +23,7 @@ def test_hard_swish_of_the_largest_floats_does_not_overflow(official):
     data = b.build()
     big = np.finfo(np.float32).max
     xs = np.array([big, -big, 1e38, 6e37, 2.5, -1.0], np.float32)
-    ours, theirs = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
+    ours, theirs = run_ours(data, [xs])[0], run_official(data, [xs])[0]
     assert np.isfinite(ours[:4]).all()
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
@@ -43,7 +42,7 @@ def test_hard_swish_past_flt_max_over_6_follows_the_official_vector_loop_everywh
         data = b.build()
         xs = np.full(n, big, np.float32)
         xs[::3] = 1e38
-        ours, theirs = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
+        ours, theirs = run_ours(data, [xs])[0], run_official(data, [xs])[0]
         np.testing.assert_allclose(ours, xs, rtol=1e-6)
         vector = n - n % 4
         np.testing.assert_allclose(ours[:vector], theirs[:vector], rtol=1e-6)
@@ -154,10 +153,10 @@ def test_int16_softmax_with_a_shift_past_31_bits_is_refused(official):
     x = np.random.default_rng(0).integers(-3000, 3000, (2, 6)).astype(np.int16)
     for shift in (10, 30, 31):
         data = _int16_softmax(shift)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes()
     for shift in (32, 40, 100):
         data = _int16_softmax(shift)
-        _run_official(data, [x])  # it runs (on garbage), we refuse
+        run_official(data, [x])  # it runs (on garbage), we refuse
         with pytest.raises(ValueError, match=rf"SOFTMAX.*left shift of {shift} > 31 bits"):
             Interpreter(model_content=data).allocate_tensors()
 
@@ -225,7 +224,7 @@ def test_allocate_after_a_resize_resets_the_variable_tensors(new_time, official)
         it.invoke()
         outs.append(np.array(it.get_tensor(o), copy=True))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
-    fresh = _run_official(_sequence_rnn(new_time), [x1])[0]
+    fresh = run_official(_sequence_rnn(new_time), [x1])[0]
     assert np.allclose(outs[1], fresh, rtol=1e-5, atol=1e-6) == (new_time != 3)  # reset iff re-allocated
 
 
@@ -331,11 +330,11 @@ def test_range_whose_size_overflows_is_refused(dtype, official):
     data = _range_runtime(dtype)
     step = 1 << (info.bits - 12)  # ~2,000-4,000 elements; |limit - start| + |delta| - 1 = max - 11: no overflow
     ok = [dtype(info.max - 10), dtype(info.max - 10 - (info.max - step - 10)), dtype(-step)]
-    ours, theirs = _run_ours(data, ok)[0], _run_official(data, ok)[0]
+    ours, theirs = run_ours(data, ok)[0], run_official(data, ok)[0]
     assert ours.dtype == theirs.dtype and ours.tolist() == theirs.tolist()
     bad = [dtype(info.max // 2 + 10), dtype(-(info.max // 2) - 10), dtype(-(info.max // 2) - 20)]
     with pytest.raises(ValueError, match=rf"RANGE.*overflows {np.dtype(dtype).name}"):
-        _run_ours(data, bad)
+        run_ours(data, bad)
 
 
 def test_hybrid_weight_of_minus_128_is_refused(official):
@@ -355,10 +354,10 @@ def test_hybrid_weight_of_minus_128_is_refused(official):
         b.mark_output(y)
         data = b.build()
         if val == -127:
-            assert _run_ours(data, [xs])[0].tobytes() == _run_official(data, [xs])[0].tobytes()
+            assert run_ours(data, [xs])[0].tobytes() == run_official(data, [xs])[0].tobytes()
         else:
             with pytest.raises(ValueError, match=r"weights 'w' holds -128: hybrid .* \[-127, 127\]"):
-                _run_ours(data, [xs])
+                run_ours(data, [xs])
 
 
 def _mul_int8(out_scale: float) -> bytes:
@@ -378,9 +377,9 @@ def test_int8_mul_with_a_shift_past_31_bits_is_refused(official):
     rng = np.random.default_rng(1)
     xs = [rng.integers(-128, 128, 8).astype(np.int8) for _ in range(2)]
     data = _mul_int8(1e-6)  # shift 10: in range
-    assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+    assert run_ours(data, xs)[0].tobytes() == run_official(data, xs)[0].tobytes()
     with pytest.raises(ValueError, match=r"MUL .*left shift of \d+ > 31 bits"):
-        _run_ours(_mul_int8(1e-38), xs)
+        run_ours(_mul_int8(1e-38), xs)
 
 
 def test_zero_scale_division_is_named():
@@ -437,10 +436,10 @@ def test_int8_batch_matmul_per_channel_activation_is_refused(official):
         b.mark_output(y)
         data = b.build()
         if len(scales) == 1:
-            assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+            assert run_ours(data, xs)[0].tobytes() == run_official(data, xs)[0].tobytes()
         else:
             with pytest.raises(ValueError, match=r"BATCH_MATMUL .*'in0' must be quantized per tensor"):
-                _run_ours(data, xs)
+                run_ours(data, xs)
 
 
 def test_int8_depthwise_per_channel_activation_is_refused(official):
@@ -463,24 +462,14 @@ def test_int8_depthwise_per_channel_activation_is_refused(official):
         b.mark_output(y)
         data = b.build()
         if len(scales) == 1:
-            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+            assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes()
         else:
             with pytest.raises(ValueError, match=r"DEPTHWISE_CONV_2D .*input 'x' must be quantized per tensor"):
-                _run_ours(data, [x])
+                run_ours(data, [x])
 
 
 _SPECIALS = np.array([np.nan, np.inf, -np.inf, np.finfo(np.float32).max, -np.finfo(np.float32).max, 0.0, 1e30],
                      np.float32)
-
-
-def _invoke_both(ours, ref, x) -> tuple[np.ndarray, np.ndarray]:
-    """Set x as the first input of both interpreters, invoke them, return copies of their first outputs."""
-    outs = []
-    for it in (ours, ref):
-        it.set_tensor(it.get_input_details()[0]["index"], x)
-        it.invoke()
-        outs.append(np.array(it.get_tensor(it.get_output_details()[0]["index"]), copy=True))
-    return outs[0], outs[1]
 
 
 def _agree_with_nans(ours, ref, what: str, *args, **kw) -> None:
@@ -555,7 +544,7 @@ def test_hybrid_input_with_nan_and_inf_quantizes_as_the_official_runtime(kind, o
         x = (rng.standard_normal(shape) * 2).astype(np.float32)
         mask = rng.random(shape) < (0.02, 0.1, 0.4)[trial % 3]
         x[mask] = rng.choice(_SPECIALS, int(mask.sum()))
-        a, b = _invoke_both(ours, ref, x)
+        (a,), (b,) = invoke_both(ours, ref, [x])
         _agree_with_nans(a, b, f"{kind} trial {trial}", family="sequence")
         finite_rows += int(np.isfinite(b).all(axis=-1).sum())
     assert finite_rows > 0  # the official answer is not all NaN: what the case is about
@@ -586,7 +575,7 @@ def test_hybrid_depthwise_clamps_nan_by_channel_block_as_the_official_runtime(ac
                               "fused_activation_function": act})
             b.mark_output(y)
             data = b.build()
-            ours, theirs = _run_ours(data, [x])[0], _run_official(data, [x])[0]
+            ours, theirs = run_ours(data, [x])[0], run_official(data, [x])[0]
             np.testing.assert_array_equal(ours, theirs, err_msg=f"{c} channels, {case}")
 
 
@@ -604,7 +593,7 @@ def test_hybrid_fully_connected_counts_nan_blocks_as_zero_input_as_the_official_
         data = b.build()
         xs = np.zeros((rows, k), np.float32)
         xs[0, 0] = np.nan
-        ours, theirs = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
+        ours, theirs = run_ours(data, [xs])[0], run_official(data, [xs])[0]
         np.testing.assert_array_equal(ours, theirs, err_msg=f"x {xs.tolist()}")
 
 
@@ -641,14 +630,13 @@ def test_hybrid_fully_connected_activation_of_nan_as_the_official_runtime(act, a
     ours.allocate_tensors()
     ref = official_interpreter(data)
     for k, x in enumerate(xs):
-        _agree_with_nans(*_invoke_both(ours, ref, x), f"{act} input {k}", family="sequence")
+        (a,), (b,) = invoke_both(ours, ref, [x])
+        _agree_with_nans(a, b, f"{act} input {k}", family="sequence")
 
 
 def _sequence_model(kind: str, hybrid: bool, act: str, n_in: int, asymmetric: bool = False) -> tuple[bytes, tuple]:
     """RNN [2, n_in], UNIDIRECTIONAL_SEQUENCE_RNN / _LSTM time major [3, 2, n_in] ('_tm') or batch major [2, 3, n_in]
     ('_bm'), or SVDF [2, n_in] (rank 2, memory 3); float, or hybrid (int8 weights). Returns (model, input shape)."""
-    from test_rnn import lstm_weights, quantize_weights, uni_lstm_model
-
     rng = np.random.default_rng(17)
     version = (3 if asymmetric else 2) if hybrid else 1
     if kind.startswith("lstm"):
@@ -729,10 +717,8 @@ def test_sequence_ops_with_nan_inputs_as_the_official_runtime(kind, hybrid, act,
     cell activations are ApplyActivationToVector's std::max / std::min clamps: NaN gives 0 for RELU and RELU6 and -1
     for RELU_N1_TO_1 (we kept NaN), float and hybrid. The state carries over eight invokes. The asymmetric hybrid
     cases agreed before the fix (kept as guards)."""
-    from test_rnn import run_sequence
-
     data, shape = _sequence_model(kind, hybrid, act, n_in, asymmetric)
-    for k, step in enumerate(run_sequence(data, [[x] for x in _nan_sequence_inputs(shape)])):
+    for k, step in enumerate(run_both_steps(data, [[x] for x in _nan_sequence_inputs(shape)])):
         for ours, ref in step:
             _agree_with_nans(ours, ref, f"invoke {k}", 1e-4)
 
@@ -743,8 +729,6 @@ def test_hybrid_lstm_projection_skips_a_nan_block_as_the_official_runtime(n_cell
     """The hybrid LSTM projects o * act(c) unless IsZeroVector passes on it; a NaN cell bias with the others zero and
     a zero input gives [NaN, 0, 0, 0(, 0)], which officially counts as zero (the output is the projection bias) and
     which we projected (NaN)."""
-    from test_rnn import lstm_weights, quantize_weights, run_sequence, uni_lstm_model
-
     rng = np.random.default_rng(1)
     w = lstm_weights(rng, 4, n_cell, 3, proj=True, proj_bias=True)
     w["cell_gate_bias"] = np.zeros(n_cell, np.float32)
@@ -752,7 +736,7 @@ def test_hybrid_lstm_projection_skips_a_nan_block_as_the_official_runtime(n_cell
     w, quants = quantize_weights(w)
     shape = (3, 1, 4) if time_major else (1, 3, 4)
     data = uni_lstm_model(shape, w, 3, n_cell, time_major=time_major, quants=quants, version=2)
-    (ours, ref), = run_sequence(data, [[np.zeros(shape, np.float32)]])[0]
+    (ours, ref), = run_both_steps(data, [[np.zeros(shape, np.float32)]])[0]
     assert np.isfinite(ref.reshape(-1, 3)[0]).all()
     _agree_with_nans(ours, ref, "projection", 1e-4)
 
@@ -855,7 +839,7 @@ def test_conv3d_nan_as_the_official_runtime(act, nonfinite, official):
             x = (rng.standard_normal((1, 4, 5, 5, 2)) * 2).astype(np.float32)
             if nonfinite == "nan_input":
                 x[rng.random(x.shape) < 0.05] = np.nan
-            a, b = _invoke_both(ours, ref, x)
+            (a,), (b,) = invoke_both(ours, ref, [x])
             _agree_with_nans(a, b, f"{act} {nonfinite} bias={bias} trial {trial}", 1e-5)
             hi = {"RELU6": 6.0, "RELU_N1_TO_1": 1.0}.get(act, np.finfo(np.float32).max)
             assert not np.isnan(b).any() and (b == hi).any()  # what the case is about: NaN became the upper bound
@@ -902,7 +886,7 @@ def test_depthwise_nan_as_the_official_runtime(act, isa_level, official):
             x = (rng.standard_normal(shape) * 3).astype(np.float32)
             if weight is None:
                 x[rng.random(shape) < 0.15] = np.nan
-            a, b = _invoke_both(ours, ref, x)
+            (a,), (b,) = invoke_both(ours, ref, [x])
             _agree_with_nans(a, b, f"{shape} dm={dm} weight={weight}", 1e-5)
 
 
@@ -926,7 +910,7 @@ def test_strided_slice_shrink_axis_with_a_negative_stride_is_refused(official, r
     x = np.arange(72, dtype=np.float32).reshape(1, 4, 6, 3) + 100
     inputs = [x, np.array([0, 2, 3, 1], np.int32)] if runtime_begin else [x]
     data = _shrink_slice([1, 993199546, 5, 1357446269], runtime_begin)
-    ours, theirs = _run_ours(data, inputs)[0], _run_official(data, inputs)[0]
+    ours, theirs = run_ours(data, inputs)[0], run_official(data, inputs)[0]
     assert ours == theirs == (x[0, 2, 3, 1] if runtime_begin else x[0, 0, 0, 0])
     with pytest.raises(ValueError, match="shrink axis 1 has stride -993199546: a shrinking axis needs a positive"):
         Interpreter(model_content=_shrink_slice([1, -993199546, 5, 1], runtime_begin)).allocate_tensors()
@@ -999,7 +983,7 @@ def test_int8_rsqrt_with_a_shift_past_31_bits_is_refused(official):
     x = np.arange(-128, 128, 16, dtype=np.int8)
     for left in (0, 10, 31):  # input scale 1: 1 / output scale = (4/3) 2^(left + 19) has shift left + 20
         data = _rsqrt_int8(0.75 * 2.0 ** -(left + 19))
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes()
     for out_scale in (0.75 * 2.0 ** -51, 1e-38):
         with pytest.raises(ValueError, match=r"RSQRT.*'y' scale .*left shift of \d+ > 31 bits"):
             Interpreter(model_content=_rsqrt_int8(out_scale)).allocate_tensors()
@@ -1027,7 +1011,7 @@ def test_int8_log_softmax_with_a_scale_that_overflows_float_is_refused(official)
             x[1] = -128
             x[1, -1] = 127
             data = _log_softmax_q(np.int8, scale, n)
-            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+            assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes()
     for scale in (1e37, 1e38):
         with pytest.raises(ValueError, match=r"LOG_SOFTMAX.*input 'x' scale .*overflows float32"):
             Interpreter(model_content=_log_softmax_q(np.int8, scale, 10)).allocate_tensors()
@@ -1053,9 +1037,9 @@ def test_int16_arithmetic_with_one_operand_unquantized_is_refused(op, official):
     rng = np.random.default_rng(2)
     xs = [rng.integers(-9, 10, (2, 8)).astype(np.int16) for _ in range(2)]
     data = _int16_binary(op, (False, False, False))
-    assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+    assert run_ours(data, xs)[0].tobytes() == run_official(data, xs)[0].tobytes()
     data = _int16_binary(op, (True, True, True))
-    assert _run_ours(data, xs)[0].tobytes() == _run_official(data, xs)[0].tobytes()
+    assert run_ours(data, xs)[0].tobytes() == run_official(data, xs)[0].tobytes()
     for quantized, name in (((False, True, True), "x"), ((True, False, True), "w"), ((False, False, True), "x")):
         with pytest.raises(ValueError, match=rf"{op} .*tensor '{name}' \(int16\) has no quantization parameters"):
             Interpreter(model_content=_int16_binary(op, quantized)).allocate_tensors()
@@ -1078,7 +1062,7 @@ def test_int8_prelu_with_a_shift_past_31_bits_is_refused(official):
     x = np.random.default_rng(0).integers(-128, 128, (1, 4, 6, 3)).astype(np.int8)
     for shift in (5, 30, 31):  # input scale x alpha scale / output scale = 0.75 * 2^shift
         data = _prelu_int8(0.75 * 2.0 ** shift * 0.02 / 0.03)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes()
     for alpha_scale in (0.75 * 2.0 ** 32 * 0.02 / 0.03, 1e38):
         with pytest.raises(ValueError, match=r"PRELU .*alpha 'alpha' scale .*left shift of \d+ > 31 bits"):
             Interpreter(model_content=_prelu_int8(alpha_scale)).allocate_tensors()
@@ -1104,7 +1088,7 @@ def test_operator_code_with_a_zero_deprecated_code_is_read_by_its_builtin_code(o
     data[tab.Pos + field] = 0
     data = bytes(data)
     xs = np.random.default_rng(1).standard_normal((1, 4, 6, 3)).astype(np.float32)
-    ours, ref = _run_ours(data, [xs])[0], _run_official(data, [xs])[0]
+    ours, ref = run_ours(data, [xs])[0], run_official(data, [xs])[0]
     assert ref.tobytes() == np.where(xs >= 0, xs, xs * alpha).tobytes()  # the official runtime ran PRELU
     assert ours.tobytes() == ref.tobytes()
 
@@ -1144,7 +1128,7 @@ def test_int8_linear_op_whose_output_multiplier_needs_a_shift_past_31_bits_is_re
     x = rng.integers(-6, 7, (2, 12) if op == "FULLY_CONNECTED" else (1, 5, 6, 4)).astype(np.int8)
     for shift in (0, 5, 30, 31):  # multiplier 0.75 * 2^shift
         data = _linear_int8(op, 1.0 / (0.75 * 2.0 ** shift))
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), shift
     for out_scale in (1.0 / (0.75 * 2.0 ** 32), 9.8e-45):
         with pytest.raises(ValueError, match=rf"{op} .*output 'y' \(scale .*left shift of \d+ > 31 bits"):
             Interpreter(model_content=_linear_int8(op, out_scale)).allocate_tensors()
@@ -1180,10 +1164,10 @@ def test_requantizing_unary_op_with_a_shift_past_31_bits_is_refused(op, xdt, odt
     x = rng.integers(max(info.min, -40000), min(info.max, 40000) + 1, (4, 67)).astype(xdt)
     for shift in (0, 30, 31, -32, -40):
         data = _requantizing_unary(op, xdt, odt, shift)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), shift
     for shift in (32, 100):
         data = _requantizing_unary(op, xdt, odt, shift)
-        _run_official(data, [x])  # it runs (on garbage), we refuse
+        run_official(data, [x])  # it runs (on garbage), we refuse
         with pytest.raises(ValueError, match=rf"{op} .*input 'x' (\(scale|scale) .*output 'y' .*left shift of "
                                              rf"{shift} > 31 bits"):
             Interpreter(model_content=data).allocate_tensors()
@@ -1210,10 +1194,10 @@ def test_hard_swish_with_a_reluish_shift_past_31_bits_is_refused(dtype, official
     x = rng.integers(info.min, int(info.max) + 1, (4, 67)).astype(dtype)
     for shift in (0, 20, 31, -32):
         data = _hard_swish(dtype, shift)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), shift
     for shift in (32, 100):
         data = _hard_swish(dtype, shift)
-        _run_official(data, [x])
+        run_official(data, [x])
         with pytest.raises(ValueError, match=rf"HARD_SWISH .*input 'x' scale .*left shift of {shift} > 31 bits"):
             Interpreter(model_content=data).allocate_tensors()
 
@@ -1242,10 +1226,10 @@ def test_quantized_mean_with_a_shift_past_31_bits_is_refused(dtype, shape, axes,
     x = rng.integers(-128 if dtype == np.int8 else -30000, 128 if dtype == np.int8 else 30000, shape).astype(dtype)
     for shift in (0, 30, 31, -32, -40):
         data = _mean_or_sum("MEAN", dtype, shape, axes, 0.75 * 2.0 ** (shift + fold), 0)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), (shift, n)
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), (shift, n)
     for shift in (32, 90):
         data = _mean_or_sum("MEAN", dtype, shape, axes, 0.75 * 2.0 ** (shift + fold), 0)
-        _run_official(data, [x])
+        run_official(data, [x])
         with pytest.raises(ValueError, match=rf"MEAN .*input 'x' scale .*output 'y' scale .*left shift of {shift} > "
                                              r"31 bits"):
             Interpreter(model_content=data).allocate_tensors()
@@ -1261,9 +1245,9 @@ def test_int8_mean4d_output_offset_outside_int32_is_refused_and_wraps_like_the_o
     x = rng.integers(-128, 128, shape).astype(np.int8)
     for zin in (5, -5, 3):
         data = _mean_or_sum("MEAN", np.int8, shape, axes, 0.75 * 2.0 ** 29, zin)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), zin
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), zin
     data = _mean_or_sum("MEAN", np.int8, shape, axes, 0.75 * 2.0 ** 30, 3)
-    _run_official(data, [x])
+    run_official(data, [x])
     with pytest.raises(ValueError, match=r"MEAN .*input 'x' zero point 3 x scale .*output 'y' scale .*outside int32"):
         Interpreter(model_content=data).allocate_tensors()
 
@@ -1280,7 +1264,7 @@ def test_quantized_sum_whose_float_result_overflows_int32_matches_the_official_k
                          shape).astype(dtype)
         for shift in (0, 20, 25, 30, 32, 100, -40):
             data = _mean_or_sum("SUM", dtype, shape, axes, 0.75 * 2.0 ** shift, 0 if dtype == np.int16 else 3)
-            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), (shape, shift)
+            assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), (shape, shift)
 
 
 def _svdf_int8(s_state: float, s_wt: float, s_out: float) -> bytes:
@@ -1350,10 +1334,10 @@ def test_quantized_comparison_with_an_input_scale_past_2_to_the_16_is_refused_or
     y[:, ::3] = x[:, ::3]
     for shift in (0, 1, 9, 16, 40, 41):
         data = _quantized_comparison(op, dtype, shift, zero_point)
-        assert _run_ours(data, [x, y])[0].tobytes() == _run_official(data, [x, y])[0].tobytes(), shift
+        assert run_ours(data, [x, y])[0].tobytes() == run_official(data, [x, y])[0].tobytes(), shift
     for shift in (18, 24, 32, 33, 50, 64):
         data = _quantized_comparison(op, dtype, shift, zero_point)
-        _run_official(data, [x, y])  # it runs, we refuse
+        run_official(data, [x, y])  # it runs, we refuse
         with pytest.raises(ValueError, match=rf"{op} .*quantized input '[xy]' \(scale .*, zero point {zero_point}\) .*"
                                              r"left shift of \d+ bits.*depends on the element's position"):
             Interpreter(model_content=data).allocate_tensors()
@@ -1402,10 +1386,10 @@ def test_int16_kernel_with_an_int64_output_stage_and_a_shift_past_14_bits_is_ref
     for shift in (-3, 0, 10, 14):
         data, shape = _int16_int64_output_stage(op, shift)
         x = rng.integers(-3 if shift > 0 else -3000, 4 if shift > 0 else 3001, shape).astype(np.int16)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), shift
     for shift in (15, 16, 31):
         data, shape = _int16_int64_output_stage(op, shift)
-        _run_official(data, [np.zeros(shape, np.int16)])  # it runs, we refuse
+        run_official(data, [np.zeros(shape, np.int16)])  # it runs, we refuse
         with pytest.raises(ValueError, match=rf"{op} .*output 'y' \(scale .*left shift of {shift} > 14 bits"):
             Interpreter(model_content=data).allocate_tensors()
 
@@ -1431,10 +1415,10 @@ def test_quantized_prod_with_a_rescaling_shift_of_8_to_14_agrees_and_past_14_is_
     x = np.random.default_rng(11).integers(info.min, int(info.max) + 1, (4, n, 67)).astype(dtype)
     for shift in (0, 7, 8, 11, 14):
         data = _quantized_prod(dtype, shift, n)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), shift
     for shift in (15, 20):
         data = _quantized_prod(dtype, shift, n)
-        _run_official(data, [x])
+        run_official(data, [x])
         with pytest.raises(ValueError, match=rf"REDUCE_PROD .*input 'x' scale .*output 'y' scale 1\^\(1/{n}\) .*left "
                                              rf"shift of {shift} > 14 bits"):
             Interpreter(model_content=data).allocate_tensors()
@@ -1446,14 +1430,12 @@ def test_integer_lstm_with_a_multiplier_shift_past_31_bits_is_refused(official):
     18 outputs differed per invoke. A hidden-state scale of 2^-61 (2^-30 over it: a shift of 32) happened to agree
     (zeros in both). Both refused now, naming the scales, as are the peephole, layer-norm (shift + 12) and
     projection multipliers past 31 bits; up to a shift of 31 the two agree."""
-    from test_rnn_int import int_lstm_model, run_both
-
     config = dict(batch=2, time=3, n_input=4, n_cell=6, n_output=3)
     for kw in (dict(in_scale=2.0 ** 20, proj=True), dict(in_scale=2.0 ** 25, proj=True), dict(hid_scale=2.0 ** -60)):
         rng = np.random.default_rng(5)
         data, shape = int_lstm_model(rng, **config, **kw)
         steps = [rng.integers(-128, 128, shape, dtype=np.int8) for _ in range(3)]
-        for k, (o, r) in enumerate(run_both(data, steps)):
+        for k, ((o, r),) in enumerate(run_both_steps(data, [[x] for x in steps])):
             np.testing.assert_array_equal(o, r, err_msg=f"{kw} invoke {k}")
     refused = [(dict(in_scale=2.0 ** 26, proj=True),
                 r"input_to_\w+_weights scale x input 'x' scale 6\.7\d*e\+07 over the \w+ gate scale .*shift of 32"),
@@ -1477,7 +1459,7 @@ def test_uint8_log_softmax_with_a_scale_that_overflows_float_is_refused(official
             x[1] = 0
             x[1, -1] = 255
             data = _log_softmax_q(np.uint8, scale, n)
-            assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes()
+            assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes()
     for scale in (1e37, 1e38):
         with pytest.raises(ValueError, match=r"LOG_SOFTMAX.*input 'x' scale .*overflows float32"):
             Interpreter(model_content=_log_softmax_q(np.uint8, scale, 10)).allocate_tensors()
@@ -1500,7 +1482,7 @@ def test_int8_prelu_identity_branch_past_31_bits_and_infinite_multipliers_are_re
     x = np.random.default_rng(5).integers(-128, 128, (1, 4, 6, 3)).astype(np.int8)
     for shift in (0, 17, 31):  # input scale / output scale = 0.75 * 2^shift; the alpha branch stays small
         data = _prelu_scales(0.75 * 2.0 ** shift * 0.02, 2.0 ** -40, 0.02)
-        assert _run_ours(data, [x])[0].tobytes() == _run_official(data, [x])[0].tobytes(), shift
+        assert run_ours(data, [x])[0].tobytes() == run_official(data, [x])[0].tobytes(), shift
     with pytest.raises(ValueError, match=r"PRELU .*input 'x' scale .* over output 'y' scale .*left shift of 32 > 31"):
         Interpreter(model_content=_prelu_scales(0.75 * 2.0 ** 32 * 0.02, 2.0 ** -40, 0.02)).allocate_tensors()
     for xs, als, ys in ((1e30, 1e30, 1e-30), (1e38, 1.0, 1e-38)):
@@ -1546,7 +1528,7 @@ def test_float_floor_div_of_nan_inf_and_huge_quotients(official):
         b.mark_output(out)
         data = b.build()
         yy = np.broadcast_to(y, shapes[1]).copy() if shapes[1] == (1, 37) else np.tile(y, (3, 1))
-        ours, theirs = _run_ours(data, [x, yy])[0], _run_official(data, [x, yy])[0]
+        ours, theirs = run_ours(data, [x, yy])[0], run_official(data, [x, yy])[0]
         assert np.isnan(theirs[0, 0]) and np.isinf(theirs[0, 1])  # the oracle's own results, not ours
         assert_close(ours, theirs, rtol=1e-6, atol=0.0, what=f"FLOOR_DIV {shapes}")
 
@@ -1578,7 +1560,7 @@ def test_float_softmax_with_negative_beta_overflows_like_the_official(n, officia
         b.add_op("SOFTMAX", [xa], [out], options={"beta": beta})
         b.mark_output(out)
         data = b.build()
-        ours, theirs = _run_ours(data, [x])[0], _run_official(data, [x])[0]
+        ours, theirs = run_ours(data, [x])[0], run_official(data, [x])[0]
         if beta == -1.0:
             assert np.isnan(theirs[3 + 3 * 3]).any()  # the oracle's own overflow (t = 88.72284), not ours
         assert_close(ours, theirs, rtol=1e-5, atol=1e-6, what=f"SOFTMAX beta={beta}")
@@ -1604,7 +1586,7 @@ def test_subgraph_output_that_nothing_produces_is_refused_naming_it(official):
     b.mark_output(x)
     data = b.build()
     xs = np.array([1.0, -2.0, 3.0], np.float32)
-    np.testing.assert_array_equal(_run_ours(data, [xs])[0], _run_official(data, [xs])[0])
+    np.testing.assert_array_equal(run_ours(data, [xs])[0], run_official(data, [xs])[0])
 
 
 @pytest.mark.parametrize("op", ["ASSIGN_VARIABLE", "READ_VARIABLE"])

@@ -5,42 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import MODELS
+from small_models import add_model
 
 from lite_numba import BuiltinOpResolver, Interpreter, MutableOpResolver, custom_op
 from lite_numba.builder import ModelBuilder
 from lite_numba.runtime.executor import PrepareError
+from lite_numba.testing import assert_details_equal, official_interpreter
 
 ALL_MODELS = sorted(p.stem for p in MODELS.glob("*.tflite"))
-
-
-def _official(official, path_or_bytes):
-    kw = {"model_path": str(path_or_bytes)} if not isinstance(path_or_bytes, bytes) else {
-        "model_content": path_or_bytes}
-    return official.Interpreter(
-        **kw, experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-
-
-def assert_details_equal(ours: list[dict], theirs: list[dict]) -> None:
-    assert len(ours) == len(theirs)
-    for a, b in zip(ours, theirs):
-        assert set(a) == set(b), (set(a) ^ set(b))
-        for key in a:
-            if key == "quantization_parameters":
-                for k in b[key]:
-                    np.testing.assert_array_equal(a[key][k], b[key][k], err_msg=f"{a['name']} {k}")
-                    assert np.asarray(a[key][k]).dtype == np.asarray(b[key][k]).dtype, (a["name"], k)
-            elif isinstance(b[key], np.ndarray):
-                np.testing.assert_array_equal(a[key], b[key], err_msg=f"{a['name']} {key}")
-                assert a[key].dtype == b[key].dtype
-            else:
-                assert a[key] == b[key], (a["name"], key, a[key], b[key])
 
 
 @pytest.mark.parametrize("name", ALL_MODELS)
 def test_details_match_official(official, name):
     path = MODELS / f"{name}.tflite"
     ours = Interpreter(model_path=str(path))
-    theirs = _official(official, path)
+    theirs = official_interpreter(path, num_threads=None, allocate=False)
     assert_details_equal(ours.get_input_details(), theirs.get_input_details())
     assert_details_equal(ours.get_output_details(), theirs.get_output_details())
     assert ours.get_signature_list() == theirs.get_signature_list()
@@ -57,20 +36,10 @@ def test_details_match_official(official, name):
     assert_details_equal([ours_t[d["index"]] for d in theirs_t], theirs_t)
 
 
-def _add_model(version: int = 1) -> bytes:
-    b = ModelBuilder()
-    x = b.add_input("x", np.float32, [2, 3])
-    y = b.add_input("y", np.float32, [2, 3])
-    z = b.add_tensor("z", np.float32, [2, 3])
-    b.add_op("ADD", [x, y], [z], version=version)
-    b.mark_output(z)
-    return b.build()
-
-
 def test_unknown_builtin_version_fails_at_construction_with_official_text(official):
-    data = _add_model(version=99)
+    data = add_model(version=99)
     with pytest.raises(ValueError) as theirs:
-        _official(official, data)
+        official_interpreter(data, num_threads=None, allocate=False)
     with pytest.raises(ValueError) as ours:
         Interpreter(model_content=data)
     assert str(ours.value).strip() == str(theirs.value).strip()
@@ -79,7 +48,7 @@ def test_unknown_builtin_version_fails_at_construction_with_official_text(offici
 
 def test_unresolved_custom_op_fails_at_allocate_with_official_text(official):
     path = str(MODELS / "seed_atan.tflite")
-    theirs = _official(official, path)
+    theirs = official_interpreter(path, num_threads=None, allocate=False)
     with pytest.raises(RuntimeError) as e_theirs:
         theirs.allocate_tensors()
     ours = Interpreter(model_path=path, op_resolver=BuiltinOpResolver())
@@ -121,9 +90,9 @@ def test_add_builtin_overrides_and_versions():
     add = next(k for op, lo, hi, k in BUILTINS if op == "ADD")
     r = MutableOpResolver()
     r.add_builtin("ADD", add, min_version=1, max_version=1)
-    Interpreter(model_content=_add_model(1), op_resolver=r)
+    Interpreter(model_content=add_model(version=1), op_resolver=r)
     with pytest.raises(ValueError, match="version '2'"):
-        Interpreter(model_content=_add_model(2), op_resolver=r)
+        Interpreter(model_content=add_model(version=2), op_resolver=r)
     r2 = MutableOpResolver()
     r2.add_all(r)
     assert r2.find_builtin("ADD", 1) is add
@@ -131,7 +100,7 @@ def test_add_builtin_overrides_and_versions():
 
 def test_set_tensor_errors_match_official(official):
     path = str(MODELS / "op_add_int8.tflite")
-    theirs = _official(official, path)
+    theirs = official_interpreter(path, num_threads=None, allocate=False)
     ours = Interpreter(model_path=path)
     for it in (theirs, ours):
         it.allocate_tensors()
@@ -151,7 +120,7 @@ def test_set_tensor_errors_match_official(official):
 
 def test_not_ready_errors(official):
     path = str(MODELS / "op_add.tflite")
-    theirs, ours = _official(official, path), Interpreter(path)
+    theirs, ours = official_interpreter(path, num_threads=None, allocate=False), Interpreter(path)
     for call, exc in ((lambda it: it.invoke(), RuntimeError), (lambda it: it.get_tensor(0), ValueError)):
         with pytest.raises(exc) as a:
             call(theirs)
@@ -188,7 +157,7 @@ def test_resize_tensor_input_strict_and_dynamic_batch(official):
 
 def test_signature_runner_errors(official):
     path = str(MODELS / "multi_signature_add_mul.tflite")
-    theirs, ours = _official(official, path), Interpreter(path)
+    theirs, ours = official_interpreter(path, num_threads=None, allocate=False), Interpreter(path)
     for call in (lambda it: it.get_signature_runner("nope"),
                  lambda it: it.get_signature_runner("add")(a=np.zeros(4, np.float32))):
         with pytest.raises(ValueError) as a:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from lite_numba.kernels import registry
-from test_layering import IMPORTS, MODULES
+from source_tree import IMPORTS, MODULES
 
 from lite_numba.ops import OpKernel
 from lite_numba.runtime.resolver import BuiltinOpResolver

@@ -9,96 +9,22 @@ import pytest
 from conftest import scaled
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from sequence_models import (
+    BIDIR_AUX,
+    WEIGHT_ORDER,
+    add_consts,
+    check_sequence,
+    expect_error,
+    lstm_weights,
+    quantize_weights,
+    rnd,
+    uni_lstm_model,
+)
 
-import lite_numba
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, official_interpreter, require_official
+from lite_numba.testing import require_official
 
 require_official()
-
-GATES = ("input", "forget", "cell", "output")
-
-
-def run_sequence(data: bytes, steps, reset_before=()) -> list[list[np.ndarray]]:
-    """Invoke ours and the official runtime on the same list of input lists (state carried between invokes;
-    reset_all_variables() before the steps listed in reset_before); returns [(ours, ref) outputs per step]."""
-    ours = lite_numba.Interpreter(model_content=data)
-    ours.allocate_tensors()
-    ref = official_interpreter(data)
-    results = []
-    for k, inputs in enumerate(steps):
-        if k in reset_before:
-            ours.reset_all_variables()
-            ref.reset_all_variables()
-        for it in (ours, ref):
-            for d, a in zip(it.get_input_details(), inputs):
-                it.set_tensor(d["index"], a)
-            it.invoke()
-        results.append([(ours.get_tensor(d["index"]).copy(), ref.get_tensor(r["index"]).copy())
-                        for d, r in zip(ours.get_output_details(), ref.get_output_details())])
-    return results
-
-
-def check_sequence(data, steps, reset_before=(), tol=1e-5):
-    for step in run_sequence(data, steps, reset_before):
-        for o, r in step:
-            assert_close(o, r, tol)
-
-
-def rnd(rng, shape, scale=0.5):
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-def lstm_weights(rng, n_input, n_cell, n_output, *, cifg=False, peephole=False, proj=False, proj_bias=False,
-                 layer_norm=False, diag=False, n_aux=0, prefix=""):
-    """A dict name -> array (None when absent) of one LSTM direction's constant tensors."""
-    w = {}
-    for g in GATES:
-        absent = cifg and g == "input"
-        w[f"input_to_{g}_weights"] = None if absent else rnd(rng, (n_cell, n_input))
-        w[f"recurrent_to_{g}_weights"] = None if absent else (
-            rnd(rng, (n_cell,)) if diag else rnd(rng, (n_cell, n_output)))
-        w[f"{g}_gate_bias"] = None if absent else rnd(rng, (n_cell,), 0.3)
-        w[f"{g}_layer_norm_coefficients"] = None if absent or not layer_norm else 1 + rnd(rng, (n_cell,), 0.2)
-        w[f"aux_input_to_{g}_weights"] = None if absent or not n_aux else rnd(rng, (n_cell, n_aux))
-    for g in ("input", "forget", "output"):
-        w[f"cell_to_{g}_weights"] = None if not peephole or (cifg and g == "input") else rnd(rng, (n_cell,))
-    w["projection_weights"] = rnd(rng, (n_output, n_cell)) if proj else None
-    w["projection_bias"] = rnd(rng, (n_output,), 0.3) if proj and proj_bias else None
-    return w
-
-
-WEIGHT_ORDER = (
-    [f"input_to_{g}_weights" for g in GATES] + [f"recurrent_to_{g}_weights" for g in GATES]
-    + [f"cell_to_{g}_weights" for g in ("input", "forget", "output")] + [f"{g}_gate_bias" for g in GATES]
-    + ["projection_weights", "projection_bias"])
-
-
-def add_consts(b, w, names, prefix, quants=None):
-    quants = quants or {}
-    return [-1 if w[n] is None else b.add_const(prefix + n, w[n], quant=quants.get(n)) for n in names]
-
-
-def uni_lstm_model(x_shape, w, n_output, n_cell, *, time_major=False, act="TANH", cell_clip=0.0, proj_clip=0.0,
-                   layer_norm=False, n_inputs=24, version=1, diag=False, const_state_shape=None, quants=None,
-                   asymmetric=False):
-    b = ModelBuilder()
-    x = b.add_input("x", np.float32, list(x_shape))
-    batch = x_shape[1] if time_major else x_shape[0]
-    ins = [x] + add_consts(b, w, WEIGHT_ORDER, "", quants)
-    h = b.add_tensor("h", np.float32, const_state_shape or [batch, n_output], is_variable=True)
-    c = b.add_tensor("c", np.float32, [batch, n_cell], is_variable=True)
-    ins += [h, c]
-    if n_inputs == 24:
-        ins += add_consts(b, w, [f"{g}_layer_norm_coefficients" for g in GATES], "") if layer_norm else [-1] * 4
-    y = b.add_tensor("y", np.float32, list(x_shape[:2]) + [n_output])
-    b.add_op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], version=version,
-             options={"fused_activation_function": act, "cell_clip": cell_clip, "proj_clip": proj_clip,
-                      "time_major": time_major, "diagonal_recurrent_tensors": diag,
-                      "asymmetric_quantize_inputs": asymmetric})
-    b.mark_output(y)
-    return b.build()
-
 
 # Derandomized (fixed examples in CI, like the other hypothesis tests). Layer norm over 1-2 cells is ill-conditioned:
 # two pre-activations that nearly agree normalize to +-(a - b) / sqrt((a - b)^2 / 4 + 1e-8), so a last-bit difference
@@ -149,28 +75,18 @@ def test_uni_lstm_1d_state():
     check_sequence(data, [[rnd(rng, (2, 3, 3))]])
 
 
-def _expect_error(data, match):
-    it = lite_numba.Interpreter(model_content=data)
-    with pytest.raises((ValueError, RuntimeError), match=match):
-        it.allocate_tensors()
-        it.invoke()
-
-
 def test_uni_lstm_errors():
     rng = np.random.default_rng(4)
     w = lstm_weights(rng, 3, 4, 4)
     bad = dict(w, forget_gate_bias=rnd(rng, (5,)))
-    _expect_error(uni_lstm_model((1, 2, 3), bad, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*forget_gate_bias")
+    expect_error(uni_lstm_model((1, 2, 3), bad, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*forget_gate_bias")
     half_cifg = dict(w, recurrent_to_input_weights=None)
-    _expect_error(uni_lstm_model((1, 2, 3), half_cifg, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*both present")
-    _expect_error(uni_lstm_model((1, 2, 3), w, 4, 4, const_state_shape=[1, 5]),
+    expect_error(uni_lstm_model((1, 2, 3), half_cifg, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*both present")
+    expect_error(uni_lstm_model((1, 2, 3), w, 4, 4, const_state_shape=[1, 5]),
                   "UNIDIRECTIONAL_SEQUENCE_LSTM.*output_state")
-    _expect_error(uni_lstm_model((1, 2, 3), w, 4, 4, cell_clip=-1.0), "UNIDIRECTIONAL_SEQUENCE_LSTM.*cell_clip")
+    expect_error(uni_lstm_model((1, 2, 3), w, 4, 4, cell_clip=-1.0), "UNIDIRECTIONAL_SEQUENCE_LSTM.*cell_clip")
     wq = dict(w, input_to_forget_weights=(w["input_to_forget_weights"] * 100).astype(np.int8))
-    _expect_error(uni_lstm_model((1, 2, 3), wq, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*float32")
-
-
-BIDIR_AUX = [f"aux_input_to_{g}_weights" for g in GATES]
+    expect_error(uni_lstm_model((1, 2, 3), wq, 4, 4), "UNIDIRECTIONAL_SEQUENCE_LSTM.*float32")
 
 
 def bidir_model(x_shape, wf, wb, n_fw, n_bw, n_cell_fw, n_cell_bw, *, merge=False, time_major=False, act="TANH",
@@ -224,9 +140,9 @@ def test_bidir_lstm(batch, time, n_input, n_cell, cifg, peephole, proj, merge, t
 def test_bidir_lstm_errors():
     rng = np.random.default_rng(5)
     w = lstm_weights(rng, 3, 4, 4)
-    _expect_error(bidir_model((2, 3, 3), w, w, 4, 4, 4, 4, merge=True), "BIDIRECTIONAL_SEQUENCE_LSTM.*batch 1")
+    expect_error(bidir_model((2, 3, 3), w, w, 4, 4, 4, 4, merge=True), "BIDIRECTIONAL_SEQUENCE_LSTM.*batch 1")
     bad = dict(w, input_to_cell_weights=rnd(rng, (4, 2)))
-    _expect_error(bidir_model((1, 3, 3), w, bad, 4, 4, 4, 4), "BIDIRECTIONAL_SEQUENCE_LSTM.*bw input_to_cell")
+    expect_error(bidir_model((1, 3, 3), w, bad, 4, 4, 4, 4), "BIDIRECTIONAL_SEQUENCE_LSTM.*bw input_to_cell")
 
 
 def rnn_model(op, x_shape, w, r, bias, *, time_major=False, act="TANH", state_shape=None):
@@ -264,10 +180,10 @@ def test_rnn(op, batch, time, n_input, units, time_major, act, seed):
 def test_rnn_errors():
     rng = np.random.default_rng(6)
     w, r, bias = rnd(rng, (4, 3)), rnd(rng, (4, 4)), rnd(rng, (4,))
-    _expect_error(rnn_model("RNN", (2, 3), w, r, bias, state_shape=[2, 5]), "RNN.*hidden_state")
-    _expect_error(rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", (2, 3, 3), w, rnd(rng, (4, 3)), bias),
+    expect_error(rnn_model("RNN", (2, 3), w, r, bias, state_shape=[2, 5]), "RNN.*hidden_state")
+    expect_error(rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", (2, 3, 3), w, rnd(rng, (4, 3)), bias),
                   "UNIDIRECTIONAL_SEQUENCE_RNN.*recurrent_weights")
-    _expect_error(rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", (2, 3, 2), w, r, bias), "UNIDIRECTIONAL_SEQUENCE_RNN.*depth")
+    expect_error(rnn_model("UNIDIRECTIONAL_SEQUENCE_RNN", (2, 3, 2), w, r, bias), "UNIDIRECTIONAL_SEQUENCE_RNN.*depth")
 
 
 def svdf_model(batch, n_input, w_f, w_t, bias, rank, act="NONE", state_shape=None):
@@ -298,8 +214,8 @@ def test_svdf(batch, n_input, units, rank, mem, has_bias, act, seed):
 
 def test_svdf_errors():
     rng = np.random.default_rng(7)
-    _expect_error(svdf_model(1, 3, rnd(rng, (4, 3)), rnd(rng, (4, 2)), None, 3), "SVDF.*rank 3")
-    _expect_error(svdf_model(1, 3, rnd(rng, (4, 3)), rnd(rng, (4, 2)), None, 2, state_shape=[1, 7]), "SVDF.*state")
+    expect_error(svdf_model(1, 3, rnd(rng, (4, 3)), rnd(rng, (4, 2)), None, 3), "SVDF.*rank 3")
+    expect_error(svdf_model(1, 3, rnd(rng, (4, 3)), rnd(rng, (4, 2)), None, 2, state_shape=[1, 7]), "SVDF.*state")
 
 
 def bidir_rnn_model(x_shape, fw, bw, *, merge=False, time_major=False, act="TANH", aux_shape=None,
@@ -353,26 +269,14 @@ def test_bidir_rnn(batch, time, n_input, fw_units, bw_units, merge, time_major, 
 def test_bidir_rnn_errors():
     rng = np.random.default_rng(8)
     fw, bw = rnn_cell(rng, 3, 4), rnn_cell(rng, 3, 5)
-    _expect_error(bidir_rnn_model((2, 3, 3), fw, rnn_cell(rng, 2, 5)), "BIDIRECTIONAL_SEQUENCE_RNN.*bw weights")
-    _expect_error(bidir_rnn_model((2, 3, 3), fw, (bw[0], bw[1], rnd(rng, (4,)))),
+    expect_error(bidir_rnn_model((2, 3, 3), fw, rnn_cell(rng, 2, 5)), "BIDIRECTIONAL_SEQUENCE_RNN.*bw weights")
+    expect_error(bidir_rnn_model((2, 3, 3), fw, (bw[0], bw[1], rnd(rng, (4,)))),
                   "BIDIRECTIONAL_SEQUENCE_RNN.*bw bias")
-    _expect_error(bidir_rnn_model((3, 2, 3), fw, bw, time_major=True, aux_shape=(3, 2, 2),
+    expect_error(bidir_rnn_model((3, 2, 3), fw, bw, time_major=True, aux_shape=(3, 2, 2),
                                   aux_weights=(rnd(rng, (4, 2)), rnd(rng, (5, 2)))),
                   "BIDIRECTIONAL_SEQUENCE_RNN.*reads past")
-    _expect_error(bidir_rnn_model((3, 2, 3), fw, bw, time_major=True, aux_shape=(3, 2, 4)),
+    expect_error(bidir_rnn_model((3, 2, 3), fw, bw, time_major=True, aux_shape=(3, 2, 4)),
                   "BIDIRECTIONAL_SEQUENCE_RNN.*backward input")
-
-
-def quantize_weights(w):
-    """Hybrid LSTM weights: every *_weights matrix (and peephole vector) int8 with one symmetric scale."""
-    q, quants = dict(w), {}
-    for name, a in w.items():
-        if a is None or not name.endswith("weights"):
-            continue
-        scale = float(np.abs(a).max()) / 127 or 1.0
-        q[name] = np.clip(np.round(a / scale), -127, 127).astype(np.int8)
-        quants[name] = (scale, 0)
-    return q, quants
 
 
 # Derandomized (as the elementwise tests): CI runs the same 16 examples every time. The explicit example (issue 7)
@@ -409,7 +313,7 @@ def test_uni_lstm_hybrid_errors():
     w = lstm_weights(rng, 3, 4, 4)
     wq, quants = quantize_weights(w)
     mixed = dict(wq, recurrent_to_cell_weights=w["recurrent_to_cell_weights"])
-    _expect_error(uni_lstm_model((1, 2, 3), mixed, 4, 4, quants=quants, version=2),
+    expect_error(uni_lstm_model((1, 2, 3), mixed, 4, 4, quants=quants, version=2),
                   "UNIDIRECTIONAL_SEQUENCE_LSTM.*recurrent_to_cell_weights has type float32: a hybrid LSTM takes int8")
 
 

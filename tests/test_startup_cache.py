@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import numpy as np
+from small_models import kernel_chain_model
 
 from lite_numba.builder import ModelBuilder
 from lite_numba.testing import assert_close, require_official, run_official
@@ -43,21 +44,6 @@ it.invoke()
 y = it.get_tensor(it.get_output_details()[0]["index"])
 print(json.dumps({"compiled": compiled, "stats": STATS, "y": y.tolist()}))
 """
-
-
-def _model() -> bytes:
-    """Three cheap kernels (two closures of one factory, ADD and MUL, and a concatenation): several to compile, so
-    the parallel path runs, and closures, whose symbol names must survive the trip through another process."""
-    b = ModelBuilder()
-    x = b.add_input("x", np.float32, [2, 8])
-    a = b.add_tensor("a", np.float32, [2, 8])
-    m = b.add_tensor("m", np.float32, [2, 8])
-    y = b.add_tensor("y", np.float32, [2, 16])
-    b.add_op("ADD", [x, b.add_const("c", np.linspace(-1, 1, 8, dtype=np.float32))], [a])
-    b.add_op("MUL", [a, b.add_const("k", np.full(8, 3.0, np.float32))], [m])
-    b.add_op("CONCATENATION", [a, m], [y], options={"axis": 1})
-    b.mark_output(y)
-    return b.build()
 
 
 def _env(tmp_path, **extra) -> dict:
@@ -98,7 +84,7 @@ def test_numba_cache_is_configured_when_numba_is_first_imported(tmp_path):
 def test_cache_written_by_workers_is_loaded_by_a_fresh_process(tmp_path):
     require_official()
     model = tmp_path / "m.tflite"
-    model.write_bytes(_model())
+    model.write_bytes(kernel_chain_model())
     x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     ref = run_official(model.read_bytes(), [x])[0]
@@ -119,7 +105,7 @@ def test_cache_written_by_workers_is_loaded_by_a_fresh_process(tmp_path):
 def test_warmup_command_then_a_fresh_process_compiles_nothing(tmp_path):
     require_official()
     model = tmp_path / "m.tflite"
-    model.write_bytes(_model())
+    model.write_bytes(kernel_chain_model())
     x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     env = _env(tmp_path)
