@@ -4,8 +4,7 @@ shapes.broadcast_strides give the box and each operand's element strides) and th
 The box is walked row by row: a row is the innermost dimension, which each kernel loops over itself (specialised
 on unit and zero strides where that vectorizes); the first five dimensions are an odometer over plain integers,
 
-    walk = box_walk(shp, s1, s2, s3)
-    at = ROW_START
+    walk, at = box_walk(shp, s1, s2, s3)
     for r in range(walk[0]):
         ... row r: flat position r * shp[5], operand offsets at[1], at[2], at[3] ...
         at = next_row(at, walk)
@@ -17,9 +16,6 @@ passed into a helper called per row would be reference-counted per row by Numba,
 from __future__ import annotations
 
 from numba import njit
-
-# the odometer's state: the indices (i0, .., i4) of the current row and the three operands' offsets
-ROW_START = ((0, 0, 0, 0, 0), 0, 0, 0)
 
 
 @njit(cache=True, inline="always")
@@ -39,11 +35,13 @@ def _steps(n, s):
 
 @njit(cache=True, inline="always")
 def box_walk(shp, s1, s2, s3):
-    """(rows, sizes, steps 1, steps 2, steps 3) of the box's first five dimensions, as integers: the steps of
-    operand k are its offset's change when the odometer advances dimension d (_carry). A kernel with fewer than
-    three operands repeats a stride array (its offset is then dead code)."""
+    """The walk over the box's first five dimensions and its first state, as integers. The walk is (rows, sizes,
+    steps 1, steps 2, steps 3), the steps of operand k being its offset's change when the odometer advances
+    dimension d (_carry); the state is the indices (i0, .., i4) of the current row and the three operands' offsets.
+    A kernel with fewer than three operands repeats a stride array (its offset is then dead code)."""
     n = (shp[0], shp[1], shp[2], shp[3], shp[4])
-    return (n[0] * n[1] * n[2] * n[3] * n[4], n, _steps(n, s1), _steps(n, s2), _steps(n, s3))
+    walk = (n[0] * n[1] * n[2] * n[3] * n[4], n, _steps(n, s1), _steps(n, s2), _steps(n, s3))
+    return walk, ((0, 0, 0, 0, 0), 0, 0, 0)
 
 
 @njit(cache=True, inline="always")

@@ -23,6 +23,7 @@ from lite_numba.kernels.elementwise.arithmetic_quantized import (
     schedule_lookup,
     to_output_table,
 )
+from lite_numba.kernels.elementwise.softmax import softmax_rows
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -353,17 +354,8 @@ def _exp_table(input_scale: float, beta: float) -> np.ndarray:
     return table
 
 
-def _softmax_rows(ctx: PrepareContext):
-    ctx.check_num(inputs=1, outputs=1)
-    x = ctx.input(0)
-    ctx.check(x.ndim >= 1, "input must have rank >= 1")
-    n = x.shape[-1]
-    rows = x.size // n if n else 0
-    return x, rows, n
-
-
 def _softmax(ctx: PrepareContext) -> None:
-    x, rows, n = _softmax_rows(ctx)
+    x, rows, n = softmax_rows(ctx)
     out = ctx.output(0)
     beta = float(ctx.options.get("beta", 1.0))
     if x.dtype == np.int16:
@@ -404,7 +396,7 @@ def _softmax(ctx: PrepareContext) -> None:
 
 
 def _log_softmax(ctx: PrepareContext) -> None:
-    x, rows, n = _softmax_rows(ctx)
+    x, rows, n = softmax_rows(ctx)
     ctx.check(x.dtype in (np.int8, np.uint8), f"quantized {x.dtype.name} input is not supported")
     out = ctx.set_output(0, x.shape, x.dtype)
     check_per_tensor(ctx, x, out)

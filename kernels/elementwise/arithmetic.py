@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from lite_numba.kernels.base.activation import F32_MAX, float_activation_range, int_activation_range
 from lite_numba.kernels.base.shapes import MAX_BROADCAST_RANK, broadcast_shape, collapse_broadcast
-from lite_numba.kernels.base.strided import ROW_START, box_walk, next_row
+from lite_numba.kernels.base.strided import box_walk, next_row
 from numba import njit
 from numba.extending import register_jitable
 
@@ -110,8 +110,7 @@ def make_binary(op, clamp: bool = True):
         tag  # noqa: B018
         lo, hi = lim[0], lim[1]
         n5, sx, sy = shp[5], xs[5], ys[5]
-        walk = box_walk(shp, xs, ys, ys)
-        at = ROW_START
+        walk, at = box_walk(shp, xs, ys, ys)
         for r in range(walk[0]):
             xb, yb = at[1], at[2]
             # row views: indices from range() are known non-negative, so no wraparound select is emitted and the
@@ -144,13 +143,14 @@ def check_broadcast_rank(ctx: PrepareContext, *shapes) -> None:
               f"broadcasting is supported up to rank {MAX_BROADCAST_RANK}, got rank {worst}")
 
 
-def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.ndarray) -> None:
-    """Pick the loop for the shapes and schedule it (flattened views; broadcast strides precomputed)."""
+def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.ndarray, word=None) -> None:
+    """Pick the loop for the shapes and schedule it (flattened views; broadcast strides precomputed). With `word`,
+    the tensors are read as that dtype (their bytes as unsigned words of their element size)."""
     same, scalar_y, scalar_x, bcast = kernels
     n = int(np.prod(out_shape, dtype=np.int64))
     if n == 0:
         return
-    xf, yf, of = ctx.view(x, (x.size,)), ctx.view(y, (y.size,)), ctx.view(out, (n,))
+    xf, yf, of = ctx.view(x, (x.size,), word), ctx.view(y, (y.size,), word), ctx.view(out, (n,), word)
     if x.shape == y.shape:
         ctx.call(same, xf, yf, of, lim)
     elif y.size == 1 and x.size == n:
@@ -163,8 +163,8 @@ def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.
         wide = _widen_rows(shp, xs, ys, x, y)
         if wide is not None:
             shp, xs, ys, xc, yc = wide
-            xf = ctx.const(xc) if xc is not None else xf
-            yf = ctx.const(yc) if yc is not None else yf
+            xf = ctx.const(xc.view(word or xc.dtype)) if xc is not None else xf
+            yf = ctx.const(yc.view(word or yc.dtype)) if yc is not None else yf
         ctx.call(bcast, xf, yf, of, xs, ys, shp, lim)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base import fixedpoint as fx
 from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
-from lite_numba.kernels.base.strided import ROW_START, box_walk, next_row
+from lite_numba.kernels.base.strided import box_walk, next_row
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, call_compiled, kernel
@@ -143,8 +143,7 @@ def binary_table_op(x, y, out, t1, t2, xs, ys, shp, p):
     p = [mode, multiplier, shift, multiplier2, shift2, output zero point, min, max]."""
     lo, hi = p[6], p[7]
     n5, sx, sy = shp[5], xs[5], ys[5]
-    walk = box_walk(shp, xs, ys, ys)
-    at = ROW_START
+    walk, at = box_walk(shp, xs, ys, ys)
     for r in range(walk[0]):
         xb, yb = at[1], at[2]
         for i5 in range(n5):
@@ -198,21 +197,11 @@ def process_broadcast_shapes(shape0, shape1) -> tuple[str, list[int]]:
     sa, sb = (b, a) if category == "second" else (a, b)
     y = [1, 1, 1, 1, 1]
     i = n - 1
-    while i >= 0 and sa[i] == sb[i]:
-        y[4] *= sb[i]
-        i -= 1
-    while i >= 0 and sa[i] == 1:
-        y[3] *= sb[i]
-        i -= 1
-    while i >= 0 and sa[i] == sb[i]:
-        y[2] *= sa[i]
-        i -= 1
-    while i >= 0 and sb[i] == 1:
-        y[1] *= sa[i]
-        i -= 1
-    while i >= 0 and sa[i] == sb[i]:
-        y[0] *= sb[i]
-        i -= 1
+    # from the innermost dimension out: equal sizes, sa broadcast (size 1), equal, sb broadcast, equal
+    for slot, ones in ((4, ""), (3, "a"), (2, ""), (1, "b"), (0, "")):
+        while i >= 0 and (sa[i] == 1 if ones == "a" else sb[i] == 1 if ones == "b" else sa[i] == sb[i]):
+            y[slot] *= sa[i] if ones == "b" else sb[i]
+            i -= 1
     return ("generic" if i >= 0 else category), y
 
 
@@ -262,8 +251,7 @@ def binary_neon_op(x, y, out, tables, cfg, p, xs, ys, shp):
     kind = cfg[0]
     if kind == 2:
         n5, sx, sy = shp[5], xs[5], ys[5]
-        walk = box_walk(shp, xs, ys, ys)
-        at = ROW_START
+        walk, at = box_walk(shp, xs, ys, ys)
         for r in range(walk[0]):
             xb, yb = at[1], at[2]
             for i5 in range(n5):

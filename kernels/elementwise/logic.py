@@ -18,7 +18,7 @@ from lite_numba.kernels.base.fixedpoint import (
     saturating_rounding_doubling_high_mul,
 )
 from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
-from lite_numba.kernels.base.strided import ROW_START, box_walk, next_row
+from lite_numba.kernels.base.strided import box_walk, next_row
 from lite_numba.kernels.elementwise.arithmetic import (
     binary_inputs,
     check_broadcast_rank,
@@ -204,8 +204,7 @@ def select_same(c, x, y, out):
 @njit(cache=True, nogil=True)
 def select_bcast(c, x, y, out, cs, xs, ys, shp):
     n5, sc, sx, sy = shp[5], cs[5], xs[5], ys[5]
-    walk = box_walk(shp, cs, xs, ys)
-    at = ROW_START
+    walk, at = box_walk(shp, cs, xs, ys)
     for r in range(walk[0]):
         cb, xb, yb = at[1], at[2], at[3]
         for i5 in range(n5):
@@ -315,27 +314,8 @@ def BITWISE_XOR(ctx: PrepareContext) -> None:
     """out = a ^ b (8/16/32-bit integers, signed or not: computed on the unsigned words)."""
     a, b, shape = _int_binary_shape(ctx)
     out = ctx.set_output(0, shape, a.dtype)
-    _schedule_words(ctx, XOR_LOOPS, a, b, shape, out, WORDS[a.dtype.itemsize])
-
-
-def _schedule_words(ctx: PrepareContext, loops, a, b, shape, out, w) -> None:
-    """schedule_binary on the tensors' bytes read as unsigned words of their element size."""
-    same, scalar_y, scalar_x, bcast = loops
-    n = int(np.prod(shape, dtype=np.int64))
-    if n == 0:
-        return
-    af, bf, of = ctx.view(a, (a.size,), w), ctx.view(b, (b.size,), w), ctx.view(out, (n,), w)
-    lim = no_limits(w)
-    if a.shape == b.shape:
-        ctx.call(same, af, bf, of, lim)
-    elif b.size == 1 and a.size == n:
-        ctx.call(scalar_y, af, bf, of, lim)
-    elif a.size == 1 and b.size == n:
-        ctx.call(scalar_x, af, bf, of, lim)
-    else:
-        check_broadcast_rank(ctx, a.shape, b.shape, shape)
-        ctx.call(bcast, af, bf, of, broadcast_strides(a.shape, shape), broadcast_strides(b.shape, shape),
-                 padded_shape(shape), lim)
+    w = WORDS[a.dtype.itemsize]
+    schedule_binary(ctx, XOR_LOOPS, a, b, shape, out, no_limits(w), word=w)
 
 
 @kernel("RIGHT_SHIFT")

@@ -53,7 +53,8 @@ def log_softmax_f32(x, out):
             o[i] = x[r, i] - m - ls
 
 
-def _rows(ctx: PrepareContext):
+def softmax_rows(ctx: PrepareContext):
+    """SOFTMAX / LOG_SOFTMAX's one input and its (rows, last dimension), float or quantized."""
     ctx.check_num(inputs=1, outputs=1)
     x = ctx.input(0)
     ctx.check(x.ndim >= 1, "input must have rank >= 1")
@@ -62,21 +63,24 @@ def _rows(ctx: PrepareContext):
     return x, rows, n
 
 
-@kernel("SOFTMAX")
-def SOFTMAX(ctx: PrepareContext) -> None:
-    x, rows, n = _rows(ctx)
+def _prepare_f32(ctx: PrepareContext, fn, *extra) -> None:
+    """Schedule fn(x [rows, n], out [rows, n], *extra) for a float32 input; a quantized one goes to the op's
+    quantized variant."""
+    x, rows, n = softmax_rows(ctx)
     if x.dtype != np.float32:
         return ctx.prepare_quantized()
     out = ctx.set_output(0, x.shape, np.float32)
     if x.size:
-        ctx.call(softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)), float(ctx.options.get("beta", 1.0)))
+        ctx.call(fn, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)), *extra)
+
+
+@kernel("SOFTMAX")
+def SOFTMAX(ctx: PrepareContext) -> None:
+    """exp(beta * (x - max)) / sum over the last axis."""
+    _prepare_f32(ctx, softmax_f32, float(ctx.options.get("beta", 1.0)))
 
 
 @kernel("LOG_SOFTMAX")
 def LOG_SOFTMAX(ctx: PrepareContext) -> None:
-    x, rows, n = _rows(ctx)
-    if x.dtype != np.float32:
-        return ctx.prepare_quantized()
-    out = ctx.set_output(0, x.shape, np.float32)
-    if x.size:
-        ctx.call(log_softmax_f32, ctx.view(x, (rows, n)), ctx.view(out, (rows, n)))
+    """x - max - log(sum of exp(x - max)) over the last axis."""
+    _prepare_f32(ctx, log_softmax_f32)

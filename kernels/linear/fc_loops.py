@@ -12,6 +12,18 @@ _CHUNK4 = 512
 _CHUNK1 = 2048
 
 
+@njit(cache=True, inline="always")
+def row_block(ab, m, M, K):
+    """The rows a GEMM step takes from row m of an [M, K] operand starting at ab: four when four are left, else one
+    (r1..r3 then repeat r0, and their results are never written); (rows, r0, r1, r2, r3) are the rows' offsets."""
+    rows = 4 if M - m >= 4 else 1
+    r0 = ab + m * K
+    r1 = r0 + K if rows == 4 else r0
+    r2 = r1 + K if rows == 4 else r0
+    r3 = r2 + K if rows == 4 else r0
+    return rows, r0, r1, r2, r3
+
+
 @njit(cache=True, nogil=True)
 def gemm_f32(a, a_off, b, b_off, bias, out, M, K, N, lim):
     """For every batch i: out[i] = clamp(A_i @ B_i + bias) with A_i = a[a_off[i]:][:M*K] as [M, K],
@@ -28,11 +40,7 @@ def gemm_f32(a, a_off, b, b_off, bias, out, M, K, N, lim):
         ob = i * M * N
         m = 0
         while m < M:
-            rows = 4 if M - m >= 4 else 1
-            r0 = ab + m * K
-            r1 = r0 + K if rows == 4 else r0
-            r2 = r1 + K if rows == 4 else r0
-            r3 = r2 + K if rows == 4 else r0
+            rows, r0, r1, r2, r3 = row_block(ab, m, M, K)
             chunk = _CHUNK4 if rows == 4 else _CHUNK1
             for nb in range(0, N, chunk):
                 n = min(chunk, N - nb)

@@ -35,7 +35,7 @@ from lite_numba.kernels.base.fixedpoint import (
     round_half_away,
 )
 from lite_numba.kernels.base.hybrid_quant import official_is_zero_vector, quantize_rows, refuse_minus_128
-from lite_numba.kernels.linear.fc_loops import transpose_batches
+from lite_numba.kernels.linear.fc_loops import row_block, transpose_batches
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
 from lite_numba.kernels.linear.qgemm import schedule_qgemm_mt
 from numba import njit
@@ -124,11 +124,7 @@ def igemm_f32(a, a_off, azp, bf, b_off, acc, M, K, N, group):
         bb = b_off[i]
         m = 0
         while m < M:
-            rows = 4 if M - m >= 4 else 1
-            r0 = ab + m * K
-            r1 = r0 + K if rows == 4 else r0
-            r2 = r1 + K if rows == 4 else r0
-            r3 = r2 + K if rows == 4 else r0
+            rows, r0, r1, r2, r3 = row_block(ab, m, M, K)
             ob = (i * M + m) * N
             for nb in range(0, N, _ICHUNK):
                 n = min(_ICHUNK, N - nb)
@@ -381,14 +377,8 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     dense = weights_array(ctx, w)
     if x.dtype == np.int8 and w.dtype == np.int8 and wzp == 0 and dense is not None:
         # constant int8 weights: packed once for the int8 GEMM kernels (VNNI or portable); ruy's output stage
-        if b is None:
-            bias32 = np.zeros(units, np.int32)
-        elif b.is_const:
-            bias32 = np.asarray(b.data, np.int32).reshape(-1)
-        else:
-            bias32 = ctx.view(b, (units,))
         return schedule_qgemm_mt(ctx, ctx.view(x, (batch, 1, 1, k)), np.asarray(dense, np.int8).reshape(units, k),
-                                 int(x.zero_point), bias32, ctx.view(o, (batch, 1, 1, units)),
+                                 int(x.zero_point), _bias(ctx, b, units, np.int32), ctx.view(o, (batch, 1, 1, units)),
                                  [1, 1, 1, 1, 0, 0, 1, 1], qm.astype(np.int32), qs.astype(np.int32),
                                  int(out.zero_point), lo, hi)
     acc = ctx.temp((batch * units,), np.int32 if mode == REQUANT_RUY else np.int64)
@@ -399,13 +389,17 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
         w_t, w_const = schedule_transpose(ctx, w, units, k), None
     schedule_igemm(ctx, ctx.view(x, (x.size,)), zero, int(x.zero_point), x.dtype, w_t, w_const, zero, wzp, acc,
                    batch, k, units)
+    ctx.call(requantize, acc, _bias(ctx, b, units, np.int64), ctx.view(o, (o.size,)), units, mode, qm, qs, fscale,
+             int(out.zero_point), lo, hi)
+
+
+def _bias(ctx: PrepareContext, b, units: int, dtype):
+    """The bias argument: zeros without one, a constant bias widened to dtype, else the tensor as it is."""
     if b is None:
-        bias = np.zeros(units, np.int64)
-    elif b.is_const:
-        bias = np.asarray(b.data, np.int64).reshape(-1)
-    else:
-        bias = ctx.view(b, (units,))
-    ctx.call(requantize, acc, bias, ctx.view(o, (o.size,)), units, mode, qm, qs, fscale, int(out.zero_point), lo, hi)
+        return np.zeros(units, dtype)
+    if b.is_const:
+        return np.asarray(b.data, dtype).reshape(-1)
+    return ctx.view(b, (units,))
 
 
 def require_per_tensor(ctx: PrepareContext, *named) -> None:

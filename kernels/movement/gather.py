@@ -99,17 +99,27 @@ def GATHER(ctx: PrepareContext) -> None:
     schedule_row_gather(ctx, GATHER_ROWS, x, idx, out, batch, outer, x.shape[axis], inner, n_idx)
 
 
+@njit(cache=True, inline="always")
+def index_offset(idx, i, dims, strides):
+    """The offset idx[i, :] . strides of index tuple i (idx flat [n * d], d = dims.size), or -1 when one of its
+    coordinates lies outside [0, dims)."""
+    nd = dims.size
+    pos = 0
+    for j in range(nd):
+        c = np.int64(idx[i * nd + j])
+        if c < 0 or c >= dims[j]:
+            return -1
+        pos += c * strides[j]
+    return pos
+
+
 @njit(cache=True, nogil=True)
 def gather_nd(x, idx, out, dims, strides, n_slices, slice_len):
     """out[i] = x[idx[i, :] . strides : + slice_len] (words); every coordinate is checked against dims."""
-    nd = dims.size
     for i in range(n_slices):
-        pos = 0
-        for j in range(nd):
-            c = np.int64(idx[i * nd + j])
-            if c < 0 or c >= dims[j]:
-                raise ValueError("GATHER_ND: index out of range")
-            pos += c * strides[j]
+        pos = index_offset(idx, i, dims, strides)
+        if pos < 0:
+            raise ValueError("GATHER_ND: index out of range")
         src = x[pos:pos + slice_len]
         dst = out[i * slice_len:(i + 1) * slice_len]
         for k in range(slice_len):
@@ -160,14 +170,10 @@ def make_scatter(combine):
     def scatter_nd(idx, upd, out, dims, strides, n_slices, slice_len):
         for i in range(out.size):
             out[i] = 0
-        nd = dims.size
         for i in range(n_slices):
-            pos = 0
-            for j in range(nd):
-                c = np.int64(idx[i * nd + j])
-                if c < 0 or c >= dims[j]:
-                    raise ValueError("SCATTER_ND: index out of range")
-                pos += c * strides[j]
+            pos = index_offset(idx, i, dims, strides)
+            if pos < 0:
+                raise ValueError("SCATTER_ND: index out of range")
             src = upd[i * slice_len:(i + 1) * slice_len]
             dst = out[pos:pos + slice_len]
             for k in range(slice_len):

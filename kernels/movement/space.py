@@ -38,6 +38,14 @@ def swap_middle(x, out):
                     out[n, b, a, r] = x[n, a, b, r]
 
 
+@njit(cache=True, inline="always")
+def _block_of(batch, spatial_batch, bw):
+    """The batch of the spatial side and the block position (row, column) of a batch of the blocked side: batch
+    (sh * bw + sw) * spatial_batch + b holds block (sh, sw) of spatial batch b."""
+    s = batch // spatial_batch
+    return batch % spatial_batch, s // bw, s % bw
+
+
 @njit(cache=True, nogil=True)
 def space_to_batch(x, out, bh, bw, pad_top, pad_left, pad):
     """x [B, H, W, R] -> out [B*bh*bw, OH, OW, R]; output batch (sh*bw + sw)*B + b reads input row
@@ -45,10 +53,7 @@ def space_to_batch(x, out, bh, bw, pad_top, pad_left, pad):
     B, H, W, R = x.shape
     OB, OH, OW, _ = out.shape
     for ob in range(OB):
-        b = ob % B
-        s = ob // B
-        sh = s // bw
-        sw = s % bw
+        b, sh, sw = _block_of(ob, B, bw)
         for oh in range(OH):
             ih = oh * bh + sh - pad_top
             for ow in range(OW):
@@ -67,10 +72,7 @@ def batch_to_space(x, out, bh, bw, crop_top, crop_left):
     B, H, W, R = x.shape
     OB, OH, OW, _ = out.shape
     for ib in range(B):
-        ob = ib % OB
-        s = ib // OB
-        sh = s // bw
-        sw = s % bw
+        ob, sh, sw = _block_of(ib, OB, bw)
         for ih in range(H):
             oh = ih * bh + sh - crop_top
             if oh < 0 or oh >= OH:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.copy import WORDS
 from lite_numba.kernels.base.sort import stable_sort
+from lite_numba.kernels.movement.gather import index_offset
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -33,12 +34,9 @@ def sparse_to_dense(idx, values, scalar_value, default, out, dims, strides):
     d = dims.size
     n = idx.size // d if d else 0
     for i in range(n):
-        pos = 0
-        for j in range(d):
-            c = np.int64(idx[i * d + j])
-            if c < 0 or c >= dims[j]:
-                raise ValueError("SPARSE_TO_DENSE: index out of range")
-            pos += c * strides[j]
+        pos = index_offset(idx, i, dims, strides)
+        if pos < 0:
+            raise ValueError("SPARSE_TO_DENSE: index out of range")
         out[pos] = values[0] if scalar_value else values[i]
 
 

@@ -25,7 +25,7 @@ from lite_numba.kernels.base.fixedpoint import (
     quantize_multiplier,
 )
 from lite_numba.kernels.base.hybrid_quant import std_round_i32
-from lite_numba.kernels.base.strided import ROW_START, box_walk, next_row
+from lite_numba.kernels.base.strided import box_walk, next_row
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -64,12 +64,10 @@ def make_reducer(op):
         for j in range(out.size):
             out[j] = init[0]
         n5, s5 = shp[5], ostr[5]
-        walk = box_walk(shp, ostr, ostr, ostr)
-        at = ROW_START
+        walk, at = box_walk(shp, ostr, ostr, ostr)
         for r in range(walk[0]):
-            ob = at[1]
             for i5 in range(n5):
-                j = ob + i5 * s5
+                j = at[1] + i5 * s5
                 out[j] = op(out[j], x[r * n5 + i5])
             at = next_row(at, walk)
 
@@ -526,12 +524,10 @@ def qprod_nd(x, acc, seen, shp, ostr, zp, m, s):
     for j in range(seen.size):
         seen[j] = 0
     n5, s5 = shp[5], ostr[5]
-    walk = box_walk(shp, ostr, ostr, ostr)
-    at = ROW_START
+    walk, at = box_walk(shp, ostr, ostr, ostr)
     for r in range(walk[0]):
-        ob = at[1]
         for i5 in range(n5):
-            j = ob + i5 * s5
+            j = at[1] + i5 * s5
             d = np.int64(x[r * n5 + i5]) - zp
             if seen[j]:
                 acc[j] = multiply_by_quantized_multiplier_int64(np.int64(acc[j]) * d, m, s)
@@ -598,8 +594,34 @@ REDUCE_ALL = generic_reducer("REDUCE_ALL", "all", (np.bool_,))
 # --- ARG_MAX / ARG_MIN ------------------------------------------------------------------------------------------
 
 
-def make_arg(greater: bool):
-    """out[o, i] = first index r of the extreme value of x[o, :, i] (strict comparisons, as TFLite)."""
+@njit(cache=True, inline="always")
+def _wins(c, cur, greater, nan_rules):
+    """Whether c replaces the extreme cur: a strict comparison; with nan_rules a NaN never wins and any number
+    replaces a NaN."""
+    if nan_rules:
+        if np.isnan(c):
+            return False
+        if np.isnan(cur):
+            return True
+    return c > cur if greater else c < cur
+
+
+@njit(cache=True, inline="always")
+def _pair(a, b, greater):
+    """The SSE max / min of a and b: the second operand unless the comparison holds (a NaN a gives b)."""
+    if greater:
+        return b if a < b else a
+    return b if a > b else a
+
+
+def make_arg(greater: bool, nan_rules: bool):
+    """out[o, i] = first index r of the extreme value of x[o, :, i] (strict comparisons, as TFLite).
+
+    nan_rules: ARG_MAX / ARG_MIN of float32 with the official NaN handling: a NaN never wins and any number
+    replaces a NaN (reference kernel, inner size > 1). Over the last axis the official kernel keeps 4 lanes
+    (elements i mod 4 of the first n // 4 * 4), reduces them pairwise with an SSE max/min that returns its first
+    argument when it is NaN, finishes the tail serially, and answers 0 if the extreme is still NaN; that is replayed
+    here."""
 
     @njit(cache=True, nogil=True)
     def arg(x, out, outer, n, inner):
@@ -608,59 +630,22 @@ def make_arg(greater: bool):
                 base = o * n * inner + i
                 best = x[base]
                 idx = 0
-                for r in range(1, n):
-                    v = x[base + r * inner]
-                    if (v > best) if greater else (v < best):
-                        best = v
-                        idx = r
-                out[o * inner + i] = idx
-
-    return arg
-
-
-def make_arg_float(greater: bool):
-    """ARG_MAX / ARG_MIN of float32 with the official NaN handling: a NaN never wins and any number replaces a NaN
-    (reference kernel, inner size > 1). Over the last axis the official kernel keeps 4 lanes (elements i mod 4 of
-    the first n // 4 * 4), reduces them pairwise with an SSE max/min that returns its first argument when it is NaN,
-    finishes the tail serially, and answers 0 if the extreme is still NaN; that is replayed here."""
-
-    @njit(cache=True, inline="always")
-    def wins(c, cur):
-        if np.isnan(c):
-            return False
-        if np.isnan(cur):
-            return True
-        return c > cur if greater else c < cur
-
-    @njit(cache=True, inline="always")
-    def pair(a, b):
-        if greater:
-            return b if a < b else a
-        return b if a > b else a
-
-    @njit(cache=True, nogil=True)
-    def arg_f32(x, out, outer, n, inner):
-        for o in range(outer):
-            for i in range(inner):
-                base = o * n * inner + i
-                best = x[base]
-                idx = 0
                 r = 1
-                if inner == 1 and n >= 4:
+                if nan_rules and inner == 1 and n >= 4:
                     v0, v1, v2, v3 = x[base], x[base + 1], x[base + 2], x[base + 3]
                     i0, i1, i2, i3 = 0, 1, 2, 3
                     r = 4
                     while r <= n - 4:
-                        if wins(x[base + r], v0):
+                        if _wins(x[base + r], v0, greater, True):
                             v0, i0 = x[base + r], r
-                        if wins(x[base + r + 1], v1):
+                        if _wins(x[base + r + 1], v1, greater, True):
                             v1, i1 = x[base + r + 1], r + 1
-                        if wins(x[base + r + 2], v2):
+                        if _wins(x[base + r + 2], v2, greater, True):
                             v2, i2 = x[base + r + 2], r + 2
-                        if wins(x[base + r + 3], v3):
+                        if _wins(x[base + r + 3], v3, greater, True):
                             v3, i3 = x[base + r + 3], r + 3
                         r += 4
-                    best = pair(pair(v0, v1), pair(v2, v3))
+                    best = _pair(_pair(v0, v1, greater), _pair(v2, v3, greater), greater)
                     idx = 2147483647
                     if v0 == best:
                         idx = min(idx, i0)
@@ -672,16 +657,15 @@ def make_arg_float(greater: bool):
                         idx = min(idx, i3)
                 for k in range(r, n):
                     v = x[base + k * inner]
-                    if wins(v, best):
+                    if _wins(v, best, greater, nan_rules):
                         best = v
                         idx = k
-                out[o * inner + i] = 0 if (inner == 1 and np.isnan(best)) else idx
+                out[o * inner + i] = 0 if (nan_rules and inner == 1 and np.isnan(best)) else idx
 
-    return arg_f32
+    return arg
 
 
-_ARG = {True: make_arg(True), False: make_arg(False)}
-_ARG_F32 = {True: make_arg_float(True), False: make_arg_float(False)}
+_ARG = {(greater, nan_rules): make_arg(greater, nan_rules) for greater in (True, False) for nan_rules in (True, False)}
 _TENSOR_TYPE_INT32, _TENSOR_TYPE_INT64 = 2, 4
 
 
@@ -710,7 +694,7 @@ def arg_op(op_name: str, greater: bool):
         inner = int(np.prod(x.shape[a + 1:], dtype=np.int64))
         # bool compares like uint8 (False < True); one compiled loop serves both
         xv = ctx.view(x, (x.size,), np.uint8 if x.dtype == np.bool_ else None)
-        fn = _ARG_F32[greater] if x.dtype == np.float32 else _ARG[greater]
+        fn = _ARG[greater, x.dtype == np.float32]
         ctx.call(fn, xv, ctx.view(out, (out.size,)), outer, n, inner)
 
     return kernel(op_name)(prepare)

@@ -71,13 +71,29 @@ def svdf_integer(x, w_f, w_t, bias, state, out, scratch, p):
         out[i] = np.int8(min(max(v, -128), 127))
 
 
+@njit(cache=True, inline="always")
+def _time_and_rank(w_t, bias, state, out, scratch, n_batch, n_f, mem, rank, has_bias, act):
+    """The float SVDF's second half, once the state holds this step's column: scratch[b, f] = W_t[f] . state[b, f],
+    then out[b, u] = act(bias[u] + the sum over the rank filters f of u of scratch[b, f])."""
+    units = n_f // rank
+    for b in range(n_batch):
+        for f in range(n_f):
+            scratch[b * n_f + f] = dot(w_t, f * mem, state, (b * n_f + f) * mem, mem)
+    for i in range(n_batch * units):
+        s = np.float32(0.0)
+        for k in range(rank):
+            s += scratch[i * rank + k]
+        if has_bias:
+            s += bias[i % units]
+        out[i] = activate(s, act)
+
+
 @njit(cache=True, nogil=True)
 def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, acc, qx, sf, zp, rowsums, p, wf_scale):
     """One hybrid SVDF step (module docstring). p = [batch, input, filters, memory, rank, has_bias, act,
     asymmetric]; w_f is W_f^T [input * filters] (int8), w_t the dequantized float32 time weights; acc int32
     [filters]; qx int8 [batch * input], sf / zp [batch]."""
     n_batch, n_in, n_f, mem, rank, has_bias, act, asym = p[0], p[1], p[2], p[3], p[4], p[5] != 0, p[6], p[7] != 0
-    units = n_f // rank
     total = n_batch * n_f * mem
     for k in range(total - 1):
         state[k] = state[k + 1]
@@ -97,17 +113,7 @@ def svdf_hybrid(x, w_f, w_t, bias, state, out, scratch, acc, qx, sf, zp, rowsums
                 scratch[b * n_f + j] += np.float32(a) * s
     for i in range(n_batch * n_f):
         state[i * mem + mem - 1] = scratch[i]
-    for b in range(n_batch):
-        for f in range(n_f):
-            o = (b * n_f + f) * mem
-            scratch[b * n_f + f] = dot(w_t, f * mem, state, o, mem)
-    for i in range(n_batch * units):
-        s = np.float32(0.0)
-        for k in range(rank):
-            s += scratch[i * rank + k]
-        if has_bias:
-            s += bias[i % units]
-        out[i] = activate(s, act)
+    _time_and_rank(w_t, bias, state, out, scratch, n_batch, n_f, mem, rank, has_bias, act)
 
 
 # --- prepare --------------------------------------------------------------------------------------------------------
@@ -198,7 +204,6 @@ def svdf_float(x, w_f, w_t, bias, state, out, scratch, p):
     (flat) shifts left by one, takes W_f x in its last column; out[b, u] = act(bias[u] +
     sum over the rank filters f of u: W_t[f] . state[b, f])."""
     n_batch, n_in, n_f, mem, rank, has_bias, act = p[0], p[1], p[2], p[3], p[4], p[5] != 0, p[6]
-    units = n_f // rank
     total = n_batch * n_f * mem
     for k in range(total - 1):
         state[k] = state[k + 1]
@@ -207,16 +212,7 @@ def svdf_float(x, w_f, w_t, bias, state, out, scratch, p):
             acc = np.float32(0.0)
             acc += dot(w_f, f * n_in, x, b * n_in, n_in)
             state[(b * n_f + f) * mem + mem - 1] = acc
-    for b in range(n_batch):
-        for f in range(n_f):
-            scratch[b * n_f + f] = dot(w_t, f * mem, state, (b * n_f + f) * mem, mem)
-    for i in range(n_batch * units):
-        s = np.float32(0.0)
-        for k in range(rank):
-            s += scratch[i * rank + k]
-        if has_bias:
-            s += bias[i % units]
-        out[i] = activate(s, act)
+    _time_and_rank(w_t, bias, state, out, scratch, n_batch, n_f, mem, rank, has_bias, act)
 
 
 @kernel("SVDF")
