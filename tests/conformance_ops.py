@@ -7,6 +7,7 @@ import numpy as np
 
 from lite_numba import custom_op
 from lite_numba.builder import ModelBuilder
+from lite_numba.testing import invoke_with
 
 
 @custom_op("ConformanceTriple")
@@ -31,11 +32,4 @@ def triple_model() -> bytes:
 def run_steps(args) -> list[np.ndarray]:
     """(interpreter, inputs): set each input, invoke, collect output 0 (runs in a pool worker)."""
     interp, inputs = args
-    index = interp.get_input_details()[0]["index"]
-    out = interp.get_output_details()[0]["index"]
-    results = []
-    for x in inputs:
-        interp.set_tensor(index, x)
-        interp.invoke()
-        results.append(interp.get_tensor(out))
-    return results
+    return [invoke_with(interp, [x])[0] for x in inputs]

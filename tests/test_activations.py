@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, one_op, run_official
+from lite_numba.testing import assert_close, one_op, run_both_single
 
 SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 6.0, -3.0, 3.0, np.nan, np.inf, -np.inf], np.float32)
 SEEDS = st.integers(0, 2**31 - 1)
@@ -26,18 +26,8 @@ def f32_op(op, inputs, out_shape, options=None, version=1) -> bytes:
                   options, version)
 
 
-def run_ours(data: bytes, arrays) -> np.ndarray:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), arrays):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return it.get_tensor(it.get_output_details()[0]["index"])
-
-
 def check(data: bytes, arrays, tol=1e-5) -> np.ndarray:
-    ours = run_ours(data, arrays)
-    (ref,) = run_official(data, arrays)
+    ours, ref = run_both_single(data, arrays)
     assert ours.shape == ref.shape and ours.dtype == ref.dtype, (ours.shape, ours.dtype, ref.shape, ref.dtype)
     assert_close(ours.reshape(-1), ref.reshape(-1), tol)  # reshaped: assert_close fails on 0-d arrays
     return ours
@@ -76,8 +66,7 @@ def test_tanh_logistic_bit_exact():
                         SPECIAL]).astype(np.float32)
     for op in ("TANH", "LOGISTIC"):
         data = f32_op(op, [x.shape], x.shape)
-        ours = run_ours(data, [x])
-        (ref,) = run_official(data, [x])
+        ours, ref = run_both_single(data, [x])
         same = (ours.view(np.int32) == ref.view(np.int32)) | (np.isnan(ours) & np.isnan(ref))
         bad = np.flatnonzero(~same)
         assert bad.size == 0, f"{op}: {bad.size} values differ, e.g. x={x[bad[:3]]}: ours {ours[bad[:3]]}, " \

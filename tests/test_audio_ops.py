@@ -9,18 +9,9 @@ import pytest
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, require_official, run_official, run_ours
 
 require_official()
-
-
-def _run(data: bytes, inputs) -> list[np.ndarray]:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, v in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], v)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def _frames(samples, window, stride):
@@ -59,7 +50,7 @@ def test_audio_spectrogram(samples, channels, window, stride, squared):
     x = rng.standard_normal((samples, channels)).astype(np.float32)
     x[:, 0] += np.sin(np.arange(samples) * 0.3).astype(np.float32) * 3
     model = _spectrogram_model(samples, channels, window, stride, squared)
-    ref, got = run_official(model, [x]), _run(model, [x])
+    ref, got = run_official(model, [x]), run_ours(model, [x])
     assert got[0].shape == ref[0].shape
     assert_close(got[0], ref[0], tol=1e-5)
 
@@ -76,7 +67,7 @@ def test_mfcc(frames, bins, rate, upper, lower, channels, coefficients):
     spec = (rng.random((2, frames, bins)) ** 4 * 50).astype(np.float32)
     spec[0, 0, :] = 0.0
     model = _mfcc_model(spec.shape, rate, upper, lower, channels, coefficients)
-    ref, got = run_official(model, [spec]), _run(model, [spec])
+    ref, got = run_official(model, [spec]), run_ours(model, [spec])
     assert_close(got[0], ref[0], tol=1e-5)
 
 
@@ -97,7 +88,7 @@ def test_mfcc_rate_input_and_spectrogram_chain():
     audio = (rng.standard_normal((4000, 1)) * 0.1).astype(np.float32)
     for rate in (16000, 8000):
         inputs = [audio, np.array([rate], np.int32)]
-        assert_close(_run(model, inputs)[0], run_official(model, inputs)[0], tol=1e-5)
+        assert_close(run_ours(model, inputs)[0], run_official(model, inputs)[0], tol=1e-5)
 
 
 def test_audio_errors():

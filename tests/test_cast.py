@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import require_official, run_official
+from lite_numba.testing import require_official, run_both, run_official
 
 require_official()
 
@@ -78,13 +78,8 @@ N = 96
 def check_all_casts(src: np.dtype, seed: int) -> None:
     data = cast_all_model(src, N)
     x = source_values(src, np.random.default_rng(seed), N)
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    it.invoke()
-    refs = run_official(data, [x])
-    for dst, d, ref in zip(TYPES, it.get_output_details(), refs):
-        got = it.get_tensor(d["index"])
+    ours, refs = run_both(data, [x])
+    for dst, got, ref in zip(TYPES, ours, refs):
         assert got.dtype == ref.dtype and got.shape == ref.shape
         if not same_bits(got, ref):
             bad = np.flatnonzero(~((got == ref) | ((got != got) & (ref != ref))))

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from conftest import model_path
 
+from lite_numba.testing import official_interpreter
 from lite_numba.tools import benchmark as bm
 from lite_numba.tools.cli import main as cli_main
 from lite_numba.tools.cli import sanitize_name
@@ -187,8 +188,7 @@ def test_run_command_writes_outputs(official, tmp_path):
     assert len(os.listdir(out_dir / "tensors")) == 4
     assert "node 1 custom Atan v1" in p.stderr
     np.testing.assert_allclose(np.load(out_dir / "Identity.npy"), np.arctan(x + np.float32(0.99999905)), rtol=1e-6)
-    ref = official.Interpreter(model_path=graph,
-                               experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ref = official_interpreter(graph, num_threads=None, allocate=False)
     with pytest.raises(RuntimeError, match="unresolved custom op: Atan"):
         ref.allocate_tensors()  # the official runtime has no Atan: compare the ADD output only
     b = np.load(out_dir / "add.npy")

@@ -21,18 +21,15 @@ import numpy as np
 import pytest
 from conformance_ops import conformance_triple, run_steps, triple_model
 from conftest import DATA, MODELS
+from small_models import add_model
 
 import lite_numba
 import lite_numba.interpreter as ours
 from lite_numba.builder import ModelBuilder
+from lite_numba.testing import assert_details_equal, official_interpreter
 
 ROOT = Path(__file__).resolve().parents[1]
 MWW = DATA / "real" / "microwakeword_okay_nabu.tflite"  # int8 streaming model with resource variables
-
-
-def _official_interpreter(official, **kwargs):
-    return official.Interpreter(
-        **kwargs, experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
 
 
 def _outcome(fn):
@@ -41,18 +38,6 @@ def _outcome(fn):
         return None, fn()
     except Exception as e:  # noqa: BLE001 - the type is what is compared
         return type(e), str(e)
-
-
-def _add_model(signature: bool = True) -> bytes:
-    b = ModelBuilder()
-    x = b.add_input("x", np.float32, [2, 3])
-    y = b.add_input("y", np.float32, [2, 3])
-    z = b.add_tensor("z", np.float32, [2, 3])
-    b.add_op("ADD", [x, y], [z])
-    b.mark_output(z)
-    if signature:
-        b.add_signature("serving_default", {"a": x, "b": y}, {"out": z})
-    return b.build()
 
 
 def _mlp(batch: int = 1, width: int = 64, layers: int = 6) -> tuple[bytes, int]:
@@ -71,14 +56,14 @@ def _mlp(batch: int = 1, width: int = 64, layers: int = 6) -> tuple[bytes, int]:
 
 def _both(official, model: bytes):
     ours_it = ours.Interpreter(model_content=model)
-    theirs = _official_interpreter(official, model_content=model)
+    theirs = official_interpreter(model, num_threads=None, allocate=False)
     return ours_it, theirs
 
 
 # --- 1. silent wrong results ------------------------------------------------------------------------------------
 
 def test_redundant_allocate_keeps_inputs_and_costs_nothing(official):
-    data = _add_model()
+    data = add_model(signature=True)
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.full((2, 3), 10, np.float32)
     outs = []
@@ -217,8 +202,8 @@ def test_clone_shares_model_and_compiled_code_but_not_memory():
 
 
 def test_deepcopy_is_independent_and_keeps_state(official):
-    data = _add_model()
-    theirs = _official_interpreter(official, model_content=data)
+    data = add_model(signature=True)
+    theirs = official_interpreter(data, num_threads=None, allocate=False)
     kind, msg = _outcome(lambda: copy.deepcopy(theirs))
     assert kind is TypeError  # the official runtime cannot copy; lite-numba copies (documented)
     it = ours.Interpreter(model_content=data)
@@ -245,7 +230,7 @@ def test_deepcopy_carries_resource_variables(official):
     steps(it, xs[:4])
     dup = copy.deepcopy(it)
     np.testing.assert_array_equal(np.array(steps(dup, xs[4:])), np.array(steps(it, xs[4:])))
-    theirs = _official_interpreter(official, model_path=str(MWW))
+    theirs = official_interpreter(str(MWW), num_threads=None, allocate=False)
     theirs.allocate_tensors()
     fresh = ours.Interpreter(model_path=str(MWW))
     fresh.allocate_tensors()
@@ -256,7 +241,7 @@ VIEW_TEXT = "There is at least 1 reference to internal data"
 
 
 def test_tensor_views_are_guarded_as_officially(official):
-    data = _add_model()
+    data = add_model(signature=True)
     texts = []
     for it in _both(official, data):
         it.allocate_tensors()
@@ -282,7 +267,7 @@ def test_tensor_views_are_guarded_as_officially(official):
 
 
 def test_tensor_function_reaches_the_model_after_resize_and_allocate(official):
-    data = _add_model()
+    data = add_model(signature=True)
     outs = []
     for it in _both(official, data):
         it.allocate_tensors()
@@ -313,7 +298,7 @@ def test_constant_views_are_read_only():
 
 
 def test_constructor_keywords(official):
-    data = _add_model()
+    data = add_model(signature=True)
     params = inspect.signature(official.Interpreter.__init__).parameters
     ours_params = inspect.signature(ours.Interpreter.__init__).parameters
     names = [n for n in params if n != "self"]
@@ -335,7 +320,7 @@ def test_constructor_keywords(official):
 
 
 def test_delegates_are_refused_never_ignored(official):
-    data = _add_model()
+    data = add_model(signature=True)
     for delegates in ([object()], ["libedgetpu.so.1"]):
         kind, msg = _outcome(lambda d=delegates: ours.Interpreter(model_content=data, experimental_delegates=d))
         assert kind is lite_numba.api.delegates.DelegateError and "cannot load or apply TFLite delegates" in msg
@@ -439,7 +424,7 @@ def test_module_offers_the_official_names(official):
         methods = {n for n in dir(getattr(official, cls)) if not n.startswith("__")}
         assert methods <= set(dir(getattr(ours, cls))), methods - set(dir(getattr(ours, cls)))
     with pytest.raises(RuntimeError, match="no native"):
-        ours.Interpreter(model_content=_add_model())._native_handle()
+        ours.Interpreter(model_content=add_model(signature=True))._native_handle()
 
 
 def test_tf_lite_namespace():
@@ -449,18 +434,16 @@ def test_tf_lite_namespace():
     assert tf.lite is lite and lite.Interpreter is ours.Interpreter
     assert lite.experimental.load_delegate is ours.load_delegate
     assert lite.experimental.OpResolverType is ours.OpResolverType
-    it = tf.lite.Interpreter(model_content=_add_model())
+    it = tf.lite.Interpreter(model_content=add_model(signature=True))
     it.allocate_tensors()
 
 
 def test_private_detail_methods_match_official(official):
     paths = [MODELS / "control_flow_while_cond.tflite", MODELS / "multi_signature_add_mul.tflite",
              MODELS / "seed_atan.tflite", MODELS / "keras_lstm.tflite"]
-    from test_interpreter import assert_details_equal
-
     for path in paths:
         o = ours.Interpreter(model_path=str(path))
-        t = _official_interpreter(official, model_path=str(path))
+        t = official_interpreter(str(path), num_threads=None, allocate=False)
         for a, b in zip(o._get_ops_details(), t._get_ops_details(), strict=True):
             assert a.keys() == b.keys()
             for k in a:
@@ -480,7 +463,7 @@ def test_private_detail_methods_match_official(official):
 
 
 def test_signature_runner_constructed_directly(official):
-    data = _add_model()
+    data = add_model(signature=True)
     a, b = np.ones((2, 3), np.float32), np.arange(6, dtype=np.float32).reshape(2, 3)
     outs = []
     for it, mod in zip(_both(official, data), (ours, official)):
@@ -553,12 +536,13 @@ def _error_cases(data: bytes, sig_data: bytes):
 
 
 def test_error_types_and_texts(official):
-    data, sig_data = _add_model(signature=False), _add_model()
+    data, sig_data = add_model(), add_model(signature=True)
     for name, call, exact in _error_cases(data, sig_data):
         model = sig_data if ("runner" in name or "Runner" in name) else data
         got = {}
         for L in (ours, official):
-            it = L.Interpreter(model_content=model) if L is ours else _official_interpreter(L, model_content=model)
+            it = (L.Interpreter(model_content=model) if L is ours
+                  else official_interpreter(model, num_threads=None, allocate=False))
             got[L] = _outcome(lambda call=call, L=L, it=it: call(L, it))
         (kind_o, msg_o), (kind_t, msg_t) = got[ours], got[official]
         assert kind_t is not None, f"{name}: the official runtime raised nothing"
@@ -616,7 +600,7 @@ def test_install_as_tflite_runtime_runs_a_library_written_for_it(tmp_path, offic
         np.save({str(tmp_path / "y.npy")!r}, y)
     """)
     _python(["-c", script])
-    theirs = _official_interpreter(official, model_path=str(model))
+    theirs = official_interpreter(str(model), num_threads=None, allocate=False)
     theirs.resize_tensor_input(0, [5, 8])
     theirs.allocate_tensors()
     theirs.set_tensor(0, x)
@@ -680,7 +664,8 @@ def test_real_library_runs_unchanged_on_lite_numba(tmp_path):
 
 def test_official_cannot_pickle_ours_can(official):
     data = triple_model()
-    kind, _ = _outcome(lambda: pickle.dumps(_official_interpreter(official, model_content=_add_model())))
+    kind, _ = _outcome(lambda: pickle.dumps(official_interpreter(add_model(signature=True), num_threads=None,
+                                                                 allocate=False)))
     assert kind is TypeError
     it = ours.Interpreter(model_content=data)
     assert pickle.loads(pickle.dumps(it)).runtime.main.ready is False  # not allocated: stays so
@@ -744,7 +729,7 @@ def test_pickled_interpreters_run_in_a_spawn_pool(official):
     local = [run_steps((it, xs)), run_steps((mww, seq[5:]))]
     for r, loc in zip(remote, local):
         np.testing.assert_array_equal(np.array(r), np.array(loc))
-    theirs = _official_interpreter(official, model_path=str(MWW))
+    theirs = official_interpreter(str(MWW), num_threads=None, allocate=False)
     theirs.allocate_tensors()
     np.testing.assert_array_equal(np.array(run_steps((theirs, seq))[5:]), np.array(local[1]))
     np.testing.assert_array_equal(np.array(local[0])[:, :, :], np.array([x * 3 + np.arange(8, dtype=np.float32)

@@ -8,25 +8,7 @@ import pytest
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
 from lite_numba.format.model import ModelError
-from lite_numba.testing import official_interpreter
-
-
-def _run_both(data: bytes, inputs: list[np.ndarray], official):
-    ours = Interpreter(model_content=data)
-    theirs = official_interpreter(data)
-    results = []
-    for it in (ours, theirs):
-        if it is ours:
-            it.allocate_tensors()
-        for d, x in zip(it.get_input_details(), inputs):
-            if tuple(d["shape"]) != x.shape:
-                it.resize_tensor_input(d["index"], x.shape)
-                it.allocate_tensors()
-        for d, x in zip(it.get_input_details(), inputs):
-            it.set_tensor(d["index"], x)
-        it.invoke()
-        results.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
-    return results
+from lite_numba.testing import invoke_with, official_interpreter, run_both
 
 
 def _counter_loop(b: ModelBuilder, limit: float, growing: bool = False):
@@ -74,14 +56,14 @@ def _while_model(limit: float, growing: bool = False) -> bytes:
 @pytest.mark.parametrize("start", [0.0, 3.0, 10.0])
 def test_while_counter(official, start):
     data = _while_model(5.0)
-    ours, theirs = _run_both(data, [np.array(start, np.float32), np.array([1.0, -2.0], np.float32)], official)
+    ours, theirs = run_both(data, [np.array(start, np.float32), np.array([1.0, -2.0], np.float32)])
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
 def test_while_tensor_grows_each_iteration(official):
     data = _while_model(3.0, growing=True)
-    ours, theirs = _run_both(data, [np.array(0.0, np.float32), np.array([1.0, 2.0], np.float32)], official)
+    ours, theirs = run_both(data, [np.array(0.0, np.float32), np.array([1.0, 2.0], np.float32)])
     assert ours[1].shape == theirs[1].shape == (16,)
     np.testing.assert_array_equal(ours[1], theirs[1])
 
@@ -127,8 +109,7 @@ def test_nested_while_in_if(official):
     b.mark_output(ox)
     data = b.build()
     for pred in (True, False):
-        ours, theirs = _run_both(data, [np.array(pred), np.array(1.0, np.float32), np.array([2.0, 3.0], np.float32)],
-                                 official)
+        ours, theirs = run_both(data, [np.array(pred), np.array(1.0, np.float32), np.array([2.0, 3.0], np.float32)])
         for a, c in zip(ours, theirs):
             np.testing.assert_allclose(a, c, rtol=1e-6)
 
@@ -356,18 +337,15 @@ def _replay_steps(data: bytes, official, steps, preserve_all: bool) -> None:
     """Run the same steps (("invoke", inputs) / ("resize", input, shape) / ("allocate",) / ("reset",)) on both
     runtimes; every invoke's outputs must agree."""
     ours = Interpreter(model_content=data, experimental_preserve_all_tensors=preserve_all)
-    theirs = official.Interpreter(model_content=data, experimental_preserve_all_tensors=preserve_all,
-                                  experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    theirs = official_interpreter(data, num_threads=None, allocate=False,
+                                  experimental_preserve_all_tensors=preserve_all)
     for it in (ours, theirs):
         it.allocate_tensors()
     for k, step in enumerate(steps):
         got = []
         for it in (ours, theirs):
             if step[0] == "invoke":
-                for d, v in zip(it.get_input_details(), step[1]):
-                    it.set_tensor(d["index"], v)
-                it.invoke()
-                got.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+                got.append(invoke_with(it, step[1]))
             elif step[0] == "resize":
                 it.resize_tensor_input(it.get_input_details()[step[1]]["index"], step[2])
             elif step[0] == "allocate":

@@ -13,20 +13,11 @@ import pytest
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, require_official, run_official, run_ours
 
 require_official()
 
 DPP = "TFLite_Detection_PostProcess"
-
-
-def _run(data: bytes, inputs) -> list[np.ndarray]:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, v in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], v)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def _dpp_model(n, cbg, opts, box_dtype=np.float32, score_dtype=np.float32, enc_len=4, const_anchors=None,
@@ -95,7 +86,7 @@ def test_detection_postprocess_float(seed, regular):
                  y_scale=float(rng.choice([10.0, 1.0])), h_scale=float(rng.choice([5.0, 2.0])))
     enc, scores, anchors = _dpp_data(rng, n, cbg, levels=int(rng.integers(2, 8)), enc_len=int(rng.choice([4, 6])))
     model = _dpp_model(n, cbg, opts, enc_len=enc.shape[2])
-    _compare_dpp(run_official(model, [enc, scores, anchors]), _run(model, [enc, scores, anchors]), opts)
+    _compare_dpp(run_official(model, [enc, scores, anchors]), run_ours(model, [enc, scores, anchors]), opts)
 
 
 @pytest.mark.parametrize("regular", [False, True], ids=["fast", "regular"])
@@ -113,7 +104,7 @@ def test_detection_postprocess_uint8(seed, regular):
     anchors = np.concatenate([rng.integers(20, 230, (n, 2)), rng.integers(8, 80, (n, 2))], 1).astype(np.uint8)
     model = _dpp_model(n, cbg, opts, np.uint8, np.uint8, const_anchors=anchors, box_q=(0.0731, 131),
                        anchor_q=(0.0039215, 0), score_q=(0.00390625, 0))
-    _compare_dpp(run_official(model, [enc, scores]), _run(model, [enc, scores]), opts)
+    _compare_dpp(run_official(model, [enc, scores]), run_ours(model, [enc, scores]), opts)
 
 
 def test_detection_postprocess_float_boxes_uint8_scores():
@@ -123,7 +114,7 @@ def test_detection_postprocess_float_boxes_uint8_scores():
     enc, _, anchors = _dpp_data(rng, n, cbg)
     scores = rng.integers(0, 256, (1, n, cbg)).astype(np.uint8)
     model = _dpp_model(n, cbg, opts, score_dtype=np.uint8, score_q=(0.0123, 17))
-    _compare_dpp(run_official(model, [enc, scores, anchors]), _run(model, [enc, scores, anchors]), opts)
+    _compare_dpp(run_official(model, [enc, scores, anchors]), run_ours(model, [enc, scores, anchors]), opts)
 
 
 @pytest.mark.parametrize("regular", [False, True], ids=["fast", "regular"])
@@ -144,7 +135,7 @@ def test_detection_postprocess_edge_cases(regular):
     ]
     for opts, sc in cases:
         model = _dpp_model(n, cbg, opts)
-        _compare_dpp(run_official(model, [enc, sc, anchors]), _run(model, [enc, sc, anchors]), opts)
+        _compare_dpp(run_official(model, [enc, sc, anchors]), run_ours(model, [enc, sc, anchors]), opts)
 
 
 @pytest.mark.parametrize("regular", [False, True], ids=["fast", "regular"])
@@ -258,7 +249,7 @@ def test_non_max_suppression(seed, version):
     score_thr = float(rng.choice([-np.inf, 0.0, 0.3, 0.6]))
     sigma = None if version == "V4" else (0.0 if version == "V5" else float(rng.choice([0.1, 0.5, 2.0])))
     model = _nms_model(n, max_out, iou, score_thr, sigma)
-    ref, got = run_official(model, [boxes, scores]), _run(model, [boxes, scores])
+    ref, got = run_official(model, [boxes, scores]), run_ours(model, [boxes, scores])
     assert got[-1] == ref[-1]
     np.testing.assert_array_equal(got[0], ref[0])
     if sigma is not None:
@@ -271,7 +262,7 @@ def test_non_max_suppression_runtime_max_output_size():
     for max_out in (0, 3, 25):
         model = _nms_model(20, max_out, 0.5, 0.1, const_max=False)
         inputs = [boxes, scores, np.array(max_out, np.int32)]
-        ref, got = run_official(model, inputs), _run(model, inputs)
+        ref, got = run_official(model, inputs), run_ours(model, inputs)
         assert got[1] == ref[1]
         np.testing.assert_array_equal(got[0], ref[0])
 
@@ -280,7 +271,7 @@ def test_non_max_suppression_everything_below_threshold():
     rng = np.random.default_rng(6)
     boxes, scores = _nms_data(rng, 8, 4)
     model = _nms_model(8, 5, 0.5, 2.0, sigma=0.5)
-    ref, got = run_official(model, [boxes, scores]), _run(model, [boxes, scores])
+    ref, got = run_official(model, [boxes, scores]), run_ours(model, [boxes, scores])
     assert got[2] == ref[2] == 0
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])

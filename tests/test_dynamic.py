@@ -15,10 +15,9 @@ import pytest
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import official_interpreter, require_official
+from lite_numba.testing import invoke_both, official_interpreter, require_official
 
 require_official()
-
 
 
 class Both:
@@ -37,22 +36,17 @@ class Both:
             it.allocate_tensors()
 
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        outs = []
-        for it in (self.ours, self.theirs):
-            for d, x in zip(it.get_input_details(), inputs):
-                it.set_tensor(d["index"], x)
-            it.invoke()
-            outs.append([(it.get_tensor(d["index"]) if 0 not in d["shape"] else np.zeros(d["shape"], d["dtype"]),
-                          tuple(int(v) for v in d["shape"])) for d in it.get_output_details()])
-        ours, theirs = outs
-        for (o, oshape), (r, rshape) in zip(ours, theirs):
+        ours, theirs = invoke_both(self.ours, self.theirs, inputs)
+        oshapes, rshapes = ([tuple(int(v) for v in d["shape"]) for d in it.get_output_details()]
+                            for it in (self.ours, self.theirs))
+        for o, r, oshape, rshape in zip(ours, theirs, oshapes, rshapes):
             assert oshape == rshape == o.shape == r.shape, (oshape, rshape, o.shape, r.shape)
             assert o.dtype == r.dtype
             if o.dtype.kind == "f":
                 assert np.allclose(o, r, rtol=1e-6, atol=1e-6, equal_nan=True), (o, r)
             else:
                 assert np.array_equal(o, r), (o, r)
-        return [o for o, _ in ours]
+        return ours
 
 
 def test_shape_fill_add_resize():

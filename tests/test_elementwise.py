@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lite_numba import Interpreter
-from lite_numba.testing import assert_close, one_op, run_official
+from lite_numba.testing import assert_close, one_op, run_both_single, run_official, run_ours
 
 SPECIAL = np.array([0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1.0, -1.0, np.nan, np.inf, -np.inf], np.float32)
 
@@ -27,15 +27,6 @@ def op_model(op, inputs, out_dtype, out_shape, options=None, version=1, out_quan
     return one_op(op, inputs, (out_dtype, out_shape, out_quant), options, version)
 
 
-def run_ours(data: bytes, arrays) -> np.ndarray:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), arrays):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return it.get_tensor(it.get_output_details()[0]["index"])
-
-
 def check(op, arrays, out_dtype, options=None, version=1, quants=None, out_shape=None, tol=1e-5):
     """Run `op` on graph inputs `arrays` in both runtimes and compare."""
     quants = quants or [None] * len(arrays)
@@ -43,8 +34,7 @@ def check(op, arrays, out_dtype, options=None, version=1, quants=None, out_shape
         out_shape = np.broadcast_shapes(*[a.shape for a in arrays])
     data = op_model(op, [(a.dtype, a.shape, q) for a, q in zip(arrays, quants)], out_dtype, out_shape, options,
                   version)
-    ours = run_ours(data, arrays)
-    (ref,) = run_official(data, arrays)
+    ours, ref = run_both_single(data, arrays)
     if ref.dtype.kind in "fc":
         assert ours.shape == ref.shape, (ours.shape, ref.shape)
         assert_close(ours.reshape(-1), ref.reshape(-1), tol)  # reshaped: assert_close fails on 0-d arrays
@@ -119,7 +109,7 @@ def test_neg_of_quantized_int8_is_raw():
     # the official NEG negates the stored int8 values whatever the quantization
     x = np.array([-128, -5, 0, 7, 127], np.int8)
     data = op_model("NEG", [(np.int8, [5], (0.5, 3))], np.int8, [5], out_quant=(0.25, -1))
-    assert np.array_equal(run_ours(data, [x]), run_official(data, [x])[0])
+    assert np.array_equal(run_ours(data, [x])[0], run_official(data, [x])[0])
 
 
 # --- arithmetic --------------------------------------------------------------------------------------------------
@@ -344,7 +334,7 @@ def test_select_of_quantized_int8_copies_raw_values():
     x, y = ints(rng, (2, 5), np.int8), ints(rng, (1, 5), np.int8)
     data = op_model("SELECT_V2", [(np.bool_, [2, 5]), (np.int8, [2, 5], (0.1, 3)), (np.int8, [1, 5], (0.1, 3))],
                   np.int8, [2, 5], out_quant=(0.1, 3))
-    assert np.array_equal(run_ours(data, [c, x, y]), run_official(data, [c, x, y])[0])
+    assert np.array_equal(run_ours(data, [c, x, y])[0], run_official(data, [c, x, y])[0])
 
 
 # --- errors ------------------------------------------------------------------------------------------------------
@@ -415,6 +405,5 @@ def test_broadcast_constant_row(op, dtype, shape, row_shape, row_first, act):
     options = {} if act is None else {"fused_activation_function": act}
     inputs = [row, (x.dtype, x.shape)] if row_first else [(x.dtype, x.shape), row]
     data = op_model(op, inputs, dtype, shape, options)
-    ours = run_ours(data, [x])
-    (ref,) = run_official(data, [x])
+    ours, ref = run_both_single(data, [x])
     assert ours.shape == ref.shape and ours.tobytes() == ref.tobytes()

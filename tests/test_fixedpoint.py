@@ -15,19 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.base import fixedpoint as fx
 
-from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import require_official, run_official
+from lite_numba.testing import require_official, run_official, run_ours
 
 require_official()
-
-def run_ours(model: bytes, inputs):
-    it = Interpreter(model_content=model)  # the default registry and its version table
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def assert_same(model: bytes, inputs) -> None:

@@ -22,6 +22,10 @@ from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_flex_options
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
 from lite_numba.testing import assert_close
+
+# imported under the name the hypothesis tests' bodies use: a derandomized test's examples are seeded by its
+# source
+from lite_numba.testing import run_ours as _run_model
 from lite_numba.tools.inspect_model import format_inspection, inspect_model
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "flex")
@@ -235,15 +239,6 @@ def _flex_model(tf_op: str, attrs: dict, inputs: list, out_shapes: list, out_dty
     for o in outs:
         b.mark_output(o)
     return b.build()
-
-
-def _run_model(model: bytes, feeds: list) -> list:
-    it = Interpreter(model_content=model)
-    it.allocate_tensors()
-    for d, v in zip(it.get_input_details(), feeds):
-        it.set_tensor(d["index"], v)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 @st.composite

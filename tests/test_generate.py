@@ -14,36 +14,13 @@ from hypothesis import strategies as st
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import official_interpreter, require_official
+from lite_numba.testing import require_official, run_official, run_ours
 
 require_official()
 
 
-def run_ours(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
-
-
-def official_outputs(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """run_official, except that empty outputs (which the official get_tensor refuses: "Invalid tensor size")
-    come back as empty arrays of the official output shape."""
-    interp = official_interpreter(data)
-    for d, x in zip(interp.get_input_details(), inputs):
-        interp.set_tensor(d["index"], x)
-    interp.invoke()
-    outs = []
-    for d in interp.get_output_details():
-        shape = tuple(int(v) for v in d["shape"])
-        outs.append(np.zeros(shape, d["dtype"]) if 0 in shape else interp.get_tensor(d["index"]))
-    return outs
-
-
 def assert_same(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    ours, ref = run_ours(data, inputs), official_outputs(data, inputs)
+    ours, ref = run_ours(data, inputs), run_official(data, inputs)
     assert len(ours) == len(ref)
     for o, r in zip(ours, ref):
         assert o.dtype == r.dtype and o.shape == r.shape, (o.dtype, o.shape, r.dtype, r.shape)

@@ -12,6 +12,7 @@ from conftest import model_path
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
+from lite_numba.testing import official_interpreter
 from lite_numba.tools.inspect_model import format_inspection, inspect_model
 
 MODELS = sorted(p.stem for p in (Path(__file__).parent / "data" / "models").glob("*.tflite"))  # every bundled model
@@ -37,8 +38,7 @@ def _same_tensor(ours: dict, ref: dict) -> None:
 def test_inspect_matches_official(official, name):
     path = str(model_path(name))
     info = inspect_model(path, allocate=False)
-    ref = official.Interpreter(model_path=path,
-                               experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ref = official_interpreter(path, num_threads=None, allocate=False)
     ins, outs = ref.get_input_details(), ref.get_output_details()
     assert len(info["inputs"]) == len(ins) and len(info["outputs"]) == len(outs)
     for o, r in zip(info["inputs"], ins):

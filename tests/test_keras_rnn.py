@@ -11,7 +11,7 @@ import pytest
 from conftest import model_path
 
 import lite_numba
-from lite_numba.testing import assert_close, official_interpreter, require_official
+from lite_numba.testing import assert_close, invoke_both, official_interpreter, require_official
 
 KERAS = ["keras_lstm", "keras_gru", "keras_simple_rnn", "keras_bilstm", "keras_stacked_gru_lstm",
          "tfkeras_lstm_fused", "tfkeras_bilstm_fused", "tfkeras_lstm_dynamic_range"]
@@ -23,21 +23,6 @@ def _pair(name: str):
     ours = lite_numba.Interpreter(model_path=path)
     ours.allocate_tensors()
     return ours, official_interpreter(path)
-
-
-def _invoke_both(ours, ref, inputs, resize=False):
-    outs = []
-    for it in (ours, ref):
-        details = it.get_input_details()
-        if resize:
-            for d, a in zip(details, inputs):
-                it.resize_tensor_input(d["index"], list(a.shape))
-            it.allocate_tensors()
-        for d, a in zip(details, inputs):
-            it.set_tensor(d["index"], a)
-        it.invoke()
-        outs.append([it.get_tensor(d["index"]).copy() for d in it.get_output_details()])
-    return outs
 
 
 def _check(outs, tol=1e-5):
@@ -55,7 +40,7 @@ def test_keras_sequence_model(name):
     for scale in (1.0, 3.0, 0.0):  # the last one: all-zero input
         inputs = [(rng.standard_normal(d["shape"]) * scale).astype(d["dtype"]) for d in ref.get_input_details()]
         # the hybrid (dynamic-range) LSTM re-quantizes its states every step: 1e-4 (see test_rnn.py)
-        _check(_invoke_both(ours, ref, inputs), 1e-4 if "dynamic_range" in name else 1e-5)
+        _check(invoke_both(ours, ref, inputs), 1e-4 if "dynamic_range" in name else 1e-5)
 
 
 def test_growing_loop():
@@ -63,7 +48,7 @@ def test_growing_loop():
     rng = np.random.default_rng(1)
     for n in (4, 0, 1, 9, 2):  # the loop tensor grows to n + 1 rows; n = 0 never enters the body
         x = rng.standard_normal((1, 3)).astype(np.float32)
-        outs = _invoke_both(ours, ref, [x, np.array(n, np.int32)])
+        outs = invoke_both(ours, ref, [x, np.array(n, np.int32)])
         assert outs[0][0].shape == (n + 1, 3)
         _check(outs)
 
@@ -72,7 +57,7 @@ def test_cond_in_loop():
     ours, ref = _pair("tf_cond_in_loop")
     rng = np.random.default_rng(2)
     for _ in range(4):
-        _check(_invoke_both(ours, ref, [rng.standard_normal(4).astype(np.float32)]))
+        _check(invoke_both(ours, ref, [rng.standard_normal(4).astype(np.float32)]))
 
 
 def test_stateful_counter_with_call_once():
@@ -84,4 +69,4 @@ def test_stateful_counter_with_call_once():
         if k == 3:
             ours.reset_all_variables()
             ref.reset_all_variables()
-        _check(_invoke_both(ours, ref, [rng.standard_normal(3).astype(np.float32)]))
+        _check(invoke_both(ours, ref, [rng.standard_normal(3).astype(np.float32)]))

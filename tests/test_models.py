@@ -17,7 +17,7 @@ import pytest
 from conftest import MODELS, SHARED_MODELS
 
 from lite_numba import Interpreter
-from lite_numba.testing import assert_close, run_official
+from lite_numba.testing import assert_close, run_official, run_ours
 
 # in ../shared/models only (too large for tests/data); extras on the development machines
 LARGE = ["mobilenet_v2_035_96_f32", "mobilenet_v2_100_224_int8"]
@@ -59,16 +59,11 @@ def compare_outputs(name: str, outs: list[np.ndarray], refs: list[np.ndarray]) -
 
 
 def run_model(name: str, ref, prefix: str = "") -> list[np.ndarray]:
-    it = Interpreter(model_path=str(_folder(name) / f"{name}.tflite"))
-    inputs = [ref[f"{prefix}input_{k}"] for k in range(len(it.get_input_details()))]
-    for k, d in enumerate(it.get_input_details()):
-        if tuple(d["shape"]) != inputs[k].shape:
-            it.resize_tensor_input(d["index"], inputs[k].shape)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+    """The model's outputs in lite-numba on the recorded inputs (prefix input_0, input_1, ...)."""
+    inputs = []
+    while f"{prefix}input_{len(inputs)}" in ref:
+        inputs.append(ref[f"{prefix}input_{len(inputs)}"])
+    return run_ours(_folder(name) / f"{name}.tflite", inputs)
 
 
 def _ref_outputs(ref, prefix: str = "") -> list[np.ndarray]:

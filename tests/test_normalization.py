@@ -5,27 +5,17 @@ Float results must agree within 1e-5 (relative to max(1, |ref|)); quantized resu
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lite_numba import Interpreter
-from lite_numba.testing import assert_close, one_op, require_official, run_official
+from lite_numba.testing import assert_close, one_op, prepare_error, require_official, run_official, run_ours
 
 require_official()
 
+
 # derandomized: the same examples every run, so the compiled runners are all cached after the first run
 SETTINGS = settings(max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def run_ours(data: bytes, inputs) -> list[np.ndarray]:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def unary_op(op, dtype, shape, options, version=1, qin=None, qout=None) -> bytes:
@@ -78,21 +68,16 @@ def test_local_response_norm(shape, radius, bias, alpha, beta, seed):
     assert_close(ours, ref, 1e-5)
 
 
-def _fails(data: bytes, match: str) -> None:
-    with pytest.raises((ValueError, RuntimeError), match=match):
-        it = Interpreter(model_content=data)
-        it.allocate_tensors()
-        it.invoke()
-
-
 def test_errors():
-    _fails(unary_op("L2_NORMALIZATION", np.int8, [2, 3], {}, 2, (0.1, 0), (0.01, 0)), r"L2_NORMALIZATION .*1/128")
-    _fails(unary_op("L2_NORMALIZATION", np.uint8, [2, 3], {}, 1, (0.1, 128), (1 / 128, 0)),
-           r"L2_NORMALIZATION .*zero point must be 128")
-    _fails(unary_op("L2_NORMALIZATION", np.float32, [2, 3], {"fused_activation_function": "RELU"}),
-           r"L2_NORMALIZATION .*activation")
-    _fails(unary_op("L2_NORMALIZATION", np.int16, [2, 3], {}, 1, (0.1, 0), (1 / 128, 0)), r"L2_NORMALIZATION .*int16")
-    _fails(unary_op("LOCAL_RESPONSE_NORMALIZATION", np.float32, [2, 3, 4], {"radius": 1}),
-           r"LOCAL_RESPONSE_NORMALIZATION .*4-D")
-    _fails(unary_op("LOCAL_RESPONSE_NORMALIZATION", np.int8, [1, 2, 3, 4], {"radius": 1}, 1, (0.1, 0), (0.1, 0)),
-           r"LOCAL_RESPONSE_NORMALIZATION .*int8")
+    prepare_error(unary_op("L2_NORMALIZATION", np.int8, [2, 3], {}, 2, (0.1, 0), (0.01, 0)),
+                  r"L2_NORMALIZATION .*1/128", invoke=True)
+    prepare_error(unary_op("L2_NORMALIZATION", np.uint8, [2, 3], {}, 1, (0.1, 128), (1 / 128, 0)),
+                  r"L2_NORMALIZATION .*zero point must be 128", invoke=True)
+    prepare_error(unary_op("L2_NORMALIZATION", np.float32, [2, 3], {"fused_activation_function": "RELU"}),
+                  r"L2_NORMALIZATION .*activation", invoke=True)
+    prepare_error(unary_op("L2_NORMALIZATION", np.int16, [2, 3], {}, 1, (0.1, 0), (1 / 128, 0)),
+                  r"L2_NORMALIZATION .*int16", invoke=True)
+    prepare_error(unary_op("LOCAL_RESPONSE_NORMALIZATION", np.float32, [2, 3, 4], {"radius": 1}),
+                  r"LOCAL_RESPONSE_NORMALIZATION .*4-D", invoke=True)
+    prepare_error(unary_op("LOCAL_RESPONSE_NORMALIZATION", np.int8, [1, 2, 3, 4], {"radius": 1}, 1, (0.1, 0), (0.1, 0)),
+                  r"LOCAL_RESPONSE_NORMALIZATION .*int8", invoke=True)

@@ -10,25 +10,16 @@ from conftest import scaled
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, prepare_error, require_official, run_official, run_ours
 
 require_official()
+
 
 # derandomized: the same examples every run, so the compiled runners are all cached after the first run
 SETTINGS = settings(max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ACTIVATIONS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"]
 VERSION = {np.dtype(np.float32): 1, np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3}
-
-
-def run_ours(data: bytes, inputs) -> list[np.ndarray]:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def out_size(padding: str, size: int, filt: int, stride: int) -> int:
@@ -129,13 +120,6 @@ def test_max_pool_channel_vectors(channels, dtype):
         np.testing.assert_array_equal(ours, ref)
 
 
-def _fails(data: bytes, match: str) -> None:
-    with pytest.raises((ValueError, RuntimeError), match=match):
-        it = Interpreter(model_content=data)
-        it.allocate_tensors()
-        it.invoke()
-
-
 def test_errors():
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [4, 4, 3])
@@ -143,14 +127,14 @@ def test_errors():
     b.add_op("MAX_POOL_2D", [x], [y], options={"padding": "SAME", "stride_h": 1, "stride_w": 1, "filter_height": 2,
                                                 "filter_width": 2})
     b.mark_output(y)
-    _fails(b.build(), r"MAX_POOL_2D .*4-D")
-    _fails(pool_model("L2_POOL_2D", np.int8, [1, 4, 4, 2], (2, 2), (1, 1), "SAME", "NONE", quant=(0.1, 0),
-                      version=1), r"L2_POOL_2D .*int8")
-    _fails(pool_model("AVERAGE_POOL_2D", np.float32, [1, 4, 4, 2], (2, 2), (0, 1), "SAME", "NONE"),
-           r"AVERAGE_POOL_2D .*strides must be positive")
-    _fails(pool_model("AVERAGE_POOL_2D", np.float32, [1, 4, 4, 2], (2, 0), (1, 1), "SAME", "NONE"),
-           r"AVERAGE_POOL_2D .*filter sizes must be positive")
-    _fails(pool_model("MAX_POOL_2D", np.float32, [1, 2, 2, 2], (4, 4), (1, 1), "VALID", "NONE"),
-           r"MAX_POOL_2D .*does not fit")
-    _fails(pool_model("AVERAGE_POOL_2D", np.float32, [1, 4, 4, 2], (2, 2), (1, 1), "SAME", "TANH"),
-           r"AVERAGE_POOL_2D .*activation")
+    prepare_error(b.build(), r"MAX_POOL_2D .*4-D", invoke=True)
+    prepare_error(pool_model("L2_POOL_2D", np.int8, [1, 4, 4, 2], (2, 2), (1, 1), "SAME", "NONE", quant=(0.1, 0),
+                             version=1), r"L2_POOL_2D .*int8", invoke=True)
+    prepare_error(pool_model("AVERAGE_POOL_2D", np.float32, [1, 4, 4, 2], (2, 2), (0, 1), "SAME", "NONE"),
+                  r"AVERAGE_POOL_2D .*strides must be positive", invoke=True)
+    prepare_error(pool_model("AVERAGE_POOL_2D", np.float32, [1, 4, 4, 2], (2, 0), (1, 1), "SAME", "NONE"),
+                  r"AVERAGE_POOL_2D .*filter sizes must be positive", invoke=True)
+    prepare_error(pool_model("MAX_POOL_2D", np.float32, [1, 2, 2, 2], (4, 4), (1, 1), "VALID", "NONE"),
+                  r"MAX_POOL_2D .*does not fit", invoke=True)
+    prepare_error(pool_model("AVERAGE_POOL_2D", np.float32, [1, 4, 4, 2], (2, 2), (1, 1), "SAME", "TANH"),
+                  r"AVERAGE_POOL_2D .*activation", invoke=True)

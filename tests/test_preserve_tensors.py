@@ -13,7 +13,7 @@ from conftest import MODELS as MODEL_DIR
 from conftest import model_path
 
 from lite_numba import Interpreter
-from lite_numba.testing import assert_close
+from lite_numba.testing import assert_close, official_interpreter
 
 # float and int8 models with several ops whose kernels exist (checked with scripts/parity.py)
 # model -> float tolerance family of lite_numba.testing.TOLERANCES (integers are always exact)
@@ -37,8 +37,7 @@ def test_intermediates_equal_official(official, name):
     path = str(model_path(name))
     stored = np.load(MODEL_DIR / "ref" / f"{name}.npz")
     ours = Interpreter(model_path=path, experimental_preserve_all_tensors=True)
-    ref = official.Interpreter(model_path=path, experimental_preserve_all_tensors=True,
-                               experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ref = official_interpreter(path, num_threads=None, allocate=False, experimental_preserve_all_tensors=True)
     ours.allocate_tensors()
     ref.allocate_tensors()
     for k, (d, rd) in enumerate(zip(ours.get_input_details(), ref.get_input_details())):

@@ -16,7 +16,7 @@ from conftest import model_path
 
 from lite_numba import Interpreter
 from lite_numba.runtime.profile_report import RunStats, format_stats_tables
-from lite_numba.testing import assert_close
+from lite_numba.testing import assert_close, invoke_with, official_interpreter
 
 MODELS = ["op_softmax_beta", "op_squared_norm_rsqrt", "op_shape_fill_range_dynamic"]
 
@@ -33,21 +33,16 @@ def _ready(name: str, **kwargs) -> tuple[Interpreter, list[np.ndarray]]:
     return it, values
 
 
-def _official_outputs(official, name: str, values: list[np.ndarray]) -> tuple[list[np.ndarray], list[dict]]:
-    ref = official.Interpreter(model_path=str(model_path(name)),
-                               experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    ref.allocate_tensors()
-    for d, v in zip(ref.get_input_details(), values):
-        ref.set_tensor(d["index"], v)
-    ref.invoke()
-    return [ref.get_tensor(d["index"]) for d in ref.get_output_details()], ref._get_ops_details()
+def _official_outputs(name: str, values: list[np.ndarray]) -> tuple[list[np.ndarray], list[dict]]:
+    ref = official_interpreter(model_path(name), num_threads=None)
+    return invoke_with(ref, values), ref._get_ops_details()
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_profile_records_match_the_model_and_results_are_unchanged(official, name):
     it, values = _ready(name)
     prof = it.profile(num_runs=7, warmup_runs=1)
-    refs, ops = _official_outputs(official, name, values)
+    refs, ops = _official_outputs(name, values)
     assert prof.num_runs == 7
     assert [r.index for r in prof.records] == [op["index"] for op in ops]
     assert [r.op_name for r in prof.records] == [op["op_name"] for op in ops]
@@ -113,7 +108,7 @@ def test_trace_prints_every_node_and_keeps_results(official, monkeypatch, capfd)
     first_in = it.get_input_details()[0]
     assert f"#{first_in['index']} {first_in['name']!r} FLOAT32{first_in['shape'].tolist()}" in err
     assert "min=" in err and "max=" in err
-    refs, _ = _official_outputs(official, "op_squared_norm_rsqrt", values)
+    refs, _ = _official_outputs("op_squared_norm_rsqrt", values)
     for d, ref in zip(it.get_output_details(), refs):
         assert_close(it.get_tensor(d["index"]), ref, 1e-5)
 

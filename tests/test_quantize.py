@@ -12,22 +12,12 @@ from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, prepare_error, require_official, run_official, run_ours
 
 require_official()
 
 OFFSET = {np.int8: 0, np.uint8: 128, np.int16: 0, np.int32: 0}
-
-
-def run_ours(model: bytes, inputs):
-    it = Interpreter(model_content=model)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def assert_same(model: bytes, inputs) -> None:
@@ -163,9 +153,7 @@ def test_dequantize_per_channel_input():
 # --- errors ---------------------------------------------------------------------------------------------------
 
 def _prepare_error(model: bytes) -> str:
-    with pytest.raises((ValueError, RuntimeError)) as e:
-        run_ours(model, [])
-    return str(e.value)
+    return prepare_error(model, invoke=True)  # built, allocated and invoked with no input set
 
 
 def test_error_quantize_to_float():

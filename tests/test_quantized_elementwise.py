@@ -15,19 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.kernels.elementwise.arithmetic_quantized import process_broadcast_shapes
 
-from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import require_official, run_official
+from lite_numba.testing import prepare_error, require_official, run_official, run_ours
 
 require_official()
-
-def run_ours(model: bytes, inputs):
-    it = Interpreter(model_content=model)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def assert_same(model: bytes, inputs) -> None:
@@ -243,9 +234,7 @@ def test_process_broadcast_shapes():
 # --- errors ---------------------------------------------------------------------------------------------------
 
 def _prepare_error(model: bytes) -> str:
-    with pytest.raises((ValueError, RuntimeError)) as e:
-        run_ours(model, [])
-    return str(e.value)
+    return prepare_error(model, invoke=True)  # built, allocated and invoked with no input set
 
 
 def test_error_softmax_int8_output_zero_point():

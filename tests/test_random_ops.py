@@ -9,7 +9,7 @@ import pytest
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import official_interpreter, require_official
+from lite_numba.testing import invoke_both, official_interpreter, require_official
 
 require_official()
 
@@ -23,12 +23,7 @@ def compare_invokes(data, inputs, n_invokes=3):
             ref.resize_tensor_input(d["index"], list(x.shape))
             ref.allocate_tensors()
     for _ in range(n_invokes):
-        for it in (ours, ref):
-            for d, x in zip(it.get_input_details(), inputs):
-                it.set_tensor(d["index"], x)
-            it.invoke()
-        o = ours.get_tensor(ours.get_output_details()[0]["index"])
-        r = ref.get_tensor(ref.get_output_details()[0]["index"])
+        (o, *_), (r, *_) = invoke_both(ours, ref, inputs)
         assert (o.dtype, o.shape) == (r.dtype, r.shape)
         assert o.tobytes() == r.tobytes()
 

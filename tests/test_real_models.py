@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from lite_numba import Interpreter
-from lite_numba.testing import assert_close
+from lite_numba.testing import assert_close, official_interpreter
 
 REAL = Path(__file__).parent / "data" / "real"
 
@@ -63,9 +63,7 @@ def _ours(path: str, mode: str, monkeypatch) -> Interpreter:
 def test_real_model_matches_official(name, official, monkeypatch):
     invokes = MODELS[name]
     path = str(REAL / f"{name}.tflite")
-    ref_it = official.Interpreter(
-        model_path=path, num_threads=1, experimental_preserve_all_tensors=True,
-        experimental_op_resolver_type=official.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ref_it = official_interpreter(path, allocate=False, experimental_preserve_all_tensors=True)
     ref_it.allocate_tensors()
     runs = {mode: _ours(path, mode, monkeypatch) for mode in EXECUTORS}
     for ours in runs.values():

@@ -6,29 +6,27 @@ agree within 1e-5 (relative to max(1, |ref|)); integer, bool and quantized resul
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, official_interpreter, require_official, run_official
+from lite_numba.testing import (
+    assert_close,
+    official_interpreter,
+    prepare_error,
+    require_official,
+    run_official,
+    run_ours,
+)
 
 require_official()
+
 
 # derandomized: the same examples every run, so the compiled runners are all cached after the first run
 SETTINGS = settings(max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 INT_TYPES = {np.dtype(np.int8): 2, np.dtype(np.uint8): 1, np.dtype(np.int16): 3}
-
-
-def run_ours(data: bytes, inputs) -> list[np.ndarray]:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def compare(data: bytes, inputs, tol: float = 1e-5) -> list[np.ndarray]:
@@ -318,38 +316,32 @@ def test_cumsum(dtype, shape, axis_seed, exclusive, reverse, seed):
 # --- errors ------------------------------------------------------------------------------------------------------
 
 
-def _fails(data: bytes, match: str) -> None:
-    with pytest.raises((ValueError, RuntimeError), match=match):
-        it = Interpreter(model_content=data)
-        it.allocate_tensors()
-        it.invoke()
-
-
 def test_errors():
-    _fails(reduce_model("SUM", np.float32, [2, 3], [2], False), r"SUM .*axis 2 is out of range")
-    _fails(reduce_model("REDUCE_ANY", np.float32, [2, 3], [0], False), r"REDUCE_ANY .*float32")
-    _fails(reduce_model("MEAN", np.int8, [2, 3], [0], False), r"MEAN .*quantized")
-    _fails(reduce_model("MEAN", np.int16, [2, 3], [0], False, (0.1, 3), (0.1, 0), 3), r"MEAN .*zero points")
-    _fails(reduce_model("REDUCE_MAX", np.int8, [2, 3], [0], False, (0.1, 3), (0.2, 3), 2),
-           r"REDUCE_MAX .*quantization differ")
+    prepare_error(reduce_model("SUM", np.float32, [2, 3], [2], False), r"SUM .*axis 2 is out of range", invoke=True)
+    prepare_error(reduce_model("REDUCE_ANY", np.float32, [2, 3], [0], False), r"REDUCE_ANY .*float32", invoke=True)
+    prepare_error(reduce_model("MEAN", np.int8, [2, 3], [0], False), r"MEAN .*quantized", invoke=True)
+    prepare_error(reduce_model("MEAN", np.int16, [2, 3], [0], False, (0.1, 3), (0.1, 0), 3),
+                  r"MEAN .*zero points", invoke=True)
+    prepare_error(reduce_model("REDUCE_MAX", np.int8, [2, 3], [0], False, (0.1, 3), (0.2, 3), 2),
+                  r"REDUCE_MAX .*quantization differ", invoke=True)
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [2, 0, 3])
     a = b.add_const("axis", np.array([1], np.int32))
     y = b.add_tensor("y", np.int64, [2, 3])
     b.add_op("ARG_MAX", [x, a], [y], options={"output_type": np.int64})
     b.mark_output(y)
-    _fails(b.build(), r"ARG_MAX .*empty axis")
+    prepare_error(b.build(), r"ARG_MAX .*empty axis", invoke=True)
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [2, 3])
     a = b.add_const("axis", np.array([1], np.int32))
     y = b.add_tensor("y", np.int32, [2])
     b.add_op("ARG_MIN", [x, a], [y], options={"output_type": np.int64})
     b.mark_output(y)
-    _fails(b.build(), r"ARG_MIN .*int32, expected int64")
+    prepare_error(b.build(), r"ARG_MIN .*int32, expected int64", invoke=True)
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [2, 3])
     a = b.add_const("axis", np.array([-3], np.int32))
     y = b.add_tensor("y", np.float32, [2, 3])
     b.add_op("CUMSUM", [x, a], [y])
     b.mark_output(y)
-    _fails(b.build(), r"CUMSUM .*axis -3 is out of range")
+    prepare_error(b.build(), r"CUMSUM .*axis -3 is out of range", invoke=True)

@@ -15,18 +15,9 @@ from hypothesis import strategies as st
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import require_official, run_official
+from lite_numba.testing import require_official, run_official, run_ours
 
 require_official()
-
-
-def run_ours(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def assert_same(data: bytes, inputs: list[np.ndarray]) -> None:

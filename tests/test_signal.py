@@ -10,24 +10,11 @@ from hypothesis import strategies as st
 from lite_numba.kernels.base.sparsity import densify_values
 
 import lite_numba
-import lite_numba.builder as builder_mod
+import lite_numba.format.builder as builder_mod  # where build() finds the tensor writer densify_model wraps
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, require_official, run_official
+from lite_numba.testing import assert_close, prepare_error, require_official, run_official, run_ours
 
 require_official()
-
-
-def run_ours(data: bytes, inputs) -> list[np.ndarray]:
-    it = lite_numba.Interpreter(model_content=data)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), inputs):
-        if tuple(d["shape"]) != a.shape:
-            it.resize_tensor_input(d["index"], list(a.shape))
-            it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def rfft_model(shape, fft_length, *, const_length=True, parts=True):
@@ -93,21 +80,14 @@ def test_complex128_parts():
         assert_close(ours, ref, 1e-12)
 
 
-def _prepare_error(data, op):
-    with pytest.raises((ValueError, RuntimeError), match=op) as e:
-        it = lite_numba.Interpreter(model_content=data)
-        it.allocate_tensors()
-    return str(e.value)
-
-
 def test_errors():
-    assert "power" in _prepare_error(rfft_model([4, 4], [4, 6], parts=False), "RFFT2D")
+    assert "power" in prepare_error(rfft_model([4, 4], [4, 6], parts=False), "RFFT2D")
     b = ModelBuilder()
     x = b.add_input("x", np.float32, [3])
     t = b.add_tensor("t", np.float32, [3])
     b.add_op("REAL", [x], [t])
     b.mark_output(t)
-    assert "complex" in _prepare_error(b.build(), "REAL")
+    assert "complex" in prepare_error(b.build(), "REAL")
 
 
 # --- DENSIFY ----------------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The comparison helper every parity test uses (lite_numba.testing.assert_close): the two criteria, the tolerance
-table, and the examples of issue 13 that the old rule (error <= tol * max(1, max|ref|)) let through."""
+table, and the examples of issue 13 that the old rule (error <= tol * max(1, max|ref|)) let through; and the shared
+runners (inputs resized, one per model input, state carried over steps, prepare_error failing without an error)."""
 
 from __future__ import annotations
 
@@ -117,3 +118,62 @@ def test_outputs_list():
 def test_every_family_has_a_reason():
     for name, t in TOLERANCES.items():
         assert t.why and t.rtol >= 0 and t.atol_scale >= 0, name
+
+
+# --- the runners ---------------------------------------------------------------------------------------------------
+
+def _add(shape=(1, 3)) -> bytes:
+    from lite_numba.testing import one_op
+
+    return one_op("ADD", [(np.float32, shape), (np.float32, shape)], (np.float32, shape))
+
+
+def test_runners_resize_inputs_and_agree():
+    """An input of another shape than the model's is resized in both runtimes before the one allocate; the
+    interpreter comes back with the outputs; invoke_with runs it again."""
+    from lite_numba.testing import compare_with_official, invoke_with, run_both, run_interpreter
+
+    x, y = np.arange(6, dtype=np.float32).reshape(2, 3), np.full((2, 3), 0.5, np.float32)
+    (ours,), (ref,) = run_both(_add(), [x, y])
+    assert ours.shape == ref.shape == (2, 3) and ours.tobytes() == ref.tobytes()
+    (out,), it = run_interpreter(_add(), [x, y], num_threads=1)
+    assert tuple(it.get_output_details()[0]["shape"]) == (2, 3)
+    np.testing.assert_array_equal(invoke_with(it, [y, y])[0], y + y)
+    assert compare_with_official(_add(), [x, y])[0].tobytes() == out.tobytes()
+
+
+def test_runners_refuse_a_wrong_number_of_inputs():
+    from lite_numba.testing import run_official, run_ours
+
+    x = np.zeros((1, 3), np.float32)
+    for run in (run_ours, run_official):
+        with pytest.raises(ValueError, match="model has 2 inputs, got 1"):
+            run(_add(), [x])
+
+
+def test_run_both_steps_carries_the_state():
+    """Invokes of an LSTM on the same input: the second starts from the first's state (another output) in both
+    runtimes, and reset_all_variables() before the third starts again from zeros (the first output again)."""
+    from sequence_models import lstm_weights, uni_lstm_model
+
+    from lite_numba.testing import run_both_steps
+
+    w = lstm_weights(np.random.default_rng(0), 3, 4, 4)
+    x = np.random.default_rng(1).standard_normal((1, 2, 3)).astype(np.float32)
+    steps = run_both_steps(uni_lstm_model((1, 2, 3), w, 4, 4), [[x], [x], [x]], reset_before=(2,))
+    assert len(steps) == 3 and all(len(step) == 1 for step in steps)
+    (first, _), = steps[0]
+    (second, _), = steps[1]
+    (third, _), = steps[2]
+    assert first.tobytes() != second.tobytes() and first.tobytes() == third.tobytes()
+    for (ours, ref), in steps:
+        assert_close(ours, ref, family="sequence")
+
+
+def test_prepare_error_returns_the_message_and_fails_without_one():
+    from lite_numba.testing import one_op, prepare_error
+
+    bad = one_op("ADD", [(np.float32, [2, 3]), (np.float32, [4, 5])], (np.float32, [2, 3]))
+    assert "ADD" in prepare_error(bad, "ADD")
+    with pytest.raises(pytest.fail.Exception):
+        prepare_error(_add())
