@@ -102,3 +102,16 @@ def splat(builder, x, vtype):
 def i64(v):
     """An i64 constant."""
     return ir.Constant(I64, v)
+
+
+def store_live(builder, y, dst, count):
+    """Store the vector y at dst (a pointer to its element type): whole when at least as many lanes as y has are
+    live (count, an i64), else its first count lanes one by one (no byte past them is written)."""
+    lanes = y.type.count
+    with builder.if_else(builder.icmp_signed(">=", count, i64(lanes))) as (whole, part):
+        with whole:
+            builder.store(y, builder.bitcast(dst, y.type.as_pointer()), align=1)
+        with part:
+            with cgutils.for_range(builder, count) as lane:
+                e = builder.extract_element(y, builder.trunc(lane.index, I32))
+                builder.store(e, builder.gep(dst, [lane.index], inbounds=True))

@@ -71,177 +71,139 @@ def _vload(builder, ptr, vtype):
     return builder.load(builder.bitcast(ptr, vtype.as_pointer()), align=4)
 
 
-def make_tile(mr: int, lanes: int, nv: int):
-    """The (mr x lanes*nv) micro-kernel as a Numba intrinsic (vectors of `lanes` floats, nv of them per row), run
-    over nband consecutive bands of mr rows:
+def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> None:
+    """The IR of one (mr x lanes*nv) tile call (make_tiles' contract), at the builder's position."""
+    vf = ir.VectorType(_f32, lanes)
+    vi = ir.VectorType(_i32, lanes)
+    vb = ir.VectorType(_i1, lanes)
+    (a_, abase_, rows_, ri_, nband_, segs_, nseg_, seglen_, b_, boff_, c_, coff_, ldc_, bias_, biasoff_, lo_, hi_,
+     ncols_) = args
+    pa = _data_ptr(context, builder, argtys[0], a_)
+    prows = _data_ptr(context, builder, argtys[2], rows_)
+    psegs = _data_ptr(context, builder, argtys[5], segs_)
+    pb = _gep(builder, _data_ptr(context, builder, argtys[8], b_), boff_, _f32)
+    pc = _data_ptr(context, builder, argtys[10], c_)
+    pbias = _data_ptr(context, builder, argtys[13], bias_)
+    mstore = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [vf, vf.as_pointer(), _i32, vb]),
+        f"llvm.masked.store.v{lanes}f32.p0")
+    lov = _splat(builder, lo_, vf)
+    hiv = _splat(builder, hi_, vf)
+    iota = ir.Constant(vi, list(range(lanes)))
+    ncols32 = builder.trunc(ncols_, _i32)
+    masks, biases = [], []
+    for h in range(nv):
+        live = builder.sub(ncols32, ir.Constant(_i32, lanes * h))
+        masks.append(builder.icmp_signed("<", iota, _splat(builder, live, vi)))
+        biases.append(_vload(builder, _gep(builder, pbias, builder.add(biasoff_, _i(lanes * h)), _f32), vf))
+    with cgutils.for_range(builder, nband_) as band:
+        ri = builder.add(ri_, builder.mul(band.index, _i(mr)))
+        coff = builder.add(coff_, builder.mul(band.index, builder.mul(ldc_, _i(mr))))
+        arow = []
+        for r in range(mr):
+            off = builder.load(_gep(builder, prows, builder.add(ri, _i(r)), _i64))
+            arow.append(_gep(builder, pa, builder.add(abase_, off), _f32))
+        accs = [[cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(nv)]
+                for _ in range(mr)]
+        with cgutils.for_range(builder, nseg_) as seg:
+            soff = builder.load(_gep(builder, psegs, seg.index, _i64))
+            srow = [_gep(builder, p, soff, _f32) for p in arow]
+            pbs = _gep(builder, pb, builder.mul(builder.mul(seg.index, seglen_), _i(NR)), _f32)
+            with cgutils.for_range(builder, seglen_) as kk:
+                k = kk.index
+                pbk = _gep(builder, pbs, builder.mul(k, _i(NR)), _f32)
+                bv = [_vload(builder, _gep(builder, pbk, _i(lanes * h), _f32), vf) for h in range(nv)]
+                for r in range(mr):
+                    av = _splat(builder, builder.load(_gep(builder, srow[r], k, _f32)), vf)
+                    for h in range(nv):
+                        # a separate multiply and add (not llvm.fma): the official kernels round the
+                        # product before adding it, and a fused multiply-add differs in the last bits
+                        prod = builder.fmul(av, bv[h])
+                        builder.store(builder.fadd(builder.load(accs[r][h]), prod), accs[r][h])
+        # epilogue: + bias, clamp to [lo, hi] (a NaN compares false and passes), store
+        outs = []
+        for r in range(mr):
+            prow = _gep(builder, pc, builder.add(coff, builder.mul(ldc_, _i(r))), _f32)
+            for h in range(nv):
+                v = builder.fadd(builder.load(accs[r][h]), biases[h])
+                v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
+                v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
+                outs.append((v, builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer()),
+                             h))
 
-    tile(a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        def masked():
+            for v, ptr, h in outs:
+                builder.call(mstore, [v, ptr, ir.Constant(_i32, 4), masks[h]])
+
+        if masked_stores_native():
+            masked()
+        else:  # a whole tile (the common case) with plain stores: vmaskmovps stores are slow on AMD cores
+            with builder.if_else(builder.icmp_signed(">=", ncols_, _i(lanes * nv))) as (whole, part):
+                with whole:
+                    for v, ptr, _h in outs:
+                        builder.store(v, ptr, align=4)
+                with part:
+                    masked()
+
+
+def make_tiles(max_mr: int, lanes: int, nv: int):
+    """The micro-kernels of up to max_mr rows x lanes*nv columns (vectors of `lanes` floats, nv of them per row) as
+    one Numba intrinsic, the tile height chosen by its first argument (a switch over the heights, each case its own
+    code), run over nband consecutive bands of mr rows:
+
+    tiles(mr, a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
 
     c[c_off + r * ldc + j] = clamp(sum_k A[r, k] * b[b_off + k * 32 + j] + bias[bias_off + j], lo, hi) for
     r < mr * nband, j < min(ncols, lanes * nv), where A[r, s * seglen + t] = a[abase + rows[ri + r] + segs[s] + t].
     The bands share one call: the bias, the limits and the column masks are loaded once (with K = 8, a pointwise
     convolution of 8 input channels, the per-call set-up had cost as much as the products)."""
-    vf = ir.VectorType(_f32, lanes)
-    vi = ir.VectorType(_i32, lanes)
-    vb = ir.VectorType(_i1, lanes)
 
     @intrinsic
-    def tile(typingctx, a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo,
-             hi, ncols):
+    def tiles(typingctx, mr, a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off,
+              lo, hi, ncols):
         i64, f32 = types.int64, types.float32
-        sig = types.void(a, i64, rows, i64, i64, segs, i64, i64, b, i64, c, i64, i64, bias, i64, f32, f32, i64)
+        sig = types.void(i64, a, i64, rows, i64, i64, segs, i64, i64, b, i64, c, i64, i64, bias, i64, f32, f32, i64)
 
         def codegen(context, builder, sig, args):
-            (a_, abase_, rows_, ri_, nband_, segs_, nseg_, seglen_, b_, boff_, c_, coff_, ldc_, bias_, biasoff_, lo_,
-             hi_, ncols_) = args
-            pa = _data_ptr(context, builder, sig.args[0], a_)
-            prows = _data_ptr(context, builder, sig.args[2], rows_)
-            psegs = _data_ptr(context, builder, sig.args[5], segs_)
-            pb = _gep(builder, _data_ptr(context, builder, sig.args[8], b_), boff_, _f32)
-            pc = _data_ptr(context, builder, sig.args[10], c_)
-            pbias = _data_ptr(context, builder, sig.args[13], bias_)
-            mstore = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [vf, vf.as_pointer(), _i32, vb]),
-                f"llvm.masked.store.v{lanes}f32.p0")
-            lov = _splat(builder, lo_, vf)
-            hiv = _splat(builder, hi_, vf)
-            iota = ir.Constant(vi, list(range(lanes)))
-            ncols32 = builder.trunc(ncols_, _i32)
-            masks, biases = [], []
-            for h in range(nv):
-                live = builder.sub(ncols32, ir.Constant(_i32, lanes * h))
-                masks.append(builder.icmp_signed("<", iota, _splat(builder, live, vi)))
-                biases.append(_vload(builder, _gep(builder, pbias, builder.add(biasoff_, _i(lanes * h)), _f32), vf))
-            with cgutils.for_range(builder, nband_) as band:
-                ri = builder.add(ri_, builder.mul(band.index, _i(mr)))
-                coff = builder.add(coff_, builder.mul(band.index, builder.mul(ldc_, _i(mr))))
-                arow = []
-                for r in range(mr):
-                    off = builder.load(_gep(builder, prows, builder.add(ri, _i(r)), _i64))
-                    arow.append(_gep(builder, pa, builder.add(abase_, off), _f32))
-                accs = [[cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(nv)]
-                        for _ in range(mr)]
-                with cgutils.for_range(builder, nseg_) as seg:
-                    soff = builder.load(_gep(builder, psegs, seg.index, _i64))
-                    srow = [_gep(builder, p, soff, _f32) for p in arow]
-                    pbs = _gep(builder, pb, builder.mul(builder.mul(seg.index, seglen_), _i(NR)), _f32)
-                    with cgutils.for_range(builder, seglen_) as kk:
-                        k = kk.index
-                        pbk = _gep(builder, pbs, builder.mul(k, _i(NR)), _f32)
-                        bv = [_vload(builder, _gep(builder, pbk, _i(lanes * h), _f32), vf) for h in range(nv)]
-                        for r in range(mr):
-                            av = _splat(builder, builder.load(_gep(builder, srow[r], k, _f32)), vf)
-                            for h in range(nv):
-                                # a separate multiply and add (not llvm.fma): the official kernels round the
-                                # product before adding it, and a fused multiply-add differs in the last bits
-                                prod = builder.fmul(av, bv[h])
-                                builder.store(builder.fadd(builder.load(accs[r][h]), prod), accs[r][h])
-                # epilogue: + bias, clamp to [lo, hi] (a NaN compares false and passes), store
-                outs = []
-                for r in range(mr):
-                    prow = _gep(builder, pc, builder.add(coff, builder.mul(ldc_, _i(r))), _f32)
-                    for h in range(nv):
-                        v = builder.fadd(builder.load(accs[r][h]), biases[h])
-                        v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
-                        v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
-                        outs.append((v, builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer()),
-                                     h))
-
-                def masked():
-                    for v, ptr, h in outs:
-                        builder.call(mstore, [v, ptr, ir.Constant(_i32, 4), masks[h]])
-
-                if masked_stores_native():
-                    masked()
-                else:  # a whole tile (the common case) with plain stores: vmaskmovps stores are slow on AMD cores
-                    with builder.if_else(builder.icmp_signed(">=", ncols_, _i(lanes * nv))) as (whole, part):
-                        with whole:
-                            for v, ptr, _h in outs:
-                                builder.store(v, ptr, align=4)
-                        with part:
-                            masked()
+            end = builder.append_basic_block("tiles.end")
+            switch = builder.switch(args[0], end)
+            for m in range(1, max_mr + 1):
+                case = builder.append_basic_block(f"tiles.mr{m}")
+                switch.add_case(ir.Constant(args[0].type, m), case)
+                builder.position_at_end(case)
+                _emit_tile(context, builder, sig.args[1:], args[1:], m, lanes, nv)
+                builder.branch(end)
+            builder.position_at_end(end)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    tile.__name__ = tile.__qualname__ = f"fma_tile_{mr}x{lanes * nv}"
-    return tile
+    tiles.__name__ = tiles.__qualname__ = f"fma_tiles_{lanes}x{nv}"
+    return tiles
 
 
-# one kernel per tile height and width: 32 columns (2 x 16 lanes), 16 (zmm) and 8 (ymm: on CPUs that split 512-bit
-# operations in two, such as Zen 4, a narrow last panel then runs at full rate)
-fma_tile_1x8, fma_tile_2x8, fma_tile_3x8, fma_tile_4x8, fma_tile_5x8, fma_tile_6x8 = (
-    make_tile(m, 8, 1) for m in range(1, MR + 1))
-fma_tile_1x16, fma_tile_2x16, fma_tile_3x16, fma_tile_4x16, fma_tile_5x16, fma_tile_6x16 = (
-    make_tile(m, 16, 1) for m in range(1, MR + 1))
-fma_tile_1x32, fma_tile_2x32, fma_tile_3x32, fma_tile_4x32, fma_tile_5x32, fma_tile_6x32 = (
-    make_tile(m, 16, 2) for m in range(1, MR + 1))
+# one kernel per tile width, every height up to MR in it: 32 columns (2 x 16 lanes), 16 (zmm) and 8 (ymm: on CPUs
+# that split 512-bit operations in two, such as Zen 4, a narrow last panel then runs at full rate)
+fma_tiles_8 = make_tiles(MR, 8, 1)
+fma_tiles_16 = make_tiles(MR, 16, 1)
+fma_tiles_32 = make_tiles(MR, 16, 2)
 
 
 # --- drivers --------------------------------------------------------------------------------------------------------
 
 
 @njit(cache=True, inline="always")
-def _tile(mr, width, a, abase, rows, ri, nb, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
-    """nb bands of tiles of mr rows (1..6) and the first 8, 16 or 32 (width) columns of a panel."""
+def run_tiles(t32, t16, t8, mr, width, a, abase, rows, ri, nb, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off,
+              lo, hi, ncols):
+    """nb bands of tiles of mr rows and the first 32, 16 or 8 (width) columns of a panel, by the tile intrinsic of
+    that width (make_tiles: t32, t16, t8)."""
     ns = segs.size
     if width == 32:
-        if mr == 6:
-            fma_tile_6x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 5:
-            fma_tile_5x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 4:
-            fma_tile_4x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 3:
-            fma_tile_3x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 2:
-            fma_tile_2x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        else:
-            fma_tile_1x32(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
+        t32(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
     elif width == 16:
-        if mr == 6:
-            fma_tile_6x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 5:
-            fma_tile_5x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 4:
-            fma_tile_4x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 3:
-            fma_tile_3x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 2:
-            fma_tile_2x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        else:
-            fma_tile_1x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
+        t16(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
     else:
-        if mr == 6:
-            fma_tile_6x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
-        elif mr == 5:
-            fma_tile_5x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
-        elif mr == 4:
-            fma_tile_4x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
-        elif mr == 3:
-            fma_tile_3x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
-        elif mr == 2:
-            fma_tile_2x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
-        else:
-            fma_tile_1x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
+        t8(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
 
 
 @njit(cache=True, inline="always")
@@ -250,25 +212,56 @@ def _bands(mr, width, a, abase, rows, r0, r1, segs, seglen, b, b_off, c, c_off, 
     in one tile call, then the leftover rows."""
     nb = (r1 - r0) // mr
     if nb > 0:
-        _tile(mr, width, a, abase, rows, r0, nb, segs, seglen, b, b_off, c, c_off + r0 * ldc, ldc, bias, bias_off, lo,
-              hi, ncols)
+        run_tiles(fma_tiles_32, fma_tiles_16, fma_tiles_8, mr, width, a, abase, rows, r0, nb, segs, seglen, b, b_off,
+                  c, c_off + r0 * ldc, ldc, bias, bias_off, lo, hi, ncols)
     i = r0 + nb * mr
     if i < r1:
-        _tile(r1 - i, width, a, abase, rows, i, 1, segs, seglen, b, b_off, c, c_off + i * ldc, ldc, bias, bias_off, lo,
-              hi, ncols)
+        run_tiles(fma_tiles_32, fma_tiles_16, fma_tiles_8, r1 - i, width, a, abase, rows, i, 1, segs, seglen, b,
+                  b_off, c, c_off + i * ldc, ldc, bias, bias_off, lo, hi, ncols)
 
 
 @njit(cache=True, inline="always")
-def _gemm(a, abase, rows, M, segs, seglen, bp, bp_off, bias, c, c_off, N, lim):
-    """C[M, N] (rows of N floats from c[c_off]) = clamp(A @ B + bias) over a packed B (panels from bp[bp_off])."""
-    lo, hi = lim[0], lim[1]
-    panel = segs.size * seglen * NR
-    for p in range((N + NR - 1) // NR):
-        n0 = p * NR
-        ncols = min(NR, N - n0)
-        width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
-        boff = bp_off + p * panel
-        _bands(MR, width, a, abase, rows, 0, M, segs, seglen, bp, boff, c, c_off + n0, N, bias, n0, lo, hi, ncols)
+def each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, i0, i1, r0, r1):
+    """Batches [i0, i1), rows [r0, r1) of batch_gemm, through the driver's part (_gemm_part): batch i's right-hand
+    side packed into bp when it differs from the previous batch's."""
+    M = rows.size
+    last = -1
+    for i in range(i0, i1):
+        if b_off[i] != last:
+            pack_panels(b, b_off[i], K, N, sk, sn, bp)
+            last = b_off[i]
+        part(a, a_off[i], rows, r0, r1, segs, K, bp, 0, bias, c, i * M * N, N, lim, 0, (N + NR - 1) // NR)
+
+
+@njit(cache=True, inline="always")
+def each_chunk(part, a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
+    """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range) through the driver's part,
+    taken in turn by T workers (cnt: a one-int64 counter scratch); inlined into a parallel driver."""
+    nch = ch.size // 4
+    cnt[0] = 0
+    for _w in prange(T):
+        j = next_chunk(cnt)
+        while j < nch:
+            part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
+                 ch[4 * j + 3])
+            j = next_chunk(cnt)
+
+
+@njit(cache=True, inline="always")
+def each_batch_chunk(part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
+    """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band) through the driver's part,
+    taken in turn by T workers: worker w packs the right-hand sides of its chunks into its own slice of bp (T slices
+    of whole panels); inlined into a parallel driver."""
+    nch = ch.size // 4
+    size = bp.size // T
+    cnt[0] = 0
+    for w in prange(T):
+        mine = bp[w * size:(w + 1) * size]
+        j = next_chunk(cnt)
+        while j < nch:
+            each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, mine, bias, c, N, lim, segs, ch[4 * j],
+                       ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3])
+            j = next_chunk(cnt)
 
 
 @njit(cache=True, nogil=True)
@@ -276,7 +269,7 @@ def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
     """c [M, N] = clamp(A @ B + bias, lim) with A rows at a[rows[i]] (one reduction segment per entry of segs,
     each seglen long), B packed in panels (bp, see module doc), bias padded to whole panels, lim = [lo, hi].
     Serves pointwise/strided/KxK convolution (rows = pixels) and FULLY_CONNECTED (rows = batches)."""
-    _gemm(a, 0, rows, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim)
+    _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR)
 
 
 @njit(cache=True, nogil=True)
@@ -284,13 +277,7 @@ def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
     """For every batch i: c[i] [M, N] = clamp(A_i @ B_i + bias) with A_i rows at a[a_off[i] + rows[m]] (M =
     rows.size, segs = [0], K values each) and B_i[k, n] = b[b_off[i] + k * sk + n * sn], packed into the scratch
     bp (whole panels of K x 32) when it differs from the previous batch's."""
-    M = rows.size
-    last = -1
-    for i in range(a_off.size):
-        if b_off[i] != last:
-            pack_panels(b, b_off[i], K, N, sk, sn, bp)
-            last = b_off[i]
-        _gemm(a, a_off[i], rows, M, segs, K, bp, 0, bias, c, i * M * N, N, lim)
+    each_batch(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, 0, a_off.size, 0, rows.size)
 
 
 @njit(cache=True, nogil=True)
@@ -457,7 +444,8 @@ def _limits(ctx: PrepareContext) -> np.ndarray:
 
 @njit(cache=True, inline="always")
 def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1):
-    """_gemm restricted to rows [r0, r1) and panels [p0, p1): every element computed as _gemm computes it."""
+    """C rows [r0, r1) x panels [p0, p1) of clamp(A @ B + bias) (rows of N floats from c[c_off], a packed B from
+    bp[bp_off]): per panel, the whole bands of MR rows in one tile call, then the leftover rows."""
     lo, hi = lim[0], lim[1]
     panel = segs.size * seglen * NR
     for p in range(p0, p1):
@@ -472,36 +460,14 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
 def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
     """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range), taken in turn by T workers
     (cnt: a one-int64 counter scratch)."""
-    nch = ch.size // 4
-    cnt[0] = 0
-    for _w in prange(T):
-        j = next_chunk(cnt)
-        while j < nch:
-            _gemm_part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
-                       ch[4 * j + 3])
-            j = next_chunk(cnt)
+    each_chunk(_gemm_part, a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
-    """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band), taken in turn by T workers:
-    worker w packs the right-hand sides of its chunks into its own slice of bp (T slices of whole panels)."""
-    M = rows.size
-    nch = ch.size // 4
-    size = bp.size // T
-    cnt[0] = 0
-    for w in prange(T):
-        mine = bp[w * size:(w + 1) * size]
-        j = next_chunk(cnt)
-        while j < nch:
-            last = -1
-            for i in range(ch[4 * j], ch[4 * j + 1]):
-                if b_off[i] != last:
-                    pack_panels(b, b_off[i], K, N, sk, sn, mine)
-                    last = b_off[i]
-                _gemm_part(a, a_off[i], rows, ch[4 * j + 2], ch[4 * j + 3], segs, K, mine, 0, bias, c, i * M * N, N,
-                           lim, 0, (N + NR - 1) // NR)
-            j = next_chunk(cnt)
+    """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band), taken in turn by T workers,
+    each packing into its own slice of bp."""
+    each_batch_chunk(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)
 
 
 def gemm_chunks(M: int, P: int, threads: int, mr: int = MR) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Explicit-SIMD float32 GEMM and direct convolution for narrower vector registers: AVX2 (16 x 256-bit ymm) on x86,
 NEON (32 x 128-bit) on aarch64.
 
-The micro-kernels come from the same width-generic generator as the AVX-512 ones (simd_f32._make_tile: LLVM generic
+The micro-kernels come from the same width-generic generator as the AVX-512 ones (simd_f32.make_tiles: LLVM generic
 vector IR, the vector width a parameter), only the tile shape follows the register file. A 6 x 32 tile needs 12
 accumulators of 16 floats; at 8 lanes the same shape needs 24 registers and spills (measured on a Zen 3:
 36 GFLOP/s against 69 for the shape below, ../shared/spikes README). Here a tile is MR = 4 rows x 16 columns (two
@@ -22,56 +22,31 @@ portable loops.
 from __future__ import annotations
 
 from lite_numba.kernels.base.isa import has
-from lite_numba.kernels.base.threads import next_chunk
 from lite_numba.kernels.linear import simd_f32
-from lite_numba.kernels.linear.simd_f32 import NR, GemmDrivers, make_tile, pack_panels
-from numba import njit, prange
+from lite_numba.kernels.linear.simd_f32 import (
+    NR,
+    GemmDrivers,
+    each_batch,
+    each_batch_chunk,
+    each_chunk,
+    make_tiles,
+    run_tiles,
+)
+from numba import njit
 
 LANES = 8  # floats per vector (ymm)
 MR = 4  # rows of a tile (2 * MR accumulators)
 HALF = 16  # columns of a tile: half a packed panel
 
-ymm_tile_1x8, ymm_tile_2x8, ymm_tile_3x8, ymm_tile_4x8 = (make_tile(m, LANES, 1) for m in range(1, MR + 1))
-ymm_tile_1x16, ymm_tile_2x16, ymm_tile_3x16, ymm_tile_4x16 = (make_tile(m, LANES, 2) for m in range(1, MR + 1))
-
-
-@njit(cache=True, inline="always")
-def _tile(mr, width, a, abase, rows, ri, nb, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
-    """nb bands of tiles of mr rows (1..4) and the first 8 or 16 (width) columns of a half panel."""
-    ns = segs.size
-    if width == 16:
-        if mr == 4:
-            ymm_tile_4x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 3:
-            ymm_tile_3x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        elif mr == 2:
-            ymm_tile_2x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-        else:
-            ymm_tile_1x16(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                          ncols)
-    else:
-        if mr == 4:
-            ymm_tile_4x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
-        elif mr == 3:
-            ymm_tile_3x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
-        elif mr == 2:
-            ymm_tile_2x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
-        else:
-            ymm_tile_1x8(a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi,
-                         ncols)
+ymm_tiles_8 = make_tiles(MR, LANES, 1)
+ymm_tiles_16 = make_tiles(MR, LANES, 2)
 
 
 @njit(cache=True, inline="always")
 def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1):
     """C rows [r0, r1) x panels [p0, p1) of clamp(A @ B + bias) (simd_f32._gemm_part's contract): per panel, per
     group of row bands whose A values fit in ~16 KiB (they stay in L1 between the two halves), the two 16-column
-    halves, each over the whole group in one tile call (simd_f32.make_tile's nband)."""
+    halves, each over the whole group in one tile call (simd_f32.make_tiles' nband)."""
     lo, hi = lim[0], lim[1]
     panel = segs.size * seglen * NR
     group = max(16384 // (4 * MR * max(segs.size * seglen, 1)), 1) * MR  # rows per group
@@ -89,11 +64,12 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
                     width = HALF if live > 8 else 8
                     col = c_off + n0 + HALF * q
                     if nb > 0:
-                        _tile(MR, width, a, abase, rows, g0, nb, segs, seglen, bp, boff + HALF * q, c, col + g0 * N, N,
-                              bias, n0 + HALF * q, lo, hi, live)
+                        # a half panel is at most 16 columns wide: the 32-column slot is never taken
+                        run_tiles(ymm_tiles_16, ymm_tiles_16, ymm_tiles_8, MR, width, a, abase, rows, g0, nb, segs,
+                                  seglen, bp, boff + HALF * q, c, col + g0 * N, N, bias, n0 + HALF * q, lo, hi, live)
                     if i < g1:
-                        _tile(g1 - i, width, a, abase, rows, i, 1, segs, seglen, bp, boff + HALF * q, c, col + i * N,
-                              N, bias, n0 + HALF * q, lo, hi, live)
+                        run_tiles(ymm_tiles_16, ymm_tiles_16, ymm_tiles_8, g1 - i, width, a, abase, rows, i, 1, segs,
+                                  seglen, bp, boff + HALF * q, c, col + i * N, N, bias, n0 + HALF * q, lo, hi, live)
 
 
 @njit(cache=True, nogil=True)
@@ -105,47 +81,19 @@ def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
 @njit(cache=True, nogil=True)
 def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
     """simd_f32.batch_gemm on ymm tiles (same arguments, same results)."""
-    M = rows.size
-    last = -1
-    for i in range(a_off.size):
-        if b_off[i] != last:
-            pack_panels(b, b_off[i], K, N, sk, sn, bp)
-            last = b_off[i]
-        _gemm_part(a, a_off[i], rows, 0, M, segs, K, bp, 0, bias, c, i * M * N, N, lim, 0, (N + NR - 1) // NR)
+    each_batch(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, 0, a_off.size, 0, rows.size)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
     """simd_f32.gemm_packed_par on ymm tiles (chunks [r0, r1, p0, p1] * n taken in turn by T workers)."""
-    nch = ch.size // 4
-    cnt[0] = 0
-    for _w in prange(T):
-        j = next_chunk(cnt)
-        while j < nch:
-            _gemm_part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
-                       ch[4 * j + 3])
-            j = next_chunk(cnt)
+    each_chunk(_gemm_part, a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
     """simd_f32.batch_gemm_par on ymm tiles (chunks [i0, i1, r0, r1] * n, one slice of bp per worker)."""
-    M = rows.size
-    nch = ch.size // 4
-    size = bp.size // T
-    cnt[0] = 0
-    for w in prange(T):
-        mine = bp[w * size:(w + 1) * size]
-        j = next_chunk(cnt)
-        while j < nch:
-            last = -1
-            for i in range(ch[4 * j], ch[4 * j + 1]):
-                if b_off[i] != last:
-                    pack_panels(b, b_off[i], K, N, sk, sn, mine)
-                    last = b_off[i]
-                _gemm_part(a, a_off[i], rows, ch[4 * j + 2], ch[4 * j + 3], segs, K, mine, 0, bias, c, i * M * N, N,
-                           lim, 0, (N + NR - 1) // NR)
-            j = next_chunk(cnt)
+    each_batch_chunk(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)
 
 
 YMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)

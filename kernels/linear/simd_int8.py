@@ -44,6 +44,7 @@ from lite_numba.kernels.base.llvm_ir import V16I as _v16i
 from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import i64 as _const
 from lite_numba.kernels.base.llvm_ir import splat as _splat
+from lite_numba.kernels.base.llvm_ir import store_live
 from lite_numba.kernels.linear.conv_loops import mbqm_half_up
 from llvmlite import ir
 from numba import njit, types
@@ -212,13 +213,7 @@ def _make_vnni_tile(mr: int, nv: int):
                                           v16i8)
                         dst = builder.gep(po, [builder.add(builder.add(o_off_, builder.mul(ldo_, _const(r))),
                                                            _const(16 * v))], inbounds=True)
-                        with builder.if_else(builder.icmp_signed(">=", count, _const(16))) as (whole, part):
-                            with whole:
-                                builder.store(y, builder.bitcast(dst, v16i8.as_pointer()), align=1)
-                            with part:
-                                with cgutils.for_range(builder, count) as lane:
-                                    e = builder.extract_element(y, builder.trunc(lane.index, _i32))
-                                    builder.store(e, builder.gep(dst, [lane.index], inbounds=True))
+                        store_live(builder, y, dst, count)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -240,9 +235,9 @@ def padded_sizes(K: int, N: int) -> tuple[int, int]:
     return -(-K // 4) * 4, -(-N // 16) * 16
 
 
-def pack_weights_vnni(w: np.ndarray) -> np.ndarray:
+def pack_panels_int8(w: np.ndarray, arrange) -> np.ndarray:
     """w [N, K] int8 -> flat int8 panels: panel j0 (NR channels, 16 for a last odd panel) at byte j0 * Kp holds
-    w[j0 + j, 4 * g + i] at (g * width + j) * 4 + i; zero beyond N and K."""
+    arrange(its rows w[j0:j0 + width] as [width, Kp]) in row-major order; zero beyond N and K."""
     N, K = w.shape
     Kp, Np = padded_sizes(K, N)
     wp = np.zeros((Np, Kp), np.int8)
@@ -250,9 +245,13 @@ def pack_weights_vnni(w: np.ndarray) -> np.ndarray:
     out = np.empty(Np * Kp, np.int8)
     for j0 in range(0, Np, NR):
         width = min(NR, Np - j0)
-        panel = wp[j0:j0 + width].reshape(width, Kp // 4, 4).transpose(1, 0, 2)
-        out[j0 * Kp:(j0 + width) * Kp] = panel.reshape(-1)
+        out[j0 * Kp:(j0 + width) * Kp] = arrange(wp[j0:j0 + width]).reshape(-1)
     return out
+
+
+def pack_weights_vnni(w: np.ndarray) -> np.ndarray:
+    """The panels of the vpdpbusd tiles: w[j0 + j, 4 * g + i] at (g * width + j) * 4 + i of panel j0."""
+    return pack_panels_int8(w, lambda panel: panel.reshape(panel.shape[0], -1, 4).transpose(1, 0, 2))
 
 
 def pad_runs(w: np.ndarray, runs: int) -> np.ndarray:
@@ -647,6 +646,35 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
     row's K bytes (padded taps hold zp_in, whose terms cancel), kept in prm's rows past Np / 16 (prm then has
     ceil((max(MB, OW) + MR) / PRM_BLOCK) more, see schedule_qgemm) and added to the row's accumulators by the
     tiles."""
+    conv_blocks(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm, MR, 3,
+                _vnni_tiles, 1)
+
+
+@njit(cache=True, inline="always")
+def _vnni_tiles(scheme, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, prm, j0, out, o_off,
+                ldo, nrows, ncols, qmin, qmax, rs_on, rs_off):
+    """The tile of mr rows (MR or 1) over the panel of `width` channels (NR, or 16 for a last odd panel) at j0."""
+    args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, prm, j0, out, o_off, ldo, nrows, ncols, qmin,
+            qmax, rs_on, rs_off)
+    if mr == MR:
+        if width == NR:
+            _tile_mr_2(*args)
+        else:
+            _tile_mr_1(*args)
+    elif width == NR:
+        _tile_1_2(*args)
+    else:
+        _tile_1_1(*args)
+
+
+@njit(cache=True, inline="always")
+def conv_blocks(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm, mr, max_rest,
+                tiles, scheme):
+    """The body of the convolution drivers of either width (qconv_vnni's arguments): blocks of output pixels
+    (start_block), each as tiles of mr rows over every panel of channels, tiles(scheme, mr, width, a, a_off, lda, kg,
+    nrun, rstride, nrun2, rstride2, wp, boff, prm, j0, out, o_off, ldo, nrows, ncols, qmin, qmax, rs_on, rs_off),
+    then the rows left as 1-row tiles; a last tile over stale rows (computed, not stored) replaces more than
+    max_rest of those, and always when the windows are read in place."""
     _, OH, OW, CO = out.shape
     Np = (CO + 15) // 16 * 16
     d = row_weight(geo)
@@ -660,28 +688,21 @@ def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qm
     for blk in range(nblocks):
         a0, ob0, rows = start_block(x, abuf, a, geo, flip, zp_in, blk, direct, HP, WP, lda, rstride, rstride2, rsf,
                                     npb, d, OH, OW, CO)
-        full = rows // MR * MR
+        full = rows // mr * mr
         rest = rows - full
-        if rest > 3 or (direct and rest > 0):  # a tile over stale rows is cheaper than several 1-row passes
-            full += MR
+        if rest > max_rest or (direct and rest > 0):
+            full += mr
             rest = 0
         for j0 in range(0, Np, NR):
+            width = min(NR, Np - j0)
             boff = j0 * wstride
             ncols = CO - j0
-            for i in range(0, full, MR):
-                if Np - j0 >= NR:
-                    _tile_mr_2(a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
-                               ob0 + i * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
-                else:
-                    _tile_mr_1(a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
-                               ob0 + i * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
+            for i in range(0, full, mr):
+                tiles(scheme, mr, width, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
+                      ob0 + i * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
             for i in range(full, full + rest):
-                if Np - j0 >= NR:
-                    _tile_1_2(a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
-                              ob0 + i * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
-                else:
-                    _tile_1_1(a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
-                              ob0 + i * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
+                tiles(scheme, 1, width, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, pf, j0, o,
+                      ob0 + i * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
 
 
 @njit(cache=True, inline="always")

@@ -37,21 +37,19 @@ from lite_numba.kernels.base.llvm_ir import I32 as _i32
 from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import i64 as _const
 from lite_numba.kernels.base.llvm_ir import splat as _splat
+from lite_numba.kernels.base.llvm_ir import store_live
 from lite_numba.kernels.linear.simd_int8 import (
-    NR,
     PRM_BLOCK,
-    a_source,
     block_rows,
     byte_ptr,
+    conv_blocks,
     load,
+    pack_panels_int8,
     pack_weights_vnni,
     pad_runs,
     padded_sizes,
-    params_or_offsets,
     requantize_params,
     requantize_vector,
-    row_weight,
-    start_block,
 )
 from llvmlite import ir
 from numba import njit, types
@@ -168,8 +166,6 @@ def _make_tile(mr: int, nv: int, vnni: bool):
                         builder.store(builder.add(builder.load(accs[r][v]), t), accs[r][v])
             lo, hi = _splat(builder, qmin_, _V16I), _splat(builder, qmax_, _V16I)
             params = requantize_params(builder, pp, c0_)
-            width = 8 * nv
-            vout = ir.VectorType(_i8, width)
             for r in range(mr):
                 with builder.if_then(builder.icmp_signed("<", _const(r), nrows_)):
                     hi8 = builder.load(accs[r][1]) if nv == 2 else ir.Constant(_V8I, None)
@@ -178,13 +174,7 @@ def _make_tile(mr: int, nv: int, vnni: bool):
                     if nv == 1:
                         y = builder.shuffle_vector(y, y, ir.Constant(_V8I, list(range(8))))
                     dst = builder.gep(po, [builder.add(o_off_, builder.mul(ldo_, _const(r)))], inbounds=True)
-                    with builder.if_else(builder.icmp_signed(">=", ncols_, _const(width))) as (whole, part):
-                        with whole:
-                            builder.store(y, builder.bitcast(dst, vout.as_pointer()), align=1)
-                        with part:
-                            with cgutils.for_range(builder, ncols_) as lane:
-                                e = builder.extract_element(y, builder.trunc(lane.index, _i32))
-                                builder.store(e, builder.gep(dst, [lane.index], inbounds=True))
+                    store_live(builder, y, dst, ncols_)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -202,59 +192,42 @@ _pairs_4x16, _pairs_4x8, _pairs_1x16, _pairs_1x8 = (_make_tile(m, v, False)
 
 
 def pack_weights_pairs(w: np.ndarray) -> np.ndarray:
-    """w [N, K] int8 -> flat int8 panels for the vpmaddwd tiles: panel j0 (NR channels, 16 for a last odd panel) at
-    byte j0 * Kp holds, per 4-byte group g, the bytes w[j0 + j, 4g + 2h + i] at g * 4 * width + (h * width + j) * 2 + i
-    (h: the group's first or second depth pair); zero beyond N and K."""
-    N, K = w.shape
-    Kp, Np = padded_sizes(K, N)
-    wp = np.zeros((Np, Kp), np.int8)
-    wp[:N, :K] = w
-    out = np.empty(Np * Kp, np.int8)
-    for j0 in range(0, Np, NR):
-        width = min(NR, Np - j0)
-        panel = wp[j0:j0 + width].reshape(width, Kp // 4, 2, 2).transpose(1, 2, 0, 3)
-        out[j0 * Kp:(j0 + width) * Kp] = panel.reshape(-1)
-    return out
+    """The panels of the vpmaddwd tiles: per 4-byte group g, the bytes w[j0 + j, 4g + 2h + i] at
+    g * 4 * width + (h * width + j) * 2 + i of panel j0 (h: the group's first or second depth pair)."""
+    return pack_panels_int8(w, lambda panel: panel.reshape(panel.shape[0], -1, 2, 2).transpose(1, 2, 0, 3))
 
 
 # --- drivers ----------------------------------------------------------------------------------------------------------
 
 
 @njit(cache=True, inline="always")
-def _tile(vnni, mr, nv, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-          nrows, ncols, qmin, qmax, rs_on, rs_off):
-    """The tile of scheme vnni (1/0), mr rows (MR or 1) and nv vectors of 8 channels."""
-    if vnni:
-        if mr == MR:
-            if nv == 2:
-                _vnni_4x16(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-                           nrows, ncols, qmin, qmax, rs_on, rs_off)
-            else:
-                _vnni_4x8(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-                          nrows, ncols, qmin, qmax, rs_on, rs_off)
-        elif nv == 2:
-            _vnni_1x16(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-                       nrows, ncols, qmin, qmax, rs_on, rs_off)
-        else:
-            _vnni_1x8(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-                      nrows, ncols, qmin, qmax, rs_on, rs_off)
-    elif mr == MR:
+def _tile_of(mr, nv, t_mr16, t_mr8, t_1x16, t_1x8, args):
+    """Call the tile of mr rows (MR or 1) and nv vectors of 8 channels among one scheme's four."""
+    if mr == MR:
         if nv == 2:
-            _pairs_4x16(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-                        nrows, ncols, qmin, qmax, rs_on, rs_off)
+            t_mr16(*args)
         else:
-            _pairs_4x8(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-                       nrows, ncols, qmin, qmax, rs_on, rs_off)
+            t_mr8(*args)
     elif nv == 2:
-        _pairs_1x16(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-                    nrows, ncols, qmin, qmax, rs_on, rs_off)
+        t_1x16(*args)
     else:
-        _pairs_1x8(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
-                   nrows, ncols, qmin, qmax, rs_on, rs_off)
+        t_1x8(*args)
 
 
 @njit(cache=True, inline="always")
-def _panel_halves(vnni, mr, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, width, prm, j0, out, o_off,
+def _tile(vnni, mr, nv, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo,
+          nrows, ncols, qmin, qmax, rs_on, rs_off):
+    """The tile of scheme vnni (1/0), mr rows (MR or 1) and nv vectors of 8 channels."""
+    args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo, nrows, ncols,
+            qmin, qmax, rs_on, rs_off)
+    if vnni:
+        _tile_of(mr, nv, _vnni_4x16, _vnni_4x8, _vnni_1x16, _vnni_1x8, args)
+    else:
+        _tile_of(mr, nv, _pairs_4x16, _pairs_4x8, _pairs_1x16, _pairs_1x8, args)
+
+
+@njit(cache=True, inline="always")
+def _panel_halves(vnni, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, prm, j0, out, o_off,
                   ldo, nrows, ncols, qmin, qmax, rs_on, rs_off):
     """The (one or two) 16-channel halves of the panel of `width` channels starting at channel j0 (ncols = live
     channels from j0), mr rows."""
@@ -274,35 +247,8 @@ def qconv_narrow(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, 
     with geo[13] = 1 the windows of a KxK convolution read in place from the padded input in abuf), and the same
     results; wp packed by pack_weights_vnni when geo[12] is 1, by pack_weights_pairs when 0 (from pad_runs(w, runs)
     for the direct way)."""
-    _, OH, OW, CO = out.shape
-    Np = (CO + 15) // 16 * 16
-    d = row_weight(geo)
-    vnni = geo[12]
-    rs_on = 1 if d != 0 else 0
-    npb = Np // 16 * PRM_BLOCK
-    pf = params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rs_on)
-    rsf = prm.reshape(prm.size)
-    o = out.reshape(out.size)
-    lo, hi = np.int32(qmin), np.int32(qmax)
-    a, direct, lda, kg, nrun, rstride, nrun2, rstride2, wstride, HP, WP, nblocks = a_source(x, abuf, geo, flip, zp_in)
-    for blk in range(nblocks):
-        a0, ob0, rows = start_block(x, abuf, a, geo, flip, zp_in, blk, direct, HP, WP, lda, rstride, rstride2, rsf,
-                                    npb, d, OH, OW, CO)
-        full = rows // MR * MR
-        rest = rows - full
-        if rest > 2 or (direct and rest > 0):  # a tile over stale rows is cheaper than three 1-row passes
-            full += MR
-            rest = 0
-        for j0 in range(0, Np, NR):
-            width = min(NR, Np - j0)
-            boff = j0 * wstride
-            ncols = CO - j0
-            for i in range(0, full, MR):
-                _panel_halves(vnni, MR, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, width, pf,
-                              j0, o, ob0 + i * CO + j0, CO, rows - i, ncols, lo, hi, rs_on, npb + i)
-            for i in range(full, full + rest):
-                _panel_halves(vnni, 1, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, width, pf,
-                              j0, o, ob0 + i * CO + j0, CO, 1, ncols, lo, hi, rs_on, npb + i)
+    conv_blocks(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm, MR, 2,
+                _panel_halves, geo[12])
 
 
 # --- prepare helper ---------------------------------------------------------------------------------------------------
