@@ -7,32 +7,23 @@ A missing engine skips locally and fails under CI (the extras ray, dask and beam
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 
 import numpy as np
 import pytest
-from conftest import model_path, skip_or_fail
-from test_batch import images, plain_loop, two_in_two_out
+from batch_models import images, plain_loop, two_in_two_out
+from conftest import model_path, require_module
 
 from lite_numba.batch import BatchInputError, BatchRunner
 from lite_numba.builder import ModelBuilder
-
-
-def require(module: str):
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        skip_or_fail(f"{module} is not installed (pip install -e '.[ray,dask,beam]'): {e}")
-
 
 # --- Ray Data -------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    ray = require("ray")
-    require("ray.data")
+    ray = require_module("ray")
+    require_module("ray.data")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         ctx = ray.data.DataContext.get_current()
@@ -151,7 +142,7 @@ def test_ray_actor_pool_runs_one_call_at_a_time_on_the_task_thread(ray_cluster):
 # --- Dask -----------------------------------------------------------------------------------------------------
 
 def _local_cluster(**kw):
-    distributed = require("distributed")
+    distributed = require_module("distributed")
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        **kw)
     return cluster, distributed.Client(cluster)
@@ -159,8 +150,8 @@ def _local_cluster(**kw):
 
 @pytest.fixture(scope="module")
 def dask_client():
-    require("dask.array")
-    require("dask.dataframe")
+    require_module("dask.array")
+    require_module("dask.dataframe")
     cluster, client = _local_cluster()
     try:
         yield client
@@ -239,7 +230,7 @@ def test_dask_workers_on_a_cold_cache_compile_each_kernel_once(tmp_path):
     """Two worker processes start on an empty cache at the same time: they split the kernels (one waits for what
     the other is compiling) instead of both compiling all of them."""
     import dask.array as da
-    require("distributed")
+    require_module("distributed")
 
     from lite_numba.batch.dask import predict_array
 
@@ -268,7 +259,7 @@ def test_dask_workers_on_a_cold_cache_compile_each_kernel_once(tmp_path):
 # --- Apache Beam ----------------------------------------------------------------------------------------------
 
 def _beam_run(handler, examples, out_prefix) -> dict[int, dict]:
-    beam = require("apache_beam")
+    beam = require_module("apache_beam")
     from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -293,7 +284,7 @@ def _beam_run(handler, examples, out_prefix) -> dict[int, dict]:
 
 
 def test_beam_run_inference_equals_a_plain_loop(tmp_path):
-    require("apache_beam")
+    require_module("apache_beam")
     from lite_numba.batch.beam import TFLiteModelHandlerNumpy
 
     path = model_path("small_cnn_int8")
@@ -307,7 +298,7 @@ def test_beam_run_inference_equals_a_plain_loop(tmp_path):
 
 
 def test_beam_several_inputs_resized(tmp_path):
-    require("apache_beam")
+    require_module("apache_beam")
     from lite_numba.batch.beam import TFLiteModelHandlerNumpy
 
     model = tmp_path / "two.tflite"

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from test_batch import plain_loop
-from test_scaleout import require
+from batch_models import plain_loop
+from conftest import require_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -26,7 +26,7 @@ def run_example(name: str, *args) -> str:
 
 
 def test_ray_image_folder(tmp_path):
-    require("ray")
+    require_module("ray")
     import ray_image_folder as ex
 
     stdout = run_example("ray_image_folder.py", tmp_path / "img", "--demo", 24, "--batch-size", 8, "--out",
@@ -40,7 +40,7 @@ def test_ray_image_folder(tmp_path):
 
 
 def test_dask_long_audio(tmp_path):
-    require("distributed")
+    require_module("distributed")
     import dask_long_audio as ex
 
     wav = tmp_path / "long.wav"
@@ -57,7 +57,7 @@ def test_dask_long_audio(tmp_path):
 
 
 def test_beam_sensor_records(tmp_path):
-    require("apache_beam")
+    require_module("apache_beam")
     records = tmp_path / "rec.jsonl"
     stdout = run_example("beam_sensor_records.py", records, tmp_path / "scores", "--demo", 120, "--batch-size", 16)
     assert "scores written to" in stdout
