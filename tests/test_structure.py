@@ -16,8 +16,8 @@ import ast
 import pathlib
 from collections import defaultdict
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-FOLDERS = {"lite_numba": "lite_numba", "kernels": "lite_numba.kernels", "plugins": "lite_numba.plugins"}
+from source_tree import MODULES, ROOT
+
 MAX_MODULES_PER_FOLDER = 15
 MAX_LINES = 700
 
@@ -40,17 +40,6 @@ LAYERS = {
 TOP_LEVEL_ANY = {"lite_numba", "lite_numba.interpreter", "lite_numba.builder", "lite_numba.lite", "lite_numba.testing"}
 
 
-def _modules() -> dict[str, pathlib.Path]:
-    mods = {}
-    for folder, package in FOLDERS.items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            rel = path.relative_to(ROOT / folder).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            mods[".".join([package, *parts])] = path
-    return mods
-
-
-MODULES = _modules()
 TREES = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
 
 
