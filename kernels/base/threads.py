@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import from_dtype, types
+from numba import from_dtype, njit, prange, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
@@ -68,6 +68,18 @@ def next_chunk(typingctx, cnt):
         return builder.atomic_rmw("add", arr.data, ir.Constant(ir.IntType(64), 1), "seq_cst")
 
     return types.int64(cnt), codegen
+
+
+@njit(cache=True, inline="always")
+def run_chunks(T, cnt, nch, work, args):
+    """The body of every parallel driver: T workers (prange) take the chunks 0 .. nch - 1 in turn from the counter
+    cnt (next_chunk) and run work(args, worker, chunk) on each; inlined into a parallel=True function."""
+    cnt[0] = 0
+    for wk in prange(T):
+        j = next_chunk(cnt)
+        while j < nch:
+            work(args, wk, j)
+            j = next_chunk(cnt)
 
 
 @intrinsic

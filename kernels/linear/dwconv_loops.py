@@ -248,33 +248,67 @@ def dwconv_q_padded(xp, w, bias, wsum, out, acc, be, geo, zp_in, mult, shift, zp
             _requantize_row(acc, out[n, oy], mult, shift, nvec, zp_out, qmin, qmax)
 
 
+@njit(cache=True, inline="always")
+def dw_rows(xp, out, geo, n, y0, y1):
+    """Image n's padded input from the rows output rows [y0, y1) read, and those output rows (C-contiguous)."""
+    N, HP, WP, C = xp.shape
+    _, OH, OW, CO = out.shape
+    sh = geo[0]
+    xf = xp.reshape(xp.size)
+    of = out.reshape(out.size)
+    xs = xf[(n * HP + y0 * sh) * WP * C:(n + 1) * HP * WP * C].reshape((1, HP - y0 * sh, WP, C))
+    os = of[(n * OH + y0) * OW * CO:(n * OH + y1) * OW * CO].reshape((1, y1 - y0, OW, CO))
+    return xs, os
+
+
+@njit(cache=True, inline="always")
+def dw_f32_rows(xp, w, bias, out, geo, lim):
+    """The float kernel for the window over a padded input: dw3x3_f32 for 3x3, else dwconv_f32_padded."""
+    if w.shape[0] == 3 and w.shape[1] == 3:
+        dw3x3_f32(xp, w, bias, out, geo, lim)
+    else:
+        dwconv_f32_padded(xp, w, bias, out, geo, lim)
+
+
+@njit(cache=True, inline="always")
+def each_band(xb, sb, s, w, out, geo, n, r0, r1, run, args):
+    """Output rows [r0, r1) of image n, band by band (geo[9] rows): the band scratch sb (s: the same bytes as the
+    padded rows) filled with the rows the band reads (pad_band), then run(args, s, the band's output rows as
+    [1, nb, OW, C])."""
+    _, OH, OW, C = out.shape
+    for oy0 in range(r0, r1, geo[9]):
+        nb = min(geo[9], r1 - oy0)
+        pad_band(xb, sb, geo, w.shape[0], n, oy0, nb)
+        run(args, s, out.reshape(out.size)[(n * OH + oy0) * OW * C:(n * OH + oy0 + nb) * OW * C].reshape(
+            (1, nb, OW, C)))
+
+
+@njit(cache=True, inline="always")
+def dw_f32_band(args, s, ob):
+    """each_band's run for the float kernels."""
+    w, bias, geo, lim = args
+    dw_f32_rows(s, w, bias, ob, geo, lim)
+
+
+@njit(cache=True, inline="always")
+def _dw_q_band(args, s, ob):
+    w, bias, wsum, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec = args
+    if w.shape[0] == 3 and w.shape[1] == 3:
+        dw3x3_q(s, w, bias, wsum, ob, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec)
+    else:
+        dwconv_q_padded(s, w, bias, wsum, ob, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec)
+
+
 @njit(cache=True, nogil=True)
 def dwconv_f32_banded(xb, sb, s, w, bias, out, geo, lim):
-    N, OH, OW, C = out.shape
-    KH, KW = w.shape[0], w.shape[1]
-    band = geo[9]
-    for n in range(N):
-        for oy0 in range(0, OH, band):
-            nb = min(band, OH - oy0)
-            pad_band(xb, sb, geo, KH, n, oy0, nb)
-            ob = out[n, oy0:oy0 + nb].reshape((1, nb, OW, C))
-            if KH == 3 and KW == 3:
-                dw3x3_f32(s, w, bias, ob, geo, lim)
-            else:
-                dwconv_f32_padded(s, w, bias, ob, geo, lim)
+    """The float kernels over a band scratch, one band of output rows at a time (see dwconv.py)."""
+    for n in range(out.shape[0]):
+        each_band(xb, sb, s, w, out, geo, n, 0, out.shape[1], dw_f32_band, (w, bias, geo, lim))
 
 
 @njit(cache=True, nogil=True)
 def dwconv_q_banded(xb, sb, s, w, bias, wsum, out, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec):
-    N, OH, OW, C = out.shape
-    KH, KW = w.shape[0], w.shape[1]
-    band = geo[9]
-    for n in range(N):
-        for oy0 in range(0, OH, band):
-            nb = min(band, OH - oy0)
-            pad_band(xb, sb, geo, KH, n, oy0, nb)
-            ob = out[n, oy0:oy0 + nb].reshape((1, nb, OW, C))
-            if KH == 3 and KW == 3:
-                dw3x3_q(s, w, bias, wsum, ob, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec)
-            else:
-                dwconv_q_padded(s, w, bias, wsum, ob, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec)
+    """The integer kernels over a band scratch, one band of output rows at a time (see dwconv.py)."""
+    for n in range(out.shape[0]):
+        each_band(xb, sb, s, w, out, geo, n, 0, out.shape[1], _dw_q_band,
+                  (w, bias, wsum, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec))

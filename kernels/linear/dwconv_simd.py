@@ -25,7 +25,7 @@ from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import gep as _gep
 from lite_numba.kernels.base.llvm_ir import i64 as _i
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.linear.dwconv_loops import bias_minus_zp, pad_band, pad_band_edges
+from lite_numba.kernels.linear.dwconv_loops import bias_minus_zp, dw_rows, each_band, pad_band, pad_band_edges
 from lite_numba.kernels.linear.simd_int8 import channel_params, params64, requantize_params, requantize_vector
 from llvmlite import ir
 from numba import njit, types
@@ -629,73 +629,63 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
 # worker's own band scratch, so every output is computed by the same code as with one thread.
 
 from lite_numba.kernels.base.threads import call_at as _call_at  # noqa: E402
-from lite_numba.kernels.base.threads import next_chunk as _next_chunk  # noqa: E402
-from numba import prange  # noqa: E402  (kept with the parallel drivers)
+from lite_numba.kernels.base.threads import run_chunks as _run_chunks  # noqa: E402
+
+
+@njit(cache=True, inline="always")
+def _f32_rows_chunk(args, wk, j):
+    addr, xp, w, bias, out, geo, toff, lim, ch = args
+    for n in range(ch[4 * j], ch[4 * j + 1]):
+        xs, os = dw_rows(xp, out, geo, n, ch[4 * j + 2], ch[4 * j + 3])
+        _call_at(addr, (xs, w, bias, os, geo, toff, lim))
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def dwconv_f32_simd_par(addr, xp, w, bias, out, geo, toff, lim, ch, cnt, T):
     """dwconv_f32_simd (at native address addr, called with threads.call_at) over the chunks
     ch = [n0, n1, y0, y1] * n (images x output rows), taken in turn by T workers (cnt: a counter scratch)."""
-    N, HP, WP, C = xp.shape
-    _, OH, OW, _ = out.shape
-    sh = geo[0]
-    xf = xp.reshape(xp.size)
-    of = out.reshape(out.size)
-    nch = ch.size // 4
-    cnt[0] = 0
-    for _w in prange(T):
-        j = _next_chunk(cnt)
-        while j < nch:
-            for n in range(ch[4 * j], ch[4 * j + 1]):
-                y0, y1 = ch[4 * j + 2], ch[4 * j + 3]
-                xs = xf[(n * HP + y0 * sh) * WP * C:(n + 1) * HP * WP * C].reshape((1, HP - y0 * sh, WP, C))
-                os = of[(n * OH + y0) * OW * C:(n * OH + y1) * OW * C].reshape((1, y1 - y0, OW, C))
-                _call_at(addr, (xs, w, bias, os, geo, toff, lim))
-            j = _next_chunk(cnt)
+    _run_chunks(T, cnt, ch.size // 4, _f32_rows_chunk, (addr, xp, w, bias, out, geo, toff, lim, ch))
+
+
+@njit(cache=True, inline="always")
+def _call_band(args, s, ob):
+    addr, w, bias, geo, toff, lim = args
+    _call_at(addr, (s, w, bias, ob, geo, toff, lim))
+
+
+@njit(cache=True, inline="always")
+def _f32_bands_chunk(args, wk, j):
+    addr, xb, sb, s, w, bias, out, geo, toff, lim, ch, T = args
+    R = sb.shape[0] // T
+    for n in range(ch[4 * j], ch[4 * j + 1]):
+        each_band(xb, sb[wk * R:(wk + 1) * R], s[wk:wk + 1], w, out, geo, n, ch[4 * j + 2], ch[4 * j + 3],
+                  _call_band, (addr, w, bias, geo, toff, lim))
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def dwconv_f32_simd_banded_par(addr, xb, sb, s, w, bias, out, geo, toff, lim, ch, cnt, T):
     """dwconv_f32_simd_banded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers: worker k
     pads its bands into s[k] (sb: its bytes, T * R rows) and runs dwconv_f32_simd (at addr) on them."""
-    nch = ch.size // 4
-    _, OH, OW, C = out.shape
-    KH = w.shape[0]
-    band = geo[9]
+    _run_chunks(T, cnt, ch.size // 4, _f32_bands_chunk, (addr, xb, sb, s, w, bias, out, geo, toff, lim, ch, T))
+
+
+@njit(cache=True, inline="always")
+def _q_bands_chunk(args, wk, j):
+    addr, x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm, \
+        ch, T = args
     R = sb.shape[0] // T
-    of = out.reshape(out.size)
-    cnt[0] = 0
-    for wk in prange(T):
-        sj = s[wk:wk + 1]
-        sbj = sb[wk * R:(wk + 1) * R]
-        j = _next_chunk(cnt)
-        while j < nch:
-            for n in range(ch[4 * j], ch[4 * j + 1]):
-                y1 = ch[4 * j + 3]
-                for oy0 in range(ch[4 * j + 2], y1, band):
-                    nb = min(band, y1 - oy0)
-                    pad_band(xb, sbj, geo, KH, n, oy0, nb)
-                    ob = of[(n * OH + oy0) * OW * C:(n * OH + oy0 + nb) * OW * C].reshape((1, nb, OW, C))
-                    _call_at(addr, (sj, w, bias, ob, geo, toff, lim))
-            j = _next_chunk(cnt)
+    _call_at(addr, (x, xb, sb[wk * R:(wk + 1) * R], s[wk:wk + 1], w, bias, wsum, out, be, geo, toff, toff_x, zp_in,
+                    mult, shift, zp_out, qmin, qmax, nvec, prm, T - T, ch[4 * j], ch[4 * j + 1], ch[4 * j + 2],
+                    ch[4 * j + 3]))
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def dwconv_q_simd_banded_par(addr, x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift,
                              zp_out, qmin, qmax, nvec, prm, ch, cnt, T):
     """dwconv_q_simd_banded (with be and prm computed at prepare) over the chunks ch = [n0, n1, y0, y1] * n, taken
-    in turn by T workers: worker k runs dwconv_q_simd_banded (at addr, fill = 0) on its chunks with its own band
-    scratch s[k] (sb: its bytes, T * R rows). Every output is computed by the serial code."""
-    nch = ch.size // 4
-    R = sb.shape[0] // T
-    z = T - T  # fill = 0 as a run-time int64 (serial_address compiled the kernel for int64)
-    cnt[0] = 0
-    for wk in prange(T):
-        sj = s[wk:wk + 1]
-        sbj = sb[wk * R:(wk + 1) * R]
-        j = _next_chunk(cnt)
-        while j < nch:
-            _call_at(addr, (x, xb, sbj, sj, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out,
-                            qmin, qmax, nvec, prm, z, ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]))
-            j = _next_chunk(cnt)
+    in turn by T workers: worker k runs dwconv_q_simd_banded (at addr, fill = 0 as a run-time int64, the type
+    serial_address compiled it for) on its chunks with its own band scratch s[k] (sb: its bytes, T * R rows). Every
+    output is computed by the serial code."""
+    # (one flat tuple: a parallel region takes no tuple nested in another)
+    _run_chunks(T, cnt, ch.size // 4, _q_bands_chunk, (addr, x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x,
+                                                       zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm, ch, T))

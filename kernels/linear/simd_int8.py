@@ -799,8 +799,7 @@ def qconv_portable(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out
 # with one thread.
 
 from lite_numba.kernels.base.threads import call_at as _call_at  # noqa: E402
-from lite_numba.kernels.base.threads import next_chunk as _next_chunk  # noqa: E402
-from numba import prange  # noqa: E402  (kept with the parallel drivers, apart from the single-thread code)
+from lite_numba.kernels.base.threads import run_chunks as _run_chunks  # noqa: E402
 
 
 @njit(cache=True, inline="always")
@@ -820,23 +819,23 @@ def _chunk_views(x, out, geos, ch, j):
     return xs, o, g
 
 
+@njit(cache=True, inline="always")
+def _qconv_chunk(args, w, j):
+    addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch, T = args
+    A = abuf.shape[0] // T
+    S = scratch.shape[0] // T
+    xs, o, g = _chunk_views(x, out, geos, ch, j)
+    _call_at(addr, (xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf[w * A:(w + 1) * A],
+                    scratch[w * S:(w + 1) * S]))
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
               cnt, T):
     """The serial driver at native address addr (qconv_vnni or qconv_portable, called with
     threads.call_at) over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers (cnt: a counter
     scratch); worker w uses the w-th of T equal slices (first axis) of abuf (xpad) and scratch."""
-    nch = ch.size // 4
-    A = abuf.shape[0] // T
-    S = scratch.shape[0] // T
-    cnt[0] = 0
-    for w in prange(T):
-        ab = abuf[w * A:(w + 1) * A]
-        sc = scratch[w * S:(w + 1) * S]
-        j = _next_chunk(cnt)
-        while j < nch:
-            xs, o, g = _chunk_views(x, out, geos, ch, j)
-            _call_at(addr, (xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, ab, sc))
-            j = _next_chunk(cnt)
+    _run_chunks(T, cnt, ch.size // 4, _qconv_chunk, (addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift,
+                                                     zp_out, qmin, qmax, abuf, scratch, ch, T))
 
 
