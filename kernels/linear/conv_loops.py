@@ -147,11 +147,11 @@ def _hybrid_value(acc, cs, s, mode):
 # depth multiplier 1), folded in as zp_in * (sum of the filter taps used).
 
 
-def _widen(v):
+def widen(v):
     """A value as the conv loops multiply it: float as it is, integers as int32 (so products are int32 lanes)."""
 
 
-@overload(_widen, inline="always")
+@overload(widen, inline="always")
 def _widen_overload(v):
     if isinstance(v, types.Float):
         return lambda v: v
@@ -207,7 +207,7 @@ def _conv_accumulate(x, w, acc, n, taps, ci0, c0, zi):
         for kx in range(kx0, kx1):
             ix = ix0 + kx * dw
             for ci in range(CIG):
-                xv = _widen(x[n, iy, ix, ci0 + ci]) - zi
+                xv = widen(x[n, iy, ix, ci0 + ci]) - zi
                 for co in range(COG):
                     acc[co] += xv * w[ky, kx, ci, c0 + co]
 
@@ -324,7 +324,7 @@ def _dw_accumulate(x, w, acc, n, taps, zi, dm):
                     acc[c] += x[n, iy, ix, c] * w[ky, kx, c]
             else:
                 for ci in range(CI):
-                    xv = _widen(x[n, iy, ix, ci] - zi)
+                    xv = widen(x[n, iy, ix, ci] - zi)
                     for m in range(dm):
                         acc[ci * dm + m] += xv * w[ky, kx, ci * dm + m]
 

@@ -5,7 +5,7 @@ See dwconv.py for how the kernels read a padded input and for their numerics."""
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.linear.conv_loops import mbqm_away, mbqm_half_up
+from lite_numba.kernels.linear.conv_loops import mbqm_away, mbqm_half_up, widen
 from numba import njit
 
 
@@ -144,29 +144,36 @@ def dw3x3_f32(xp, w, bias, out, geo, lim):
                     o[ox, c] = min(max(v, lo), hi)
 
 
+@njit(cache=True, inline="always")
+def _row_taps(xp, w, start, acc, n, oy, geo):
+    """acc [OW, C] = start[c] + the sum over the window's taps (ky, kx in order) of x * w, for output row oy of
+    image n of a padded input xp: one pass over the row per tap (the row stays in L1); float as it is, integers as
+    int32 products (widen)."""
+    OW, C = acc.shape
+    sh, sw, dh, dw = geo[0], geo[1], geo[2], geo[3]
+    for ox in range(OW):
+        for c in range(C):
+            acc[ox, c] = start[c]
+    for ky in range(w.shape[0]):
+        r = xp[n, oy * sh + ky * dh]
+        for kx in range(w.shape[1]):
+            wt = w[ky, kx]
+            for ox in range(OW):
+                ix = ox * sw + kx * dw
+                for c in range(C):
+                    acc[ox, c] += widen(r[ix, c]) * wt[c]
+
+
 @njit(cache=True, nogil=True)
 def dwconv_f32_padded(xp, w, bias, out, geo, lim):
     """Any KH x KW window over a padded input (see dw3x3_f32): per output row, the bias, then one pass over the
     row per tap (the row stays in L1), then the activation clamp."""
-    N, HP, WP, C = xp.shape
-    KH, KW = w.shape[0], w.shape[1]
-    OH, OW = out.shape[1], out.shape[2]
-    sh, sw, dh, dw = geo[0], geo[1], geo[2], geo[3]
+    N, OH, OW, C = out.shape
     lo, hi = lim[0], lim[1]
     for n in range(N):
         for oy in range(OH):
             o = out[n, oy]
-            for ox in range(OW):
-                for c in range(C):
-                    o[ox, c] = bias[c]
-            for ky in range(KH):
-                r = xp[n, oy * sh + ky * dh]
-                for kx in range(KW):
-                    wt = w[ky, kx]
-                    for ox in range(OW):
-                        ix = ox * sw + kx * dw
-                        for c in range(C):
-                            o[ox, c] += r[ix, c] * wt[c]
+            _row_taps(xp, w, bias, o, n, oy, geo)
             for ox in range(OW):
                 for c in range(C):
                     o[ox, c] = min(max(o[ox, c], lo), hi)
@@ -227,24 +234,10 @@ def dw3x3_q(xp, w, bias, wsum, out, acc, be, geo, zp_in, mult, shift, zp_out, qm
 def dwconv_q_padded(xp, w, bias, wsum, out, acc, be, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec):
     """Integer depthwise, any KH x KW window over a padded input (see dw3x3_q): per output row, taps accumulated
     one pass each over the int32 row acc [OW, C], then requantized."""
-    N, HP, WP, C = xp.shape
-    KH, KW = w.shape[0], w.shape[1]
-    OH, OW = out.shape[1], out.shape[2]
-    sh, sw, dh, dw = geo[0], geo[1], geo[2], geo[3]
     bias_minus_zp(bias, wsum, zp_in, be)
-    for n in range(N):
-        for oy in range(OH):
-            for ox in range(OW):
-                for c in range(C):
-                    acc[ox, c] = be[c]
-            for ky in range(KH):
-                r = xp[n, oy * sh + ky * dh]
-                for kx in range(KW):
-                    wt = w[ky, kx]
-                    for ox in range(OW):
-                        ix = ox * sw + kx * dw
-                        for c in range(C):
-                            acc[ox, c] += np.int32(r[ix, c]) * wt[c]
+    for n in range(out.shape[0]):
+        for oy in range(out.shape[1]):
+            _row_taps(xp, w, be, acc, n, oy, geo)
             _requantize_row(acc, out[n, oy], mult, shift, nvec, zp_out, qmin, qmax)
 
 
