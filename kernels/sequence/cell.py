@@ -97,6 +97,19 @@ def hybrid_product(q, sf, zp, qo, b, n, w_t, scale, rs, asym, buf, go, n_rows, i
 EMPTY_F32 = np.zeros(0, np.float32)
 
 
+@njit(cache=True, inline="always")
+def step_rows(gidx, time_major, forward, max_time, n_batch):
+    """(first batch row, time step, first input row) of step group gidx of a sequence: time major, one time step of
+    every batch row (backwards when not forward); batch major, one step of one row."""
+    if time_major:
+        t = gidx if forward else max_time - 1 - gidx
+        return 0, t, t * n_batch
+    first_b = gidx // max_time
+    tt = gidx % max_time
+    t = tt if forward else max_time - 1 - tt
+    return first_b, t, first_b * max_time + t
+
+
 def flat(ctx: PrepareContext, t):
     """A tensor as a flat float32 argument, or an empty array when absent."""
     if t is None:
@@ -120,6 +133,16 @@ def t_i8(ctx: PrepareContext, t):
         return ctx.const(EMPTY_I8)
     m = np.asarray(t.data, np.int8).reshape(t.shape[0], -1)
     return ctx.const(np.ascontiguousarray(m.T).reshape(-1))
+
+
+def bidirectional_start(ctx: PrepareContext):
+    """The options and input every bidirectional sequence op starts from: (merge_outputs, time_major, x, batch,
+    max_time, input depth, fused activation); merged outputs are one output tensor, else two."""
+    merge = bool(ctx.options.get("merge_outputs", False))
+    ctx.check_num(outputs=1 if merge else 2)
+    time_major = bool(ctx.options.get("time_major", False))
+    x = ctx.input(0)
+    return (merge, time_major, x, *sequence_dims(ctx, x, time_major), cell_activation(ctx))
 
 
 def sequence_dims(ctx: PrepareContext, x, time_major: bool) -> tuple[int, int, int]:

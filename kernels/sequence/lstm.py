@@ -40,12 +40,14 @@ from lite_numba.kernels.base.vecmath import sigmoid_f32, tanh_f32
 from lite_numba.kernels.sequence.cell import (
     EMPTY_I8,
     activate,
+    bidirectional_start,
     cell_activation,
     dot,
     flat,
     hybrid_product,
     is_zero_span,
     sequence_dims,
+    step_rows,
     t_i8,
 )
 from lite_numba.kernels.sequence.rnn_int import prepare_lstm_integer
@@ -280,15 +282,7 @@ def lstm_hybrid(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_
     groups = max_time if time_major else n_batch * max_time
     rows = n_batch if time_major else 1
     for gidx in range(groups):
-        if time_major:
-            t = gidx if forward else max_time - 1 - gidx
-            first_b = 0
-            row0 = t * n_batch
-        else:
-            first_b = gidx // max_time
-            tt = gidx % max_time
-            t = tt if forward else max_time - 1 - tt
-            row0 = first_b * max_time + t
+        first_b, t, row0 = step_rows(gidx, time_major, forward, max_time, n_batch)
         x_zero = is_zero_span(x, row0 * n_in, rows * n_in)
         a_zero = n_aux == 0 or is_zero_span(aux, row0 * n_aux, rows * n_aux)
         h_zero = is_zero_span(h, first_b * state_lead, rows * n_out) if state_lead == n_out else False
@@ -611,12 +605,7 @@ def BIDIRECTIONAL_SEQUENCE_LSTM(ctx: PrepareContext) -> None:
     An aux input with aux weights feeds both directions (stacking with cross links); an aux input without aux
     weights is the backward direction's input (stacking without cross links), as in TFLite."""
     ctx.check(ctx.num_inputs == 48, f"expected 48 inputs, got {ctx.num_inputs}")
-    merge = bool(ctx.options.get("merge_outputs", False))
-    ctx.check_num(outputs=1 if merge else 2)
-    time_major = bool(ctx.options.get("time_major", False))
-    x = ctx.input(0)
-    n_batch, max_time, n_input = sequence_dims(ctx, x, time_major)
-    act = cell_activation(ctx)
+    merge, time_major, x, n_batch, max_time, n_input, act = bidirectional_start(ctx)
     cell_clip, proj_clip = _clips(ctx)
     aux = ctx.input(39)
     use_aux = ctx.input(41) is not None

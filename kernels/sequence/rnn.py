@@ -10,12 +10,14 @@ import numpy as np
 from lite_numba.kernels.base.hybrid_quant import quantize_rows, refuse_minus_128
 from lite_numba.kernels.sequence.cell import (
     activate,
+    bidirectional_start,
     cell_activation,
     dot,
     flat,
     hybrid_product,
     is_zero_span,
     sequence_dims,
+    step_rows,
     t_i8,
 )
 from numba import njit
@@ -44,18 +46,8 @@ def rnn_hybrid(x, aux, w, w_aux, r, bias, h, out, qx, qa, qh, sf, zp, scales, ro
     groups = max_time if time_major else n_batch * max_time
     rows = n_batch if time_major else 1
     for it in range(p[_R_PASSES] * groups):
-        gidx = it % groups
-        if time_major:
-            first_b = 0
-            t = gidx if forward else max_time - 1 - gidx
-            row0 = t * n_batch
-            a0 = t * aux_step
-        else:
-            first_b = gidx // max_time
-            tt = gidx % max_time
-            t = tt if forward else max_time - 1 - tt
-            row0 = first_b * max_time + t
-            a0 = row0 * aux_row
+        first_b, t, row0 = step_rows(it % groups, time_major, forward, max_time, n_batch)
+        a0 = t * aux_step if time_major else row0 * aux_row
         x_zero = is_zero_span(x, row0 * n_in, rows * n_in)
         a_zero = n_aux == 0 or is_zero_span(aux, a0, rows * n_aux)
         h_zero = is_zero_span(h, first_b * units, rows * units)
@@ -260,12 +252,7 @@ def BIDIRECTIONAL_SEQUENCE_RNN(ctx: PrepareContext) -> None:
     (batch-major TFLite reads `input` there). The time-major hybrid kernel runs the whole sequence max_time times
     (an extra loop around both directions in TFLite's EvalHybrid), so the state evolves max_time times per invoke."""
     ctx.check_num(inputs=12)
-    merge = bool(ctx.options.get("merge_outputs", False))
-    ctx.check_num(outputs=1 if merge else 2)
-    time_major = bool(ctx.options.get("time_major", False))
-    x = ctx.input(0)
-    n_batch, max_time, n_input = sequence_dims(ctx, x, time_major)
-    act = cell_activation(ctx)
+    merge, time_major, x, n_batch, max_time, n_input, act = bidirectional_start(ctx)
     aux, fw_aux_w, bw_aux_w = ctx.input(9), ctx.input(10), ctx.input(11)
     ctx.check((fw_aux_w is None) == (bw_aux_w is None), "fw and bw aux weights must be both present or absent")
     use_aux = fw_aux_w is not None
