@@ -156,6 +156,10 @@ BUILTINS = [
     ("VAR_HANDLE", 1, 1, cf.VAR_HANDLE),
     ("READ_VARIABLE", 1, 1, cf.READ_VARIABLE),
     ("ASSIGN_VARIABLE", 1, 1, cf.ASSIGN_VARIABLE),
+    # StableHLO control flow: a branch chosen by an int32 index (out of range: the last); a composite calls its
+    # decomposition subgraph, which the runtime inlines or replaces by a fused kernel (COMPOSITES below)
+    ("STABLEHLO_CASE", 1, 1, cf.STABLEHLO_CASE),
+    ("STABLEHLO_COMPOSITE", 1, 1, cf.STABLEHLO_COMPOSITE),
 ]
 
 # --- space/depth, resize, cast, value-generating and dynamic-shape ops (part B) ---
@@ -358,8 +362,17 @@ CUSTOMS = [
     ("Mfcc", 1, 1, audio.MFCC),  # float32, int32 sample rate
 ]
 
-# Kernels of ops that graph rewrites (lite_numba/fusion.py) put in place of a model's nodes; no model names them.
+# Kernels of ops that graph rewrites (lite_numba/runtime/fusion.py, composites.py) put in place of a model's nodes;
+# no model names them.
 REWRITES = {
     "SLICE_UPDATE": slice_ops.SLICE_UPDATE,  # SLICE, SLICE -> CONCATENATION becomes one slice update
     "FUSED_AWAY": slice_ops.FUSED_AWAY,  # the nodes it replaces
+    "COPY": reshape.COPY,  # an inlined composite's output that is one of its inputs or a constant
 }
+
+# Fused kernels of STABLEHLO_COMPOSITE ops, by composite name and version: (name, min version, max version, kernel),
+# chosen by lite_numba/runtime/composites.py when the kernel's meta["accepts"](attributes, input dtypes) agrees; any
+# other composite runs its decomposition subgraph, inlined. Each is tested equal to its decomposition
+# (tests/test_stablehlo.py).
+COMPOSITES = [
+]

@@ -1,4 +1,5 @@
-"""Control flow and resource variables: WHILE, IF, CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE.
+"""Control flow and resource variables: WHILE, IF, STABLEHLO_CASE, STABLEHLO_COMPOSITE, CALL_ONCE, VAR_HANDLE,
+READ_VARIABLE, ASSIGN_VARIABLE.
 
 These run on the host (Python) at invoke time and call other subgraphs, each of which runs as its own compiled
 executor, bound once for its input shapes (Interpreter.bind_subgraph: the preparations of up to 64 shape signatures
@@ -282,33 +283,46 @@ def _write_outputs(ctx: PrepareContext, loop: _InPlaceLoop) -> None:
 WHILE = kernel("WHILE", host=_run_while)(_prepare_while)
 
 
-def _prepare_if(ctx: PrepareContext) -> None:
-    n = ctx.num_inputs - 1
-    for key in ("then_subgraph_index", "else_subgraph_index"):
-        _check_io(ctx, ctx.options[key], n, ctx.num_outputs, key.split("_")[0])
-    ctx.check(ctx.input(0).size == 1, f"condition must have one element, has shape {list(ctx.input(0).shape)}")
-    # both branches prepared for the inputs' shapes: when they return the same static shapes, so does IF
-    shapes = [ctx.input(i).shape for i in range(1, ctx.num_inputs)]
-    outs = [ctx.subgraph_output_shapes(ctx.options[key], shapes)
-            for key in ("then_subgraph_index", "else_subgraph_index")]
-    dtypes = [[dt for dt, _ in ctx.subgraph_signature(ctx.options[key])[1]]
-              for key in ("then_subgraph_index", "else_subgraph_index")]
-    if outs[0] is not None and outs[0] == outs[1] and dtypes[0] == dtypes[1] == [o.dtype for o in ctx.outputs]:
+def _prepare_branches(ctx: PrepareContext, branches: list[tuple[int, str]], first: int) -> None:
+    """IF, STABLEHLO_CASE and STABLEHLO_COMPOSITE: each branch subgraph takes the node's inputs from `first` on and
+    returns its outputs; prepared for the inputs' shapes, when every branch returns the same static shapes and the
+    node's dtypes, so does the node (else its outputs are sized at run time)."""
+    n = ctx.num_inputs - first
+    for b, what in branches:
+        _check_io(ctx, b, n, ctx.num_outputs, what)
+    branches = [b for b, _ in branches]
+    shapes = [ctx.input(i).shape for i in range(first, ctx.num_inputs)]
+    outs = [ctx.subgraph_output_shapes(b, shapes) for b in branches]
+    dtypes = [[dt for dt, _ in ctx.subgraph_signature(b)[1]] for b in branches]
+    want = [o.dtype for o in ctx.outputs]
+    if outs[0] is not None and all(o == outs[0] for o in outs) and all(d == want for d in dtypes):
         for i, shape in enumerate(outs[0]):
             ctx.set_output(i, shape)
         return
     ctx.defer()
 
 
-def _run_if(ctx: PrepareContext) -> None:
+def _prepare_if(ctx: PrepareContext) -> None:
+    ctx.check(ctx.input(0).size == 1, f"condition must have one element, has shape {list(ctx.input(0).shape)}")
+    _prepare_branches(ctx, [(ctx.options["then_subgraph_index"], "then"), (ctx.options["else_subgraph_index"], "else")],
+                      1)
+
+
+def _branch_io(ctx: PrepareContext, first: int) -> tuple:
+    """(selector values or None, inputs from `first` on, outputs when prepare fixed their shapes, branches bound
+    for the inputs): kept while the node keeps its preparation (its inputs' storage)."""
     io = ctx.host_data
-    if io is None:  # (condition, inputs, outputs when prepare fixed their shapes, branches bound for the inputs):
-        # kept while the node keeps its preparation (its inputs' storage)
+    if io is None:
         outs = [ctx.output_array(i) for i in range(ctx.num_outputs)]
-        io = ctx.host_data = (ctx.input_array(0).reshape(-1), [ctx.input_array(i) for i in range(1, ctx.num_inputs)],
+        io = ctx.host_data = (ctx.input_array(0).reshape(-1) if first else None,
+                              [ctx.input_array(i) for i in range(first, ctx.num_inputs)],
                               outs if all(o is not None for o in outs) else None, {})
-    flag, inputs, outs, bound = io
-    branch = ctx.options["then_subgraph_index" if flag[0] else "else_subgraph_index"]
+    return io
+
+
+def _run_branch(ctx: PrepareContext, io: tuple, branch: int) -> None:
+    """Run subgraph `branch` on the node's inputs and write its results to the node's outputs."""
+    _, inputs, outs, bound = io
     ctx.restart_subgraph_variables(branch)  # officially allocated again at every run: variables restart
     b = bound.get(branch)
     if b is None or not b.valid():
@@ -325,7 +339,50 @@ def _run_if(ctx: PrepareContext) -> None:
             ctx.set_output_array(i, b.output(i))
 
 
+def _run_if(ctx: PrepareContext) -> None:
+    io = _branch_io(ctx, 1)
+    _run_branch(ctx, io, ctx.options["then_subgraph_index" if io[0][0] else "else_subgraph_index"])
+
+
 IF = kernel("IF", host=_run_if)(_prepare_if)
+
+
+def _prepare_case(ctx: PrepareContext) -> None:
+    branches = list(ctx.options.get("branch_subgraph_indices") or [])
+    ctx.check(len(branches) > 0, "has no branch subgraphs (branch_subgraph_indices is empty)")
+    ctx.check(ctx.num_inputs >= 1, "needs the branch index as input 0")
+    index = ctx.input(0)
+    ctx.check(index.dtype == np.int32 and index.size == 1,
+              f"branch index must be one int32, is {index.dtype.name} of shape {list(index.shape)}")
+    _prepare_branches(ctx, [(b, f"branch {k}") for k, b in enumerate(branches)], 1)
+
+
+def _run_case(ctx: PrepareContext) -> None:
+    """The branch the index names; an index out of range takes the last branch, as the official kernel."""
+    io = _branch_io(ctx, 1)
+    branches = ctx.options["branch_subgraph_indices"]
+    k = int(io[0][0])
+    _run_branch(ctx, io, branches[k if 0 <= k < len(branches) else len(branches) - 1])
+
+
+STABLEHLO_CASE = kernel("STABLEHLO_CASE", host=_run_case)(_prepare_case)
+
+
+def _prepare_composite(ctx: PrepareContext) -> None:
+    ctx.check(ctx.num_inputs > 0, "has no inputs")
+    _prepare_branches(ctx, [(ctx.options["decomposition_subgraph_index"], "decomposition")], 0)
+
+
+def _run_composite(ctx: PrepareContext) -> None:
+    _run_branch(ctx, _branch_io(ctx, 0), ctx.options["decomposition_subgraph_index"])
+
+
+# STABLEHLO_COMPOSITE as the official runtime runs it: its decomposition subgraph called from the host. The model
+# runtime inlines the decomposition into the calling graph instead (or puts a fused kernel in its place), so the
+# graph stays compiled (lite_numba.runtime.composites): the rewrite replaces the nodes whose kernel carries
+# meta["inline_subgraph"] (the option naming the subgraph); LITE_NUMBA_COMPOSITES=call keeps this host path.
+STABLEHLO_COMPOSITE = kernel("STABLEHLO_COMPOSITE", host=_run_composite)(_prepare_composite)
+STABLEHLO_COMPOSITE.meta["inline_subgraph"] = "decomposition_subgraph_index"
 
 
 def _prepare_call_once(ctx: PrepareContext) -> None:

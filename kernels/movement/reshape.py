@@ -1,4 +1,5 @@
-"""RESHAPE, SQUEEZE, EXPAND_DIMS: the data is copied as is; only the shape changes."""
+"""RESHAPE, SQUEEZE, EXPAND_DIMS: the data is copied as is; only the shape changes. COPY: the input as is (graph
+rewrites' copies, e.g. an inlined composite returning one of its inputs)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,14 @@ def RESHAPE(ctx: PrepareContext) -> None:
     out = ctx.set_output(0, infer_shape(ctx, x.size, new_shape))
     ctx.check(out.dtype == x.dtype, f"output type {out.dtype.name} differs from input type {x.dtype.name}")
     schedule_copy(ctx, x, out)
+
+
+@kernel("COPY")
+def COPY(ctx: PrepareContext) -> None:
+    """output = input, same shape and dtype (no model names this op: lite_numba.runtime.composites puts it in)."""
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    schedule_copy(ctx, x, ctx.set_output(0, x.shape, x.dtype))
 
 
 @kernel("SQUEEZE")

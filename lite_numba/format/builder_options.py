@@ -29,6 +29,7 @@ from tflite.StablehloComparisonType import StablehloComparisonType
 from tflite.StablehloPrecisionConfig import StablehloPrecisionConfig
 from tflite.TensorType import TensorType
 
+from . import schema_extra
 from .schema import numpy_to_tensor_type, snake_case
 
 __all__ = ["OptionField", "OptionsSpec", "enum_members", "normalize_options", "options_fields", "options_spec",
@@ -107,7 +108,10 @@ class OptionsSpec:
 
 @functools.cache
 def options_spec(table: str) -> OptionsSpec:
-    mod = importlib.import_module(f"tflite.{table}")
+    try:
+        mod = importlib.import_module(f"tflite.{table}")
+    except ModuleNotFoundError:  # a table newer than the tflite package, written by hand
+        mod = schema_extra
     reader_cls = getattr(mod, table)
     prefix = f"{table}Add"
     fields: dict[str, OptionField] = {}

@@ -12,9 +12,8 @@ from functools import lru_cache
 
 import flatbuffers
 import numpy as np
-import tflite
 
-from .schema import OPTIONS_UNION1, OPTIONS_UNION2, options_table_for, snake_case
+from .schema import OPTIONS_UNION1, OPTIONS_UNION2, options_class, options_table_for, snake_case
 
 _SKIP = re.compile(r"^(Init|GetRootAs.*|.*BufferHasIdentifier|.*Length|.*IsNone|.*AsNumpy)$")
 
@@ -22,7 +21,7 @@ _SKIP = re.compile(r"^(Init|GetRootAs.*|.*BufferHasIdentifier|.*Length|.*IsNone|
 @lru_cache(maxsize=None)
 def _fields(table: str) -> tuple[tuple[str, str, bool], ...]:
     """(accessor, snake name, is_vector) for every field of an options table."""
-    cls = getattr(tflite, table)
+    cls = options_class(table)
     out = []
     for attr in cls.__dict__:
         if attr.startswith("_") or _SKIP.match(attr) or not callable(cls.__dict__[attr]):
@@ -74,7 +73,7 @@ def default_options(op_name: str) -> dict:
     info = options_table_for(op_name)
     if info is None:
         return {}
-    obj = getattr(tflite, info[0])()
+    obj = options_class(info[0])()
     buf, pos = _empty_table_bytes()
     obj.Init(buf, pos)
     return _read(obj, info[0], len(buf))
@@ -97,7 +96,7 @@ def parse_options(op, op_name: str, data_len: int) -> dict:
             table = getter()
             if table is None:
                 return default_options(op_name)
-            obj = getattr(tflite, table_name)()
+            obj = options_class(table_name)()
             obj.Init(table.Bytes, table.Pos)
             return _read(obj, table_name, data_len)
     return default_options(op_name)

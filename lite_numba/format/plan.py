@@ -66,6 +66,10 @@ class Node:
     intermediates: tuple[int, ...] = ()
     options: dict = field(default_factory=dict)
     custom_options: bytes | None = None
+    # where a node inlined from a STABLEHLO_COMPOSITE's decomposition came from (lite_numba.runtime.composites):
+    # "odml.rms_norm@15" (the composite's name and node index in its caller), nested ones joined by "/"; "" for
+    # the model's own nodes
+    origin: str = ""
 
     @property
     def is_custom(self) -> bool:

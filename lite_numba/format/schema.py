@@ -12,9 +12,12 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import tflite
 from tflite.BuiltinOperator import BuiltinOperator
 from tflite.BuiltinOptions import BuiltinOptions
 from tflite.BuiltinOptions2 import BuiltinOptions2
+
+from . import schema_extra
 
 # TensorType code -> (numpy dtype, type name): how the loader holds each type (RESOURCE and VARIANT tensors are int32
 # handles, INT4 is unpacked to int8, STRING is raw bytes).
@@ -40,10 +43,18 @@ def type_name(dtype) -> str:
     return TYPE_NAMES.get(dt, dt.name.upper())
 
 
-BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
+# the tflite package's tables, plus the newer entries schema_extra.py writes by hand (STABLEHLO_CASE)
+BUILTIN_NAMES: dict[int, str] = {**{v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")},
+                                 **schema_extra.BUILTIN_OPERATORS}
 BUILTIN_CODES: dict[str, int] = {v: k for k, v in BUILTIN_NAMES.items()}
 OPTIONS_UNION1: dict[int, str] = {v: k for k, v in vars(BuiltinOptions).items() if not k.startswith("_")}
-OPTIONS_UNION2: dict[int, str] = {v: k for k, v in vars(BuiltinOptions2).items() if not k.startswith("_")}
+OPTIONS_UNION2: dict[int, str] = {**{v: k for k, v in vars(BuiltinOptions2).items() if not k.startswith("_")},
+                                  **schema_extra.OPTIONS2_MEMBERS}
+
+
+def options_class(table: str) -> type:
+    """The reader class of an options table: the tflite package's, or schema_extra's for newer tables."""
+    return getattr(tflite, table, None) or schema_extra.TABLES[table]
 
 # Ops whose options table is not simply "<CamelName>Options".
 _OPTIONS_EXCEPTIONS = {

@@ -23,6 +23,7 @@ import numpy as np
 from ..format.plan import ModelPlan
 from ..format.schema import type_name
 from ..ops import OpKernel
+from .composites import inline_composites
 from .errors import InvokeError
 from .executor import GraphRuntime
 from .fusion import fuse
@@ -92,7 +93,7 @@ class ModelRuntime:
     def _new_graph(self, index: int) -> GraphRuntime:
         if not 0 <= index < len(self.model.subgraphs):
             raise ValueError(f"Invalid subgraph index {index}; the model has {len(self.model.subgraphs)} subgraphs")
-        plan, kernels = self.model.subgraphs[index], self.kernels[index]
+        plan, kernels = inline_composites(self.model, index, self.kernels)  # composites rewritten (runtime.composites)
         if not self.preserve_all:  # rewrites that keep value-dependent patterns static (runtime.fusion)
             plan, kernels = fuse(plan, kernels)
         return GraphRuntime(plan, kernels, num_threads=self.num_threads, preserve_all_tensors=self.preserve_all,
