@@ -106,8 +106,9 @@ def run_generation(name: str, arrays: dict, meta: dict) -> None:
     np.testing.assert_array_equal(np.array(tokens, np.int32), arrays["tokens"],
                                   err_msg=f"{name}: greedy tokens differ from the official signature runners'")
     ref = arrays["torch_decode_logits"] if float_model else arrays["decode_logits"]
+    oracle = "torch" if float_model else "builtin"
     for step, (ours, want) in enumerate(zip(logits, ref)):
-        assert_close(ours, want, tol, what=f"{name} decode step {step} logits vs {'torch' if float_model else 'builtin'}")
+        assert_close(ours, want, tol, what=f"{name} decode step {step} logits vs {oracle}")
 
 
 @pytest.mark.parametrize("name", MODELS)
