@@ -1,5 +1,5 @@
-"""Shape helpers shared by kernel modules: broadcasting (NumPy rules, collapsed to the fewest loop dimensions) and
-axis handling."""
+"""Shape helpers shared by kernel modules: broadcasting (NumPy rules, collapsed to the fewest loop dimensions), axis
+handling and index vectors read at prepare."""
 
 from __future__ import annotations
 
@@ -65,3 +65,12 @@ def normalize_axis(ctx: PrepareContext, axis: int, rank: int) -> int:
     if not 0 <= a < max(rank, 1):
         ctx.fail(f"axis {axis} is out of range for rank {rank}")
     return a
+
+
+def index_vector(ctx: PrepareContext, i: int, what: str) -> list[int]:
+    """A 1-D int32/int64 index input as a list of Python ints."""
+    t = ctx.input(i)
+    ctx.check(t is not None, f"{what} input is missing")
+    ctx.check(t.dtype in (np.int32, np.int64), f"{what} has type {t.dtype.name}, expected int32 or int64")
+    ctx.check(t.ndim == 1, f"{what} must be 1-D, got shape {list(t.shape)}")
+    return [int(v) for v in np.asarray(ctx.value(i)).reshape(-1)]

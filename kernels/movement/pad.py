@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.movement.transpose import (
+    box_rows,
     contiguous_strides,
     schedule_fill,
     schedule_strided_copy,
@@ -81,13 +82,9 @@ PADV2 = kernel("PADV2")(prepare_pad)
 def copy_mapped(x, out, shp, maps, moff, xs, tail):
     """out (row-major over shp, `tail` words per index) = the `tail` words of x at block sum_d maps[moff[d] + i_d] *
     xs[d]: a copy through per-dimension index maps, moving contiguous runs of `tail` words."""
-    rank = shp.size
-    inner = shp[rank - 1]
+    rank, inner, rows = box_rows(shp)
     m_in = moff[rank - 1]
     s_in = xs[rank - 1]
-    rows = 1
-    for d in range(rank - 1):
-        rows *= shp[d]
     o = 0
     for r in range(rows):
         rem = r

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.shapes import index_vector
 from lite_numba.kernels.movement.transpose import (
     contiguous_strides,
     copy_strided,
@@ -17,15 +18,6 @@ from lite_numba.ops import PrepareContext, kernel
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
-
-
-def index_vector(ctx: PrepareContext, i: int, what: str) -> list[int]:
-    """A 1-D int32/int64 index input as a list of Python ints."""
-    t = ctx.input(i)
-    ctx.check(t is not None, f"{what} input is missing")
-    ctx.check(t.dtype in (np.int32, np.int64), f"{what} has type {t.dtype.name}, expected int32 or int64")
-    ctx.check(t.ndim == 1, f"{what} must be 1-D, got shape {list(t.shape)}")
-    return [int(v) for v in np.asarray(ctx.value(i)).reshape(-1)]
 
 
 @kernel("SLICE")

@@ -8,6 +8,7 @@ copy moves long contiguous runs, and the number of copies depends on the rank on
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.shapes import index_vector
 from lite_numba.kernels.movement.transpose import contiguous_strides, schedule_strided_copy
 
 from lite_numba.ops import PrepareContext, Tensor, kernel
@@ -47,10 +48,8 @@ def TILE(ctx: PrepareContext) -> None:
 def BROADCAST_TO(ctx: PrepareContext) -> None:
     """out = x broadcast to `shape` (NumPy rules: x's dimensions, aligned right, equal or 1)."""
     ctx.check_num(inputs=2, outputs=1)
-    x, s = ctx.input(0), ctx.input(1)
-    ctx.check(s.dtype in (np.int32, np.int64) and s.ndim == 1,
-              f"shape must be a 1-D int32/int64 tensor, got {s.dtype.name}{list(s.shape)}")
-    shape = [int(v) for v in np.asarray(ctx.value(1)).reshape(-1)]
+    x = ctx.input(0)
+    shape = index_vector(ctx, 1, "shape")
     ctx.check(x.ndim <= len(shape), f"input shape {list(x.shape)} has more dimensions than {shape}")
     ctx.check(all(v >= 0 for v in shape), f"shape {shape} has a negative dimension")
     padded = [1] * (len(shape) - x.ndim) + list(x.shape)

@@ -13,21 +13,28 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.copy import WORDS
+from lite_numba.kernels.base.shapes import index_vector
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, kernel
 
 
-@njit(cache=True, nogil=True)
-def copy_strided(x, out, shp, xs, os, xb, ob):
-    """Copy the box `shp` from x (strides xs, base xb) to out (strides os, base ob); flat word arrays."""
+@njit(cache=True, inline="always")
+def box_rows(shp):
+    """(rank, row length, number of rows) of the index box shp, walked in rows along its last dimension."""
     rank = shp.size
-    inner = shp[rank - 1]
-    sx = xs[rank - 1]
-    so = os[rank - 1]
     rows = 1
     for d in range(rank - 1):
         rows *= shp[d]
+    return rank, shp[rank - 1], rows
+
+
+@njit(cache=True, nogil=True)
+def copy_strided(x, out, shp, xs, os, xb, ob):
+    """Copy the box `shp` from x (strides xs, base xb) to out (strides os, base ob); flat word arrays."""
+    rank, inner, rows = box_rows(shp)
+    sx = xs[rank - 1]
+    so = os[rank - 1]
     if inner == 0:
         return
     for r in range(rows):
@@ -167,13 +174,10 @@ def TRANSPOSE(ctx: PrepareContext) -> None:
 def REVERSE_V2(ctx: PrepareContext) -> None:
     """out = x reversed along the given axes (negative strides)."""
     ctx.check_num(inputs=2, outputs=1)
-    x, a = ctx.input(0), ctx.input(1)
-    ctx.check(a.dtype in (np.int32, np.int64) and a.ndim == 1,
-              f"axis must be a 1-D int32 tensor, got {a.dtype.name}{list(a.shape)}")
+    x = ctx.input(0)
     ctx.check(x.ndim <= MAX_TRANSPOSE_RANK, f"input rank {x.ndim} is above {MAX_TRANSPOSE_RANK}")
     axes = []
-    for v in np.asarray(ctx.value(1)).reshape(-1):
-        v = int(v)
+    for v in index_vector(ctx, 1, "axis"):
         ctx.check(-x.ndim <= v < x.ndim, f"axis {v} is out of range for rank {x.ndim}")
         axes.append(v + x.ndim if v < 0 else v)
     ctx.check(len(set(axes)) == len(axes), f"axis {axes} has duplicates")
