@@ -1,0 +1,124 @@
+"""Models made the 2026 way (litert-torch + ai-edge-quantizer, tests/data/litert_torch/, issues 29-30): ours against
+XNNPACK and the official builtin kernels, same process, same recorded inputs, interleaved rounds.
+
+Single-signature models run invoke(); the KV-cache models run one decode step through the signature runners (the
+official Python way: every call passes the caches in and gets them back), after a prefill. Outputs are checked
+against the builtin kernels first (the parity tests' tolerances); no case asserts on time."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROWS, check_outputs, rounds
+
+from lite_numba import Interpreter
+from lite_numba.testing import assert_close
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "litert_torch"
+SINGLE = ["cnn_f32", "cnn_dynamic_wi8_afp32", "cnn_weight_only_wi8_afp32", "cnn_static_wi8_ai8", "vit_f32",
+          "vit_dynamic_wi8_afp32", "vit_static_wi8_ai8", "decoder_f32", "decoder_dynamic_wi4b32_afp32",
+          "decoder_dynamic_wi2b32_afp32"]
+KV = ["decoder_kv_f32", "decoder_kv_q8", "decoder_kv_dynamic_wi4b32_afp32", "qwen3_f32", "qwen3_dynamic_wi8_afp32",
+      "qwen3_dynamic_wi4b32_afp32"]
+
+
+def _official(path: Path, builtin: bool):
+    from ai_edge_litert.interpreter import Interpreter as Official
+    from ai_edge_litert.interpreter import OpResolverType
+
+    kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if builtin else {}
+    it = Official(model_path=str(path), num_threads=1, **kw)
+    it.allocate_tensors()
+    return it
+
+
+def _median_us(fn, inner: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - t0) / inner * 1e6
+
+
+def _interleave(fns: dict, full_rounds: int) -> dict[str, float]:
+    first = next(iter(fns.values()))
+    t0 = time.perf_counter()
+    first()
+    inner = max(1, int(2e-3 / max(time.perf_counter() - t0, 1e-7)))
+    samples = {k: [] for k in fns}
+    for _ in range(rounds(full_rounds)):
+        for k, fn in fns.items():
+            samples[k].append(_median_us(fn, inner))
+    return {k: float(np.median(v)) for k, v in samples.items()}
+
+
+def _runtimes(path: Path) -> dict:
+    ours = Interpreter(model_path=str(path))
+    ours.allocate_tensors()
+    out = {"ours": ours, "builtin": _official(path, True)}
+    try:
+        out["xnnpack"] = _official(path, False)
+    except (RuntimeError, ValueError):  # XNNPACK refuses some types (INT2): the default resolver cannot run it
+        pass
+    return out
+
+
+@pytest.mark.parametrize("name", SINGLE)
+def test_litert_torch_latency(benchmark, name):
+    path = DATA / f"{name}.tflite"
+    ref = np.load(DATA / f"{name}.npz")
+    runtimes = _runtimes(path)
+    ours = runtimes["ours"]
+    inputs = [(d["index"], ref[f"in_{k}"]) for k, d in enumerate(ours.get_input_details())]
+    for it in runtimes.values():
+        for i, x in inputs:
+            it.set_tensor(i, x)
+        it.invoke()
+    check_outputs(name, ours, runtimes["builtin"], "model")
+    row = {"case": name, **_interleave({k: it.invoke for k, it in runtimes.items()}, 9)}
+    ROWS.append(row)
+    benchmark.extra_info.update(row)
+    benchmark(ours.invoke)
+
+
+def _decode_call(it, ref):
+    """A callable running decode step 0 of the recorded protocol (the prompt's last token at position prefill_len,
+    the caches returned by prefill; export_hf models also take a float mask: 0 where the key position <= the query
+    position, -inf elsewhere)."""
+    meta = json.loads(str(ref["meta"]))
+    n = meta["prefill_len"]
+    pre = it.get_signature_runner(meta["prefill_signature"])
+    caches = pre(**{k[len("prefill_in_"):]: ref[k] for k in ref.files if k.startswith("prefill_in_")})
+    runner = it.get_signature_runner(meta["decode_signature"])
+    feed = {}
+    for name, d in runner.get_input_details().items():
+        if name in caches:
+            feed[name] = caches[name]
+        elif name == "tokens":
+            feed[name] = np.full(d["shape"], ref["prompt"][n], d["dtype"])
+        elif name == "input_pos":
+            feed[name] = np.full(d["shape"], n, d["dtype"])
+        elif name == "mask":
+            keys = np.arange(d["shape"][-1])
+            feed[name] = np.where(keys <= n, 0.0, -np.inf).astype(d["dtype"]) * np.ones(d["shape"], d["dtype"])
+        else:
+            raise AssertionError(f"decode input {name!r} is not in the recorded protocol")
+    return lambda: runner(**feed)
+
+
+@pytest.mark.parametrize("name", KV)
+def test_litert_torch_decode_step(benchmark, name):
+    path = DATA / f"{name}.tflite"
+    ref = np.load(DATA / f"{name}.npz")
+    runtimes = _runtimes(path)
+    calls = {k: _decode_call(it, ref) for k, it in runtimes.items()}
+    ours_out, theirs_out = calls["ours"](), calls["builtin"]()
+    for k in theirs_out:
+        assert_close(ours_out[k], theirs_out[k], family="model", what=f"{name} decode {k}")
+    row = {"case": f"{name} decode step", **_interleave(calls, 7)}
+    ROWS.append(row)
+    benchmark.extra_info.update(row)
+    benchmark(calls["ours"])
