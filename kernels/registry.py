@@ -91,7 +91,7 @@ reshape = _lazy("movement.reshape")
 softmax = _lazy("elementwise.softmax")
 
 BUILTINS = [
-    # --- elementwise maths, comparison, logic (elementwise.py, logic.py); quantized inputs -> quantized_elementwise ---
+    # --- elementwise maths, comparison, logic (arithmetic.py, unary.py, logic.py); quantized inputs -> *_quantized ---
     # f32/i32; v2 int8, v3 int16 quantized, v4 int64, v5 int16 (v6 float16: no)
     ("ADD", 1, 5, with_quantized(ew.ADD, q_ew.ADD)),
     # f32/i32; v2 int8, v3 rank>4 broadcast, v4 int64, v5 int16 quantized
@@ -131,7 +131,7 @@ BUILTINS = [
     ("LOGICAL_NOT", 1, 1, logic.LOGICAL_NOT),
     ("SELECT", 1, 4, logic.SELECT),  # any 1/2/4/8-byte type; v3 5-D, v4 uint32
     ("SELECT_V2", 1, 2, logic.SELECT_V2),
-    # --- activations (activations.py; float32, quantized inputs -> quantized_elementwise) ---
+    # --- activations (activations.py; float32, quantized inputs -> activations_quantized.py) ---
     ("RELU", 1, 3, with_quantized(act.RELU, q_act.RELU)),  # v2 int8/uint8, v3 int16
     ("RELU6", 1, 3, with_quantized(act.RELU6, q_act.RELU6)),
     ("RELU_N1_TO_1", 1, 1, with_quantized(act.RELU_N1_TO_1, q_act.RELU_N1_TO_1)),

@@ -3,7 +3,7 @@
 They are used inside Numba `@intrinsic` code generators: pointers into Numba arrays, in-bounds element addressing,
 vector broadcasts and i64 constants.
 
-In the checked mode (LITE_NUMBA_BOUNDSCHECK=1, see lite_numba/numba_cache.py) every pointer `data_ptr` returns
+In the checked mode (LITE_NUMBA_BOUNDSCHECK=1, see lite_numba/jit/numba_cache.py) every pointer `data_ptr` returns
 carries its array's byte range, every pointer derived from it (gep, bitcast) inherits the range, and every plain
 load and store through such a pointer first checks that all the bytes it touches lie inside the array, raising
 IndexError otherwise: the generators' address computations are checked without changing them. Masked vector loads

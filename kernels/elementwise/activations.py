@@ -1,5 +1,5 @@
 """Float activations: RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1, LOGISTIC, TANH, HARD_SWISH, ELU, GELU, LEAKY_RELU
-(unary table of elementwise.py) and PRELU (binary, alpha broadcast). Quantized inputs go to the quantized kernels."""
+(unary.py's table) and PRELU (binary, alpha broadcast). Quantized inputs go to the quantized kernels."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Quantized activations (int8 / uint8 / int16), bit-exact with TFLite's optimized builtin kernels.
 
-Elementwise activations are tabulated over every input value at prepare time (see quantized_elementwise) with the
+Elementwise activations are tabulated over every input value at prepare time (see arithmetic_quantized.py) with the
 official arithmetic: float look-up tables (LUTPopulate) for LOGISTIC, TANH, ELU and GELU on 8-bit data, the
 integer reference code for RELU*, LEAKY_RELU and HARD_SWISH, and the int16 fixed-point LOGISTIC / TANH. PRELU
 runs through the shared binary kernel. SOFTMAX and LOG_SOFTMAX on 8-bit data use the optimized kernels' float

@@ -208,7 +208,7 @@ def _row_chunks(N: int, OH: int, t: int) -> list[tuple[int, int, int, int]]:
 
 def schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     """dwconv.schedule_f32, or (ctx.num_threads > 1 and enough work) its parallel driver (AVX-512 or portable,
-    par_portable.py) over ranges of images or bands of output rows (schedule_f32's preparation recorded and replayed
+    parallel.py) over ranges of images or bands of output rows (schedule_f32's preparation recorded and replayed
     with a band scratch per worker). Same arguments. Then, when CO % 4 != 0, the official kernel's scalar clamp of
     the values its vector blocks leave (dw_nan_tail_f32: a NaN there becomes the activation's upper bound; the
     kernels' own clamp keeps NaN, as the official vector blocks do)."""

@@ -1,6 +1,6 @@
 """FULLY_CONNECTED: out[b, u] = act(sum_k x[b, k] * w[u, k] + bias[u]).
 
-Float32 here; quantized (int8/uint8/int16) and hybrid (float input, int8 weights) in quantized_fully_connected.py.
+Float32 here; quantized (int8/uint8/int16) and hybrid (float input, int8 weights) in fully_connected_quantized.py.
 The float GEMM is shared with BATCH_MATMUL: it takes B as [K, N] (TFLite's FC weights transposed once in prepare),
 vectorises over N and sums over k in order, one float32 accumulator per output, without fastmath: the result is
 that of the sequential float32 dot product (as TFLite's reference kernels compute it).

@@ -100,7 +100,7 @@ YMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)
 
 
 def float_drivers() -> GemmDrivers | None:
-    """The float GEMM drivers of the path in force (kernels/isa.py): zmm tiles with AVX-512, the 8-lane tiles with
+    """The float GEMM drivers of the path in force (kernels/base/isa.py): zmm tiles with AVX-512, the 8-lane tiles with
     AVX2 (ymm) or NEON (each 8-lane vector a pair of 128-bit registers: 16 of NEON's 32 hold the accumulators),
     None (the portable loops) otherwise."""
     if has("avx512"):

@@ -343,10 +343,10 @@ def _strided_slice_at(ctx: PrepareContext, x) -> bool:
     return True
 
 
-# --- SLICE, SLICE -> CONCATENATION fused into one static copy (lite_numba.fusion) ----------------------------------
+# --- SLICE, SLICE -> CONCATENATION fused into one static copy (lite_numba/runtime/fusion.py) ---------------------
 # Keras 3 loop bodies write step t of the output sequence as concat(x[0:t], y, x[t+1:]) with two SLICEs whose begin
 # or size come from the loop counter. Each SLICE's output shape depends on the counter, so unfused the SLICEs and the
-# CONCATENATION are prepared again from Python at every iteration. lite_numba.fusion replaces the CONCATENATION by
+# CONCATENATION are prepared again from Python at every iteration. The fusion replaces the CONCATENATION by
 # SLICE_UPDATE (inputs: x, y and the SLICEs' begin and size vectors) when the slices take all of x outside the
 # concatenation axis: the output keeps x's shape, and the counter values are read and checked at run time.
 
@@ -387,7 +387,7 @@ def slice_update(x, y, out, a_begin, a_size, b_begin, b_size, axis):
 
 
 def _prepare_slice_update(ctx: PrepareContext) -> None:
-    """Inputs: x, y, a_begin, a_size, b_begin, b_size; option `axis` (lite_numba.fusion checked the pattern)."""
+    """Inputs: x, y, a_begin, a_size, b_begin, b_size; option `axis` (runtime/fusion.py checked the pattern)."""
     x, y = ctx.input(0), ctx.input(1)
     axis = int(ctx.options["axis"])
     ctx.check(y.dtype == x.dtype and y.ndim == x.ndim,
@@ -412,7 +412,7 @@ SLICE_UPDATE = kernel("SLICE_UPDATE")(_prepare_slice_update)
 
 
 def _prepare_fused_away(ctx: PrepareContext) -> None:
-    """A node whose work another node does (lite_numba.fusion): its outputs are empty and never read."""
+    """A node whose work another node does (lite_numba/runtime/fusion.py): its outputs are empty and never read."""
     for i in range(ctx.num_outputs):
         ctx.set_output(i, (0,) * len(ctx.output(i).shape))
 
