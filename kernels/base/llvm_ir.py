@@ -115,3 +115,13 @@ def store_live(builder, y, dst, count):
             with cgutils.for_range(builder, count) as lane:
                 e = builder.extract_element(y, builder.trunc(lane.index, I32))
                 builder.store(e, builder.gep(dst, [lane.index], inbounds=True))
+
+
+def byte_ptr(builder, base, offset):
+    """i8* base + offset (offset an i64 in elements of a 1-byte array)."""
+    return builder.gep(base, [offset], inbounds=True)
+
+
+def load(builder, ptr, ty):
+    """Unaligned load of `ty` from a byte or int32 pointer."""
+    return builder.load(builder.bitcast(ptr, ty.as_pointer()), align=1)

@@ -11,6 +11,8 @@ from lite_numba.kernels.base.threads import (
     MIN_Q8_MACS,
     Recorder,
     bands,
+    call_at,
+    run_chunks,
     serial_address,
     threads_for,
 )
@@ -26,11 +28,53 @@ from lite_numba.kernels.linear.simd_int8 import (
     pack_weights_vnni,
     pad_runs,
     padded_sizes,
-    qconv_par,
     qconv_portable,
     qconv_vnni,
 )
 from lite_numba.kernels.linear.simd_int8_narrow import qconv_narrow, schedule_narrow
+from numba import njit
+
+# --- the multi-threaded driver (num_threads > 1, see kernels/base/threads.py) ----------------------------------------
+# Each chunk of a fixed list (ranges of images, or bands of output rows of one image), taken in turn by the workers,
+# runs the serial driver (simd_int8 or simd_int8_narrow, by native address) on views of its rows with the worker's
+# own slice of abuf and scratch, so every output byte is computed by the same code as with one thread.
+
+
+@njit(cache=True, inline="always")
+def _chunk_views(x, out, geos, ch, j):
+    """The input, output and geometry of chunk j = images [n0, n1) x output rows [y0, y1) (C-contiguous views)."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    n0, n1, y0, y1 = ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]
+    g = geos[j]
+    of = out.reshape(out.size)
+    xf = x.reshape(x.size)
+    o = of[(n0 * OH + y0) * OW * CO:((n1 - 1) * OH + y1) * OW * CO].reshape((n1 - n0, y1 - y0, OW, CO))
+    if g[10] != 0:  # pointwise: input row = output row
+        xs = xf[(n0 * H + y0) * W * CI:((n1 - 1) * H + y1) * W * CI].reshape((n1 - n0, y1 - y0, W, CI))
+    else:  # the whole images; geos[j] moves the top padding up by y0 rows
+        xs = xf[n0 * H * W * CI:n1 * H * W * CI].reshape((n1 - n0, H, W, CI))
+    return xs, o, g
+
+
+@njit(cache=True, inline="always")
+def _qconv_chunk(args, w, j):
+    addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch, T = args
+    A = abuf.shape[0] // T
+    S = scratch.shape[0] // T
+    xs, o, g = _chunk_views(x, out, geos, ch, j)
+    call_at(addr, (xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf[w * A:(w + 1) * A],
+                    scratch[w * S:(w + 1) * S]))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
+              cnt, T):
+    """The serial driver at native address addr (qconv_vnni or qconv_portable, called with
+    threads.call_at) over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers (cnt: a counter
+    scratch); worker w uses the w-th of T equal slices (first axis) of abuf (xpad) and scratch."""
+    run_chunks(T, cnt, ch.size // 4, _qconv_chunk, (addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift,
+                                                     zp_out, qmin, qmax, abuf, scratch, ch, T))
 
 
 def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,

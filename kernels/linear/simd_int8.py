@@ -41,11 +41,19 @@ from lite_numba.kernels.base.llvm_ir import I8 as _i8
 from lite_numba.kernels.base.llvm_ir import I32 as _i32
 from lite_numba.kernels.base.llvm_ir import I64 as _i64
 from lite_numba.kernels.base.llvm_ir import V16I as _v16i
+from lite_numba.kernels.base.llvm_ir import byte_ptr, load, store_live
 from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import i64 as _const
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.base.llvm_ir import store_live
 from lite_numba.kernels.linear.conv_loops import mbqm_half_up
+from lite_numba.kernels.linear.int8_rows import (
+    byte_sum,
+    pack_rows,
+    pad_flipped,
+    row_term,
+    row_weight,
+    window_row_terms,
+)
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -58,16 +66,6 @@ ABUF_BYTES = 48 * 1024  # activation rows packed per block (kept in L1/L2 while 
 
 
 # --- IR helpers -------------------------------------------------------------------------------------------------------
-
-
-def byte_ptr(builder, base, offset):
-    """i8* base + offset (offset an i64 in elements of a 1-byte array)."""
-    return builder.gep(base, [offset], inbounds=True)
-
-
-def load(builder, ptr, ty):
-    """Unaligned load of `ty` from a byte or int32 pointer."""
-    return builder.load(builder.bitcast(ptr, ty.as_pointer()), align=1)
 
 
 def _splat16(builder, x):
@@ -290,111 +288,7 @@ def block_rows(Kp: int, P: int, mr: int) -> int:
     return min(rows, -(-P // mr) * mr)
 
 
-# --- activation packing and epilogue (shared by both paths) -----------------------------------------------------------
-
-
-@intrinsic
-def _copy16(typingctx, dst, d, src, s, flip):
-    """dst[d:d + 16] = src[s:s + 16] ^ flip (bytes of uint8/int8 arrays, one unaligned 16-byte vector; plain IR that
-    any target lowers)."""
-    sig = types.void(dst, types.intp, src, types.intp, types.uint8)
-
-    def codegen(context, builder, sig, args):
-        dst_, d_, src_, s_, flip_ = args
-        v16i8 = ir.VectorType(_i8, 16)
-        pd = byte_ptr(builder, _data_ptr(context, builder, sig.args[0], dst_), d_)
-        ps = byte_ptr(builder, _data_ptr(context, builder, sig.args[2], src_), s_)
-        v = builder.xor(load(builder, ps, v16i8), _splat(builder, flip_, v16i8))
-        builder.store(v, builder.bitcast(pd, v16i8.as_pointer()), align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@njit(cache=True, inline="always")
-def copy_flipped(af, d, xf, s, n, fl):
-    """af[d:d + n] = xf[s:s + n] ^ fl as bytes (unsigned indices, so that LLVM vectorizes the loop)."""
-    for i in range(n):
-        af[np.uint64(d + i)] = np.uint8(xf[np.uint64(s + i)]) ^ fl
-
-
-@njit(cache=True, inline="always")
-def fill(af, d, n, v):
-    for i in range(n):
-        af[np.uint64(d + i)] = v
-
-
-@njit(cache=True, inline="always")
-def pack_rows(x, abuf, m0, rows, geo, flip, zp_in):
-    """abuf[r, :K] = row m0 + r of x's im2col matrix, bytes flipped by `flip`; taps outside the image hold zp_in.
-    geo[10] != 0 marks a pointwise layer (1x1, stride 1, no padding), whose im2col rows are the rows of x.
-
-    A row whose taps are all inside the image (dilation 1 along x) is KH runs of KW * CI contiguous bytes of x,
-    copied in 16-byte vectors that may write up to 15 bytes past a run (the next runs and rows of the block are
-    written after it; bytes K.. of a row meet zero weights) and read up to 15 bytes past it, when both arrays have
-    room for that; other rows go tap by tap."""
-    N, H, W, CI = x.shape
-    sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
-    OH, OW = geo[8], geo[9]
-    Kp = abuf.shape[1]
-    fl = np.uint8(flip)
-    pad = np.uint8((zp_in + flip) & 0xFF)
-    xf = x.reshape(N * H * W * CI)
-    af = abuf.reshape(abuf.size)
-    if geo[10] != 0:
-        if CI == Kp:
-            copy_flipped(af, 0, xf, m0 * CI, rows * CI, fl)
-        else:
-            for r in range(rows):
-                copy_flipped(af, r * Kp, xf, (m0 + r) * CI, CI, fl)
-        return
-    ox = m0 % OW
-    t = m0 // OW
-    oy = t % OH
-    n = t // OH
-    KWC = KW * CI
-    ystep = dh * W * CI
-    xlast = xf.size - KWC - 16  # last run start with 16 readable bytes past the run
-    alast = af.size - (KH - 1) * KWC - KWC - 16  # last row start with 16 writable bytes past its last run
-    for r in range(rows):
-        iy0 = oy * sh - pt
-        ix0 = ox * sw - pl
-        d0 = r * Kp
-        row_inside = dw == 1 and ix0 >= 0 and ix0 + KW <= W
-        iyl = iy0 + (KH - 1) * dh
-        s0 = ((n * H + iy0) * W + ix0) * CI
-        if row_inside and iy0 >= 0 and iyl < H and d0 <= alast and s0 + (KH - 1) * ystep <= xlast:
-            for _ky in range(KH):
-                i = 0
-                while i < KWC:
-                    _copy16(af, d0 + i, xf, s0 + i, fl)
-                    i += 16
-                d0 += KWC
-                s0 += ystep
-        else:
-            for ky in range(KH):
-                iy = iy0 + ky * dh
-                k = d0 + ky * KWC
-                if iy < 0 or iy >= H:
-                    fill(af, k, KWC, pad)
-                    continue
-                base = (n * H + iy) * W
-                if row_inside:
-                    copy_flipped(af, k, xf, (base + ix0) * CI, KWC, fl)
-                    continue
-                for kx in range(KW):
-                    ix = ix0 + kx * dw
-                    if 0 <= ix < W:
-                        copy_flipped(af, k + kx * CI, xf, (base + ix) * CI, CI, fl)
-                    else:
-                        fill(af, k + kx * CI, CI, pad)
-        ox += 1
-        if ox == OW:
-            ox = 0
-            oy += 1
-            if oy == OH:
-                oy = 0
-                n += 1
+# --- epilogue (shared by both paths) ------------------------------------------------------------------------------
 
 
 @njit(cache=True, inline="always")
@@ -515,65 +409,6 @@ def params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rows):
         return pf
     _output_params(prm, offs, bias, mult, shift, zp_out, nb)
     return pf
-
-
-@njit(cache=True, inline="always")
-def row_term(d, s):
-    """int32(d * s) wrapped like the int32 accumulator."""
-    return np.int32(((np.int64(d) * np.int64(s) + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31))
-
-
-@njit(cache=True, inline="always")
-def byte_sum(xf, s, n):
-    """sum of the bytes xf[s:s + n] (uint8 array), int64."""
-    t = np.int64(0)
-    for i in range(n):
-        t += np.int64(xf[np.uint64(s + i)])
-    return t
-
-
-@njit(cache=True, inline="always")
-def row_weight(geo):
-    """geo[11]: 128 - zp_w for uint8 weights of zero point zp_w (packed as w - 128), 0 for int8 ones (older
-    11-element geometries included)."""
-    return geo[11] if geo.size > 11 else 0
-
-
-@njit(cache=True, inline="always")
-def pad_flipped(xpad, xf, N, H, W, CI, HP, WP, pt, pl, pad, fl):
-    """xpad = the input x (flat xf, [N, H, W, CI]) padded to [N, HP, WP, CI] with the byte `pad` and every byte
-    XOR fl (the int8 -> uint8 flip), the rest of xpad (the tiles' overrun) padded too: the in-place K x K drivers'
-    input."""
-    used = N * HP * WP * CI
-    for n in range(N):
-        for yp in range(HP):
-            iy = yp - pt
-            d0 = ((n * HP + yp) * WP) * CI
-            if iy < 0 or iy >= H:
-                fill(xpad, d0, WP * CI, pad)
-                continue
-            a = min(pl, WP)  # padded columns [a, b) are the image's columns a - pl .. b - pl - 1
-            b = max(min(WP, pl + W), a)
-            fill(xpad, d0, a * CI, pad)
-            copy_flipped(xpad, d0 + a * CI, xf, ((n * H + iy) * W + a - pl) * CI, (b - a) * CI, fl)
-            fill(xpad, d0 + b * CI, (WP - b) * CI, pad)
-    fill(xpad, used, xpad.size - used, pad)
-
-
-@njit(cache=True, inline="always")
-def window_row_terms(xpad, rsf, npb, arow, OW, KH, KW, CI, lda, rstride, rstride2, dw, d):
-    """rsf[npb + ox] = the uint8-weight per-row term of output pixel ox of one output row (arow: the row's first
-    window in xpad), from the byte sum of its window."""
-    for ox in range(OW):
-        s = np.int64(0)
-        for ky in range(KH):
-            b0 = arow + ox * lda + ky * rstride
-            if dw == 1:
-                s += byte_sum(xpad, b0, KW * CI)
-            else:
-                for kx in range(KW):
-                    s += byte_sum(xpad, b0 + kx * rstride2, CI)
-        rsf[npb + ox] = row_term(d, s)
 
 
 @njit(cache=True, inline="always")
@@ -790,52 +625,3 @@ def qconv_portable(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out
 
 
 # --- prepare helper ---------------------------------------------------------------------------------------------------
-
-
-# --- multi-threaded drivers (num_threads > 1, see kernels/base/threads.py) --------------------------------------------
-# Appended apart from the single-thread code above, which they only call: each chunk of a fixed list (ranges of
-# images, or bands of output rows of one image), taken in turn by the workers, runs the serial driver on views of
-# its rows with the worker's own slice of abuf and scratch, so every output byte is computed by the same code as
-# with one thread.
-
-from lite_numba.kernels.base.threads import call_at as _call_at  # noqa: E402
-from lite_numba.kernels.base.threads import run_chunks as _run_chunks  # noqa: E402
-
-
-@njit(cache=True, inline="always")
-def _chunk_views(x, out, geos, ch, j):
-    """The input, output and geometry of chunk j = images [n0, n1) x output rows [y0, y1) (C-contiguous views)."""
-    N, H, W, CI = x.shape
-    _, OH, OW, CO = out.shape
-    n0, n1, y0, y1 = ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]
-    g = geos[j]
-    of = out.reshape(out.size)
-    xf = x.reshape(x.size)
-    o = of[(n0 * OH + y0) * OW * CO:((n1 - 1) * OH + y1) * OW * CO].reshape((n1 - n0, y1 - y0, OW, CO))
-    if g[10] != 0:  # pointwise: input row = output row
-        xs = xf[(n0 * H + y0) * W * CI:((n1 - 1) * H + y1) * W * CI].reshape((n1 - n0, y1 - y0, W, CI))
-    else:  # the whole images; geos[j] moves the top padding up by y0 rows
-        xs = xf[n0 * H * W * CI:n1 * H * W * CI].reshape((n1 - n0, H, W, CI))
-    return xs, o, g
-
-
-@njit(cache=True, inline="always")
-def _qconv_chunk(args, w, j):
-    addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch, T = args
-    A = abuf.shape[0] // T
-    S = scratch.shape[0] // T
-    xs, o, g = _chunk_views(x, out, geos, ch, j)
-    _call_at(addr, (xs, wp, offs, bias, o, g, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf[w * A:(w + 1) * A],
-                    scratch[w * S:(w + 1) * S]))
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
-              cnt, T):
-    """The serial driver at native address addr (qconv_vnni or qconv_portable, called with
-    threads.call_at) over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers (cnt: a counter
-    scratch); worker w uses the w-th of T equal slices (first axis) of abuf (xpad) and scratch."""
-    _run_chunks(T, cnt, ch.size // 4, _qconv_chunk, (addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift,
-                                                     zp_out, qmin, qmax, abuf, scratch, ch, T))
-
-

@@ -21,8 +21,8 @@ differ, so every output byte is the one the AVX-512 VNNI path and the official r
 - The output stage is simd_int8's (requantize_params / requantize_vector on 16 lanes, LLVM splits them into
   ymm halves), so it is bit-exact with the VNNI path by construction.
 
-Which scheme a driver runs is geo[12] (1: vpdpbusd layout, 0: pairs), so the parallel driver of simd_int8
-(qconv_par, which calls a serial driver with a fixed argument list) serves these drivers unchanged.
+Which scheme a driver runs is geo[12] (1: vpdpbusd layout, 0: pairs), so the parallel driver of the int8 kernels
+(qgemm.qconv_par, which calls a serial driver with a fixed argument list) serves these drivers unchanged.
 """
 
 from __future__ import annotations
@@ -34,16 +34,14 @@ from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.llvm_ir import I8 as _i8
 from lite_numba.kernels.base.llvm_ir import I16 as _i16
 from lite_numba.kernels.base.llvm_ir import I32 as _i32
+from lite_numba.kernels.base.llvm_ir import byte_ptr, load, store_live
 from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import i64 as _const
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.base.llvm_ir import store_live
 from lite_numba.kernels.linear.simd_int8 import (
     PRM_BLOCK,
     block_rows,
-    byte_ptr,
     conv_blocks,
-    load,
     pack_panels_int8,
     pack_weights_vnni,
     pad_runs,
