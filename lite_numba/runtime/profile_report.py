@@ -155,6 +155,8 @@ class NodeRecord:
     output_dtypes: tuple[str | None, ...]
     name: str  # the official tool's node name: "[output tensor names]:node index"
     output_bytes: int = 0
+    # the composite an inlined decomposition node came from ("odml.rms_norm@15", nested: "a@3/b@2"), else ""
+    group: str = ""
     stats: _Acc = field(default_factory=_Acc, repr=False)
 
     @property
@@ -207,7 +209,7 @@ class NodeRecord:
             "output_shapes": [list(s) if s is not None else None for s in self.output_shapes],
             "input_dtypes": list(self.input_dtypes), "output_dtypes": list(self.output_dtypes),
             "count": self.count, "first_us": self.first_us, "avg_us": self.avg_us, "min_us": self.min_us,
-            "max_us": self.max_us, "std_us": self.std_us, "output_bytes": self.output_bytes,
+            "max_us": self.max_us, "std_us": self.std_us, "output_bytes": self.output_bytes, "group": self.group,
         }
 
 
@@ -367,6 +369,34 @@ class Profile:
         """Summary by node type: node_type, count, avg_ms, avg_us, percent, cdf, mem_bytes, times_called."""
         return _by_type(self.records, self.num_runs)
 
+    def by_composite(self) -> list[dict]:
+        """The nodes inlined from each STABLEHLO_COMPOSITE decomposition, summed per composite (a nested one counts
+        in its own row and in its outer composite's): composite ("odml.rms_norm@15": name @ node index in its
+        caller, nested ones "outer@3/inner@2"), nodes, avg_us, percent (of the sum of node averages); in run order."""
+        total = self.total_avg_us or 1.0
+        acc: dict[str, dict] = {}
+        for r in self.records:
+            parts = r.group.split("/") if r.group else []
+            for k in range(1, len(parts) + 1):
+                key = "/".join(parts[:k])
+                row = acc.setdefault(key, {"composite": key, "nodes": 0, "avg_us": 0.0})
+                row["nodes"] += 1
+                row["avg_us"] += r.avg_us
+        return [{**row, "percent": row["avg_us"] * 100.0 / total} for row in acc.values()]
+
+    def composite_table(self) -> str:
+        """"Summary by composite" (by_composite) as text; empty when no node came from an inlined composite."""
+        rows = self.by_composite()
+        if not rows:
+            return ""
+        lines = ["============================== Summary by composite ==============================",
+                 _fmt_field("[composite]", 40) + _fmt_field("[nodes]", 8) + _fmt_field("[avg ms]", 10)
+                 + _fmt_field("[%]", 8)]
+        for row in rows:
+            lines.append(_fmt_field(row["composite"], 40) + _fmt_field(row["nodes"], 8)
+                         + _fmt_field(row["avg_us"] / 1e3, 10) + _fmt_field(row["percent"], 7) + "%")
+        return "\n".join(lines) + "\n\n"
+
     def to_dicts(self) -> list[dict]:
         """One dict per node (index, op_name, version, tensors, shapes, dtypes, timings in microseconds)."""
         total = self.total_avg_us or 1.0
@@ -393,8 +423,9 @@ class Profile:
 
     def to_table(self, csv_format: bool = False, time_limit: int = 10) -> str:
         """The official benchmark tool's three tables plus its short summary."""
-        return format_stats_tables(self.records, self.num_runs, csv_format=csv_format, time_limit=time_limit,
+        text = format_stats_tables(self.records, self.num_runs, csv_format=csv_format, time_limit=time_limit,
                                    run_totals=self.run_totals)
+        return text + ("" if csv_format else self.composite_table())
 
     def summary(self) -> str:
         """One line: runs, sum of node averages, unprofiled invoke average and their ratio."""
@@ -410,7 +441,7 @@ class Profile:
             "title": self.title, "num_runs": self.num_runs, "total_avg_us": self.total_avg_us,
             "invoke": self.invoke.to_dict() if self.invoke is not None else None,
             "coverage": self.coverage, "coverage_min": self.coverage_min, "run_totals": self.run_totals.to_dict(),
-            "nodes": self.to_dicts(), "by_type": self.by_type(),
+            "nodes": self.to_dicts(), "by_type": self.by_type(), "by_composite": self.by_composite(),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

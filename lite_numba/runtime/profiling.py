@@ -1,7 +1,9 @@
 """Per-node profiling and tracing of a running model (the report's formats are runtime.profile_report's).
 
 `profile_runtime(rt, num_runs)` (ModelRuntime.profile, Interpreter.profile) returns a `Profile`: one `NodeRecord`
-per node with its op, version, tensors and timing statistics.
+per node with its op, version, tensors and timing statistics. A STABLEHLO_COMPOSITE run by a fused kernel shows as
+"STABLEHLO_COMPOSITE odml.rms_norm"; the nodes of an inlined decomposition keep their ops and name the composite
+they came from in `group` (Profile.by_composite() sums them per composite).
 
 How nodes are timed: a profiled run calls every kernel from Python (`invoke_profiled`) on the same storage as the
 compiled executor, reading a clock around each node. This adds the Python dispatch of each call (a fraction of a
@@ -22,6 +24,7 @@ from typing import Callable, Iterator, TextIO
 
 import numpy as np
 
+from .composites import composite_label
 from .profile_report import NodeRecord, Profile, RunStats
 
 __all__ = ["describe_values", "invoke_profiled", "iter_node_steps", "profile_runtime", "trace_runtime"]
@@ -41,13 +44,13 @@ def _records_for(rt) -> list[NodeRecord]:
         names = [rt.tensors[o].name if o >= 0 else "" for o in node.outputs]
         out_bytes = sum(rt.tensors[o].nbytes for o in node.outputs if o >= 0 and rt.tensors[o].dtype.kind != "O")
         recs.append(NodeRecord(
-            index=node.index, op_name=node.op_name, version=node.version,
+            index=node.index, op_name=composite_label(node), version=node.version,
             inputs=tuple(node.inputs), outputs=tuple(node.outputs),
             input_shapes=tuple(_shape_of(rt, i) for i in node.inputs),
             output_shapes=tuple(_shape_of(rt, o) for o in node.outputs),
             input_dtypes=tuple(_dtype_of(rt, i) for i in node.inputs),
             output_dtypes=tuple(_dtype_of(rt, o) for o in node.outputs),
-            name=f"[{', '.join(names)}]:{node.index}", output_bytes=int(out_bytes)))
+            name=f"[{', '.join(names)}]:{node.index}", output_bytes=int(out_bytes), group=node.origin))
     return recs
 
 
@@ -220,7 +223,9 @@ def trace_runtime(rt, file: TextIO | None = None) -> None:
         run()
         dt = (clock() - t0) / 1e3
         kind = "custom " if node.is_custom else ""
-        print(f"[lite-numba trace] node {ni} {kind}{node.op_name} v{node.version}  {dt:.1f} us", file=out)
+        origin = f"  (in {node.origin})" if node.origin else ""
+        print(f"[lite-numba trace] node {ni} {kind}{composite_label(node)} v{node.version}  {dt:.1f} us{origin}",
+              file=out)
         for line in ins:
             print(line, file=out)
         for k, o in enumerate(node.outputs):

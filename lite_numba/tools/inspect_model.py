@@ -1,8 +1,11 @@
-"""`lite-numba inspect MODEL.tflite [--json] [--builtin-only]`: what a model holds and whether it can run here.
+"""`lite-numba inspect MODEL.tflite [--json] [--builtin-only] [--composites]`: what a model holds and whether it can
+run here.
 
 Reports subgraphs, signatures, the inputs and outputs with their quantization, the op table (builtin code or custom
-name, version, count, whether this installation can run it and why not), tensor counts and sizes, and the
-activation arena of subgraph 0 (planned by preparing the model without compiling it).
+name, version, count, whether this installation can run it and why not; a STABLEHLO_COMPOSITE by its name, e.g.
+"STABLEHLO_COMPOSITE odml.rms_norm", saying whether a fused kernel or its inlined decomposition runs it), tensor
+counts and sizes, and the activation arena of subgraph 0 (planned by preparing the model without compiling it).
+`--composites` lists every composite node with its attributes and its decomposition's nodes (nested ones indented).
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..api.interpreter import Interpreter
+from ..format.custom_options import decode_composite_attributes
 from ..format.model import load_model, read_model_bytes
 from ..format.plan import ModelPlan, SubgraphPlan, TensorSpec
+from ..runtime.composites import composite_label, composites_mode, find_fused, is_composite
 from ..runtime.resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver
 
 __all__ = ["inspect_model", "format_inspection", "op_status"]
@@ -90,6 +95,40 @@ def _nodes(sg: SubgraphPlan) -> list[dict]:
              "inputs": list(n.inputs), "outputs": list(n.outputs)} for n in sg.nodes]
 
 
+def _composite(plan: ModelPlan, resolver: OpResolver, si: int, n, depth: int = 0) -> dict | None:
+    """A STABLEHLO_COMPOSITE node: its name, version, attributes, decomposition subgraph, what runs it here (a fused
+    kernel, its decomposition inlined, or a kernel the resolver supplies) and its decomposition's nodes (nested
+    composites described the same way)."""
+    kernel = None if n.is_custom else resolver.find_builtin(n.op_name, n.version)
+    if n.op_name != "STABLEHLO_COMPOSITE" or kernel is None:
+        return None
+    index = n.options.get("decomposition_subgraph_index", -1)
+    info = {"subgraph": si, "node": n.index, "name": n.options.get("name", ""), "version": n.options.get("version", 0),
+            "decomposition_subgraph": index, "attributes": None, "runs": "", "decomposition": []}
+    try:
+        attributes = decode_composite_attributes(n.options.get("composite_attributes") or b"",
+                                                 int(n.options.get("composite_attributes_format") or 0))
+        info["attributes"] = {k: (v if not isinstance(v, bytes) else v.hex()) for k, v in attributes.items()}
+    except ValueError as e:
+        info["runs"] = f"cannot run: {e}"
+        return info
+    mode = composites_mode()
+    if not is_composite(n, kernel):
+        info["runs"] = f"kernel {kernel.name} (the resolver's)"
+    elif mode == "call":
+        info["runs"] = "decomposition called (LITE_NUMBA_COMPOSITES=call)"
+    else:
+        specs = [plan.subgraphs[si].tensors[i] if i >= 0 else None for i in n.inputs]
+        fused = find_fused(info["name"], int(info["version"] or 0), attributes, specs) if mode == "fused" else None
+        info["runs"] = f"fused kernel {fused.name}" if fused is not None else "decomposition inlined"
+    if depth < len(plan.subgraphs) and 0 <= index < len(plan.subgraphs):
+        for d in plan.subgraphs[index].nodes:
+            nested = _composite(plan, resolver, index, d, depth + 1)
+            info["decomposition"].append({"index": d.index, "op_name": composite_label(d), "version": d.version,
+                                          "inputs": list(d.inputs), "outputs": list(d.outputs), "composite": nested})
+    return info
+
+
 @contextlib.contextmanager
 def _python_executor() -> Iterator[None]:
     """Plan memory without compiling: the executor's debugging mode builds no compiled runner."""
@@ -130,13 +169,20 @@ def inspect_model(model: str | os.PathLike | bytes, builtin_only: bool = False, 
     resolver = BuiltinOpResolver() if builtin_only else default_op_resolver()
 
     ops: dict[tuple[str, bool, int], dict] = {}
+    composites = []
     for si, sg in enumerate(plan.subgraphs):
         for n in sg.nodes:
-            key = (n.op_name, n.is_custom, n.version)
+            comp = _composite(plan, resolver, si, n)
+            if comp is not None:
+                composites.append(comp)
+            key = (composite_label(n), n.is_custom, n.version)
             entry = ops.get(key)
             if entry is None:
                 ok, why = op_status(resolver, n.op_name, n.version, n.is_custom, builtin_only, n.custom_options)
-                entry = ops[key] = {"op": n.op_name, "kind": "custom" if n.is_custom else "builtin",
+                if comp is not None:
+                    ok = ok and not comp["runs"].startswith("cannot run")
+                    why = f"{why}; {comp['runs']}"
+                entry = ops[key] = {"op": key[0], "kind": "custom" if n.is_custom else "builtin",
                                     "builtin_code": n.builtin_code, "version": n.version, "count": 0,
                                     "subgraphs": [], "can_run": ok, "status": why}
             entry["count"] += 1
@@ -178,7 +224,7 @@ def inspect_model(model: str | os.PathLike | bytes, builtin_only: bool = False, 
                         "outputs": dict(s.outputs)} for s in plan.signatures],
         "inputs": subgraphs[0]["inputs"], "outputs": subgraphs[0]["outputs"],
         "ops": sorted(ops.values(), key=lambda e: (min(e["subgraphs"]), e["kind"], e["op"], e["version"])),
-        "tensors": totals, "arena_size": arena, "arena_error": arena_error or None,
+        "composites": composites, "tensors": totals, "arena_size": arena, "arena_error": arena_error or None,
         "can_run": can_run and not arena_error,
     }
 
@@ -200,8 +246,20 @@ def _kb(n: int) -> str:
     return f"{n} B" if n < 10_000 else f"{n / 1024:.1f} KiB" if n < 10_000_000 else f"{n / (1 << 20):.1f} MiB"
 
 
-def format_inspection(info: dict[str, Any]) -> str:
-    """The human-readable report of `inspect_model`."""
+def _composite_lines(c: dict, indent: str) -> list[str]:
+    attrs = ", ".join(f"{k}={v!r}" for k, v in (c["attributes"] or {}).items())
+    lines = [f"{indent}subgraph {c['subgraph']} node {c['node']}: STABLEHLO_COMPOSITE {c['name']} v{c['version']} "
+             f"{{{attrs}}} -> decomposition subgraph {c['decomposition_subgraph']}: {c['runs']}"]
+    for d in c["decomposition"]:
+        lines.append(f"{indent}    {d['index']}: {d['op_name']} v{d['version']} {d['inputs']} -> {d['outputs']}")
+        if d["composite"] is not None:
+            lines += _composite_lines(d["composite"], indent + "        ")
+    return lines
+
+
+def format_inspection(info: dict[str, Any], composites: bool = False) -> str:
+    """The human-readable report of `inspect_model` (`composites`: every STABLEHLO_COMPOSITE node and its
+    decomposition's nodes too)."""
     lines = [f"Model: {info['path'] or '<bytes>'} ({_kb(info['file_size'])}, schema version "
              f"{info['schema_version']})"]
     if info["description"]:
@@ -230,6 +288,10 @@ def format_inspection(info: dict[str, Any]) -> str:
         mark = "yes" if e["can_run"] else "NO "
         lines.append(f"  {e['op']:<{width}}  {e['kind']:<7}  {e['version']:>7}  {e['count']:>5}  {mark}  "
                      f"{e['status']}")
+    if composites:
+        lines.append(f"Composites: {len(info['composites'])}" if info["composites"] else "Composites: none")
+        for c in info["composites"]:
+            lines += _composite_lines(c, "  ")
     t = info["tensors"]
     lines.append(f"Tensors: {t['tensors']} ({t['constant_tensors']} constant: {_kb(t['constant_bytes'])}; "
                  f"{t['activation_tensors']} activations: {_kb(t['activation_bytes'])} declared; "
@@ -254,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--builtin-only", action="store_true", help="check against the builtin kernels only "
                     "(no plugins, no @custom_op ops)")
     ap.add_argument("--no-allocate", action="store_true", help="do not prepare the model to plan its arena")
+    ap.add_argument("--composites", action="store_true", help="list every STABLEHLO_COMPOSITE node with its "
+                    "attributes and its decomposition's nodes")
     a = ap.parse_args(argv)
     import sys
 
@@ -262,5 +326,5 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
-    sys.stdout.write(json.dumps(info, indent=2) + "\n" if a.json else format_inspection(info))
+    sys.stdout.write(json.dumps(info, indent=2) + "\n" if a.json else format_inspection(info, composites=a.composites))
     return 0
