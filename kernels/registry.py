@@ -371,8 +371,15 @@ REWRITES = {
 }
 
 # Fused kernels of STABLEHLO_COMPOSITE ops, by composite name and version: (name, min version, max version, kernel),
-# chosen by lite_numba/runtime/composites.py when the kernel's meta["accepts"](attributes, input dtypes) agrees; any
+# chosen by lite_numba/runtime/composites.py when the kernel's meta["accepts"](attributes, input specs) agrees; any
 # other composite runs its decomposition subgraph, inlined. Each is tested equal to its decomposition
 # (tests/test_stablehlo.py).
+attention = _lazy("elementwise.attention")
+
 COMPOSITES = [
+    ("odml.rms_norm", 0, 0, norm.RMS_NORM),  # {epsilon}: x, w float32; bit for bit
+    ("odml.scaled_dot_product_attention", 0, 0, attention.SDPA),  # {scale}, a float mask; bit for bit
+    ("odml.sdpa_transposed", 0, 0, attention.SDPA_TRANSPOSED),  # k_ts_idx 2, v_ts_idx 3, a bool mask; bit for bit
+    ("odml.swiglu", 0, 0, act.SWIGLU),  # {gate_size}: float32; bit for bit
+    # odml.cache_update: its decomposition (two DYNAMIC_UPDATE_SLICE, a TRANSPOSE) is already what a kernel would do
 ]

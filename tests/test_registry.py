@@ -53,6 +53,7 @@ def _reachable() -> set[str]:
     start = {f"lite_numba.kernels.{k.module}" for *_r, k in ROWS}
     start |= {f"lite_numba.kernels.{k.quantized.module}" for *_r, k in ROWS if getattr(k, "quantized", None)}
     start |= {f"lite_numba.kernels.{k.module}" for k in registry.REWRITES.values()}
+    start |= {f"lite_numba.kernels.{k.module}" for *_r, k in registry.COMPOSITES}
     seen, todo = set(), list(start)
     while todo:
         m = todo.pop()
@@ -68,3 +69,11 @@ def test_every_kernel_module_is_reachable_from_the_table():
     kernel_modules = {m for m, p in MODULES.items() if m.startswith("lite_numba.kernels.") and p.name != "__init__.py"}
     orphans = sorted(kernel_modules - reach - {"lite_numba.kernels.registry"})
     assert not orphans, f"kernel modules no registry row reaches: {orphans}"
+
+
+@pytest.mark.parametrize("name,lo,hi,k", registry.COMPOSITES, ids=[r[0] for r in registry.COMPOSITES])
+def test_composite_row_resolves_to_a_fused_kernel(name, lo, hi, k):
+    """COMPOSITES rows: a kernel named after its composite, with the `accepts` check the rewrite asks."""
+    assert 0 <= lo <= hi
+    resolved = k.resolve()
+    assert isinstance(resolved, OpKernel) and resolved.name == name and callable(resolved.meta["accepts"])

@@ -17,6 +17,7 @@ from lite_numba.kernels.elementwise.arithmetic import (
     schedule_binary,
 )
 from lite_numba.kernels.elementwise.unary import unary_op
+from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
 
@@ -125,5 +126,39 @@ def PRELU(ctx: PrepareContext) -> None:
     schedule_binary(ctx, BINARY_PLAIN["PRELU"], x, alpha, shape, out, no_limits(np.float32))
 
 
+# --- odml.swiglu (STABLEHLO_COMPOSITE, litert-torch's export_hf): silu(x[..., :g]) * x[..., g:] -----------------
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def swiglu_f32(x, out, rows, g):
+    """out[r, i] = (a * sigmoid(a)) * x[r, g + i] with a = x[r, i]: the decomposition's LOGISTIC, MUL, MUL."""
+    for r in range(rows):
+        for i in range(g):
+            a = x[r * 2 * g + i]
+            out[r * g + i] = (a * sigmoid_f32(a)) * x[r * 2 * g + g + i]
+
+
+def _swiglu_accepts(attributes: dict, specs: list) -> bool:
+    return (set(attributes) <= {"gate_size"} and isinstance(attributes.get("gate_size"), int)
+            and len(specs) == 1 and specs[0] is not None and specs[0].dtype == np.float32)
+
+
+@kernel("odml.swiglu")
+def SWIGLU(ctx: PrepareContext) -> None:
+    """The odml.swiglu composite {gate_size}: x [..., 2 * gate_size] -> [..., gate_size], bit for bit its
+    decomposition (two SLICEs, LOGISTIC, MUL, MUL)."""
+    ctx.check_num(inputs=1, outputs=1)
+    x = ctx.input(0)
+    ctx.check_dtype(x, np.float32)
+    g = int(ctx.options["attributes"]["gate_size"])
+    ctx.check(x.ndim >= 1 and g > 0 and x.shape[-1] == 2 * g,
+              f"input of shape {list(x.shape)}: the last dimension must be 2 * gate_size = {2 * g}")
+    out = ctx.set_output(0, x.shape[:-1] + (g,), np.float32)
+    if out.size:
+        ctx.call(swiglu_f32, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), out.size // g, g)
+
+
+SWIGLU.meta["accepts"] = _swiglu_accepts
+
 __all__ = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "ELU", "LEAKY_RELU",
-           "GELU", "PRELU"]
+           "GELU", "PRELU", "SWIGLU"]

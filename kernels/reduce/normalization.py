@@ -1,4 +1,5 @@
-"""L2_NORMALIZATION (float32, int8, uint8) and LOCAL_RESPONSE_NORMALIZATION (float32), over the last axis.
+"""L2_NORMALIZATION (float32, int8, uint8) and LOCAL_RESPONSE_NORMALIZATION (float32), over the last axis; the fused
+kernel of the odml.rms_norm composite (float32).
 
 L2: float rows are divided by max(sqrt(sum of squares), 1e-6); quantized rows are scaled by a fixed-point inverse
 square root of the integer sum of squares (gemmlowp's Newton-Raphson, `inv_sqrt_multiplier`), with the output
@@ -15,6 +16,7 @@ from lite_numba.kernels.base.fixedpoint import (
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
+from lite_numba.kernels.reduce.reduce import mean_last_axis_f32
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -198,4 +200,70 @@ def LOCAL_RESPONSE_NORMALIZATION(ctx: PrepareContext) -> None:
              float(np.float32(o.get("beta", 0.5))))
 
 
-__all__ = ["L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION", "inv_sqrt_multiplier"]
+# --- odml.rms_norm (STABLEHLO_COMPOSITE, litert-torch's RMSNorm): x * rsqrt(mean(x^2, last axis) + eps) * w -----
+
+
+@njit(cache=True, nogil=True)
+def square_f32(x, out):
+    for i in range(x.size):
+        out[i] = x[i] * x[i]
+
+
+@njit(cache=True, nogil=True)
+def mean_rows_f32(x, out, rows, n):
+    """out[j] = sum of row j in order (from -0.0, as MEAN's reducer) / n: MEAN over a single row."""
+    d = np.float32(n)
+    for j in range(rows):
+        acc = np.float32(-0.0)
+        for i in range(j * n, j * n + n):
+            acc += x[i]
+        out[j] = acc / d
+
+
+@njit(cache=True, nogil=True)
+def rms_scale_f32(x, means, w, eps, out, rows, n):
+    """out = (x * (1 / sqrt(mean + eps))) * w per row, each step rounded to float32 as the decomposition's ADD,
+    RSQRT, MUL and MUL nodes round it."""
+    e = np.float32(eps)
+    for j in range(rows):
+        r = np.float32(1.0) / np.sqrt(means[j] + e)
+        for i in range(n):
+            out[j * n + i] = (x[j * n + i] * r) * w[i]
+
+
+def _rms_norm_accepts(attributes: dict, specs: list) -> bool:
+    return (set(attributes) <= {"epsilon"} and isinstance(attributes.get("epsilon", 1e-6), (int, float))
+            and len(specs) == 2 and all(s is not None and s.dtype == np.float32 for s in specs)
+            and len(specs[1].shape) == 1)
+
+
+@kernel("odml.rms_norm")
+def RMS_NORM(ctx: PrepareContext) -> None:
+    """The odml.rms_norm composite {epsilon} fused: inputs x (float32, normalized over its last axis) and w
+    (float32 [n]). Bit for bit its decomposition (MUL x x, MEAN over the last axis, ADD eps, RSQRT, MUL, MUL): the
+    squares are averaged by MEAN's own summation (Eigen's 4-lane order over several rows, in order over one)."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, w = ctx.input(0), ctx.input(1)
+    ctx.check_dtype(x, np.float32)
+    ctx.check_dtype(w, np.float32)
+    ctx.check(x.ndim >= 1, "x must have rank >= 1")
+    n = x.shape[-1]
+    ctx.check(w.shape == (n,), f"weight shape {list(w.shape)} is not [{n}] (x's last dimension)")
+    out = ctx.set_output(0, x.shape, np.float32)
+    if x.size == 0:
+        return
+    rows = x.size // n
+    eps = float(np.float32(ctx.options["attributes"].get("epsilon", 1e-6)))
+    flat = ctx.view(x, (x.size,))
+    sq, means = ctx.temp((x.size,), np.float32), ctx.temp((rows,), np.float32)
+    ctx.call(square_f32, flat, sq)
+    if rows > 1 and n > 1:
+        ctx.call(mean_last_axis_f32, sq, means, rows, n)
+    else:
+        ctx.call(mean_rows_f32, sq, means, rows, n)
+    ctx.call(rms_scale_f32, flat, means, w, eps, ctx.view(out, (out.size,)), rows, n)
+
+
+RMS_NORM.meta["accepts"] = _rms_norm_accepts
+
+__all__ = ["L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION", "RMS_NORM", "inv_sqrt_multiplier"]

@@ -6,7 +6,7 @@ prepared (ModelRuntime._new_graph), every node whose kernel carries `meta["inlin
 STABLEHLO_COMPOSITE, kernels/host/control_flow.py) is replaced:
 
 - by one node running a fused kernel, when kernels/registry.py's COMPOSITES table has a row for the composite's
-  name and version and that kernel accepts its attributes (`meta["accepts"](attributes, input dtypes)`); the node
+  name and version and that kernel accepts its attributes (`meta["accepts"](attributes, input specs)`); the node
   keeps its op (STABLEHLO_COMPOSITE) and options, plus "attributes" (the decoded composite attributes);
 - else by the nodes of its decomposition subgraph, inlined in its place: the decomposition's inputs and outputs
   become the caller's tensors, its other tensors are appended to the caller's with fresh indices (its constants
@@ -64,12 +64,13 @@ def composite_label(node: Node) -> str:
     return f"{node.op_name} {name}" if name else node.op_name
 
 
-def find_fused(name: str, version: int, attributes: dict, dtypes: list) -> OpKernel | None:
-    """The COMPOSITES row's kernel for (name, version) when it accepts these attributes and input dtypes."""
+def find_fused(name: str, version: int, attributes: dict, specs: list) -> OpKernel | None:
+    """The COMPOSITES row's kernel for (name, version) when it accepts these attributes and inputs (their
+    TensorSpecs as the model declares them, None for an absent one)."""
     for row_name, lo, hi, k in COMPOSITES:
         if row_name == name and lo <= version <= hi:
             accepts = k.meta.get("accepts")
-            if accepts is None or accepts(attributes, dtypes):
+            if accepts is None or accepts(attributes, specs):
                 return k
     return None
 
@@ -161,7 +162,7 @@ class _Inliner:
             self.changed = True
             index, attributes = _check(self.model, subgraph, node, k.meta["inline_subgraph"])
             name, version = str(node.options.get("name", "")), int(node.options.get("version", 0) or 0)
-            fused = find_fused(name, version, attributes, [plan.tensors[i].dtype for i in node.inputs]) \
+            fused = find_fused(name, version, attributes, [plan.tensors[i] if i >= 0 else None for i in node.inputs]) \
                 if self.fused else None
             if fused is not None:
                 self.emit(node, fused, ins, outs, inter, origin, {**node.options, "attributes": attributes})

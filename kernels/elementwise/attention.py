@@ -1,0 +1,174 @@
+"""Fused kernels of the attention composites litert-torch emits (STABLEHLO_COMPOSITE, kernels/registry.py
+COMPOSITES): odml.scaled_dot_product_attention (the generative API) and odml.sdpa_transposed (export_hf's
+use_sdpa_composite), float32.
+
+Both are softmax(q k^T + mask) v per head, grouped-query heads sharing their KV head (head n reads KV head
+n // (heads / KV heads), as the decompositions' repeat_interleave / reshape do). They compute what the decomposition
+computes, in the same float32 steps: the query and key scaled by sqrt(scale) each (SDPA), each dot product summed in
+order over the head dimension from zero and each output summed in order over the keys (BATCH_MATMUL's order), the
+mask added (SDPA) or selected against -10000 (sdpa_transposed), and the rows normalized by SOFTMAX's own function,
+so the results equal the decomposition's bit for bit (tests/test_stablehlo.py), without its transposes, broadcast
+copies of the KV cache and intermediate tensors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from lite_numba.kernels.elementwise.softmax import softmax_f32
+from numba import njit
+
+from lite_numba.ops import PrepareContext, kernel
+
+MASK_FILL = -10000.0  # litert-torch's fill value for masked-out logits (sdpa_transposed)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def attention_logits(q, qst, k, kst, c, mask, mst, select, logits, dims):
+    """logits[b, n, t, s] = sum over h of (q[b, n, t, h] * c) * (k[b, n // G, s, h] * c), then + mask (select == 0)
+    or kept where mask != 0 else MASK_FILL (select == 1). Element offsets by strides over (b, n, t, h) for q,
+    (b, kv, s, h) for k and (b, n, t, s) for the mask (0 where it broadcasts); dims = (B, N, T, S, H, G)."""
+    B, N, T, S, H, G = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
+    fill = np.float32(MASK_FILL)
+    cf = np.float32(c)
+    for b in range(B):
+        for n in range(N):
+            kv = n // G
+            for t in range(T):
+                qo = b * qst[0] + n * qst[1] + t * qst[2]
+                row = ((b * N + n) * T + t) * S
+                mo = b * mst[0] + n * mst[1] + t * mst[2]
+                for s in range(S):
+                    ko = b * kst[0] + kv * kst[1] + s * kst[2]
+                    acc = np.float32(0.0)
+                    for h in range(H):
+                        acc += (q[qo + h * qst[3]] * cf) * (k[ko + h * kst[3]] * cf)
+                    acc = acc + np.float32(0.0)  # BATCH_MATMUL adds its (zero) bias
+                    m = mask[mo + s * mst[3]]
+                    if select:
+                        logits[row + s] = acc if m != 0 else fill
+                    else:
+                        logits[row + s] = acc + m
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def attention_values(p, v, vst, out, ost, dims):
+    """out[b, n, t, h] = sum over s of p[b, n, t, s] * v[b, n // G, s, h], in order over s (offsets by strides over
+    (b, kv, s, h) for v and (b, n, t, h) for out)."""
+    B, N, T, S, H, G = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
+    for b in range(B):
+        for n in range(N):
+            kv = n // G
+            for t in range(T):
+                row = ((b * N + n) * T + t) * S
+                oo = b * ost[0] + n * ost[1] + t * ost[2]
+                for h in range(H):
+                    vo = b * vst[0] + kv * vst[1] + h * vst[3]
+                    acc = np.float32(0.0)
+                    for s in range(S):
+                        acc += p[row + s] * v[vo + s * vst[2]]
+                    out[oo + h * ost[3]] = acc + np.float32(0.0)
+
+
+def _strides(shape: tuple[int, ...], order: tuple[int, ...]) -> np.ndarray:
+    """Element strides of a C-contiguous tensor of `shape`, listed in the axis order `order`."""
+    st = [1] * len(shape)
+    for a in range(len(shape) - 2, -1, -1):
+        st[a] = st[a + 1] * shape[a + 1]
+    return np.array([st[a] for a in order], np.int64)
+
+
+def _mask_strides(ctx: PrepareContext, mask, B: int, N: int, T: int, S: int) -> np.ndarray:
+    """Strides over (b, n, t, s) of a mask that broadcasts (numpy rules) to [B, N, T, S]."""
+    shape = (1,) * (4 - mask.ndim) + tuple(mask.shape) if mask.ndim <= 4 else None
+    ctx.check(shape is not None and all(m in (1, want) for m, want in zip(shape, (B, N, T, S))),
+              f"mask of shape {list(mask.shape)} does not broadcast to the logits [{B}, {N}, {T}, {S}]")
+    st = _strides(shape, (0, 1, 2, 3))
+    return np.array([0 if shape[a] == 1 else st[a] for a in range(4)], np.int64)
+
+
+def _schedule(ctx: PrepareContext, q, qst, k, kst, v, vst, c, mask, mst, select, out, ost, dims) -> None:
+    B, N, T, S = dims[:4]
+    rows = B * N * T
+    if rows == 0 or S == 0 or dims[4] == 0:
+        return
+    logits, probs = ctx.temp((rows * S,), np.float32), ctx.temp((rows * S,), np.float32)
+    flat = lambda t: ctx.view(t, (t.size,), np.uint8 if t.dtype == np.bool_ else t.dtype)  # noqa: E731
+    ctx.call(attention_logits, flat(q), qst, flat(k), kst, c, flat(mask), mst, select, logits, dims)
+    ctx.call(softmax_f32, ctx.view(logits, (rows, S)), ctx.view(probs, (rows, S)), 1.0)
+    ctx.call(attention_values, probs, flat(v), vst, flat(out), ost, dims)
+
+
+def _heads(ctx: PrepareContext, n_heads: int, kv_heads: int) -> int:
+    ctx.check(kv_heads > 0 and n_heads % kv_heads == 0,
+              f"{n_heads} query heads do not group over {kv_heads} KV heads")
+    return n_heads // kv_heads
+
+
+def _sdpa_accepts(attributes: dict, specs: list) -> bool:
+    return (set(attributes) <= {"scale"} and isinstance(attributes.get("scale"), (int, float))
+            and len(specs) == 4 and all(s is not None and s.dtype == np.float32 for s in specs))
+
+
+@kernel("odml.scaled_dot_product_attention")
+def SDPA(ctx: PrepareContext) -> None:
+    """The odml.scaled_dot_product_attention composite {scale} with a float mask: q [B, T, N, H], k and v [B, S, KV,
+    H], mask broadcasting to [B, N, T, S] -> [B, T, N, H]."""
+    ctx.check_num(inputs=4, outputs=1)
+    q, k, v, mask = (ctx.input(i) for i in range(4))
+    for t in (q, k, v, mask):
+        ctx.check_dtype(t, np.float32)
+    ctx.check(q.ndim == 4 and k.ndim == 4 and v.shape == k.shape,
+              f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: expected [B, T, N, H] and two [B, S, KV, H]")
+    B, T, N, H = q.shape
+    S, KV = k.shape[1], k.shape[2]
+    ctx.check(k.shape[0] == B and k.shape[3] == H, f"k {list(k.shape)} does not match q {list(q.shape)}")
+    G = _heads(ctx, N, KV)
+    out = ctx.set_output(0, q.shape, np.float32)
+    c = float(np.float32(math.sqrt(float(ctx.options["attributes"]["scale"]))))
+    bthn = (0, 2, 1, 3)  # (b, n, t, h) axes of [B, T, N, H]
+    _schedule(ctx, q, _strides(q.shape, bthn), k, _strides(k.shape, bthn), v, _strides(v.shape, bthn), c, mask,
+              _mask_strides(ctx, mask, B, N, T, S), 0, out, _strides(q.shape, bthn),
+              np.array([B, N, T, S, H, G], np.int64))
+
+
+SDPA.meta["accepts"] = _sdpa_accepts
+
+
+def _sdpa_transposed_accepts(attributes: dict, specs: list) -> bool:
+    known = {"from_cache_update", "is_causal", "k_ts_idx", "v_ts_idx"}
+    return (set(attributes) <= known and attributes.get("k_ts_idx", 2) == 2 and attributes.get("v_ts_idx", 3) == 3
+            and len(specs) in (4, 5) and all(s is not None for s in specs[:4])
+            and [s.dtype for s in specs[:4]] == [np.float32, np.float32, np.float32, np.bool_])
+
+
+@kernel("odml.sdpa_transposed")
+def SDPA_TRANSPOSED(ctx: PrepareContext) -> None:
+    """The odml.sdpa_transposed composite (k_ts_idx 2, v_ts_idx 3): q [B, N, T, H] (already scaled), the key cache
+    [B, KV, S, H], the value cache transposed [B, KV, H, S], a bool mask broadcasting to [B, 1, T, S] (true:
+    attend; false: the logit becomes -10000) and the runtime parameters (unused here) -> [B, N, T, H]."""
+    ctx.check_num(inputs=(4, 5), outputs=1)
+    q, k, v, mask = (ctx.input(i) for i in range(4))
+    for t in (q, k, v):
+        ctx.check_dtype(t, np.float32)
+    ctx.check_dtype(mask, np.bool_)
+    ctx.check(q.ndim == 4 and k.ndim == 4 and v.ndim == 4,
+              f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: expected rank 4")
+    B, N, T, H = q.shape
+    KV, S = k.shape[1], k.shape[2]
+    ctx.check(k.shape == (B, KV, S, H) and v.shape == (B, KV, H, S),
+              f"k {list(k.shape)} / v {list(v.shape)} do not match q {list(q.shape)} as [B, KV, S, H] / [B, KV, H, S]")
+    G = _heads(ctx, N, KV)
+    ctx.check(mask.ndim <= 4 and (mask.ndim < 3 or mask.shape[-3] == 1),
+              f"mask of shape {list(mask.shape)}: expected one row of keys per query, [B, 1, T, S]")
+    out = ctx.set_output(0, q.shape, np.float32)
+    plain = (0, 1, 2, 3)
+    _schedule(ctx, q, _strides(q.shape, plain), k, _strides(k.shape, plain), v, _strides(v.shape, (0, 1, 3, 2)),
+              1.0, mask, _mask_strides(ctx, mask, B, N, T, S), 1, out, _strides(q.shape, plain),
+              np.array([B, N, T, S, H, G], np.int64))
+
+
+SDPA_TRANSPOSED.meta["accepts"] = _sdpa_transposed_accepts
+
+__all__ = ["SDPA", "SDPA_TRANSPOSED", "attention_logits", "attention_values"]

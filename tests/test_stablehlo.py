@@ -1,0 +1,515 @@
+"""STABLEHLO_COMPOSITE (inlined decompositions, fused kernels) and the other STABLEHLO_* builtins the official
+runtime registers, built with ModelBuilder and compared with the official runtime.
+
+Composites: every fused kernel of kernels/registry.py COMPOSITES equals its decomposition bit for bit (the same
+inputs through LITE_NUMBA_COMPOSITES=inline and =fused, on builder-made decompositions written as litert-torch writes
+them and on the litert-torch models of tests/data), an unknown composite runs its decomposition, nested composites
+and a composite in a WHILE body are inlined, malformed composites are refused naming the op, node and field, and
+inspect and the profiler name each composite.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from flatbuffers import flexbuffers
+
+from lite_numba import Interpreter
+from lite_numba.builder import ModelBuilder
+from lite_numba.format.model import ModelError
+from lite_numba.testing import assert_close, run_official, run_ours
+from lite_numba.tools.inspect_model import format_inspection, inspect_model
+
+DATA = pathlib.Path(__file__).parent / "data" / "litert_torch"
+F32 = np.float32
+
+
+@pytest.fixture(params=["fused", "inline", "call"])
+def mode(request, monkeypatch):
+    monkeypatch.setenv("LITE_NUMBA_COMPOSITES", request.param)
+    return request.param
+
+
+def run_mode(model, inputs, mode: str, monkeypatch) -> list[np.ndarray]:
+    monkeypatch.setenv("LITE_NUMBA_COMPOSITES", mode)
+    return run_ours(model, inputs)
+
+
+def add_composite(sg, name: str, ins, outs, dec, attrs: dict | None = None, version: int = 0, raw: bytes | None = None,
+                  fmt: int = 0) -> None:
+    sg.add_op("STABLEHLO_COMPOSITE", ins, outs, options={
+        "name": name, "decomposition_subgraph_index": dec if isinstance(dec, int) else dec.index,
+        "composite_attributes": raw if raw is not None else flexbuffers.Dumps(attrs or {}),
+        "composite_attributes_format": fmt, "version": version})
+
+
+# --- decompositions as litert-torch writes them ---------------------------------------------------------------
+
+
+def rms_norm_decomposition(b: ModelBuilder, shape, eps: float):
+    """x * rsqrt(mean(x * x, last axis, keep_dims) + eps) * w (litert-torch's odml.rms_norm.impl)."""
+    d = b.add_subgraph("odml.rms_norm.impl")
+    n = shape[-1]
+    x, w = d.add_input("x", F32, shape), d.add_input("w", F32, [n])
+    sq, m, a, r, y, o = (d.add_tensor(k, F32, s) for k, s in (
+        ("sq", shape), ("m", shape[:-1] + [1]), ("a", shape[:-1] + [1]), ("r", shape[:-1] + [1]), ("y", shape),
+        ("o", shape)))
+    d.add_op("MUL", [x, x], [sq])
+    d.add_op("MEAN", [sq, d.add_const("axis", np.array([len(shape) - 1], np.int32))], [m], options={"keep_dims": True})
+    d.add_op("ADD", [m, d.add_const("eps", np.array(eps, F32))], [a])
+    d.add_op("RSQRT", [a], [r])
+    d.add_op("MUL", [x, r], [y])
+    d.add_op("MUL", [y, w], [o])
+    d.mark_output(o)
+    return d
+
+
+def rms_norm_model(shape, eps: float = 1e-6, seed: int = 0) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", F32, shape)
+    w = b.add_const("w", np.random.default_rng(seed).normal(1.0, 0.2, shape[-1]).astype(F32))
+    out = b.add_tensor("out", F32, shape)
+    add_composite(b.main, "odml.rms_norm", [x, w], [out], rms_norm_decomposition(b, list(shape), eps),
+                  {"epsilon": float(F32(eps))})
+    b.mark_output(out)
+    return b.build()
+
+
+def sdpa_model(T: int, S: int, N: int, KV: int, H: int, scale: float) -> bytes:
+    """litert-torch's odml.scaled_dot_product_attention.impl (generative API, batch 1): q [1, T, N, H], k and v
+    [1, S, KV, H], a float mask [1, 1, T, S]."""
+    G = N // KV
+    b = ModelBuilder()
+    q, k, v = (b.add_input(n_, F32, s) for n_, s in (("q", [1, T, N, H]), ("k", [1, S, KV, H]), ("v", [1, S, KV, H])))
+    mask = b.add_input("mask", F32, [1, 1, T, S])
+    out = b.add_tensor("out", F32, [1, T, N, H])
+    d = b.add_subgraph("odml.scaled_dot_product_attention.impl")
+    dq, dk, dv = (d.add_input(n_, F32, s)
+                  for n_, s in (("q", [1, T, N, H]), ("k", [1, S, KV, H]), ("v", [1, S, KV, H])))
+    dm = d.add_input("mask", F32, [1, 1, T, S])
+    swap12 = d.add_const("perm", np.array([0, 2, 1, 3], np.int32))
+    c = d.add_const("c", np.array(np.sqrt(scale), F32))
+
+    def t(name, shape):
+        return d.add_tensor(name, F32, shape)
+
+    def repeat(x, name):  # [1, S, KV, H] -> [1, N, S, H], head n reading KV head n // G
+        xt, x5 = t(name + "t", [1, KV, S, H]), t(name + "5", [1, KV, 1, S, H])
+        xb, xn = t(name + "b", [1, KV, G, S, H]), t(name + "n", [1, N, S, H])
+        d.add_op("TRANSPOSE", [x, swap12], [xt])
+        d.add_op("RESHAPE", [xt, d.add_const(name + "s5", np.array([1, KV, 1, S, H], np.int32))], [x5])
+        d.add_op("BROADCAST_TO", [x5, d.add_const(name + "sb", np.array([1, KV, G, S, H], np.int32))], [xb], version=2)
+        d.add_op("RESHAPE", [xb, d.add_const(name + "sn", np.array([1, N, S, H], np.int32))], [xn])
+        return xn
+
+    kn, vn = repeat(dk, "k"), repeat(dv, "v")
+    qs, qt, ks, kt = t("qs", [1, T, N, H]), t("qt", [1, N, T, H]), t("ks", [1, N, S, H]), t("kt", [1, N, H, S])
+    d.add_op("MUL", [dq, c], [qs])
+    d.add_op("TRANSPOSE", [qs, swap12], [qt])
+    d.add_op("MUL", [kn, c], [ks])
+    d.add_op("TRANSPOSE", [ks, d.add_const("perm23", np.array([0, 1, 3, 2], np.int32))], [kt])
+    q3, k3, lg, ad, p, p3, v3, o3, o4, o = (t(n_, s) for n_, s in (
+        ("q3", [N, T, H]), ("k3", [N, H, S]), ("logits", [N, T, S]), ("masked", [1, N, T, S]), ("p", [1, N, T, S]),
+        ("p3", [N, T, S]), ("v3", [N, S, H]), ("o3", [N, T, H]), ("o4", [1, N, T, H]), ("o", [1, T, N, H])))
+    d.add_op("RESHAPE", [qt, d.add_const("sq3", np.array([N, T, H], np.int32))], [q3])
+    d.add_op("RESHAPE", [kt, d.add_const("sk3", np.array([N, H, S], np.int32))], [k3])
+    d.add_op("BATCH_MATMUL", [q3, k3], [lg])
+    d.add_op("ADD", [lg, dm], [ad])
+    d.add_op("SOFTMAX", [ad], [p], options={"beta": 1.0})
+    d.add_op("RESHAPE", [p, d.add_const("sp3", np.array([N, T, S], np.int32))], [p3])
+    d.add_op("RESHAPE", [vn, d.add_const("sv3", np.array([N, S, H], np.int32))], [v3])
+    d.add_op("BATCH_MATMUL", [p3, v3], [o3])
+    d.add_op("RESHAPE", [o3, d.add_const("so4", np.array([1, N, T, H], np.int32))], [o4])
+    d.add_op("TRANSPOSE", [o4, swap12], [o])
+    d.mark_output(o)
+    add_composite(b.main, "odml.scaled_dot_product_attention", [q, k, v, mask], [out], d, {"scale": scale})
+    b.mark_output(out)
+    return b.build()
+
+
+def sdpa_transposed_model(T: int, S: int, N: int, KV: int, H: int) -> bytes:
+    """export_hf's odml.sdpa_transposed.impl: q [1, N, T, H], k cache [1, KV, S, H], v cache [1, KV, H, S], a bool mask
+    [1, 1, T, S] (true: attend) and the runtime parameters [1, 1, 1, 7]."""
+    G = N // KV
+    b = ModelBuilder()
+    q, k, v = (b.add_input(n_, F32, s) for n_, s in (("q", [1, N, T, H]), ("k", [1, KV, S, H]), ("v", [1, KV, H, S])))
+    mask, param = b.add_input("mask", np.bool_, [1, 1, T, S]), b.add_input("param", np.int32, [1, 1, 1, 7])
+    out = b.add_tensor("out", F32, [1, N, T, H])
+    d = b.add_subgraph("odml.sdpa_transposed.impl")
+    dq, dk, dv = (d.add_input(n_, F32, s)
+                  for n_, s in (("q", [1, N, T, H]), ("k", [1, KV, S, H]), ("v", [1, KV, H, S])))
+    dm, _ = d.add_input("mask", np.bool_, [1, 1, T, S]), d.add_input("param", np.int32, [1, 1, 1, 7])
+    qg, mf, mc, mb, mg = d.add_tensor("qg", F32, [1, KV, G * T, H]), d.add_tensor("mf", F32, [1, 1, T, S]), \
+        d.add_tensor("mc", F32, [1, G, T, S]), d.add_tensor("mb", np.bool_, [1, G, T, S]), \
+        d.add_tensor("mg", np.bool_, [1, 1, G * T, S])
+    lg, sel, p, og, o = (d.add_tensor(n_, F32, s) for n_, s in (
+        ("logits", [1, KV, G * T, S]), ("sel", [1, KV, G * T, S]), ("p", [1, KV, G * T, S]), ("og", [1, KV, G * T, H]),
+        ("o", [1, N, T, H])))
+    d.add_op("RESHAPE", [dq, d.add_const("sqg", np.array([1, KV, G * T, H], np.int32))], [qg])
+    d.add_op("CAST", [dm], [mf])
+    d.add_op("CONCATENATION", [mf] * G, [mc], options={"axis": 1})
+    d.add_op("NOT_EQUAL", [mc, d.add_const("zero", np.array(0.0, F32))], [mb])
+    d.add_op("RESHAPE", [mb, d.add_const("smg", np.array([1, 1, G * T, S], np.int32))], [mg])
+    d.add_op("BATCH_MATMUL", [qg, dk], [lg], options={"adj_y": True})
+    d.add_op("SELECT_V2", [mg, lg, d.add_const("fill", np.array(-10000.0, F32))], [sel])
+    d.add_op("SOFTMAX", [sel], [p], options={"beta": 1.0})
+    d.add_op("BATCH_MATMUL", [p, dv], [og], options={"adj_y": True})
+    d.add_op("RESHAPE", [og, d.add_const("so", np.array([1, N, T, H], np.int32))], [o])
+    d.mark_output(o)
+    add_composite(b.main, "odml.sdpa_transposed", [q, k, v, mask, param], [out], d,
+                  {"from_cache_update": True, "is_causal": True, "k_ts_idx": 2, "v_ts_idx": 3})
+    b.mark_output(out)
+    return b.build()
+
+
+def swiglu_model(shape, gate: int) -> bytes:
+    """export_hf's odml.swiglu.impl: silu(x[..., :gate]) * x[..., gate:]."""
+    b = ModelBuilder()
+    x = b.add_input("x", F32, shape)
+    out_shape = list(shape[:-1]) + [gate]
+    out = b.add_tensor("out", F32, out_shape)
+    d = b.add_subgraph("odml.swiglu.impl")
+    dx = d.add_input("x", F32, shape)
+    a, g, s, m, o = (d.add_tensor(n_, F32, out_shape) for n_ in ("a", "g", "s", "m", "o"))
+    size = d.add_const("size", np.array(out_shape, np.int32))
+    zeros = [0] * len(shape)
+    d.add_op("SLICE", [dx, d.add_const("b0", np.array(zeros, np.int32)), size], [a])
+    d.add_op("SLICE", [dx, d.add_const("b1", np.array(zeros[:-1] + [gate], np.int32)), size], [g])
+    d.add_op("LOGISTIC", [a], [s])
+    d.add_op("MUL", [a, s], [m])
+    d.add_op("MUL", [m, g], [o])
+    d.mark_output(o)
+    add_composite(b.main, "odml.swiglu", [x], [out], d, {"gate_size": gate})
+    b.mark_output(out)
+    return b.build()
+
+
+def fused_ops(model: bytes, monkeypatch) -> list[str]:
+    """The op labels of subgraph 0 as the runtime runs it (after the composite rewrite)."""
+    monkeypatch.setenv("LITE_NUMBA_COMPOSITES", "fused")
+    it = Interpreter(model_content=model)
+    return [n.op_name + (" " + n.options["name"] if n.op_name == "STABLEHLO_COMPOSITE" else "")
+            for n in it._rt.graph(0).plan.nodes]
+
+
+def _random(rng, shape, dtype=F32):
+    if np.dtype(dtype) == np.bool_:
+        return rng.random(shape) < 0.7
+    if np.dtype(dtype) == np.int32:
+        return rng.integers(0, 64, shape).astype(np.int32)
+    return rng.normal(0, 1.5, shape).astype(dtype)
+
+
+CASES = {
+    "rms_norm-16x64": (lambda: rms_norm_model([1, 16, 64]), [[1, 16, 64]]),
+    "rms_norm-5x37": (lambda: rms_norm_model([5, 37], 1e-5), [[5, 37]]),  # rows not 16-byte aligned
+    "rms_norm-1x1x64": (lambda: rms_norm_model([1, 1, 64]), [[1, 1, 64]]),  # one row: MEAN sums in order
+    "sdpa-gqa": (lambda: sdpa_model(T=5, S=24, N=4, KV=2, H=8, scale=0.25), [[1, 5, 4, 8], [1, 24, 2, 8],
+                                                                            [1, 24, 2, 8], [1, 1, 5, 24]]),
+    "sdpa-mha-scale": (lambda: sdpa_model(T=3, S=7, N=2, KV=2, H=12, scale=1 / np.sqrt(12)),
+                       [[1, 3, 2, 12], [1, 7, 2, 12], [1, 7, 2, 12], [1, 1, 3, 7]]),
+    "sdpa_transposed": (lambda: sdpa_transposed_model(T=4, S=20, N=4, KV=2, H=8),
+                        [[1, 4, 4, 8], [1, 2, 20, 8], [1, 2, 8, 20], ([1, 1, 4, 20], np.bool_),
+                         ([1, 1, 1, 7], np.int32)]),
+    "swiglu": (lambda: swiglu_model([1, 6, 40], 20), [[1, 6, 40]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fused_kernel_equals_its_decomposition(case, monkeypatch, official):
+    """Bit for bit: the fused kernel computes the decomposition's float32 steps in the same order."""
+    make, specs = CASES[case]
+    model = make()
+    rng = np.random.default_rng(len(case))
+    inputs = [_random(rng, *(s if isinstance(s, tuple) else (s,))) for s in specs]
+    if case.startswith("sdpa-"):  # a causal-looking float mask with -inf, as the generative API feeds it
+        T, S = inputs[3].shape[2:]
+        causal = np.arange(S)[None, :] <= np.arange(T)[:, None] + S - T
+        inputs[3] = np.where(causal, 0.0, -np.inf).astype(F32)[None, None]
+    name = {"sdpa": "odml.scaled_dot_product_attention"}.get(case.split("-")[0], "odml." + case.split("-")[0])
+    assert f"STABLEHLO_COMPOSITE {name}" in fused_ops(model, monkeypatch)
+    fused = run_mode(model, inputs, "fused", monkeypatch)
+    inline = run_mode(model, inputs, "inline", monkeypatch)
+    for a, b in zip(fused, inline):
+        np.testing.assert_array_equal(a, b, err_msg=f"{case}: fused kernel differs from its decomposition")
+    for a, b in zip(fused, run_official(model, inputs)):
+        assert_close(a, b, 1e-5, what=f"{case} vs the official runtime (its decomposition)")
+
+
+def _generation_steps(name: str, mode: str, monkeypatch, steps: int = 2) -> list[dict]:
+    """prefill on the recorded inputs with random caches, then `steps` decode steps."""
+    monkeypatch.setenv("LITE_NUMBA_COMPOSITES", mode)
+    with np.load(DATA / f"{name}.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    meta = json.loads(str(arrays["meta"]))
+    it = Interpreter(model_path=str(DATA / f"{name}.tflite"))
+    prefill, decode = it.get_signature_runner(meta["prefill_signature"]), it.get_signature_runner("decode")
+    rng = np.random.default_rng(7)
+    feed = {k[len("prefill_in_"):]: v for k, v in arrays.items() if k.startswith("prefill_in_")}
+    feed = {k: (rng.normal(0, 1, v.shape).astype(F32) if k.startswith("kv_cache") else v) for k, v in feed.items()}
+    outs = [prefill(**feed)]
+    wanted = decode.get_input_details()
+    for step in range(steps):
+        p = meta["prefill_len"] + step
+        feed = {k: v for k, v in outs[-1].items() if k.startswith("kv_cache")}
+        feed.update(tokens=np.array([[3 + step]], np.int32), input_pos=np.array([p], np.int32))
+        if "mask" in wanted:
+            feed["mask"] = np.where(np.arange(meta["cache_len"]) <= p, 0.0, -np.inf).astype(F32).reshape(1, 1, 1, -1)
+        if "param_tensor" in wanted:
+            feed["param_tensor"] = np.array([p, p + 1, p + 1, 1, 0, 0, 0], np.int32).reshape(1, 1, 1, 7)
+        outs.append({k: v.copy() for k, v in decode(**feed).items()})
+    return outs
+
+
+@pytest.mark.parametrize("name", ["decoder_kv_f32", "qwen3_composites_f32"])
+def test_fused_kernels_equal_decompositions_in_litert_torch_models(name, monkeypatch):
+    """odml.rms_norm, odml.scaled_dot_product_attention (grouped-query heads), odml.sdpa_transposed and odml.swiglu
+    as litert-torch wrote them: prefill and decode through the fused kernels equal the inlined decompositions."""
+    fused = _generation_steps(name, "fused", monkeypatch)
+    inline = _generation_steps(name, "inline", monkeypatch)
+    for step, (a, b) in enumerate(zip(fused, inline)):
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=f"{name} step {step} {k}")
+
+
+# --- unknown and nested composites, WHILE bodies, shared decompositions, copies -------------------------------
+
+
+def scale_shift_decomposition(b: ModelBuilder, shape, k: float, c: float, name="acme.scale_shift.impl"):
+    d = b.add_subgraph(name)
+    x = d.add_input("x", F32, shape)
+    y, z = d.add_tensor("y", F32, shape), d.add_tensor("z", F32, shape)
+    d.add_op("MUL", [x, d.add_const("k", np.array(k, F32))], [y])
+    d.add_op("ADD", [y, d.add_const("c", np.array(c, F32))], [z])
+    d.mark_output(z)
+    return d
+
+
+def unknown_model() -> bytes:
+    """An unknown composite (acme.scale_shift, no fused kernel) called twice with one decomposition."""
+    b = ModelBuilder()
+    x = b.add_input("x", F32, [3, 4])
+    y, z = b.add_tensor("y", F32, [3, 4]), b.add_tensor("z", F32, [3, 4])
+    d = scale_shift_decomposition(b, [3, 4], 2.0, 1.0)
+    add_composite(b.main, "acme.scale_shift", [x], [y], d, {"k": 2.0, "note": "made by hand", "dims": [3, 4]})
+    add_composite(b.main, "acme.scale_shift", [y], [z], d, {"k": 2.0})
+    b.mark_output(z)
+    return b.build()
+
+
+def test_unknown_composite_runs_its_decomposition(mode, official):
+    model = unknown_model()
+    x = np.arange(12, dtype=F32).reshape(3, 4)
+    (ours,), (ref,) = run_ours(model, [x]), run_official(model, [x])
+    np.testing.assert_array_equal(ours, ref)
+    np.testing.assert_array_equal(ours, (x * 2 + 1) * 2 + 1)
+
+
+def test_inlined_nodes_record_their_composite(monkeypatch):
+    ops = fused_ops(unknown_model(), monkeypatch)
+    assert ops == ["MUL", "ADD", "MUL", "ADD"]  # no fused kernel: both inlined
+    it = Interpreter(model_content=unknown_model())
+    plan = it._rt.graph(0).plan
+    assert [n.origin for n in plan.nodes] == ["acme.scale_shift@0"] * 2 + ["acme.scale_shift@1"] * 2
+    # one decomposition inlined twice: its constants once, its intermediate tensor twice
+    assert len(plan.tensors) == 3 + 2 + 1 * 2
+
+
+def nested_model() -> bytes:
+    """acme.outer(x, w) = acme.scale_shift(odml.rms_norm(x, w)) + x: a known and an unknown composite inside an
+    unknown one."""
+    shape = [2, 3, 16]
+    b = ModelBuilder()
+    x = b.add_input("x", F32, shape)
+    w = b.add_const("w", np.linspace(0.5, 1.5, 16).astype(F32))
+    out = b.add_tensor("out", F32, shape)
+    rms = rms_norm_decomposition(b, shape, 1e-6)
+    inner = scale_shift_decomposition(b, shape, 3.0, -0.5, "acme.inner.impl")
+    outer = b.add_subgraph("acme.outer.impl")
+    ox, ow = outer.add_input("x", F32, shape), outer.add_input("w", F32, [16])
+    n1, n2, n3 = (outer.add_tensor(k, F32, shape) for k in ("n1", "n2", "n3"))
+    add_composite(outer, "odml.rms_norm", [ox, ow], [n1], rms, {"epsilon": float(F32(1e-6))})
+    add_composite(outer, "acme.inner", [n1], [n2], inner)
+    outer.add_op("ADD", [n2, ox], [n3])
+    outer.mark_output(n3)
+    add_composite(b.main, "acme.outer", [x, w], [out], outer, {"depth": 2})
+    b.mark_output(out)
+    return b.build()
+
+
+def test_nested_composites(mode, monkeypatch, official):
+    model = nested_model()
+    x = np.random.default_rng(3).normal(0, 2, [2, 3, 16]).astype(F32)
+    (ours,), (ref,) = run_ours(model, [x]), run_official(model, [x])
+    assert_close(ours, ref, 1e-6)
+    if mode != "call":
+        origins = [n.origin for n in Interpreter(model_content=model)._rt.graph(0).plan.nodes]
+        inner = "acme.outer@0/acme.inner@1"
+        rms = ["acme.outer@0"] if mode == "fused" else ["acme.outer@0/odml.rms_norm@0"] * 6
+        assert origins == rms + [inner, inner, "acme.outer@0"]
+
+
+def test_nested_fused_equals_inline(monkeypatch):
+    x = np.random.default_rng(4).normal(0, 2, [2, 3, 16]).astype(F32)
+    a = run_mode(nested_model(), [x], "fused", monkeypatch)
+    b = run_mode(nested_model(), [x], "inline", monkeypatch)
+    np.testing.assert_array_equal(a[0], b[0])
+
+
+def while_model() -> bytes:
+    """while i < 3: x = odml.rms_norm(x, w) * 2; i += 1 (the composite in the loop body)."""
+    shape = [4, 8]
+    b = ModelBuilder()
+    i, x = b.add_input("i", F32, []), b.add_input("x", F32, shape)
+    oi, ox = b.add_tensor("oi", F32, []), b.add_tensor("ox", F32, shape)
+    cond = b.add_subgraph("cond")
+    ci, _ = cond.add_input("i", F32, []), cond.add_input("x", F32, shape)
+    c = cond.add_tensor("c", np.bool_, [])
+    cond.add_op("LESS", [ci, cond.add_const("three", np.array(3.0, F32))], [c])
+    cond.mark_output(c)
+    body = b.add_subgraph("body")
+    bi, bx = body.add_input("i", F32, []), body.add_input("x", F32, shape)
+    ni, nx, n2 = body.add_tensor("ni", F32, []), body.add_tensor("nx", F32, shape), body.add_tensor("n2", F32, shape)
+    body.add_op("ADD", [bi, body.add_const("one", np.array(1.0, F32))], [ni])
+    bw = body.add_const("w", np.linspace(-1, 1, 8).astype(F32))
+    add_composite(body, "odml.rms_norm", [bx, bw], [nx], rms_norm_decomposition(b, shape, 1e-6),
+                  {"epsilon": float(F32(1e-6))})
+    body.add_op("MUL", [nx, body.add_const("two", np.array(2.0, F32))], [n2])
+    body.mark_output(ni)
+    body.mark_output(n2)
+    b.add_op("WHILE", [i, x], [oi, ox], options={"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
+    b.mark_output(oi)
+    b.mark_output(ox)
+    return b.build()
+
+
+def test_composite_in_a_while_body(mode, official):
+    model = while_model()
+    inputs = [np.array(0.0, F32), np.random.default_rng(5).normal(0, 1, [4, 8]).astype(F32)]
+    ours, ref = run_ours(model, inputs), run_official(model, inputs)
+    np.testing.assert_array_equal(ours[0], ref[0])
+    assert_close(ours[1], ref[1], 1e-6)
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    body = it._rt.graph(2).plan  # the body's plan as it runs: the composite inlined or fused, no host call
+    labels = [n.op_name + " " + n.options.get("name", "") if n.op_name == "STABLEHLO_COMPOSITE" else n.op_name
+              for n in body.nodes]
+    expected = {"fused": ["ADD", "STABLEHLO_COMPOSITE odml.rms_norm", "MUL"],
+                "inline": ["ADD", "MUL", "MEAN", "ADD", "RSQRT", "MUL", "MUL", "MUL"],
+                "call": ["ADD", "STABLEHLO_COMPOSITE odml.rms_norm", "MUL"]}[mode]
+    assert labels == expected
+
+
+def copies_model() -> bytes:
+    """A decomposition returning one of its inputs, a constant and a computed value: (x, c, x * c)."""
+    b = ModelBuilder()
+    x = b.add_input("x", F32, [5])
+    outs = [b.add_tensor(k, F32, [5]) for k in ("o0", "o1", "o2")]
+    d = b.add_subgraph("acme.copies.impl")
+    dx = d.add_input("x", F32, [5])
+    dc = d.add_const("c", np.arange(5, dtype=F32) - 2)
+    dy = d.add_tensor("y", F32, [5])
+    d.add_op("MUL", [dx, dc], [dy])
+    for t in (dx, dc, dy):
+        d.mark_output(t)
+    add_composite(b.main, "acme.copies", [x], outs, d)
+    for t in outs:
+        b.mark_output(t)
+    return b.build()
+
+
+def test_decomposition_returning_inputs_and_constants(mode, official):
+    model = copies_model()
+    x = np.array([1.5, -2, 3, 0.25, 7], F32)
+    for a, b in zip(run_ours(model, [x]), run_official(model, [x])):
+        np.testing.assert_array_equal(a, b)
+
+
+# --- malformed composites ---------------------------------------------------------------------------------------
+
+
+def _bad_model(kind: str) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", np.int32 if kind == "dtype" else F32, [4])
+    y = b.add_tensor("y", F32, [4])
+    d = scale_shift_decomposition(b, [4], 2.0, 1.0)
+    opts = {"attrs": {"k": 1.0}}
+    if kind == "index":
+        opts["dec"] = 7
+    elif kind == "inputs":
+        d.add_input("extra", F32, [4])
+    elif kind == "outputs":
+        d.mark_output(d.inputs[0])
+    elif kind == "attributes":
+        opts["raw"] = bytes(range(40))
+    elif kind == "format":
+        opts["fmt"] = 1
+    add_composite(b.main, "acme.scale_shift", [x], [y], opts.get("dec", d), opts["attrs"], raw=opts.get("raw"),
+                  fmt=opts.get("fmt", 0))
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("index", r"STABLEHLO_COMPOSITE\) in subgraph 0 decomposition_subgraph_index 7 out of range"),
+    ("inputs", r"STABLEHLO_COMPOSITE 'acme.scale_shift' \(subgraph 0, node 0\) has 1 inputs, its decomposition "
+               r"\(subgraph 1\) has 2"),
+    ("outputs", r"STABLEHLO_COMPOSITE 'acme.scale_shift' \(subgraph 0, node 0\) has 1 outputs, its decomposition "
+                r"\(subgraph 1\) has 2"),
+    ("dtype", r"STABLEHLO_COMPOSITE 'acme.scale_shift' \(subgraph 0, node 0\): input 0 \('x'\) is INT32, its "
+              r"decomposition \(subgraph 1\) has FLOAT32"),
+    ("attributes", r"STABLEHLO_COMPOSITE 'acme.scale_shift' \(subgraph 0, node 0\): composite_attributes \(40 bytes\) "
+                   r"are not a flexbuffer"),
+    ("format", r"STABLEHLO_COMPOSITE 'acme.scale_shift' \(subgraph 0, node 0\): composite_attributes_format is 1"),
+])
+def test_malformed_composite_is_refused(kind, message, monkeypatch):
+    monkeypatch.setenv("LITE_NUMBA_COMPOSITES", "fused")
+    with pytest.raises(ModelError, match=message):
+        Interpreter(model_content=_bad_model(kind))
+
+
+def test_composites_mode_is_checked(monkeypatch):
+    monkeypatch.setenv("LITE_NUMBA_COMPOSITES", "fast")
+    with pytest.raises(ValueError, match="LITE_NUMBA_COMPOSITES='fast': expected one of fused, inline, call"):
+        Interpreter(model_content=unknown_model())
+
+
+# --- inspect and the profiler -----------------------------------------------------------------------------------
+
+
+def test_inspect_names_composites_and_their_decompositions(monkeypatch):
+    monkeypatch.setenv("LITE_NUMBA_COMPOSITES", "fused")
+    info = inspect_model(nested_model(), allocate=False)
+    ops = {e["op"]: e for e in info["ops"]}
+    assert ops["STABLEHLO_COMPOSITE acme.outer"]["status"].endswith("decomposition inlined")
+    assert ops["STABLEHLO_COMPOSITE odml.rms_norm"]["status"].endswith("fused kernel odml.rms_norm")
+    top = [c for c in info["composites"] if c["subgraph"] == 0]
+    assert len(top) == 1 and top[0]["attributes"] == {"depth": 2} and top[0]["decomposition_subgraph"] == 3
+    nested = [d["composite"]["name"] for d in top[0]["decomposition"] if d["composite"]]
+    assert nested == ["odml.rms_norm", "acme.inner"]
+    text = format_inspection(info, composites=True)
+    assert "subgraph 0 node 0: STABLEHLO_COMPOSITE acme.outer v0 {depth=2} -> decomposition subgraph 3: " \
+           "decomposition inlined" in text
+    assert "        subgraph 3 node 0: STABLEHLO_COMPOSITE odml.rms_norm v0" in text
+    assert "Composites:" not in format_inspection(info)
+
+
+def test_profile_groups_inlined_nodes_under_their_composite(monkeypatch):
+    x = np.random.default_rng(6).normal(0, 1, [2, 3, 16]).astype(F32)
+    for mode, want in (("inline", {"acme.outer@0": 9, "acme.outer@0/odml.rms_norm@0": 6,
+                                   "acme.outer@0/acme.inner@1": 2}),
+                       ("fused", {"acme.outer@0": 4, "acme.outer@0/acme.inner@1": 2})):
+        monkeypatch.setenv("LITE_NUMBA_COMPOSITES", mode)
+        it = Interpreter(model_content=nested_model())
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        p = it.profile(num_runs=1, warmup_runs=0)
+        assert {r["composite"]: r["nodes"] for r in p.by_composite()} == want
+        assert "Summary by composite" in p.to_table()
+        if mode == "fused":
+            assert [r.op_name for r in p.records][0] == "STABLEHLO_COMPOSITE odml.rms_norm"
+            assert p.records[0].group == "acme.outer@0"
