@@ -10,7 +10,8 @@ Integer results are bit-exact with TFLite's builtin kernels, which requantize in
 - REQUANT_FIXED64: int64 accumulator, the int64 MultiplyByQuantizedMultiplier (multiplier reduced to 16 bits; int16
   weights, int16 BATCH_MATMUL).
 Hybrid kernels quantize each input row to int8 on the fly (symmetric, or asymmetric with a zero point) and scale the
-int32 dot products back to float, as TFLite's EvalHybrid does.
+int32 dot products back to float, as TFLite's EvalHybrid does (fc_hybrid); blockwise INT4 / INT2 weights, kept
+packed, go to fc_blockwise.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from lite_numba.kernels.base.activation import (
     ACT_RELU_N1_TO_1,
     ACT_SIGN_BIT,
     ACT_TANH,
-    std_clamp_activation,
 )
 from lite_numba.kernels.base.fixedpoint import (
     activation_range_quantized,
@@ -34,7 +34,9 @@ from lite_numba.kernels.base.fixedpoint import (
     quantize_multiplier,
     round_half_away,
 )
-from lite_numba.kernels.base.hybrid_quant import official_is_zero_vector, quantize_rows, refuse_minus_128
+from lite_numba.kernels.base.hybrid_quant import refuse_minus_128
+from lite_numba.kernels.linear.fc_blockwise import prepare_blockwise_fc
+from lite_numba.kernels.linear.fc_hybrid import hybrid_fc_finish, hybrid_fc_zero_input, schedule_hybrid_rows
 from lite_numba.kernels.linear.fc_loops import row_block, transpose_batches
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
 from lite_numba.kernels.linear.qgemm import schedule_qgemm_mt
@@ -233,46 +235,6 @@ def requantize(acc, bias, out, N, mode, qm, qs, fscale, ozp, lo, hi):
             out[base + n] = min(max(y, lo), hi)
 
 
-# --- hybrid: the float result -----------------------------------------------------------------------------
-
-@njit(cache=True, inline="always")
-def apply_float_activation(v, act):
-    """The fused activations the hybrid kernel accepts (all of ActivationFunctionType), on a float32 value, as the
-    official ApplyActivationToVector: the clamps with std::max / std::min, so a NaN becomes 0 (RELU, RELU6) or -1
-    (RELU_N1_TO_1) (std_clamp_activation)."""
-    if act == ACT_RELU or act == ACT_RELU_N1_TO_1 or act == ACT_RELU6:
-        return std_clamp_activation(v, act)
-    if act == ACT_TANH:
-        return np.tanh(v)
-    if act == ACT_SIGN_BIT:
-        return np.float32(1.0) if np.signbit(v) else np.float32(0.0)
-    return v
-
-
-@njit(cache=True, nogil=True)
-def hybrid_fc_zero_input(x, bias, out, N, act):
-    """The official EvalHybrid skips the product and returns act(bias) in every row when its all-zero test passes on
-    the whole input. That test (official_is_zero_vector) counts NaNs in blocks of four as zeros, so it differs from
-    computing the product only there: [NaN, 0, 0, 0] gives the bias, not NaN."""
-    if official_is_zero_vector(x, 0, x.size):
-        for r in range(out.size // N):
-            for n in range(N):
-                out[r * N + n] = apply_float_activation(bias[n], act)
-
-
-@njit(cache=True, nogil=True)
-def hybrid_fc_finish(acc, sf, zp, row_sums, scales, bias, out, N, act):
-    """out[b, u] = act(bias[u] + float(acc[b, u] - zp[b] * row_sums[u]) * (scales[u] * sf[b])) (EvalHybridDense)."""
-    for r in range(acc.size // N):
-        base = r * N
-        s = sf[r]
-        off = zp[r]
-        for n in range(N):
-            dot = np.int32(acc[base + n] - np.int32(off * row_sums[n]))
-            v = bias[n] + np.float32(dot) * (scales[n] * s)
-            out[base + n] = apply_float_activation(v, act)
-
-
 # --- prepare ---------------------------------------------------------------------------------------------------
 
 def channel_scales(ctx: PrepareContext, w, units: int) -> tuple[np.ndarray, bool]:
@@ -307,6 +269,8 @@ def schedule_transpose(ctx: PrepareContext, t, rows: int, cols: int):
 def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     """FULLY_CONNECTED with quantized weights: integer kernels, or hybrid when the input is float32."""
     x, w, b, out = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    if w.spec is not None and w.spec.packed_bits:  # blockwise INT4 / INT2, kept packed
+        return prepare_blockwise_fc(ctx, x, w, b, out)
     units, k = w.shape
     ctx.check_dtype(w, np.int8, np.uint8, np.int16)
     if x.dtype == np.float32:
@@ -438,14 +402,3 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
     row_sums = dense.astype(np.int64).sum(axis=1).astype(np.int32)
     ctx.call(hybrid_fc_finish, acc, sf, zp, row_sums, scales, bias, ctx.view(o, (o.size,)), units, act)
     ctx.call(hybrid_fc_zero_input, ctx.view(x, (x.size,)), bias, ctx.view(o, (o.size,)), units, act)
-
-
-def schedule_hybrid_rows(ctx: PrepareContext, x, rows: int, k: int):
-    """Quantize x as `rows` rows of k floats into int8 temps; returns the temps (q, scaling factors, zero points)."""
-    asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
-    q = ctx.temp((max(rows * k, 1),), np.int8)
-    sf = ctx.temp((max(rows, 1),), np.float32)
-    zp = ctx.temp((max(rows, 1),), np.int32)
-    x_arg = ctx.view(x, (x.size,)) if x.size else np.zeros(0, np.float32)
-    ctx.call(quantize_rows, x_arg, rows, k, asym, q, sf, zp)
-    return q, sf, zp

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.copy import WORDS
 from lite_numba.kernels.base.shapes import normalize_axis
+from lite_numba.kernels.movement.embedding_blockwise import prepare_blockwise_lookup
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, kernel
@@ -259,6 +260,8 @@ def EMBEDDING_LOOKUP(ctx: PrepareContext) -> None:
     rows = value.shape[0]
     cols = int(np.prod(value.shape[1:], dtype=np.int64))
     q = value.quantization
+    if value.spec is not None and value.spec.packed_bits:  # blockwise INT4 / INT2 table, kept packed
+        return prepare_blockwise_lookup(ctx, lookup, value, shape)
     if out_t.dtype != value.dtype and out_t.dtype == np.float32:
         ctx.check(value.dtype in (np.int8, np.uint8), f"cannot dequantize {value.dtype.name} values")
         ctx.check(q.scales.size in (1, rows) and q.scales.size > 0, "value needs one scale or one per row")

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..format.model import ModelError, load_model, read_model_bytes
+from ..format.model import ModelError, load_model, read_model_bytes, unpack_bits
 from ..format.plan import ModelPlan
 from ..ops import CustomOp
 from ..runtime.model_runtime import ModelRuntime, check_int
@@ -48,6 +48,13 @@ def tensor_details(t) -> dict:
     q = spec.quantization
     dtype = np.object_ if spec.type_name in ("RESOURCE", "VARIANT", "STRING") else spec.dtype.type
     per_tensor = (float(q.scales[0]), int(q.zero_points[0])) if q.scales.size == 1 else (0.0, 0)
+    if q.blockwise:  # as the official wrapper: the block scales (float16), zero points only when a tensor is named
+        nz = q.block_scales.size if q.zero_points_tensor != -1 else 0
+        params = {"scales": q.block_scales.reshape(-1).copy(), "zero_points": np.zeros(nz, np.int32),
+                  "quantized_dimension": int(q.quantized_dimension), "block_size": int(q.block_size)}
+    else:
+        params = {"scales": q.scales.astype(np.float32), "zero_points": q.zero_points.astype(np.int32),
+                  "quantized_dimension": int(q.quantized_dimension), "block_size": 0}
     return {
         "name": spec.name,
         "index": spec.index,
@@ -55,12 +62,7 @@ def tensor_details(t) -> dict:
         "shape_signature": np.array(spec.shape_signature, np.int32),
         "dtype": dtype,
         "quantization": per_tensor,
-        "quantization_parameters": {
-            "scales": q.scales.astype(np.float32),
-            "zero_points": q.zero_points.astype(np.int32),
-            "quantized_dimension": int(q.quantized_dimension),
-            "block_size": 0,
-        },
+        "quantization_parameters": params,
         "sparsity_parameters": {},
     }
 
@@ -360,6 +362,10 @@ class Interpreter:
             if not 0 <= subgraph_index < n:
                 raise ValueError(f"Invalid subgraph index {subgraph_index} exceeds max subgraph index {n}")
         self._check_index(tensor_index, subgraph_index)
+        spec = self.model.subgraphs[subgraph_index].tensors[tensor_index]
+        if spec.packed_bits:  # blockwise weights kept packed: their values, as the official get_tensor gives them
+            count = int(np.prod(spec.shape, dtype=np.int64))
+            return unpack_bits(spec.data, count, spec.packed_bits).reshape(spec.shape)
         return self._rt.get_tensor(tensor_index, subgraph_index)
 
     def tensor(self, tensor_index: int):

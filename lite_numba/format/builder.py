@@ -34,6 +34,8 @@ from .builder_options import normalize_options, options_fields, write_options
 from .schema import (
     BUILTIN_CODES,
     BUILTIN_NAMES,
+    PACKED_BITS,
+    PACKED_TYPE_CODES,
     numpy_to_tensor_type,
     options_table_for,
     tensor_type_to_numpy,
@@ -120,9 +122,16 @@ def _normalize_quant(quant: Quant) -> dict | None:
                 "min": None, "max": None}
     if isinstance(quant, Mapping):
         unknown = set(quant) - {"scales", "scale", "zero_points", "zero_point",
-                                "quantized_dimension", "min", "max"}
+                                "quantized_dimension", "min", "max", "blockwise"}
         if unknown:
             raise ValueError(f"unknown quantization keys {sorted(unknown)}")
+        if "blockwise" in quant:  # {"scales": tensor index, "zero_points": tensor index or -1, "block_size": n}
+            bw = dict(quant["blockwise"])
+            if set(bw) - {"scales", "zero_points", "block_size"}:
+                raise ValueError(f"unknown blockwise keys {sorted(set(bw) - {'scales', 'zero_points', 'block_size'})}")
+            return {"scales": [], "zero_points": [], "quantized_dimension": int(quant.get("quantized_dimension", 0)),
+                    "min": None, "max": None,
+                    "blockwise": (int(bw["scales"]), int(bw.get("zero_points", -1)), int(bw["block_size"]))}
         scales = quant.get("scales", quant.get("scale"))
         scales = [] if scales is None else [float(s) for s in np.atleast_1d(scales)]
         zps = quant.get("zero_points", quant.get("zero_point"))
@@ -152,6 +161,7 @@ class _TensorRec:
     quant: dict | None
     shape_signature: list[int] | None
     is_variable: bool
+    type_code: int | None = None  # the TensorType when not the dtype's own (INT4, INT2, UINT4)
 
 
 @dataclass
@@ -232,6 +242,41 @@ class SubgraphBuilder:
         arr = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"))
         buf = self.model._add_buffer(arr.tobytes(order="C"))
         return self._add(name, arr.dtype, list(arr.shape), buf, quant, None, False)
+
+    def add_packed_const(self, name: str, values: Any, type_name: str = "INT4", quant: Quant = None,
+                         shape: Sequence[int] | None = None) -> int:
+        """Add a constant INT4, INT2 or UINT4 tensor from its values (any integer array in the type's range, of the
+        tensor's shape), packed as the schema stores them: 8 / bits values to a byte, the first in the lowest bits,
+        two's complement for the signed types. `shape` declares another shape than the values' (a malformed file,
+        for tests of the loader)."""
+        if type_name not in PACKED_BITS:
+            raise ValueError(f"type_name must be one of {sorted(PACKED_BITS)}, got {type_name!r}")
+        bits = PACKED_BITS[type_name]
+        v = np.asarray(values)
+        lo, hi = (0, (1 << bits) - 1) if type_name == "UINT4" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        if v.dtype.kind not in "iu" or (v.size and (v.min() < lo or v.max() > hi)):
+            raise ValueError(f"{type_name} values must be integers in [{lo}, {hi}]")
+        per = 8 // bits
+        flat = (v.reshape(-1).astype(np.int64) & ((1 << bits) - 1)).astype(np.uint8)
+        flat = np.concatenate([flat, np.zeros(-flat.size % per, np.uint8)]).reshape(-1, per)
+        packed = np.zeros(flat.shape[0], np.uint8)
+        for j in range(per):
+            packed |= flat[:, j] << np.uint8(j * bits)
+        buf = self.model._add_buffer(packed.tobytes())
+        dt = np.uint8 if type_name == "UINT4" else np.int8
+        t = self._add(name, dt, list(v.shape if shape is None else shape), buf, quant, None, False)
+        self.tensors[t].type_code = PACKED_TYPE_CODES[type_name]
+        return t
+
+    def add_blockwise_const(self, name: str, values: Any, scales: Any, block_size: int, type_name: str = "INT4",
+                            zero_points: Any = None) -> int:
+        """Add blockwise-quantized constant weights: `values` [rows, columns] (INT4 or INT2, packed), the FLOAT16
+        constant `scales` [rows, columns / block_size] (tensor "<name>/scales") and, when given, a zero-point
+        tensor ("<name>/zero_points", int32) named by the BlockwiseQuantization; returns the weights' index."""
+        s = self.add_const(f"{name}/scales", np.asarray(scales, np.float16))
+        z = -1 if zero_points is None else self.add_const(f"{name}/zero_points", np.asarray(zero_points, np.int32))
+        quant = {"blockwise": {"scales": s, "zero_points": z, "block_size": int(block_size)}}
+        return self.add_packed_const(name, values, type_name, quant)
 
     def _add(self, name, dtype, shape, buffer, quant, shape_signature, is_variable) -> int:
         dt = np.dtype(dtype)
@@ -359,7 +404,21 @@ def _offset_vector(fb: flatbuffers.Builder, offsets: Sequence[int]) -> int:
     return fb.EndVector()
 
 
+def _write_blockwise(fb: flatbuffers.Builder, scales: int, zero_points: int, block_size: int) -> int:
+    """The schema's BlockwiseQuantization table (scales, zero_points, block_size: int32 fields 0-2; the tflite
+    package's schema predates it)."""
+    fb.StartObject(3)
+    fb.PrependInt32Slot(2, block_size, 0)
+    fb.PrependInt32Slot(1, zero_points, 0)
+    fb.PrependInt32Slot(0, scales, 0)
+    return fb.EndObject()
+
+
 def _write_quant(fb: flatbuffers.Builder, q: dict) -> int:
+    if q.get("blockwise") is not None:
+        details = _write_blockwise(fb, *q["blockwise"])
+        return _table(fb, _Quant, "QuantizationParameters", DetailsType=2, Details=details,
+                      QuantizedDimension=q["quantized_dimension"])
     scale = fb.CreateNumpyVector(np.asarray(q["scales"], dtype="<f4"))
     zp = fb.CreateNumpyVector(np.asarray(q["zero_points"], dtype="<i8"))
     mn = fb.CreateNumpyVector(np.asarray(q["min"], dtype="<f4")) if q["min"] is not None else None
@@ -374,7 +433,8 @@ def _write_tensor(fb: flatbuffers.Builder, t: _TensorRec) -> int:
            if t.shape_signature is not None else None)
     name = fb.CreateString(t.name)
     quant = _write_quant(fb, t.quant) if t.quant is not None else None
-    return _table(fb, _Tensor, "Tensor", Shape=shape, Type=numpy_to_tensor_type(t.dtype), Buffer=t.buffer,
+    ttype = t.type_code if t.type_code is not None else numpy_to_tensor_type(t.dtype)
+    return _table(fb, _Tensor, "Tensor", Shape=shape, Type=ttype, Buffer=t.buffer,
                   Name=name, Quantization=quant, IsVariable=True if t.is_variable else None, ShapeSignature=sig,
                   HasRank=True)
 
@@ -459,6 +519,16 @@ class ModelBuilder:
     def add_const(self, name: str, array: Any, quant: Quant = None) -> int:
         """Add a constant tensor to the main subgraph (see SubgraphBuilder.add_const)."""
         return self.main.add_const(name, array, quant=quant)
+
+    def add_packed_const(self, name: str, values: Any, type_name: str = "INT4", quant: Quant = None,
+                         shape: Sequence[int] | None = None) -> int:
+        """Add a packed INT4 / INT2 / UINT4 constant to the main subgraph (see SubgraphBuilder.add_packed_const)."""
+        return self.main.add_packed_const(name, values, type_name, quant, shape)
+
+    def add_blockwise_const(self, name: str, values: Any, scales: Any, block_size: int, type_name: str = "INT4",
+                            zero_points: Any = None) -> int:
+        """Add blockwise-quantized weights to the main subgraph (see SubgraphBuilder.add_blockwise_const)."""
+        return self.main.add_blockwise_const(name, values, scales, block_size, type_name, zero_points)
 
     def add_tensor(self, name: str, dtype: DTypeLike, shape: Sequence[int], quant: Quant = None,
                    shape_signature: Sequence[int] | None = None, is_variable: bool = False) -> int:

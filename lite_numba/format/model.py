@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from dataclasses import replace
 
 import flatbuffers
 import numpy as np
@@ -17,15 +18,21 @@ import tflite
 
 from .builtin_options import parse_options
 from .plan import NO_QUANTIZATION, ModelPlan, Node, Quantization, Signature, SubgraphPlan, TensorSpec
-from .schema import BUILTIN_NAMES, TENSOR_TYPES
+from .schema import BUILTIN_NAMES, PACKED_BITS, TENSOR_TYPES
 
 # Declared shapes beyond 256 TiB are corruption (no machine holds them) and are refused here; smaller ones that do
 # not fit this machine are refused by allocate_tensors() with arena.ArenaLimitError, a MemoryError.
 MAX_TENSOR_BYTES = 1 << 48
 # zero points a tensor of each type can hold (the official runtime runs others and returns garbage)
 ZERO_POINT_RANGES = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-32768, 32767), "INT4": (-8, 7),
-                     "UINT16": (0, 65535), "INT32": (-(2**31), 2**31 - 1)}
+                     "UINT16": (0, 65535), "INT32": (-(2**31), 2**31 - 1), "INT2": (-2, 1), "UINT4": (0, 15)}
 CUSTOM_CODE = 32
+BLOCKWISE_DETAILS = 2  # QuantizationDetails.BlockwiseQuantization
+# the types whose BlockwiseQuantization the official kernels read, and the only inputs that read it (the official
+# builtin kernels handle kTfLiteBlockwiseQuantization in fully_connected.cc and embedding_lookup.cc only; anywhere
+# else a blockwise tensor would be taken for plain bytes)
+BLOCKWISE_TYPES = ("INT4", "INT2")
+BLOCKWISE_READERS = {"FULLY_CONNECTED": 1, "EMBEDDING_LOOKUP": 1}
 
 
 class ModelError(ValueError):
@@ -165,6 +172,8 @@ class _Loader:
         q = t.Quantization()
         if q is None:
             return NO_QUANTIZATION
+        if q.DetailsType() == BLOCKWISE_DETAILS:
+            return _read_blockwise(q, what, type_name, shape)
         ns = self.vec_len(q, "Scale")
         nz = self.vec_len(q, "ZeroPoint", 8)
         if ns == 0:
@@ -214,9 +223,22 @@ class _Loader:
             "dim_metadata": dims,
         }
 
+    def first_uses(self, sg, si: int) -> dict[int, str]:
+        """Where each tensor is first read ("input 1 of operator 3 (FULLY_CONNECTED) in subgraph 0"), for errors."""
+        uses: dict[int, str] = {}
+        for ni in range(self.vec_len(sg, "Operators")):
+            op = sg.Operators(ni)
+            oci = op.OpcodeIndex()
+            name = self.codes[oci][0] if 0 <= oci < len(self.codes) else f"opcode {oci}"
+            for j, i in enumerate(self.int_vec(op, "Inputs")):
+                uses.setdefault(int(i), f"input {j} of operator {ni} ({name}) in subgraph {si}")
+        return uses
+
     def read_subgraph(self, sg, si: int, nsub: int) -> SubgraphPlan:
         ntensors = self.vec_len(sg, "Tensors")
         tensors = []
+        uses: dict[int, str] | None = None  # first_uses, made when a blockwise tensor needs naming
+        blockwise_what: dict[int, str] = {}
         for ti in range(ntensors):
             t = sg.Tensors(ti)
             name = (t.Name() or b"").decode("utf-8", "replace")
@@ -235,14 +257,32 @@ class _Loader:
             raw = self.buffers[bi] if bi < len(self.buffers) else None
             data = None
             sparsity = self.read_sparsity(t)
+            what = f"tensor {ti} ({name!r})"
+            tq = t.Quantization()
+            if tq is not None and tq.DetailsType() == BLOCKWISE_DETAILS:  # name the op reading it in every error
+                uses = self.first_uses(sg, si) if uses is None else uses
+                what = blockwise_what[ti] = f"tensor {ti} ({name!r}, {uses.get(ti, 'read by no operator')})"
+            quant = self.read_quantization(t, what, type_name, shape)
+            bits = PACKED_BITS.get(type_name, 0)
+            packed_bits = 0
+            if quant.blockwise:
+                _check(raw is not None and raw.size > 0, f"{what} is blockwise quantized but not a constant (the "
+                                                         f"official kernels read blockwise weights from the model)")
             if raw is not None and raw.size and type_name not in ("STRING", "RESOURCE", "VARIANT"):
                 if sparsity is not None:  # sparse constant: the buffer holds only the stored values (DENSIFY)
+                    _check(not bits, f"{what} is a sparse {type_name} tensor: sparse sub-byte tensors are not "
+                                     f"supported (nor by the official kernels)")
                     _check(raw.size % dtype.itemsize == 0, f"tensor {ti} ({name!r}) sparse buffer size {raw.size}")
                     data = (raw.copy() if raw.ctypes.data % dtype.alignment else raw).view(dtype)
-                elif type_name == "INT4":
-                    expect = (int(np.prod(shape)) + 1) // 2
-                    _check(raw.size == expect, f"tensor {ti} ({name!r}) INT4 buffer size {raw.size} != {expect}")
-                    data = _unpack_int4(raw, shape)
+                elif bits:
+                    count = int(np.prod(shape, dtype=np.int64))
+                    expect = (count * bits + 7) // 8
+                    _check(raw.size == expect, f"{what} {type_name} data has {raw.size} bytes, shape {list(shape)} "
+                                               f"needs {expect} ({8 // bits} values per byte)")
+                    if quant.blockwise:  # kept packed: the kernels read the bytes
+                        data, packed_bits = raw, bits
+                    else:
+                        data = unpack_bits(raw, count, bits, type_name != "UINT4").reshape(shape)
                 else:
                     _check(raw.size == nbytes, f"tensor {ti} ({name!r}) buffer has {raw.size} bytes, "
                                                f"shape {list(shape)} of {type_name} needs {nbytes}")
@@ -253,10 +293,12 @@ class _Loader:
                                                        f"(the official runtime does not support it either)")
             tensors.append(TensorSpec(
                 index=ti, name=name, dtype=dtype, type_name=type_name, shape=shape, shape_signature=sig,
-                quantization=self.read_quantization(t, f"tensor {ti} ({name!r})", type_name, shape), data=data,
-                is_variable=bool(t.IsVariable()),
-                sparsity=sparsity,
+                quantization=quant, data=data, is_variable=bool(t.IsVariable()), sparsity=sparsity,
+                packed_bits=packed_bits,
             ))
+        for ti, spec in enumerate(tensors):
+            if spec.quantization.blockwise:
+                tensors[ti] = _resolve_blockwise(tensors, spec, blockwise_what[ti])
 
         def indices(obj, field: str, what: str, allow_optional: bool) -> tuple[int, ...]:
             vals = tuple(int(v) for v in self.int_vec(obj, field))
@@ -294,6 +336,7 @@ class _Loader:
                         _check(options[key] != si, f"{where} calls its own subgraph {si}")
             nodes.append(Node(ni, name, code, ver, ins, outs, inter, options, custom))
         _check_sources(si, tensors, inputs, nodes, outputs)
+        _check_blockwise_uses(si, tensors, inputs, nodes, outputs)
         sname = sg.Name()
         return SubgraphPlan(
             name=sname.decode("utf-8", "replace") if sname else "",
@@ -336,6 +379,31 @@ def _check_sources(si: int, tensors, inputs, nodes, outputs=()) -> None:
                              f"constant, a variable nor any operator's output: it has no value")
 
 
+def _check_blockwise_uses(si: int, tensors, inputs, nodes, outputs) -> None:
+    """A blockwise-quantized tensor (kept packed) is read only where the official kernels read blockwise
+    quantization (BLOCKWISE_READERS); it is no subgraph input or output."""
+    packed = {t.index for t in tensors if t.quantization.blockwise}
+    if not packed:
+        return
+
+    def refuse(i: int, where: str) -> None:
+        t = tensors[i]
+        raise ModelError(f"Invalid model: tensor {i} ({t.name!r}) is blockwise quantized ({t.type_name}) but is "
+                         f"{where}: only {' and '.join(f'{op} (input {j})' for op, j in BLOCKWISE_READERS.items())} "
+                         f"read blockwise tensors, as in the official kernels")
+
+    for i in list(inputs) + list(outputs):
+        if i in packed:
+            refuse(i, f"an input or output of subgraph {si}")
+    for node in nodes:
+        for j, i in enumerate(node.inputs):
+            if i in packed and BLOCKWISE_READERS.get(node.op_name) != j:
+                refuse(i, f"input {j} of operator {node.index} ({node.op_name}) in subgraph {si}")
+        for i in list(node.outputs) + list(node.intermediates):
+            if i in packed:
+                refuse(i, f"an output of operator {node.index} ({node.op_name}) in subgraph {si}")
+
+
 def _check_no_recursion(subgraphs) -> None:
     """Reject a subgraph that calls itself, directly or through others (it would never finish)."""
     calls = [sorted({n.options[k] for n in sg.nodes for k in SUBGRAPH_KEYS if k in n.options}) for sg in subgraphs]
@@ -354,10 +422,72 @@ def _check_no_recursion(subgraphs) -> None:
             visit(i, [])
 
 
-def _unpack_int4(raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """INT4 constants are packed two per byte, low nibble first; widen to int8."""
-    lo = (raw.astype(np.int8) << 4) >> 4
-    hi = raw.astype(np.int8) >> 4
-    out = np.empty(raw.size * 2, np.int8)
-    out[0::2], out[1::2] = lo, hi
-    return out[: int(np.prod(shape))].reshape(shape)
+def unpack_bits(raw: np.ndarray, count: int, bits: int, signed: bool = True) -> np.ndarray:
+    """The first `count` values packed `bits` (4 or 2) to a byte in `raw`, the first in the lowest bits, widened to
+    int8 (two's complement: the INT4 nibble 0x8 is -8, the INT2 value 0b10 is -2) or, unsigned, to uint8."""
+    per = 8 // bits
+    shifts = np.arange(per, dtype=np.uint8) * bits
+    vals = (np.asarray(raw, np.uint8)[:, None] >> shifts[None, :]) & ((1 << bits) - 1)
+    vals = vals.reshape(-1)[:count]
+    if not signed:
+        return vals.astype(np.uint8)
+    half = 1 << (bits - 1)
+    return ((vals.astype(np.int16) ^ half) - half).astype(np.int8)
+
+
+def _read_blockwise(q, what: str, type_name: str, shape: tuple[int, ...]) -> Quantization:
+    """A tensor's BlockwiseQuantization (scales: tensor index, zero_points: tensor index or -1, block_size), with
+    the checks that need no other tensor; _resolve_blockwise checks the scales and zero points."""
+    tab = q.Details()
+    _check(tab is not None, f"{what} names BlockwiseQuantization without its table")
+    fields = []
+    for slot in (4, 6, 8):  # scales, zero_points, block_size (int32, default 0)
+        o = tab.Offset(slot)
+        fields.append(int(tab.Get(flatbuffers.number_types.Int32Flags, o + tab.Pos)) if o else 0)
+    scales, zero_points, block_size = fields
+    _check(type_name in BLOCKWISE_TYPES, f"{what} has BlockwiseQuantization on a {type_name} tensor: the official "
+                                         f"kernels read it on {' and '.join(BLOCKWISE_TYPES)} tensors only")
+    _check(len(shape) == 2, f"{what} has BlockwiseQuantization and shape {list(shape)}: blockwise quantization needs "
+                            f"a 2-D tensor [rows, columns], blocks along dimension 1")
+    qd = q.QuantizedDimension()
+    _check(qd == 0, f"{what} has BlockwiseQuantization with quantized_dimension {qd}: must be 0 (a row of block "
+                    f"scales per row of dimension 0)")
+    _check(block_size >= 1, f"{what} BlockwiseQuantization.block_size is {block_size}: must be positive")
+    _check(shape[1] % block_size == 0, f"{what} BlockwiseQuantization.block_size {block_size} does not divide "
+                                       f"dimension 1 ({shape[1]}) of shape {list(shape)}")
+    return Quantization(np.zeros(0, np.float32), np.zeros(0, np.int64), 0, block_size=block_size,
+                        scales_tensor=scales, zero_points_tensor=zero_points)
+
+
+def _resolve_blockwise(tensors: list[TensorSpec], spec: TensorSpec, what: str) -> TensorSpec:
+    """Check the scales and zero-point tensors a blockwise-quantized tensor names and attach the scales."""
+    q = spec.quantization
+    rows, cols = spec.shape
+    expect = (rows, cols // q.block_size)
+
+    def named(field: str, i: int) -> TensorSpec:
+        _check(0 <= i < len(tensors), f"{what} BlockwiseQuantization.{field} names tensor {i}, out of range "
+                                      f"(subgraph has {len(tensors)} tensors)")
+        t = tensors[i]
+        _check(t.data is not None, f"{what} BlockwiseQuantization.{field} tensor {i} ({t.name!r}) is not a constant")
+        _check(tuple(t.shape) == expect, f"{what} BlockwiseQuantization.{field} tensor {i} ({t.name!r}) has shape "
+                                         f"{list(t.shape)}, expected {list(expect)} (rows, columns / block_size "
+                                         f"{q.block_size})")
+        return t
+
+    s = named("scales", q.scales_tensor)
+    _check(s.type_name == "FLOAT16", f"{what} BlockwiseQuantization.scales tensor {s.index} ({s.name!r}) has type "
+                                     f"{s.type_name}, expected FLOAT16 (the official kernels read float16 scales)")
+    values = np.asarray(s.data).reshape(expect)
+    bad = ~np.isfinite(values) | (values < 0)
+    _check(not bad.any(), f"{what} BlockwiseQuantization.scales tensor {s.index} ({s.name!r}) holds "
+                          f"{values[bad][0] if bad.any() else 0}: scales must be finite and non-negative")
+    if q.zero_points_tensor != -1:
+        z = named("zero_points", q.zero_points_tensor)
+        _check(z.dtype.kind in "iu" and not z.packed_bits and z.type_name in ZERO_POINT_RANGES,
+               f"{what} BlockwiseQuantization.zero_points tensor {z.index} ({z.name!r}) has type {z.type_name}, "
+               f"expected an integer type")
+        _check(not np.asarray(z.data).any(), f"{what} BlockwiseQuantization.zero_points tensor {z.index} "
+                                             f"({z.name!r}) holds nonzero values: the official kernels ignore "
+                                             f"blockwise zero points, so only zeros (or -1: none) are accepted")
+    return replace(spec, quantization=replace(q, block_scales=values))

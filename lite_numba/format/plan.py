@@ -15,6 +15,17 @@ class Quantization:
     scales: np.ndarray  # float32, shape (n,)
     zero_points: np.ndarray  # int64, shape (n,)
     quantized_dimension: int = 0
+    # BlockwiseQuantization (the schema's QuantizationDetails 2; then no affine scales): row r of the 2-D tensor in
+    # blocks of block_size values along dimension 1, block j scaled by block_scales[r, j] (the FLOAT16 constant
+    # tensor scales_tensor, as stored: [rows, columns / block_size]); zero_points_tensor -1 or a tensor of zeros
+    block_size: int = 0
+    block_scales: np.ndarray | None = None
+    scales_tensor: int = -1
+    zero_points_tensor: int = -1
+
+    @property
+    def blockwise(self) -> bool:
+        return self.block_size > 0
 
     @property
     def per_channel(self) -> bool:
@@ -47,6 +58,9 @@ class TensorSpec:
     data: np.ndarray | None = None  # constant contents (read-only view of the model buffer)
     is_variable: bool = False
     sparsity: Any = None  # raw sparsity parameters (dict) for DENSIFY
+    # INT4 / INT2 values kept packed (blockwise-quantized constants): `data` is then the file's bytes (uint8, 1-D),
+    # packed_bits bits per value, the first value in the lowest bits; shape is the logical shape
+    packed_bits: int = 0
 
     @property
     def is_const(self) -> bool:

@@ -20,7 +20,8 @@ from tflite.BuiltinOptions2 import BuiltinOptions2
 from . import schema_extra
 
 # TensorType code -> (numpy dtype, type name): how the loader holds each type (RESOURCE and VARIANT tensors are int32
-# handles, INT4 is unpacked to int8, STRING is raw bytes).
+# handles, STRING is raw bytes; INT4, INT2 and UINT4 hold their values in int8 / uint8: unpacked at load, or kept
+# packed when blockwise quantized, see PACKED_BITS).
 TENSOR_TYPES: dict[int, tuple[np.dtype, str]] = {
     0: (np.dtype(np.float32), "FLOAT32"), 1: (np.dtype(np.float16), "FLOAT16"), 2: (np.dtype(np.int32), "INT32"),
     3: (np.dtype(np.uint8), "UINT8"), 4: (np.dtype(np.int64), "INT64"), 5: (np.dtype(np.object_), "STRING"),
@@ -28,8 +29,13 @@ TENSOR_TYPES: dict[int, tuple[np.dtype, str]] = {
     9: (np.dtype(np.int8), "INT8"), 10: (np.dtype(np.float64), "FLOAT64"), 11: (np.dtype(np.complex128), "COMPLEX128"),
     12: (np.dtype(np.uint64), "UINT64"), 13: (np.dtype(np.int32), "RESOURCE"), 14: (np.dtype(np.int32), "VARIANT"),
     15: (np.dtype(np.uint32), "UINT32"), 16: (np.dtype(np.uint16), "UINT16"), 17: (np.dtype(np.int8), "INT4"),
+    19: (np.dtype(np.int8), "INT2"), 20: (np.dtype(np.uint8), "UINT4"),
 }
-_HANDLES = ("RESOURCE", "VARIANT", "INT4")
+# bits per value of the sub-byte types: stored packed, the first value in the lowest bits of each byte
+PACKED_BITS: dict[str, int] = {"INT4": 4, "INT2": 2, "UINT4": 4}
+# their TensorType codes, for the builder (which writes them from int8 / uint8 values)
+PACKED_TYPE_CODES: dict[str, int] = {"INT4": 17, "INT2": 19, "UINT4": 20}
+_HANDLES = ("RESOURCE", "VARIANT", *PACKED_BITS)
 # numpy dtype -> TensorType code and type name, for the dtypes a tensor of that type is written from
 DTYPE_TO_TENSOR_TYPE: dict[np.dtype, int] = {dt: code for code, (dt, name) in TENSOR_TYPES.items()
                                               if name not in _HANDLES and name != "STRING"}

@@ -21,6 +21,7 @@ from ..api.interpreter import Interpreter
 from ..format.custom_options import decode_composite_attributes
 from ..format.model import load_model, read_model_bytes
 from ..format.plan import ModelPlan, SubgraphPlan, TensorSpec
+from ..format.schema import PACKED_BITS
 from ..runtime.composites import composite_label, composites_mode, find_fused, is_composite
 from ..runtime.resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver
 
@@ -29,6 +30,9 @@ __all__ = ["inspect_model", "format_inspection", "op_status"]
 
 def _quant(spec: TensorSpec) -> dict | None:
     q = spec.quantization
+    if q.blockwise:
+        return {"block_size": int(q.block_size), "scales_tensor": int(q.scales_tensor),
+                "zero_points_tensor": int(q.zero_points_tensor)}
     if q.scales.size == 0:
         return None
     if q.scales.size == 1:
@@ -45,8 +49,8 @@ def _tensor_info(spec: TensorSpec) -> dict:
 def _nbytes(spec: TensorSpec) -> int:
     if spec.type_name in ("STRING", "RESOURCE", "VARIANT"):
         return 0
-    if spec.type_name == "INT4":
-        return (int(np.prod(spec.shape, dtype=np.int64)) + 1) // 2
+    if spec.type_name in PACKED_BITS:  # INT4, INT2, UINT4: stored packed
+        return (int(np.prod(spec.shape, dtype=np.int64)) * PACKED_BITS[spec.type_name] + 7) // 8
     return int(np.prod(spec.shape, dtype=np.int64)) * spec.dtype.itemsize
 
 
