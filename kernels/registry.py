@@ -162,6 +162,21 @@ BUILTINS = [
     ("STABLEHLO_COMPOSITE", 1, 1, cf.STABLEHLO_COMPOSITE),
 ]
 
+# --- the other StableHLO builtins the official runtime registers (tflite/kernels/stablehlo_*.cc), all version 1 ---
+shlo = _lazy("elementwise.stablehlo")
+window = _lazy("reduce.window")
+
+BUILTINS += [
+    ("STABLEHLO_ADD", 1, 1, shlo.STABLEHLO_ADD),  # same shapes; ints, uints, bool, float16/32/64
+    ("STABLEHLO_MULTIPLY", 1, 1, shlo.STABLEHLO_MULTIPLY),
+    ("STABLEHLO_MAXIMUM", 1, 1, shlo.STABLEHLO_MAXIMUM),
+    ("STABLEHLO_MINIMUM", 1, 1, shlo.STABLEHLO_MINIMUM),
+    ("STABLEHLO_AND", 1, 1, shlo.STABLEHLO_AND),  # ints, uints, bool
+    ("STABLEHLO_SHIFT_LEFT", 1, 1, shlo.STABLEHLO_SHIFT_LEFT),  # int8/16/32
+    ("STABLEHLO_REDUCE_WINDOW", 1, 1, window.STABLEHLO_REDUCE_WINDOW),  # the body's one op names the reduction
+    ("REDUCE_WINDOW", 1, 1, window.REDUCE_WINDOW),  # the same kernel, reduce_function and constant windows
+]
+
 # --- space/depth, resize, cast, value-generating and dynamic-shape ops (part B) ---
 cast = _lazy("elementwise.cast")
 generate = _lazy("movement.generate")
@@ -228,6 +243,10 @@ BUILTINS += [
     # raw-word copy, start indices clamped; v1 int32 indices, v2 int64 indices, v3 float16, v4 int16
     # (v5 packed int4, v6 bfloat16: no)
     ("DYNAMIC_UPDATE_SLICE", 1, 4, update_slice.DYNAMIC_UPDATE_SLICE),
+    ("STABLEHLO_PAD", 1, 1, pad.STABLEHLO_PAD),  # edge (negative: crop) and interior padding, any 1-8 byte type
+    ("STABLEHLO_GATHER", 1, 1, gather.STABLEHLO_GATHER),  # int32/int64 indices, start indices clamped
+    ("STABLEHLO_SCATTER", 1, 1, gather.STABLEHLO_SCATTER),  # update / add / mul / max / min body; out of bounds skipped
+    ("STABLEHLO_RNG_BIT_GENERATOR", 1, 1, random_ops.STABLEHLO_RNG_BIT_GENERATOR),  # Philox / Threefry, pure
     # small ops real converter output uses (all version 1, as the official runtime registers them)
     ("ADD_N", 1, 1, ew.ADD_N),  # float32, int32
     ("BROADCAST_ARGS", 1, 1, generate.BROADCAST_ARGS),  # int32, int64 shapes

@@ -513,3 +513,287 @@ def test_profile_groups_inlined_nodes_under_their_composite(monkeypatch):
         if mode == "fused":
             assert [r.op_name for r in p.records][0] == "STABLEHLO_COMPOSITE odml.rms_norm"
             assert p.records[0].group == "acme.outer@0"
+
+
+# --- the other STABLEHLO_* builtins, against the official runtime -----------------------------------------------
+
+
+def assert_same(ours, ref, what: str = "") -> None:
+    for k, (a, b) in enumerate(zip(ours, ref)):
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{what} output {k}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+        np.testing.assert_array_equal(a, b, err_msg=f"{what} output {k}")  # NaNs in the same places count as equal
+
+
+def _values(rng, dtype, shape, low=None, high=None):
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return rng.random(shape) < 0.5
+    if dt.kind == "f":
+        v = (rng.normal(size=shape) * 100).astype(dt)
+        v.flat[0] = np.nan
+        return v
+    info = np.iinfo(dt)
+    low = info.min if low is None else max(low, info.min)
+    return rng.integers(low, info.max if high is None else high, shape, dtype=dt)
+
+
+ELEMENTWISE = {
+    "STABLEHLO_ADD": [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                      np.uint32, np.uint64, np.bool_],
+    "STABLEHLO_MULTIPLY": [np.float16, np.float32, np.int8, np.int64, np.uint64, np.bool_],
+    "STABLEHLO_MAXIMUM": [np.float16, np.float32, np.float64, np.int8, np.uint32, np.bool_],
+    "STABLEHLO_MINIMUM": [np.float16, np.float32, np.float64, np.int16, np.uint8, np.bool_],
+    "STABLEHLO_AND": [np.int8, np.int32, np.uint64, np.bool_],
+    "STABLEHLO_SHIFT_LEFT": [np.int8, np.int16, np.int32],
+}
+
+
+@pytest.mark.parametrize("op", sorted(ELEMENTWISE))
+def test_stablehlo_elementwise(op, official):
+    """Every type the official kernel takes (one node per type in one model): integers wrap, bool arithmetic, NaN
+    as std::max / std::min order it, float16 through float32."""
+    rng = np.random.default_rng(len(op))
+    b = ModelBuilder()
+    inputs = []
+    for k, dt in enumerate(ELEMENTWISE[op]):
+        x, y = b.add_input(f"x{k}", dt, [3, 5]), b.add_input(f"y{k}", dt, [3, 5])
+        o = b.add_tensor(f"o{k}", dt, [3, 5])
+        b.add_op(op, [x, y], [o])
+        b.mark_output(o)
+        a = _values(rng, dt, [3, 5])
+        c = _values(rng, dt, [3, 5], 0, np.dtype(dt).itemsize * 8) if op.endswith("SHIFT_LEFT") else \
+            _values(rng, dt, [3, 5])
+        if np.dtype(dt).kind == "f":
+            c.flat[1] = np.nan
+        inputs += [a, c]
+    model = b.build()
+    assert_same(run_ours(model, inputs), run_official(model, inputs), op)
+
+
+def test_stablehlo_elementwise_refusals():
+    b = ModelBuilder()
+    x, y = b.add_input("x", F32, [2]), b.add_input("y", F32, [2])
+    o = b.add_tensor("o", F32, [2])
+    b.add_op("STABLEHLO_AND", [x, y], [o])
+    b.mark_output(o)
+    with pytest.raises(RuntimeError, match=r"STABLEHLO_AND .*type float32 is not supported"):
+        run_ours(b.build(), [np.ones(2, F32)] * 2)
+
+
+def pad_model(shape, lo, hi, interior, dtypes) -> bytes:
+    b = ModelBuilder()
+    out_shape = [n + max(n - 1, 0) * i + a + c for n, i, a, c in zip(shape, interior, lo, hi)]
+    out_shape = [0] * len(shape) if any(d <= 0 for d in out_shape) else out_shape
+    for k, dt in enumerate(dtypes):
+        x, v = b.add_input(f"x{k}", dt, shape), b.add_input(f"v{k}", dt, [])
+        o = b.add_tensor(f"o{k}", dt, out_shape)
+        b.add_op("STABLEHLO_PAD", [x, v], [o], options={"edge_padding_low": lo, "edge_padding_high": hi,
+                                                         "interior_padding": interior})
+        b.mark_output(o)
+    return b.build()
+
+
+@pytest.mark.parametrize("shape,lo,hi,interior", [
+    ([2, 3], [1, 0], [0, 2], [0, 0]),
+    ([4, 5], [-1, 2], [1, -2], [1, 2]),  # crops and interior padding
+    ([2, 3, 4], [0, -1, 1], [1, 0, -4], [1, 0, 2]),
+    ([3], [-2], [-1], [3]),  # a crop inside the interior padding
+    ([2, 2], [-5, 0], [0, 0], [0, 0]),  # nothing left: every output dimension 0, as officially
+])
+def test_stablehlo_pad(shape, lo, hi, interior, official):
+    dtypes = [np.float32, np.int8, np.float16, np.int64, np.bool_]
+    rng = np.random.default_rng(1)
+    model = pad_model(shape, lo, hi, interior, dtypes)
+    inputs = []
+    for dt in dtypes:
+        inputs += [_values(rng, dt, shape), _values(rng, dt, [])]
+    assert_same(run_ours(model, inputs), run_official(model, inputs), "STABLEHLO_PAD")
+
+
+GATHERS = [  # operand shape, indices shape, result shape, options (StableHLO's spec example first)
+    ([3, 4, 2], [2, 3, 2], [2, 3, 2, 2], dict(offset_dims=[2, 3], collapsed_slice_dims=[0], start_index_map=[1, 0],
+                                                index_vector_dim=2, slice_sizes=[1, 2, 2])),
+    ([5, 3], [4, 1], [4, 3], dict(offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=1,
+                                  slice_sizes=[1, 3])),  # an embedding lookup
+    ([6, 7], [2, 4], [4, 3, 2], dict(offset_dims=[1, 2], collapsed_slice_dims=[], start_index_map=[0, 1],
+                                     index_vector_dim=0, slice_sizes=[3, 2])),
+]
+
+
+@pytest.mark.parametrize("case", range(len(GATHERS)))
+def test_stablehlo_gather(case, official):
+    """Start indices out of range are clamped into the operand; int32 and int64 indices, 1/2/8-byte data."""
+    xs, ishape, out_shape, opts = GATHERS[case]
+    rng = np.random.default_rng(case)
+    b = ModelBuilder()
+    inputs = []
+    for k, (dt, it) in enumerate(((np.float32, np.int32), (np.int8, np.int64), (np.float16, np.int32),
+                                  (np.int64, np.int64))):
+        x, i = b.add_input(f"x{k}", dt, xs), b.add_input(f"i{k}", it, ishape)
+        o = b.add_tensor(f"o{k}", dt, out_shape)
+        b.add_op("STABLEHLO_GATHER", [x, i], [o], options=opts)
+        b.mark_output(o)
+        inputs += [_values(rng, dt, xs), rng.integers(-2, 8, ishape).astype(it)]
+    model = b.build()
+    assert_same(run_ours(model, inputs), run_official(model, inputs), "STABLEHLO_GATHER")
+
+
+SCATTERS = [  # operand shape, indices shape, updates shape, options
+    ([3, 4, 2], [2, 3, 2], [2, 3, 2, 2], dict(update_window_dims=[2, 3], inserted_window_dims=[0],
+                                                scatter_dims_to_operand_dims=[1, 0], index_vector_dim=2)),
+    ([5, 3], [4, 1], [4, 3], dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                                  index_vector_dim=1)),
+    ([6], [5], [5], dict(update_window_dims=[], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0],
+                         index_vector_dim=1)),  # the index vector implicit: one index per update
+]
+
+
+def scatter_model(body_op: str | None, dtypes) -> bytes:
+    b = ModelBuilder()
+    for k, (dt, it) in enumerate(dtypes):
+        body = b.add_subgraph(f"body{k}")
+        p, q = body.add_input("p", dt, []), body.add_input("q", dt, [])
+        if body_op:
+            r = body.add_tensor("r", dt, [])
+            body.add_op(body_op, [p, q], [r])
+            body.mark_output(r)
+        else:  # no op: the update replaces
+            body.mark_output(q)
+        for c, (xs, ishape, us, opts) in enumerate(SCATTERS):
+            x, i = b.add_input(f"x{k}{c}", dt, xs), b.add_input(f"i{k}{c}", it, ishape)
+            u = b.add_input(f"u{k}{c}", dt, us)
+            o = b.add_tensor(f"o{k}{c}", dt, xs)
+            b.add_op("STABLEHLO_SCATTER", [x, i, u], [o],
+                     options={**opts, "update_computation_subgraph_index": body.index})
+            b.mark_output(o)
+    return b.build()
+
+
+@pytest.mark.parametrize("body_op", [None, "STABLEHLO_ADD", "STABLEHLO_MULTIPLY", "STABLEHLO_MAXIMUM",
+                                     "STABLEHLO_MINIMUM"])
+def test_stablehlo_scatter(body_op, official):
+    """Updates combined in row-major order (repeated indices accumulate in order), elements landing outside the
+    operand skipped; the update computation's one op names the combination."""
+    dtypes = [(np.float32, np.int32), (np.int16, np.int64), (np.bool_, np.int32)]
+    model = scatter_model(body_op, dtypes)
+    rng = np.random.default_rng(5)
+    inputs = []
+    for dt, it in dtypes:
+        for xs, ishape, us, _ in SCATTERS:
+            inputs += [_values(rng, dt, xs, -50, 50), rng.integers(-1, 5, ishape).astype(it),
+                       _values(rng, dt, us, -50, 50)]
+    assert_same(run_ours(model, inputs), run_official(model, inputs), f"STABLEHLO_SCATTER {body_op}")
+
+
+def test_stablehlo_scatter_refuses_other_bodies(official):
+    """A TFLite ADD in the body (not STABLEHLO_ADD) is refused, as officially."""
+    model = scatter_model("ADD", [(np.float32, np.int32)])
+    with pytest.raises(RuntimeError, match="Only update, Add, Multiply, Maximum and Minimum operations"):
+        run_ours(model, [np.zeros(s, F32) if k % 3 != 1 else np.zeros(s, np.int32)
+                         for k, s in enumerate(s for c in SCATTERS for s in c[:3])])
+    with pytest.raises(RuntimeError, match="Only update, Add, Multiply, Maximum and Minimum operations"):
+        run_official(model, [np.zeros(s, F32) if k % 3 != 1 else np.zeros(s, np.int32)
+                             for k, s in enumerate(s for c in SCATTERS for s in c[:3])])
+
+
+def _window_shape(xs, o) -> list[int]:
+    out = []
+    for d, n in enumerate(xs):
+        size = (n - 1) * o["base_dilations"][d] + 1 + o["padding"][2 * d] + o["padding"][2 * d + 1]
+        span = (o["window_dimensions"][d] - 1) * o["window_dilations"][d] + 1
+        out.append(0 if size < span else (size - span) // o["window_strides"][d] + 1)
+    return out
+
+
+WINDOWS = [
+    ([4, 6], dict(window_dimensions=[2, 3], window_strides=[1, 2], base_dilations=[1, 1], window_dilations=[1, 1],
+                  padding=[0, 0, 0, 0])),
+    ([5, 7], dict(window_dimensions=[2, 2], window_strides=[2, 1], base_dilations=[2, 1], window_dilations=[1, 2],
+                  padding=[1, 0, -1, 2])),  # base and window dilation, a crop
+    ([1, 4, 4, 3], dict(window_dimensions=[1, 3, 3, 1], window_strides=[1, 2, 2, 1], base_dilations=[1, 1, 1, 1],
+                        window_dilations=[1, 1, 1, 1], padding=[0, 0, 1, 1, 1, 1, 0, 0])),  # a padded 3x3 pool
+]
+
+
+@pytest.mark.parametrize("body_op,dtypes", [
+    ("STABLEHLO_ADD", [np.float32, np.int8, np.float64]), ("MUL", [np.float32, np.int32]),
+    ("STABLEHLO_MAXIMUM", [np.float32, np.uint8, np.int64]), ("MINIMUM", [np.float32, np.int16]),
+    ("LOGICAL_AND", [np.bool_]), ("STABLEHLO_AND", [np.bool_, np.int32]), ("LOGICAL_OR", [np.bool_]),
+])
+def test_stablehlo_reduce_window(body_op, dtypes, official):
+    rng = np.random.default_rng(9)
+    b = ModelBuilder()
+    inputs = []
+    for k, dt in enumerate(dtypes):
+        body = b.add_subgraph(f"body{k}")
+        p, q, r = body.add_input("p", dt, []), body.add_input("q", dt, []), body.add_tensor("r", dt, [])
+        body.add_op(body_op, [p, q], [r])
+        body.mark_output(r)
+        for c, (xs, opts) in enumerate(WINDOWS):
+            x, v = b.add_input(f"x{k}{c}", dt, xs), b.add_input(f"v{k}{c}", dt, [])
+            o = b.add_tensor(f"o{k}{c}", dt, _window_shape(xs, opts))
+            b.add_op("STABLEHLO_REDUCE_WINDOW", [x, v], [o], options={**opts, "body_subgraph_index": body.index})
+            b.mark_output(o)
+            x_vals = _values(rng, dt, xs, -3, 4)
+            if np.dtype(dt).kind == "f":
+                x_vals = np.nan_to_num(x_vals) / 50
+            inputs += [x_vals, np.array(1, dt)]
+    model = b.build()
+    assert_same(run_ours(model, inputs), run_official(model, inputs), f"STABLEHLO_REDUCE_WINDOW {body_op}")
+
+
+@pytest.mark.parametrize("fn", ["ADD", "MUL", "MINIMUM", "MAXIMUM", "ALL", "ANY"])
+def test_reduce_window(fn, official):
+    """The TFLite REDUCE_WINDOW (the same official kernel): constant int64 window shape, strides and dilations."""
+    rng = np.random.default_rng(2)
+    b = ModelBuilder()
+    inputs = []
+    for k, dt in enumerate((np.float32, np.int32, np.bool_)):
+        x, v = b.add_input(f"x{k}", dt, [5, 6]), b.add_input(f"v{k}", dt, [])
+        o = b.add_tensor(f"o{k}", dt, [3, 2])
+        consts = [b.add_const(f"{n}{k}", np.array(a, np.int64))
+                  for n, a in (("w", [2, 3]), ("s", [1, 2]), ("d", [2, 1]))]
+        b.add_op("REDUCE_WINDOW", [x, v, *consts], [o], options={"reduce_function": fn})
+        b.mark_output(o)
+        inputs += [_values(rng, dt, [5, 6], -3, 4), np.array(1, dt)]
+    model = b.build()
+    assert_same(run_ours(model, inputs), run_official(model, inputs), f"REDUCE_WINDOW {fn}")
+
+
+@pytest.mark.parametrize("algorithm,words", [("DEFAULT", 2), ("PHILOX", 2), ("PHILOX", 3), ("THREEFRY", 2)])
+def test_stablehlo_rng_bit_generator(algorithm, words, official):
+    """The bits and the advanced state; the counter's low word wraps into its high word within the run."""
+    b = ModelBuilder()
+    s = b.add_input("s", np.uint64, [words])
+    for k, (dt, shape) in enumerate(((np.uint32, [7]), (np.int64, [2, 3]), (np.uint64, [5]), (np.int32, [3, 3]))):
+        key, out = b.add_tensor(f"k{k}", np.uint64, [words]), b.add_tensor(f"o{k}", dt, shape)
+        b.add_op("STABLEHLO_RNG_BIT_GENERATOR", [s], [key, out], options={"algorithm": algorithm})
+        b.mark_output(key)
+        b.mark_output(out)
+    model = b.build()
+    state = np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFFE, 42][:words], np.uint64)
+    assert_same(run_ours(model, [state]), run_official(model, [state]), f"STABLEHLO_RNG_BIT_GENERATOR {algorithm}")
+
+
+def case_model() -> bytes:
+    b = ModelBuilder()
+    i, x, y = b.add_input("i", np.int32, [1]), b.add_input("x", F32, [2, 3]), b.add_input("y", F32, [2, 3])
+    o = b.add_tensor("o", F32, [2, 3])
+    branches = []
+    for k, op in enumerate(("ADD", "MUL", "SUB")):
+        s = b.add_subgraph(f"branch{k}")
+        a, c, r = s.add_input("a", F32, [2, 3]), s.add_input("c", F32, [2, 3]), s.add_tensor("r", F32, [2, 3])
+        s.add_op(op, [a, c], [r])
+        s.mark_output(r)
+        branches.append(s.index)
+    b.add_op("STABLEHLO_CASE", [i, x, y], [o], options={"branch_subgraph_indices": branches})
+    b.mark_output(o)
+    return b.build()
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 7, -1])
+def test_stablehlo_case(index, official):
+    """The branch the index names; out of range (7, -1): the last branch, as officially."""
+    rng = np.random.default_rng(index + 2)
+    inputs = [np.array([index], np.int32), rng.normal(size=(2, 3)).astype(F32), rng.normal(size=(2, 3)).astype(F32)]
+    assert_same(run_ours(case_model(), inputs), run_official(case_model(), inputs), f"STABLEHLO_CASE {index}")

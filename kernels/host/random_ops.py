@@ -1,4 +1,5 @@
-"""RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL, MULTINOMIAL: the official runtime's Philox-4x32-10 streams, bit for bit.
+"""RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL, MULTINOMIAL: the official runtime's Philox-4x32-10 streams, bit for bit;
+STABLEHLO_RNG_BIT_GENERATOR (a pure function of its state input: an ordinary compiled kernel).
 
 The official kernels draw from tsl's PhiloxRandom(seed, seed2) (seeds truncated to int32; key = seed, counter
 words 2-3 = seed2), one 128-bit block per four uint32, and keep the generator in the node between invokes; with
@@ -219,4 +220,92 @@ def _host_multinomial(ctx: PrepareContext) -> None:
 
 MULTINOMIAL = kernel("MULTINOMIAL", init=_init_rng, host=_host_multinomial)(_prepare_multinomial)
 
-__all__ = ["RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"]
+__all__ = ["RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR"]
+
+
+# --- STABLEHLO_RNG_BIT_GENERATOR (tflite/kernels/rng_bit_generator.cc, rng_util.cc) ----------------------------
+
+
+@njit(cache=True, inline="always")
+def _rotl32(x, r):
+    return ((x << r) | (x >> (32 - r))) & M32
+
+
+@njit(cache=True, inline="always")
+def _threefry_round(x0, x1, r0, r1, r2, r3, ks0, ks1, b):
+    for rot in (r0, r1, r2, r3):
+        x0 = (x0 + x1) & M32
+        x1 = _rotl32(x1, rot) ^ x0
+    return (x0 + ks0) & M32, (x1 + ks1 + b) & M32
+
+
+@njit(cache=True, nogil=True)
+def threefry2x32(k0, k1, c0, c1):
+    """Threefry-2x32 with 20 rounds (rng_util's Threefry2x32) of counter (c0, c1) under key (k0, k1)."""
+    k2 = k0 ^ k1 ^ 0x1BD11BDA
+    x0, x1 = (c0 + k0) & M32, (c1 + k1) & M32
+    x0, x1 = _threefry_round(x0, x1, 13, 15, 26, 6, k1, k2, 1)
+    x0, x1 = _threefry_round(x0, x1, 17, 29, 16, 24, k2, k0, 2)
+    x0, x1 = _threefry_round(x0, x1, 13, 15, 26, 6, k0, k1, 3)
+    x0, x1 = _threefry_round(x0, x1, 17, 29, 16, 24, k1, k2, 4)
+    x0, x1 = _threefry_round(x0, x1, 13, 15, 26, 6, k2, k0, 5)
+    return x0, x1
+
+
+@njit(cache=True, nogil=True)
+def rng_bit_generator(state, out, key_out, threefry, st, res):
+    """out (uint32 words) filled block by block from the counter in the state (uint32 words: key, counter), the
+    counter's first word incremented per block with a carry into the second; key_out = the state with the
+    advanced counter (Philox keeps a third state word, its counter's high half, as is)."""
+    k0, k1 = np.int64(state[0]), np.int64(state[1])
+    c0, c1 = np.int64(state[2]), np.int64(state[3])
+    wide = state.size == 6
+    c2 = np.int64(state[4]) if wide else k0
+    c3 = np.int64(state[5]) if wide else k1
+    for j in range(state.size):
+        key_out[j] = state[j]
+    i = 0
+    n = out.size
+    while i < n:
+        if threefry:
+            res[0], res[1] = threefry2x32(k0, k1, c0, c1)
+            block = 2
+        else:
+            st[0], st[1], st[2], st[3], st[4], st[5] = c0, c1, c2, c3, k0, k1
+            philox_block(st, res)
+            block = 4
+        for j in range(min(block, n - i)):
+            out[i + j] = res[j]
+        i += block
+        c0 = (c0 + 1) & M32
+        if c0 == 0:
+            c1 = (c1 + 1) & M32
+    key_out[0], key_out[1], key_out[2], key_out[3] = k0, k1, c0, c1
+
+
+@kernel("STABLEHLO_RNG_BIT_GENERATOR")
+def STABLEHLO_RNG_BIT_GENERATOR(ctx: PrepareContext) -> None:
+    """stablehlo.rng_bit_generator: (output state, random bits) from the uint64 initial state: THREEFRY (a state of
+    2 words) or PHILOX / DEFAULT (2 or 3 words); the bits fill the output's declared shape (int32, int64, uint32 or
+    uint64) as 32-bit words in the order the official kernel writes them."""
+    ctx.check_num(inputs=1, outputs=2)
+    state, key, out = ctx.input(0), ctx.output(0), ctx.output(1)
+    ctx.check(state.dtype == np.uint64 and state.ndim == 1, f"the initial state must be a 1-D uint64 tensor, is "
+                                                             f"{state.dtype.name} of shape {list(state.shape)}")
+    ctx.check(key.dtype == np.uint64, f"the output state must be uint64, is {key.dtype.name}")
+    ctx.check(out.dtype in (np.int32, np.int64, np.uint32, np.uint64),
+              f"the output must be int32, int64, uint32 or uint64, is {out.dtype.name}")
+    algorithm = int(ctx.options.get("algorithm", 0))
+    ctx.check(algorithm in (0, 1, 2), f"Unknown RNG algorithm: {algorithm}")
+    words = state.shape[0]
+    if algorithm == 2:
+        ctx.check(words == 2, f"THREEFRY needs a state of 2 uint64, has {words}")
+    else:
+        ctx.check(words in (2, 3), f"PHILOX needs a state of 2 or 3 uint64, has {words}")
+    ctx.check(all(d >= 0 for d in out.shape), f"the output shape {list(out.shape)} must be known")
+    ctx.set_output(0, state.shape, np.uint64)
+    ctx.set_output(1, out.shape, out.dtype)
+    n = out.nbytes // 4
+    ctx.call(rng_bit_generator, ctx.view(state, (2 * words,), np.uint32), ctx.view(out, (n,), np.uint32),
+             ctx.view(key, (2 * words,), np.uint32), algorithm == 2, ctx.temp((6,), np.int64),
+             ctx.temp((4,), np.int64))

@@ -1,4 +1,5 @@
-"""GATHER, GATHER_ND, EMBEDDING_LOOKUP (row copies of raw words picked by run-time indices) and SCATTER_ND.
+"""GATHER, GATHER_ND, EMBEDDING_LOOKUP (row copies of raw words picked by run-time indices) and SCATTER_ND;
+STABLEHLO_GATHER and STABLEHLO_SCATTER (element by element, as tflite/kernels/stablehlo_gather.cc / _scatter.cc).
 
 Indices exist only at run time, so the kernels check every one and raise instead of reading out of bounds (the
 official runtime fails the invoke the same way). Rows are copied as unsigned words of the element size.
@@ -7,7 +8,7 @@ official runtime fails the invoke the same way). Rows are copied as unsigned wor
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.copy import WORDS
+from lite_numba.kernels.base.copy import WORDS, schedule_copy
 from lite_numba.kernels.base.shapes import normalize_axis
 from lite_numba.kernels.movement.embedding_blockwise import prepare_blockwise_lookup
 from numba import njit
@@ -280,7 +281,7 @@ def EMBEDDING_LOOKUP(ctx: PrepareContext) -> None:
     schedule_row_gather(ctx, EMBEDDING_ROWS, value, lookup, out, 1, 1, rows, cols, lookup.shape[0])
 
 
-__all__ = ["GATHER", "GATHER_ND", "SCATTER_ND", "EMBEDDING_LOOKUP"]
+__all__ = ["GATHER", "GATHER_ND", "SCATTER_ND", "EMBEDDING_LOOKUP", "STABLEHLO_GATHER", "STABLEHLO_SCATTER"]
 
 
 @njit(cache=True, nogil=True)
@@ -332,3 +333,231 @@ def REVERSE_SEQUENCE(ctx: PrepareContext) -> None:
     ctx.call(reverse_sequence, ctx.view(x, (x.nbytes // w,), WORDS[w]), lens,
              ctx.view(out, (out.nbytes // w,), WORDS[w]), A, x.shape[lo], C, x.shape[hi], E,
              int(batch_dim < seq_dim))
+
+
+# --- STABLEHLO_GATHER / STABLEHLO_SCATTER ------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _decode(k, shape, strides_a, strides_b, n):
+    """Offsets of the row-major multi-index k of `shape` (its first n dims) along two sets of strides."""
+    a = 0
+    b = 0
+    for d in range(n - 1, -1, -1):
+        c = k % shape[d]
+        k //= shape[d]
+        a += c * strides_a[d]
+        b += c * strides_b[d]
+    return a, b
+
+
+@njit(cache=True, nogil=True)
+def stablehlo_gather(x, idx, out, bshape, bidx, bout, nvec, ivs, sim, opshape, opstr, sizes, oshape, ox, oout,
+                     start):
+    """For each batch position: the start index read from idx (nvec values, stride ivs), scattered to the operand
+    dims sim, clamped to [0, dim - slice size]; then the slice copied, offset dims walking the operand by ox and
+    the result by oout."""
+    nb = bshape.size
+    no = oshape.size
+    nbatch = 1
+    for d in range(nb):
+        nbatch *= bshape[d]
+    noff = 1
+    for d in range(no):
+        noff *= oshape[d]
+    for b in range(nbatch):
+        ioff, roff = _decode(b, bshape, bidx, bout, nb)
+        for d in range(start.size):
+            start[d] = 0
+        for i in range(nvec):
+            start[sim[i]] = idx[ioff + i * ivs]
+        base = 0
+        for d in range(start.size):
+            s = min(start[d], opshape[d] - sizes[d])
+            base += max(s, 0) * opstr[d]
+        for o in range(noff):
+            xo, ro = _decode(o, oshape, ox, oout, no)
+            out[roff + ro] = x[base + xo]
+
+
+def _int_list(ctx: PrepareContext, key: str) -> list[int]:
+    return [int(v) for v in (ctx.options.get(key) or [])]
+
+
+def _index_vector(ctx: PrepareContext, idx: Tensor, ivd: int) -> tuple[list[int], list[int], int, int]:
+    """(batch dims of the indices, their strides, index vector size, its stride): the vector runs along
+    index_vector_dim; at the indices' rank it is implicit, one value per position."""
+    ctx.check(0 <= ivd <= idx.ndim, f"index_vector_dim {ivd} is outside [0, {idx.ndim}]")
+    st = [1] * idx.ndim
+    for d in range(idx.ndim - 2, -1, -1):
+        st[d] = st[d + 1] * idx.shape[d + 1]
+    dims = [d for d in range(idx.ndim) if d != ivd]
+    if ivd == idx.ndim:
+        return [idx.shape[d] for d in dims], [st[d] for d in dims], 1, 0
+    return [idx.shape[d] for d in dims], [st[d] for d in dims], idx.shape[ivd], st[ivd]
+
+
+def _strides(shape) -> list[int]:
+    st = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        st[d] = st[d + 1] * int(shape[d + 1])
+    return st
+
+
+def _i64(v) -> np.ndarray:
+    return np.array(v, np.int64).reshape(-1)
+
+
+@kernel("STABLEHLO_GATHER")
+def STABLEHLO_GATHER(ctx: PrepareContext) -> None:
+    """stablehlo.gather: slices of slice_sizes at start indices read along index_vector_dim of the indices (int32 or
+    int64), placed by start_index_map and clamped into the operand; collapsed_slice_dims dropped, the rest at
+    offset_dims of the result, whose other dims are the indices' batch dims. Any 1/2/4/8-byte type."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, idx = ctx.input(0), ctx.input(1)
+    ctx.check(idx.dtype in (np.int32, np.int64), f"(Index Type: {idx.dtype.name}) currently not supported")
+    ctx.check(x.dtype.itemsize in WORDS, f"(Data Type: {x.dtype.name}) currently not supported")
+    r = x.ndim
+    offset_dims, collapsed = _int_list(ctx, "offset_dims"), _int_list(ctx, "collapsed_slice_dims")
+    sim, sizes = _int_list(ctx, "start_index_map"), _int_list(ctx, "slice_sizes")
+    ivd = int(ctx.options.get("index_vector_dim", 0))
+    ctx.check(len(sizes) == r, f"slice_sizes {sizes} has {len(sizes)} values for an operand of rank {r}")
+    ctx.check(all(0 <= s <= n for s, n in zip(sizes, x.shape)),
+              f"slice_sizes {sizes} do not fit the operand {list(x.shape)}")
+    ctx.check(all(0 <= d < r for d in collapsed) and len(set(collapsed)) == len(collapsed)
+              and all(sizes[d] <= 1 for d in collapsed), f"collapsed_slice_dims {collapsed} are not dims of size 1")
+    kept = [d for d in range(r) if d not in collapsed]
+    ctx.check(len(offset_dims) == len(kept), f"offset_dims {offset_dims} must name {len(kept)} dims (the slice dims "
+                                             f"not collapsed)")
+    bdims, bstr, nvec, ivs = _index_vector(ctx, idx, ivd)
+    ctx.check(len(sim) == nvec and all(0 <= d < r for d in sim) and len(set(sim)) == len(sim),
+              f"start_index_map {sim} must name {nvec} distinct operand dims (the index vector's size)")
+    rank = len(offset_dims) + len(bdims)
+    ctx.check(sorted(offset_dims) == offset_dims and len(set(offset_dims)) == len(offset_dims)
+              and all(0 <= d < rank for d in offset_dims), f"offset_dims {offset_dims} are not increasing dims of "
+                                                           f"the result (rank {rank})")
+    shape, b_it, o_it = [], iter(bdims), iter(sizes[d] for d in kept)
+    for d in range(rank):
+        shape.append(next(o_it) if d in offset_dims else next(b_it))
+    out = ctx.set_output(0, shape, x.dtype)
+    if out.size == 0 or x.size == 0:
+        return
+    rs, xs = _strides(shape), _strides(x.shape)
+    batch_result_dims = [d for d in range(rank) if d not in offset_dims]
+    word = WORDS[x.dtype.itemsize]
+    ctx.call(stablehlo_gather, ctx.view(x, (x.size,), word), ctx.view(idx, (idx.size,)),
+             ctx.view(out, (out.size,), word), _i64(bdims), _i64(bstr), _i64([rs[d] for d in batch_result_dims]),
+             nvec, ivs, _i64(sim), _i64(x.shape), _i64(xs), _i64(sizes), _i64([sizes[d] for d in kept]),
+             _i64([xs[d] for d in kept]), _i64([rs[d] for d in offset_dims]), ctx.temp((r,), np.int64))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def stablehlo_scatter(upd, idx, out, kind, ushape, ubatch, uwin, nvec, ivs, sdto, opshape, opstr, pos):
+    """In row-major order over the updates: the result index = the start index (read from idx at the update's
+    batch position, scattered to the operand dims sdto) + the update's window index (uwin: the operand dim of
+    each update dim, -1 for batch dims); out of bounds: skipped; else out = update (kind 0) or out + / * / max /
+    min update (1-4), in the updates' order."""
+    nu = ushape.size
+    r = opshape.size
+    n = 1
+    for d in range(nu):
+        n *= ushape[d]
+    for k in range(n):
+        rem = k
+        ioff = 0
+        for d in range(r):
+            pos[d] = 0
+        for d in range(nu - 1, -1, -1):
+            c = rem % ushape[d]
+            rem //= ushape[d]
+            if uwin[d] < 0:
+                ioff += c * ubatch[d]
+            else:
+                pos[uwin[d]] += c
+        for i in range(nvec):
+            pos[sdto[i]] += idx[ioff + i * ivs]
+        flat = 0
+        inside = True
+        for d in range(r):
+            if pos[d] < 0 or pos[d] >= opshape[d]:
+                inside = False
+            flat += pos[d] * opstr[d]
+        if not inside:
+            continue
+        a = out[flat]
+        b = upd[k]
+        if kind == 0:
+            out[flat] = b
+        elif kind == 1:
+            out[flat] = a + b
+        elif kind == 2:
+            out[flat] = a * b
+        elif kind == 3:
+            out[flat] = b if a < b else a
+        else:
+            out[flat] = b if b < a else a
+
+
+SCATTER_COMBINERS = {(): 0, ("STABLEHLO_ADD",): 1, ("STABLEHLO_MULTIPLY",): 2, ("STABLEHLO_MAXIMUM",): 3,
+                     ("STABLEHLO_MINIMUM",): 4}
+
+
+def _scatter_kind(ctx: PrepareContext) -> int:
+    """How updates combine, from the update computation subgraph's ops (options["subgraph_ops"], filled at load by
+    lite_numba.runtime.composites): none (the update replaces), or one STABLEHLO_ADD / MULTIPLY / MAXIMUM / MINIMUM."""
+    ops = tuple(ctx.options.get("subgraph_ops", ()))
+    ctx.check(len(ops) <= 1, f"Only one kernel allowed within the stablehlo region. ({len(ops)}) kernels found.")
+    ctx.check(ops in SCATTER_COMBINERS, f"the update computation is {ops[0] if ops else ''}: Only update, Add, "
+                                        f"Multiply, Maximum and Minimum operations are currently supported for "
+                                        f"stablehlo.scatter.")
+    return SCATTER_COMBINERS[ops]
+
+
+@kernel("STABLEHLO_SCATTER")
+def STABLEHLO_SCATTER(ctx: PrepareContext) -> None:
+    """stablehlo.scatter: the operand, with each update element combined into it at the start index read along
+    index_vector_dim of the indices (int32 / int64, placed by scatter_dims_to_operand_dims) plus its window index
+    (update_window_dims, with inserted_window_dims added); elements landing outside the operand are skipped, as
+    the official kernel and StableHLO's reference interpreter do. Float16 only replaces (no arithmetic here)."""
+    ctx.check_num(inputs=3, outputs=1)
+    x, idx, upd = ctx.input(0), ctx.input(1), ctx.input(2)
+    ctx.check(idx.dtype in (np.int32, np.int64), f"(Index Type: {idx.dtype.name}) currently not supported")
+    ctx.check(upd.dtype == x.dtype, f"updates have type {upd.dtype.name}, the operand {x.dtype.name}")
+    kind = _scatter_kind(ctx)
+    ctx.check(x.dtype.kind in "biuf" and (x.dtype != np.float16 or kind == 0),
+              f"(Data Type: {x.dtype.name}) currently not supported" +
+              (" for arithmetic combinations" if x.dtype == np.float16 else ""))
+    r = x.ndim
+    uwd, inserted = _int_list(ctx, "update_window_dims"), _int_list(ctx, "inserted_window_dims")
+    sdto = _int_list(ctx, "scatter_dims_to_operand_dims")
+    ivd = int(ctx.options.get("index_vector_dim", 0))
+    bdims, bstr, nvec, ivs = _index_vector(ctx, idx, ivd)
+    ctx.check(len(sdto) == nvec and all(0 <= d < r for d in sdto),
+              f"scatter_dims_to_operand_dims {sdto} must name {nvec} operand dims (the index vector's size)")
+    ctx.check(all(0 <= d < upd.ndim for d in uwd) and len(set(uwd)) == len(uwd),
+              f"update_window_dims {uwd} are not distinct dims of the updates (rank {upd.ndim})")
+    window_dims = [d for d in range(r) if d not in inserted]
+    ctx.check(all(0 <= d < r for d in inserted) and len(window_dims) == len(uwd),
+              f"inserted_window_dims {inserted} and update_window_dims {uwd} do not cover the operand's rank {r}")
+    scatter_dims = [d for d in range(upd.ndim) if d not in uwd]
+    ctx.check(len(scatter_dims) == len(bdims) and all(upd.shape[d] == n for d, n in zip(scatter_dims, bdims)),
+              f"updates {list(upd.shape)}: their scatter dims {scatter_dims} must match the indices' batch dims "
+              f"{bdims}")
+    out = ctx.set_output(0, x.shape, x.dtype)
+    if out.size == 0:
+        return
+    schedule_copy(ctx, x, out)
+    word = WORDS[x.dtype.itemsize] if kind == 0 else x.dtype
+    if upd.size == 0:
+        return
+    ubatch, uwin = [0] * upd.ndim, [-1] * upd.ndim
+    for d, s in zip(scatter_dims, bstr):
+        ubatch[d] = s
+    for d, od in zip(uwd, window_dims):
+        uwin[d] = od
+    ctx.call(stablehlo_scatter, ctx.view(upd, (upd.size,), word), ctx.view(idx, (idx.size,)),
+             ctx.view(out, (out.size,), word), kind, _i64(upd.shape), _i64(ubatch), _i64(uwin), nvec, ivs,
+             _i64(sdto), _i64(x.shape), _i64(_strides(x.shape)), ctx.temp((r,), np.int64))
+
+
+STABLEHLO_SCATTER.meta["subgraph_ops"] = "update_computation_subgraph_index"

@@ -1,4 +1,5 @@
-"""PAD, PADV2 (a fill, then a strided copy of the input) and MIRROR_PAD (a copy through index maps), over raw words."""
+"""PAD, PADV2 and STABLEHLO_PAD (a fill, then a strided copy of the input) and MIRROR_PAD (a copy through index maps),
+over raw words."""
 
 from __future__ import annotations
 
@@ -142,4 +143,43 @@ def MIRROR_PAD(ctx: PrepareContext) -> None:
              np.concatenate(maps).astype(np.int64), moff.astype(np.int64), np.array(xs, np.int64), tail)
 
 
-__all__ = ["PAD", "PADV2", "MIRROR_PAD"]
+
+
+@kernel("STABLEHLO_PAD")
+def STABLEHLO_PAD(ctx: PrepareContext) -> None:
+    """stablehlo.pad: out = the padding value everywhere, x's element i at edge_padding_low + i * (interior_padding
+    + 1) per dimension; negative edge paddings crop (tflite/kernels/stablehlo_pad.cc). When an output dimension is
+    not positive, every output dimension is 0, as officially."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, value = ctx.input(0), ctx.input(1)
+    ctx.check(value.dtype == x.dtype, f"padding value has type {value.dtype.name}, the operand {x.dtype.name}")
+    ctx.check(value.size == 1, f"padding value must have one element, has shape {list(value.shape)}")
+    ctx.check(x.ndim >= 1, "the operand must have rank >= 1")
+    opts = ctx.options
+    lo, hi, interior = (list(opts.get(k) or [0] * x.ndim) for k in ("edge_padding_low", "edge_padding_high",
+                                                                    "interior_padding"))
+    for key, v in (("edge_padding_low", lo), ("edge_padding_high", hi), ("interior_padding", interior)):
+        ctx.check(len(v) == x.ndim, f"{key} has {len(v)} values for an operand of rank {x.ndim}")
+    ctx.check(all(i >= 0 for i in interior), f"interior_padding {interior} must be non-negative")
+    shape = [n + max(n - 1, 0) * i + a + b for n, i, a, b in zip(x.shape, interior, lo, hi)]
+    ctx.check(all(d < (1 << 31) for d in shape), f"output shape {shape} overflows int32")
+    if any(d <= 0 for d in shape):
+        shape = [0] * x.ndim
+    out = ctx.set_output(0, shape, x.dtype)
+    schedule_fill(ctx, out, value)
+    box, first = [], []
+    for n, i, a, d in zip(x.shape, interior, lo, shape):
+        step = i + 1
+        i0 = max(0, -(a // step) if a < 0 else 0)  # the first element landing at or after 0
+        i1 = min(n - 1, (d - 1 - a) // step) if d > 0 else -1  # the last one before the end
+        box.append(max(i1 - i0 + 1, 0))
+        first.append(i0)
+    xs, os = contiguous_strides(x.shape), contiguous_strides(shape)
+    if not all(b > 0 for b in box):  # nothing of x lands in out: an empty copy (the runner keeps its structure)
+        box, first, lo = [0] * x.ndim, [0] * x.ndim, [0] * x.ndim
+    schedule_strided_copy(ctx, x, out, box, xs, [s * (i + 1) for s, i in zip(os, interior)],
+                          xb=sum(f * s for f, s in zip(first, xs)),
+                          ob=sum((a + f * (i + 1)) * s for a, f, i, s in zip(lo, first, interior, os)))
+
+
+__all__ = ["PAD", "PADV2", "MIRROR_PAD", "STABLEHLO_PAD"]

@@ -21,6 +21,10 @@ against the node's, its attributes (a flexbuffer map, format/custom_options.py; 
 decomposition index out of range or a composite calling itself is refused when the model is loaded
 (format/model.py).
 
+The same pass describes reduction bodies: a node whose kernel carries `meta["subgraph_ops"]` (the option naming a
+body subgraph: STABLEHLO_REDUCE_WINDOW, STABLEHLO_SCATTER) gets options["subgraph_ops"], the op names of that
+subgraph's nodes, which is how the official kernels choose their reduction (they never run the body).
+
 $LITE_NUMBA_COMPOSITES chooses: "fused" (the default: fused kernels where known, decompositions inlined
 elsewhere), "inline" (every decomposition inlined: what the fused kernels are tested against) or "call" (no
 rewrite: the host kernel calls the decomposition subgraph, as the official runtime does).
@@ -39,7 +43,8 @@ from ..format.plan import ModelPlan, Node, SubgraphPlan, TensorSpec
 from ..kernels.registry import COMPOSITES, REWRITES
 from ..ops import OpKernel
 
-__all__ = ["MODES", "composite_label", "composites_mode", "find_fused", "inline_composites", "is_composite"]
+__all__ = ["MODES", "composite_label", "composites_mode", "describe_bodies", "find_fused", "inline_composites",
+           "is_composite"]
 
 MODES = ("fused", "inline", "call")
 ENV = "LITE_NUMBA_COMPOSITES"
@@ -73,6 +78,20 @@ def find_fused(name: str, version: int, attributes: dict, specs: list) -> OpKern
             if accepts is None or accepts(attributes, specs):
                 return k
     return None
+
+
+def describe_bodies(model: ModelPlan, subgraph: int, node: Node, kernel: OpKernel | None) -> Node:
+    """The node with options["subgraph_ops"] (the op names of the body subgraph its kernel's meta["subgraph_ops"]
+    option names) when its kernel asks for them; ModelError for a body index out of range."""
+    key = kernel.meta.get("subgraph_ops") if kernel is not None and not node.is_custom else None
+    if not key:
+        return node
+    index = node.options.get(key)
+    if not isinstance(index, int) or not 0 <= index < len(model.subgraphs) or index == subgraph:
+        raise ModelError(f"Invalid model: {node.op_name} (subgraph {subgraph}, node {node.index}): {key} {index} is "
+                         f"not another subgraph of the model ({len(model.subgraphs)} subgraphs)")
+    ops = tuple(n.op_name for n in model.subgraphs[index].nodes)
+    return dataclasses.replace(node, options={**node.options, "subgraph_ops": ops})
 
 
 def _where(node: Node, subgraph: int) -> str:
@@ -153,6 +172,7 @@ class _Inliner:
         """Emit subgraph `subgraph`'s nodes, its tensor t read and written as tmap(t)."""
         plan, kernels = self.model.subgraphs[subgraph], self.all_kernels[subgraph]
         for node, k in zip(plan.nodes, kernels):
+            node = describe_bodies(self.model, subgraph, node, k)
             ins = [tmap(i) for i in node.inputs]
             outs = [tmap(o) for o in node.outputs]
             inter = [tmap(i) for i in node.intermediates]
@@ -217,6 +237,9 @@ def inline_composites(model: ModelPlan, index: int, kernels: list[list[OpKernel 
     plan, ks = model.subgraphs[index], kernels[index]
     mode = mode or composites_mode()
     if mode == "call" or not any(is_composite(n, k) for n, k in zip(plan.nodes, ks)):
+        nodes = tuple(describe_bodies(model, index, n, k) for n, k in zip(plan.nodes, ks))
+        if any(a is not b for a, b in zip(nodes, plan.nodes)):
+            plan = dataclasses.replace(plan, nodes=nodes)
         return plan, ks
     inl = _Inliner(model, kernels, fused=mode == "fused")
     inl.tensors = list(plan.tensors)
