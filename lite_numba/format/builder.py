@@ -327,12 +327,7 @@ class SubgraphBuilder:
         code = builtin_code(op)
         if code == BuiltinOperator.CUSTOM:
             raise ValueError("use add_custom_op for custom operators")
-        ins = _int_list(inputs, "inputs")
-        outs = _int_list(outputs, "outputs")
-        for t in ins:
-            self._check_tensor(t, allow_absent=True)
-        for t in outs:
-            self._check_tensor(t, allow_absent=False)
+        ins, outs = self._operands(inputs, outputs)
         rec = _OpRec(("builtin", code, int(version)), ins, outs,
                      intermediates=_int_list(intermediates, "intermediates"))
         entry = options_table_for(BUILTIN_NAMES[code])
@@ -347,6 +342,16 @@ class SubgraphBuilder:
         self.operators.append(rec)
         return len(self.operators) - 1
 
+    def _operands(self, inputs: Sequence[int], outputs: Sequence[int]) -> tuple[list[int], list[int]]:
+        """An op's input and output tensor indices, checked (-1: an absent optional input)."""
+        ins = _int_list(inputs, "inputs")
+        outs = _int_list(outputs, "outputs")
+        for t in ins:
+            self._check_tensor(t, allow_absent=True)
+        for t in outs:
+            self._check_tensor(t, allow_absent=False)
+        return ins, outs
+
     def add_custom_op(
         self,
         name: str,
@@ -356,12 +361,7 @@ class SubgraphBuilder:
         version: int = 1,
     ) -> int:
         """Add a custom operator; dict options are serialized as a flexbuffer map."""
-        ins = _int_list(inputs, "inputs")
-        outs = _int_list(outputs, "outputs")
-        for t in ins:
-            self._check_tensor(t, allow_absent=True)
-        for t in outs:
-            self._check_tensor(t, allow_absent=False)
+        ins, outs = self._operands(inputs, outputs)
         if options is None:
             custom = None
         elif isinstance(options, (bytes, bytearray, memoryview)):
