@@ -73,6 +73,7 @@ def assert_bits_equal(ours, ref):
     ((5, 256), 33, 64, 4, {"act": "RELU"}),  # the official 4-bit path applies no fused activation
     ((2, 3, 96), 4, 16, 4, {"keep": True}),
     ((4, 64), 6, 2, 4, {}),  # two values per block
+    ((2, 66), 4, 33, 4, {}),  # odd blocks: a block boundary inside a byte
     ((2, 64), 2, 32, 4, {"act": "TANH"}),  # fewer than 4 units: the official hybrid path, act(bias)
     ((2, 16), 8, 8, 4, {}),  # depth below 32: the same
     ((3, 64), 8, 32, 2, {}),  # INT2: the same

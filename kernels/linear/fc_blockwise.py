@@ -14,11 +14,13 @@ The official builtin kernel (fully_connected.cc, ai-edge-litert 2.3.0) computes 
   2^24, i.e. block sizes up to 16384; larger blocks are summed that way here too.
 - Otherwise (INT2 weights, or INT4 with fewer than 4 units, K below 32 or odd) the plain hybrid EvalHybridDense,
   which scales by the tensor's per-tensor scale: a blockwise tensor has none (0), so the product is multiplied by 0
-  and every output is act(bias) (0 without a bias; NaN where an input row is not finite). That is what the official
-  runtime answers, so it is what we answer: such weights do not change the result.
+  and every output is act(bias) (0 without a bias; NaN in a row whose scaling factor is not finite). That is what
+  the official runtime answers, so it is what we answer: such weights do not change the result.
 
-The weights stay packed: each unit's row is decoded once per call into a scratch row of K int32 while all input
-rows use it (one pass over the packed weights per call).
+The weights stay packed: each unit's row is decoded once per call into a scratch row of K float32 while all input
+rows use it (one pass over the packed weights per call); a block's dot product is summed in float32 in vector order,
+exact because every partial sum is an integer below 2^24 (the bound that makes the official sum exact too), with
+the low and high nibbles (even and odd positions) in separate runs so that the decoding vectorizes too.
 """
 
 from __future__ import annotations
@@ -40,34 +42,88 @@ FILTER_DEPTH = 32
 _EXACT_BLOCK = (1 << 24) // 1024
 
 
+@njit(cache=True, nogil=True, fastmath=True)
+def exact_block_dots(a, ia, b, ib, c, ic, d, id_, nb, bs, dots):
+    """dots[j] = sum over i < bs of a[ia + o + i] * b[ib + o + i] + c[ic + o + i] * d[id_ + o + i] with o = j * bs,
+    for each block j < nb, in float32 in whatever order vectorizes: exact (so the same in every order) when the
+    values are integers and the sum of the products' magnitudes stays below 2^24."""
+    for j in range(nb):
+        o = j * bs
+        a_ = a[ia + o:ia + o + bs]
+        b_ = b[ib + o:ib + o + bs]
+        c_ = c[ic + o:ic + o + bs]
+        d_ = d[id_ + o:id_ + o + bs]
+        s = np.float32(0.0)
+        for i in range(bs):
+            s += a_[i] * b_[i] + c_[i] * d_[i]
+        dots[j] = s
+
+
 @njit(cache=True, nogil=True)
-def fc_blockwise_4bit(q, zp, sf, packed, scales, bias, has_bias, out, M, K, N, bs, exact, wrow):
+def decode_nibbles(packed, start, h, lo, hi):
+    """lo[j] = the low nibble and hi[j] the high nibble of packed[start + j], j < h, as float32 (-8 .. 7)."""
+    p = packed[start:start + h]
+    lo_h = lo[:h]
+    hi_h = hi[:h]
+    for j in range(h):  # sign-extended by arithmetic shifts of the int8: vectorizes
+        v = p[j]
+        lo_h[j] = np.float32(np.int8(v << 4) >> 4)
+        hi_h[j] = np.float32(np.int8(v) >> 4)
+
+
+@njit(cache=True, nogil=True)
+def fc_blockwise_4bit(q, qf, zp, sf, packed, scales, bias, has_bias, out, M, K, N, bs, exact, lo, hi, dots, ones):
     """EvalBlockwise4Bit (module doc): out [M, N] from the quantized rows q [M, K] (zero points zp, scaling factors
-    sf), the packed INT4 weights [N, K] and their float32 block scales [N, K / bs]; wrow is a scratch of K int32."""
+    sf), the packed INT4 weights [N, K] and their float32 block scales [N, K / bs]. qf (M * K), lo (K), hi (K / 2)
+    and dots (K / bs) are float32 scratch, ones K float32 ones: the rows and one unit's weights as floats, whose block
+    dot products are exact integers when `exact` (bs <= _EXACT_BLOCK). With an even block size the values at even
+    and odd positions are kept apart (rows as [evens | odds], the weights' low nibbles in lo, high ones in hi), so
+    that decoding and the products run over whole vectors; an odd block size keeps them in order (all in lo)."""
     nb = K // bs
+    pairs = bs % 2 == 0
+    h = K // 2 if pairs else 0  # where the odd positions start (K is even on this path)
+    for m in range(M):
+        base = m * K
+        if pairs:
+            for j in range(h):
+                qf[base + j] = np.float32(q[base + 2 * j])
+                qf[base + h + j] = np.float32(q[base + 2 * j + 1])
+        else:
+            for i in range(K):
+                qf[base + i] = np.float32(q[base + i])
+    hb = bs // 2 if pairs else bs
     for n in range(N):
-        unpack_run(packed, n * K, K, 4, wrow)
+        if pairs:
+            decode_nibbles(packed, n * h, h, lo, hi)
+            exact_block_dots(ones, 0, lo, 0, ones, 0, hi, 0, nb, hb, dots)  # the weight sums (exact: <= 8 * bs)
+        else:
+            unpack_run(packed, n * K, K, 4, lo)
+            exact_block_dots(ones, 0, lo, 0, ones, 0, lo, 0, nb, hb, dots)
         kf = np.float32(0.0)
         for b in range(nb):
-            ks = 0
-            for i in range(b * bs, (b + 1) * bs):
-                ks += wrow[i]
-            kf = np.float32(kf + np.float32(scales[n * nb + b] * np.float32(ks)))
+            ks = dots[b] if pairs else np.float32(dots[b] * np.float32(0.5))  # odd blocks: counted twice
+            kf = np.float32(kf + np.float32(scales[n * nb + b] * ks))
         for m in range(M):
             base = m * K
+            if exact and pairs:
+                exact_block_dots(qf, base, lo, 0, qf, base + h, hi, 0, nb, hb, dots)
+            elif exact:
+                exact_block_dots(qf, base, lo, 0, qf, base, lo, 0, nb, bs, dots)  # counted twice: halved below
+                for b in range(nb):
+                    dots[b] = np.float32(dots[b] * np.float32(0.5))
+            else:  # the official int32 += float32 product, through float32 at every step, in the values' order
+                for b in range(nb):
+                    a = 0
+                    for i in range(b * hb, (b + 1) * hb):
+                        if pairs:
+                            a = np.int64(np.float32(np.float32(a) + qf[base + i] * lo[i]))
+                            a = np.int64(np.float32(np.float32(a) + qf[base + h + i] * hi[i]))
+                        else:
+                            a = np.int64(np.float32(np.float32(a) + qf[base + i] * lo[i]))
+                    dots[b] = np.float32(a)
             o = np.float32(0.0)
             for b in range(nb):
-                k0 = b * bs
-                if exact:
-                    acc = 0
-                    for i in range(bs):
-                        acc += np.int64(q[base + k0 + i]) * wrow[k0 + i]
-                else:  # the official int32 += float32 product: through float32 at every step
-                    acc = 0
-                    for i in range(bs):
-                        p = np.float32(np.int64(q[base + k0 + i]) * wrow[k0 + i])
-                        acc = np.int64(np.float32(np.float32(acc) + p))
-                o = np.float32(o + np.float32(np.float32(acc) * scales[n * nb + b]))
+                o = np.float32(o + np.float32(dots[b] * scales[n * nb + b]))
             o = np.float32(o - np.float32(np.float32(zp[m]) * kf))
             o = np.float32(o * sf[m])
             if has_bias:
@@ -120,22 +176,23 @@ def prepare_blockwise_fc(ctx: PrepareContext, x, w, b, out) -> None:
     bits = w.spec.packed_bits
     packed = ctx.const(w.data)
     bias = ctx.view(b, (units,)) if b is not None else np.zeros(units, np.float32)
-    wrow = ctx.temp((k,), np.int32)
     o_flat = ctx.view(o, (o.size,))
     if not uses_4bit_path(bits, batch, k, units):
         q, sf, zp = schedule_hybrid_rows(ctx, x, batch, k)
         acc = ctx.temp((batch * units,), np.int32)
         row_sums = ctx.temp((units,), np.int32)
-        ctx.call(blockwise_dots, q, packed, batch, k, units, bits, acc, row_sums, wrow)
+        ctx.call(blockwise_dots, q, packed, batch, k, units, bits, acc, row_sums, ctx.temp((k,), np.int32))
         zero_scales = np.zeros(units, np.float32)  # the per-tensor scale a blockwise tensor has
         ctx.call(hybrid_fc_finish, acc, sf, zp, row_sums, zero_scales, bias, o_flat, units, act)
         ctx.call(hybrid_fc_zero_input, ctx.view(x, (x.size,)), bias, o_flat, units, act)
         return
     bs = w.quantization.block_size
     scales = w.quantization.block_scales.astype(np.float32).reshape(-1)
+    exact = bs <= (_EXACT_BLOCK if bs % 2 == 0 else _EXACT_BLOCK // 2)  # an odd block's dot is summed twice
     q = ctx.temp((batch * k,), np.int8)
     sf = ctx.temp((batch,), np.float32)
     zp = ctx.temp((batch,), np.int32)
     ctx.call(quantize_rows, ctx.view(x, (x.size,)), batch, k, True, q, sf, zp)
-    ctx.call(fc_blockwise_4bit, q, zp, sf, packed, scales, bias, int(b is not None), o_flat, batch, k, units, bs,
-             int(bs <= _EXACT_BLOCK), wrow)
+    ctx.call(fc_blockwise_4bit, q, ctx.temp((batch * k,), np.float32), zp, sf, packed, scales, bias,
+             int(b is not None), o_flat, batch, k, units, bs, int(exact), ctx.temp((k,), np.float32),
+             ctx.temp((k // 2,), np.float32), ctx.temp((k // bs,), np.float32), np.ones(k, np.float32))
