@@ -48,6 +48,9 @@ class Segment:
         self.ft = np.zeros(1, np.float64)
         self.fp = np.zeros(1, np.int64)  # native entry addresses of the kernels the runner calls (native_call)
         self.address = 0  # the compiled runner's own native entry address (lite_numba.runtime.rows calls it), 0 if none
+        # positions in `it` of the arena array arguments (their byte offset; the end follows), when every call reads
+        # them through call_native_at (None when a call slices the arena): lite_numba.runtime.io_binding rebases them
+        self.arena_args: np.ndarray | None = None
         self.py_calls: list[tuple[Any, tuple, int]] = []  # (fn, resolved args, node) for python mode / profiling
         self.source = ""
 
@@ -64,6 +67,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
     aux_pos: dict[int, int] = {}
     aux_size = 0
     it: list[int] = [0, 0]  # it[0]: where the step table starts, it[1]: the number of steps (see _step_loop)
+    arena_args: list[int] = []  # positions in `it` of arena array arguments (Segment.arena_args)
     ft: list[float] = []
     kernels: list = []
     kindex: dict[int, int] = {}
@@ -103,6 +107,8 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
                 nbytes = math.prod(shape) * dt.itemsize
                 shape = shape or (1,)
                 p = len(it)
+                if base == "arena":
+                    arena_args.append(p)
                 it += [off, off + nbytes, *shape]
                 dims = ", ".join(f"it[{p + 2 + j}]" for j in range(len(shape)))
                 src.append(f"{base}[it[{p}]:it[{p + 1}]].view(np.{np_name(dt)}).reshape(({dims},))")
@@ -159,6 +165,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
         aux[off:off + arr.nbytes] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
     seg.aux = aux
     seg.it = np.array(it or [0], np.int64)
+    seg.arena_args = None if kernels else np.array(arena_args, np.int64)
     seg.ft = np.array(ft or [0.0], np.float64)
     seg.source = "\n".join(lines) if lines else "    pass"
     # Python-mode calls over the same storage (aux copies for constants, arena views for tensors)

@@ -1,6 +1,8 @@
 """The `lite-numba` command: `benchmark`, `inspect`, `run` and `warmup`.
 
     lite-numba benchmark --graph MODEL.tflite [official benchmark_model flags]   (see lite_numba.tools.benchmark)
+    lite-numba benchmark --model MODEL.tflite [litert-benchmark flags]          (see lite_numba.tools.litert_benchmark)
+    lite-numba litert-benchmark --model MODEL.tflite [litert-benchmark flags]   (the same)
     lite-numba inspect MODEL.tflite [--json] [--builtin-only]                   (see lite_numba.tools.inspect_model)
     lite-numba run MODEL.tflite --input x.npy [--input y.npy] --output-dir D [--trace] [--all-tensors]
     lite-numba warmup [MODEL.tflite ...] [--all] [--num-threads N]            (see lite_numba.tools.warmup)
@@ -24,10 +26,13 @@ from ..version import __version__
 
 __all__ = ["main", "run_model", "sanitize_name"]
 
-_USAGE = """usage: lite-numba {benchmark,inspect,run,warmup} ...
+_USAGE = """usage: lite-numba {benchmark,litert-benchmark,inspect,run,warmup} ...
 
 commands:
-  benchmark   time a model like the official benchmark_model tool (--graph MODEL.tflite; --help for flags)
+  benchmark   time a model like the official benchmark_model tool (--graph MODEL.tflite; --help for flags), or
+              like litert-benchmark (--model MODEL.tflite)
+  litert-benchmark
+              time a model's CompiledModel like ai-edge-litert's litert-benchmark (--model MODEL.tflite)
   inspect     describe a model and whether this installation can run it
   run         run a model on .npy inputs and write its outputs as .npy files
   warmup      compile models' kernels into the on-disk caches ahead of time (image builds, CI caches)
@@ -154,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         from .benchmark import main as benchmark_main  # lazy: a command's modules load only when it runs
 
         return benchmark_main(rest)
+    if command == "litert-benchmark":
+        from .litert_benchmark import main as litert_main  # lazy: a command's modules load only when it runs
+
+        return litert_main(rest)
     if command == "inspect":
         from .inspect_model import main as inspect_main  # lazy: a command's modules load only when it runs
 
