@@ -1,6 +1,7 @@
 """Sorts and heaps over arrays of indices, the order passed in as a function of (key, a, b): a stable merge sort
 (UNIQUE, TOPK_V2, the NMS candidates of the detection post-processing) and libstdc++'s heap steps
-(std::partial_sort and the NMS priority queue of the detection kernels).
+(std::partial_sort and the NMS priority queue of the detection kernels); and std::upper_bound's search (BUCKETIZE,
+MULTINOMIAL).
 
 The kernels that use them must reproduce the official results where the order is not a strict weak ordering (NaN
 values), so each algorithm is written as the reference it follows: the same comparisons in the same sequence.
@@ -88,3 +89,18 @@ def adjust_heap(heap, hole, length, value, less, key):
         heap[hole] = heap[child - 1]
         hole = child - 1
     sift_up(heap, hole, top, value, less, key)
+
+
+@njit(cache=True, inline="always")
+def upper_bound(a, n, v):
+    """std::upper_bound over a[:n] with libstdc++'s halving search: the number of leading entries not greater than
+    v when a is sorted (unordered entries or NaNs then give the official answer too)."""
+    first = 0
+    while n > 0:
+        half = n >> 1
+        if v < a[first + half]:
+            n = half
+        else:
+            first += half + 1
+            n -= half + 1
+    return first

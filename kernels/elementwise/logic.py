@@ -18,6 +18,7 @@ from lite_numba.kernels.base.fixedpoint import (
     saturating_rounding_doubling_high_mul,
 )
 from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
+from lite_numba.kernels.base.sort import upper_bound
 from lite_numba.kernels.base.strided import box_walk, next_row
 from lite_numba.kernels.elementwise.arithmetic import (
     binary_inputs,
@@ -332,17 +333,7 @@ def bucketize(x, bounds, out):
     give the official answer too); int inputs are compared as float32 as C++ converts them."""
     nb = bounds.size
     for i in range(x.size):
-        v = x[i]
-        first = 0
-        n = nb
-        while n > 0:
-            half = n >> 1
-            if v < bounds[first + half]:
-                n = half
-            else:
-                first += half + 1
-                n -= half + 1
-        out[i] = first
+        out[i] = upper_bound(bounds, nb, x[i])
 
 
 @njit(cache=True, nogil=True)

@@ -25,6 +25,7 @@ import math
 import os
 
 import numpy as np
+from lite_numba.kernels.base.sort import upper_bound
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -137,16 +138,7 @@ def multinomial(state, logits, out, cdf):
             used += 2
             u = np.float64(((x0 & 0xFFFFF) << 32) | x1) * (1.0 / 4503599627370496.0)
             target = u * total
-            first = 0
-            n = classes
-            while n > 0:  # std::upper_bound
-                half = n >> 1
-                if target < cdf[first + half]:
-                    n = half
-                else:
-                    first += half + 1
-                    n -= half + 1
-            out[b, j] = first
+            out[b, j] = upper_bound(cdf, classes, target)
 
 
 def _init_rng(options) -> dict:

@@ -134,6 +134,14 @@ def expand_masks(ctx: PrepareContext, rank: int, begin, end, strides, opts):
     return dims
 
 
+def _stride_and_size(ctx: PrepareContext, k: int, d: dict) -> tuple[int, int]:
+    """Dimension k's stride (checked: not 0, not INT32_MIN) and size, from expand_masks' entry d."""
+    stride = d["stride"]
+    ctx.check(stride != 0, f"stride of dimension {k} is zero")
+    ctx.check(stride != INT32_MIN, "stride INT32_MIN is not supported")
+    return stride, d["size"]
+
+
 def _check_shrink_stride(ctx: PrepareContext, k: int, stride: int) -> None:
     """A shrinking axis takes the one element at begin; with a negative stride the official kernel's loop (from
     begin to begin + 1) runs no step and leaves the output unwritten (what it returns is whatever the memory held),
@@ -172,9 +180,7 @@ def STRIDED_SLICE(ctx: PrepareContext) -> None:
     out_shape, box, xs = [], [], []
     base = 0
     for k, d in enumerate(dims):
-        stride, size = d["stride"], d["size"]
-        ctx.check(stride != 0, f"stride of dimension {k} is zero")
-        ctx.check(stride != INT32_MIN, "stride INT32_MIN is not supported")
+        stride, size = _stride_and_size(ctx, k, d)
         start = d["start"]
         if start < 0:
             start += size
@@ -295,9 +301,7 @@ def _strided_slice_at(ctx: PrepareContext, x) -> bool:
     out_shape, box, xs, rows = [], [], [], []
     base = 0
     for k, d in enumerate(dims):
-        stride, size = d["stride"], d["size"]
-        ctx.check(stride != 0, f"stride of dimension {k} is zero")
-        ctx.check(stride != INT32_MIN, "stride INT32_MIN is not supported")
+        stride, size = _stride_and_size(ctx, k, d)
         start = d["start"]
         if d["s"]:
             _check_shrink_stride(ctx, k, stride)
