@@ -210,6 +210,7 @@ class PrepareContext:
         self.calls: list[Call] = []
         self.temps: list[Tensor] = []
         self.host_data: Any = None
+        self.in_place: list[tuple[int, int]] = []  # (output, input) slots that may share storage (share_storage)
 
     # --- what the node is -------------------------------------------------------------------------------------
     @property
@@ -314,6 +315,8 @@ class PrepareContext:
             self.fail(f"input {i} is missing")
         if t.data is not None:
             return t.data
+        if t.size == 0:  # nothing to wait for (litert-torch's RESHAPE to a scalar has an empty shape input)
+            return np.zeros(t.shape, t.dtype)
         return self._rt.runtime_value(t.index)
 
     # --- host ops (control flow, resource variables): run from Python at invoke time ----------------------------
@@ -400,6 +403,15 @@ class PrepareContext:
 
     def const(self, array) -> ConstArg:
         return ConstArg(np.ascontiguousarray(array))
+
+    def share_storage(self, output: int = 0, input: int = 0) -> None:
+        """Declare that output slot `output` may live in the storage of input slot `input` (same byte size): the
+        scheduled calls must give the right result when both are the same memory — DYNAMIC_UPDATE_SLICE skips its
+        copy of the operand when `out.ctypes.data == x.ctypes.data` and writes only the update. The memory plan
+        grants it when no later node (and no caller, for a graph output) reads the input, the input is no constant,
+        variable or graph input (unless its owner made that input writable), and no other input of this node shares
+        its storage (runtime/arena.py, plan_aliases); otherwise the two stay apart and the calls copy as usual."""
+        self.in_place.append((int(output), int(input)))
 
     def call(self, fn, *args) -> None:
         """Schedule fn(*args) for this node; several calls run in order.

@@ -5,6 +5,9 @@ clamped to [0, operand_dim - update_dim] (computed in int64), so the write never
 never an error; an update as large as the operand replaces it whole. Update dimensions larger than the operand's are
 refused at prepare. The data is moved as raw words of the element size, so one loop serves every dtype (float32,
 int8, int16, int32, int64, bool, float16, ...); only the index type (int32 / int64) adds a compiled signature.
+
+The output may share the operand's storage (ctx.share_storage; runtime/arena.py decides): then only the update is
+written, which is what makes a KV-cache step cost the new position instead of the whole cache (docs/design/llm.md).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ def dynamic_update_slice(x, upd, idx, out, ishape, ushape, f):
         for i in range(n):
             out[i] = upd[i]
         return
-    for i in range(n):
-        out[i] = x[i]
+    if x.ctypes.data != out.ctypes.data:  # (the same memory when the plan let the output live in the operand)
+        for i in range(n):
+            out[i] = x[i]
     if upd.size == 0:
         return
     rank = ishape.size
@@ -73,6 +77,7 @@ def DYNAMIC_UPDATE_SLICE(ctx: PrepareContext) -> None:
     out = ctx.set_output(0, x.shape, x.dtype)
     if out.size == 0:
         return
+    ctx.share_storage(0, 0)  # a KV cache updated where it lives when nothing reads the operand afterwards
     w = elem_word(x)
     ishape = np.array(x.shape if x.ndim else (1,), np.int64)
     ushape = np.array(upd.shape if upd.ndim else (1,), np.int64)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 ALIGNMENT = 64
 
 
@@ -41,22 +43,83 @@ def lifetimes(nodes) -> tuple[dict[int, int], dict[int, int]]:
     return first, last
 
 
+def plan_aliases(nodes, tensors, declared: dict[int, list[tuple[int, int]]], skip: set[int], inputs, outputs,
+                 writable: frozenset | set = frozenset()) -> dict[int, int]:
+    """Which outputs live in an input's storage: {tensor: the tensor whose allocation it uses} (its class's root).
+
+    `declared`: node index -> [(output slot, input slot)] from the kernels' `ctx.share_storage` (the calls are right
+    when both are one memory). Granted, in node order, when the output is a fresh tensor of the same byte size
+    written by this node only, and the input's class (the input and every tensor already sharing its storage):
+    - has no member in `skip` (constants, dynamic tensors, strings) and no variable tensor;
+    - has no graph input, unless it is in `writable` (its owner lets the graph update it in place: a KV cache bound
+      with its same-named output to one buffer, docs/design/llm.md), and no member written by another node;
+    - is read by no later node and holds no graph output (the caller reads those after the run);
+    - is not also another input of this node.
+    Everything else keeps storage of its own (graph inputs and outputs are never aliased otherwise)."""
+    last_read: dict[int, int] = {}
+    writers: dict[int, int] = {}
+    for node in nodes:
+        for i in node.inputs:
+            if i >= 0:
+                last_read[i] = node.index
+        for o in node.outputs:
+            if o >= 0:
+                writers[o] = writers.get(o, 0) + 1
+    end = len(nodes)
+    for o in outputs:
+        last_read[o] = end
+    inputs = set(inputs)
+    root: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+
+    def movable(m: int) -> bool:
+        t = tensors[m]
+        return m not in skip and not t.spec.is_variable and (m not in inputs or (m in writable and m not in writers))
+
+    for node in nodes:
+        for ko, ki in declared.get(node.index, ()):
+            if ko >= len(node.outputs) or ki >= len(node.inputs):
+                continue
+            o, i = node.outputs[ko], node.inputs[ki]
+            if o < 0 or i < 0 or o == i or o in root or o in inputs or writers.get(o) != 1 or not movable(o):
+                continue
+            if tensors[o].nbytes != tensors[i].nbytes:
+                continue
+            r = root.get(i, i)
+            cls = members.get(r, [r])
+            others = [x for k, x in enumerate(node.inputs) if k != ki]
+            if any(not movable(m) or last_read.get(m, -1) > node.index or m in others
+                   or (m not in inputs and writers.get(m) != 1) for m in cls):
+                continue
+            root[o] = r
+            root.setdefault(r, r)
+            members[r] = cls + [o]
+    return {m: r for m, r in root.items() if m != r}
+
+
 def graph_allocations(nodes, tensors, node_temps: dict[int, list], skip: set[int], keep: set[int],
-                      preserve_all: bool) -> list[Allocation]:
+                      preserve_all: bool, aliases: dict[int, int] | None = None) -> list[Allocation]:
     """The buffers of one subgraph's arena: every tensor not in `skip` (constants, dynamic tensors, strings) live
     from its first producer to its last consumer, or for the whole run when in `keep` (graph inputs, outputs and
-    variables: never aliased), never written by a node, or when `preserve_all`; every node's temporaries
-    (`node_temps`: node index -> tensors) live during their node (the whole run when `preserve_all`)."""
+    variables), never written by a node, or when `preserve_all`; every node's temporaries (`node_temps`: node
+    index -> tensors) live during their node (the whole run when `preserve_all`). `aliases` (plan_aliases): a tensor
+    living in another's storage has no allocation of its own; its root's spans its whole class's lifetime."""
     end = max(len(nodes) - 1, 0)
     first, last = lifetimes(nodes)
-    allocs = []
+    aliases = aliases or {}
+    span: dict[int, tuple[int, int]] = {}
     for t in tensors:
         if t.index in skip:
             continue
         if t.index in keep or preserve_all or t.index not in first:
-            allocs.append(Allocation(t.index, t.nbytes, 0, end))
+            lo, hi = 0, end
         else:
-            allocs.append(Allocation(t.index, t.nbytes, first[t.index], last[t.index]))
+            lo, hi = first[t.index], last[t.index]
+        r = aliases.get(t.index, t.index)
+        if r in span:
+            lo, hi = min(lo, span[r][0]), max(hi, span[r][1])
+        span[r] = (lo, hi)
+    allocs = [Allocation(t.index, t.nbytes, *span[t.index]) for t in tensors if t.index in span]
     for ni, temps in node_temps.items():
         for t in temps:
             lo, hi = (0, end) if preserve_all else (ni, ni)
@@ -139,3 +202,11 @@ def check_arena_bytes(total: int, largest: str, max_arena_bytes: int | None = No
     if total > limit:
         raise ArenaLimitError(f"the arena would need {total} bytes ({_human(total)}), more than {source} "
                               f"({limit} bytes, {_human(limit)}); its largest tensor is {largest}")
+
+
+def same_place(a, old, new):
+    """A view of arena `new` where `a` views arena `old` (same offset, dtype, shape); anything else unchanged."""
+    if not isinstance(a, np.ndarray) or a.base is not old:
+        return a
+    off = a.ctypes.data - old.ctypes.data
+    return new[off:off + a.nbytes].view(a.dtype).reshape(a.shape)

@@ -17,6 +17,7 @@ import numpy as np
 from ..format.custom_options import decode_custom_options
 from ..format.plan import Node, SubgraphPlan
 from ..ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
+from . import arena as memory
 from .arena import ArenaLimitError, check_arena_bytes, check_tensor_bytes, graph_allocations, plan_arena
 from .codegen import Segment, make_segment
 from .errors import InvokeError, PrepareError, overflow_cause, zero_division_cause
@@ -64,6 +65,10 @@ class GraphRuntime:
         self._deferred = False  # a node's output shape depended on data (ctx.defer): never speculate
         self._memo: dict[int, tuple] = {}  # node -> its last dynamic preparation (see run_dynamic)
         self._folded: set[int] = set()  # tensors computed once at allocate (see _fold)
+        # graph inputs the graph may update in place (arena.plan_aliases; set by the owner, then allocate again) and
+        # the tensors the last plan put in another's storage {tensor: its class's root}
+        self.writable_inputs: frozenset[int] = frozenset()
+        self.aliases: dict[int, int] = {}
         self._reads: list[int] | None = None
 
     # --- services for PrepareContext --------------------------------------------------------------------------
@@ -167,9 +172,10 @@ class GraphRuntime:
         """A GraphRuntime that runs this one's prepared plan on an arena of its own (Interpreter.clone()).
 
         Shared, read-only at run time: the compiled runners, the segments' constant tables (`aux`: packed weights,
-        lookup tables; `it`/`ft`: offsets, shapes, scalars; `fp`: kernel addresses), folded constants, node states
-        and preparations. Copied: tensors (their shapes change on resize), the arena and its views, every
-        container. A later allocate() after a resize prepares the copy on its own, as a fresh runtime would."""
+        lookup tables; `ft`: scalars; `fp`: kernel addresses), folded constants, node states and preparations.
+        Copied: tensors (their shapes change on resize), the arena and its views, the offsets and shapes `it` (an I/O
+        binding rewrites them in place, runtime.io_binding), every container. A later allocate() after a resize
+        prepares the copy on its own, as a fresh runtime would."""
         rt = object.__new__(GraphRuntime)
         rt.__dict__.update(self.__dict__)
         for key, value in rt.__dict__.items():
@@ -180,12 +186,13 @@ class GraphRuntime:
         rt._memo = {}
         rt.dynamic_arrays = {}
         rt.arena = np.zeros_like(self.arena)
-        remap = lambda a: _same_place(a, self.arena, rt.arena)  # noqa: E731
+        remap = lambda a: memory.same_place(a, self.arena, rt.arena)  # noqa: E731
         rt.views = {k: remap(v) for k, v in self.views.items()}
         rt.fast_views = {k: rt.views[k] for k in self.fast_views}  # (its own dict: see __init__)
         steps = []
         for kind, seg in self.steps:
-            seg = copy.copy(seg)  # py_calls (profiling) hold views: of the new arena
+            seg = copy.copy(seg)  # py_calls (profiling) hold views: of the new arena; `it` its own (io_binding)
+            seg.it = seg.it.copy()
             seg.py_calls = [(fn, tuple(remap(a) for a in args), ni) for fn, args, ni in seg.py_calls]
             steps.append((kind, seg))
         rt.steps = steps
@@ -483,29 +490,31 @@ class GraphRuntime:
         self._replan(None)
 
     def _plan_memory(self, node_temps: dict[int, list[Tensor]]) -> None:
+        n = len(self.tensors)
+        tensor = lambda k: self.tensors[k] if k < n else self._temps[k - n]  # noqa: E731
         skip = {t.index for t in self.tensors if t.is_const or t.index in self.dynamic_tensors
                 or t.dtype == np.dtype(object)}
         keep = set(self.plan.inputs) | set(self.plan.outputs) | {t.index for t in self.tensors if t.spec.is_variable}
-        allocs = graph_allocations(self.plan.nodes, self.tensors, node_temps, skip, keep, self.preserve_all)
+        declared = {ni: ctx.in_place for ni, ctx in enumerate(self.prepared) if ctx is not None and ctx.in_place
+                    and ni not in self.dynamic_nodes}  # outputs that may live in an input's storage (arena.py)
+        self.aliases = {} if self.preserve_all else memory.plan_aliases(
+            self.plan.nodes, self.tensors, declared, skip, self.plan.inputs, self.plan.outputs, self.writable_inputs)
+        allocs = graph_allocations(self.plan.nodes, self.tensors, node_temps, skip, keep, self.preserve_all,
+                                   self.aliases)
         for a in allocs:  # inputs and declared shapes never went through set_shape
-            t = self.tensors[a.key] if a.key < len(self.tensors) else self._temps[a.key - len(self.tensors)]
-            self._check_bytes(t, t.shape)
+            self._check_bytes(tensor(a.key), tensor(a.key).shape)
         offsets, total = plan_arena(allocs)
         if allocs:
-            big = max(allocs, key=lambda a: a.nbytes)
-            t = self.tensors[big.key] if big.key < len(self.tensors) else self._temps[big.key - len(self.tensors)]
+            t = tensor(max(allocs, key=lambda a: a.nbytes).key)
             check_arena_bytes(total, f"tensor {t.index} ({t.name!r}, {t.dtype.name} {list(t.shape)}, "
                                      f"{t.nbytes} bytes)", self.max_arena_bytes)
-        old = {i: self.views[i].copy() for i in self.views if i < len(self.tensors)
-               and (self.tensors[i].spec.is_variable)}
+        old = {i: self.views[i].copy() for i in self.views if i < n and self.tensors[i].spec.is_variable}
         self.arena_size = total
         self.arena = np.zeros(max(total, 64), np.uint8)
+        offsets.update((m, offsets[r]) for m, r in self.aliases.items())
         self.offsets = offsets
-        self.views = {}
-        for a in allocs:
-            t = self.tensors[a.key] if a.key < len(self.tensors) else self._temps[a.key - len(self.tensors)]
-            off = offsets[a.key]
-            self.views[a.key] = self.arena[off:off + t.nbytes].view(t.dtype).reshape(t.shape)
+        self.views = {k: self.arena[off:off + tensor(k).nbytes].view(tensor(k).dtype).reshape(tensor(k).shape)
+                      for k, off in offsets.items()}
         for i, v in old.items():
             if v.shape == self.views[i].shape:
                 self.views[i][...] = v
@@ -679,7 +688,6 @@ class GraphRuntime:
         return True
 
 
-
 def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> bool:
     return b is not None and a.keys() == b.keys() and all(
         a[i].shape == b[i].shape and np.array_equal(a[i], b[i]) for i in a)
@@ -689,11 +697,3 @@ def _is_guard_failure(err: BaseException) -> bool:
     from .guards import is_guard_failure  # lazy: guards.py imports Numba; reached only when a kernel raised
 
     return is_guard_failure(err)
-
-
-def _same_place(a, old: np.ndarray, new: np.ndarray):
-    """A view of `new` where `a` views `old` (same offset, dtype, shape); anything else unchanged."""
-    if not isinstance(a, np.ndarray) or a.base is not old:
-        return a
-    off = a.ctypes.data - old.ctypes.data
-    return new[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
