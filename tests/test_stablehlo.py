@@ -313,6 +313,8 @@ def test_inlined_nodes_record_their_composite(monkeypatch):
     ops = fused_ops(unknown_model(), monkeypatch)
     assert ops == ["MUL", "ADD", "MUL", "ADD"]  # no fused kernel: both inlined
     it = Interpreter(model_content=unknown_model())
+    it.allocate_tensors()
+    assert [kind for kind, _ in it._rt.graph(0).steps] == ["segment"]  # one compiled call, no host step
     plan = it._rt.graph(0).plan
     assert [n.origin for n in plan.nodes] == ["acme.scale_shift@0"] * 2 + ["acme.scale_shift@1"] * 2
     # one decomposition inlined twice: its constants once, its intermediate tensor twice

@@ -25,50 +25,86 @@ MASK_FILL = -10000.0  # litert-torch's fill value for masked-out logits (sdpa_tr
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def attention_logits(q, qst, k, kst, c, mask, mst, select, logits, dims):
-    """logits[b, n, t, s] = sum over h of (q[b, n, t, h] * c) * (k[b, n // G, s, h] * c), then + mask (select == 0)
-    or kept where mask != 0 else MASK_FILL (select == 1). Element offsets by strides over (b, n, t, h) for q,
-    (b, kv, s, h) for k and (b, n, t, s) for the mask (0 where it broadcasts); dims = (B, N, T, S, H, G)."""
-    B, N, T, S, H, G = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
-    fill = np.float32(MASK_FILL)
+def pack_keys(k, kst, c, kt, dims):
+    """kt[b, kv, h, s] = k[b, kv, s, h] * c (element offsets of k by strides over (b, kv, s, h)): the keys scaled
+    once and laid out so that a query's logits are computed across s (as BATCH_MATMUL packs its right-hand side)."""
+    B, S, H, KV = dims[0], dims[3], dims[4], dims[6]
     cf = np.float32(c)
     for b in range(B):
-        for n in range(N):
-            kv = n // G
-            for t in range(T):
-                qo = b * qst[0] + n * qst[1] + t * qst[2]
-                row = ((b * N + n) * T + t) * S
-                mo = b * mst[0] + n * mst[1] + t * mst[2]
+        for kv in range(KV):
+            for h in range(H):
+                base = ((b * KV + kv) * H + h) * S
                 for s in range(S):
-                    ko = b * kst[0] + kv * kst[1] + s * kst[2]
-                    acc = np.float32(0.0)
-                    for h in range(H):
-                        acc += (q[qo + h * qst[3]] * cf) * (k[ko + h * kst[3]] * cf)
-                    acc = acc + np.float32(0.0)  # BATCH_MATMUL adds its (zero) bias
-                    m = mask[mo + s * mst[3]]
-                    if select:
-                        logits[row + s] = acc if m != 0 else fill
-                    else:
-                        logits[row + s] = acc + m
+                    kt[base + s] = k[b * kst[0] + kv * kst[1] + s * kst[2] + h * kst[3]] * cf
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def attention_values(p, v, vst, out, ost, dims):
-    """out[b, n, t, h] = sum over s of p[b, n, t, s] * v[b, n // G, s, h], in order over s (offsets by strides over
-    (b, kv, s, h) for v and (b, n, t, h) for out)."""
-    B, N, T, S, H, G = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
+def pack_values(v, vst, vp, dims):
+    """vp[b, kv, s, h] = v[b, kv, s, h] (offsets of v by strides over (b, kv, s, h))."""
+    B, S, H, KV = dims[0], dims[3], dims[4], dims[6]
+    for b in range(B):
+        for kv in range(KV):
+            for s in range(S):
+                base = ((b * KV + kv) * S + s) * H
+                for h in range(H):
+                    vp[base + h] = v[b * vst[0] + kv * vst[1] + s * vst[2] + h * vst[3]]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def attention_logits(q, qst, kt, c, mask, mst, select, logits, dims):
+    """logits[b, n, t, s] = sum over h, in order from zero, of (q[b, n, t, h] * c) * kt[b, n // G, h, s] (the keys
+    already scaled), then + mask (select == 0) or kept where mask != 0 else MASK_FILL (select == 1). Offsets of q by
+    strides over (b, n, t, h), of the mask over (b, n, t, s) (0 where it broadcasts); dims = (B, N, T, S, H, G, KV).
+    Each logit is summed in BATCH_MATMUL's order; the loops run across s, which vectorizes."""
+    B, N, T, S, H, G, KV = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6]
+    fill = np.float32(MASK_FILL)
+    cf = np.float32(c)
+    qh, ms = qst[3], mst[3]  # (locals and slices: the inner loops then vectorize)
     for b in range(B):
         for n in range(N):
-            kv = n // G
+            kbase = (b * KV + n // G) * H * S
+            for t in range(T):
+                qo = b * qst[0] + n * qst[1] + t * qst[2]
+                row = ((b * N + n) * T + t) * S
+                dst = logits[row:row + S]
+                for s in range(S):
+                    dst[s] = np.float32(0.0)
+                for h in range(H):
+                    a = q[qo + h * qh] * cf
+                    src = kt[kbase + h * S:kbase + h * S + S]
+                    for s in range(S):
+                        dst[s] += a * src[s]
+                mo = b * mst[0] + n * mst[1] + t * mst[2]
+                for s in range(S):
+                    acc = dst[s] + np.float32(0.0)  # BATCH_MATMUL adds its (zero) bias
+                    m = mask[mo + s * ms]
+                    if select:
+                        dst[s] = acc if m != 0 else fill
+                    else:
+                        dst[s] = acc + m
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def attention_values(p, vp, out, ost, dims):
+    """out[b, n, t, h] = sum over s, in order from zero, of p[b, n, t, s] * vp[b, n // G, s, h] (offsets of out by
+    strides over (b, n, t, h), its h contiguous); the loops run across h."""
+    B, N, T, S, H, G, KV = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6]
+    for b in range(B):
+        for n in range(N):
+            vbase = (b * KV + n // G) * S * H
             for t in range(T):
                 row = ((b * N + n) * T + t) * S
                 oo = b * ost[0] + n * ost[1] + t * ost[2]
+                dst = out[oo:oo + H]
                 for h in range(H):
-                    vo = b * vst[0] + kv * vst[1] + h * vst[3]
-                    acc = np.float32(0.0)
-                    for s in range(S):
-                        acc += p[row + s] * v[vo + s * vst[2]]
-                    out[oo + h * ost[3]] = acc + np.float32(0.0)
+                    dst[h] = np.float32(0.0)
+                for s in range(S):
+                    a = p[row + s]
+                    src = vp[vbase + s * H:vbase + s * H + H]
+                    for h in range(H):
+                        dst[h] += a * src[h]
+                for h in range(H):
+                    dst[h] = dst[h] + np.float32(0.0)
 
 
 def _strides(shape: tuple[int, ...], order: tuple[int, ...]) -> np.ndarray:
@@ -89,15 +125,18 @@ def _mask_strides(ctx: PrepareContext, mask, B: int, N: int, T: int, S: int) -> 
 
 
 def _schedule(ctx: PrepareContext, q, qst, k, kst, v, vst, c, mask, mst, select, out, ost, dims) -> None:
-    B, N, T, S = dims[:4]
+    B, N, T, S, H, G, KV = (int(d) for d in dims)
     rows = B * N * T
-    if rows == 0 or S == 0 or dims[4] == 0:
+    if rows == 0 or S == 0 or H == 0:
         return
     logits, probs = ctx.temp((rows * S,), np.float32), ctx.temp((rows * S,), np.float32)
+    kt, vp = ctx.temp((B * KV * H * S,), np.float32), ctx.temp((B * KV * S * H,), np.float32)
     flat = lambda t: ctx.view(t, (t.size,), np.uint8 if t.dtype == np.bool_ else t.dtype)  # noqa: E731
-    ctx.call(attention_logits, flat(q), qst, flat(k), kst, c, flat(mask), mst, select, logits, dims)
+    ctx.call(pack_keys, flat(k), kst, c, kt, dims)
+    ctx.call(pack_values, flat(v), vst, vp, dims)
+    ctx.call(attention_logits, flat(q), qst, kt, c, flat(mask), mst, select, logits, dims)
     ctx.call(softmax_f32, ctx.view(logits, (rows, S)), ctx.view(probs, (rows, S)), 1.0)
-    ctx.call(attention_values, probs, flat(v), vst, flat(out), ost, dims)
+    ctx.call(attention_values, probs, vp, flat(out), ost, dims)
 
 
 def _heads(ctx: PrepareContext, n_heads: int, kv_heads: int) -> int:
@@ -130,7 +169,7 @@ def SDPA(ctx: PrepareContext) -> None:
     bthn = (0, 2, 1, 3)  # (b, n, t, h) axes of [B, T, N, H]
     _schedule(ctx, q, _strides(q.shape, bthn), k, _strides(k.shape, bthn), v, _strides(v.shape, bthn), c, mask,
               _mask_strides(ctx, mask, B, N, T, S), 0, out, _strides(q.shape, bthn),
-              np.array([B, N, T, S, H, G], np.int64))
+              np.array([B, N, T, S, H, G, KV], np.int64))
 
 
 SDPA.meta["accepts"] = _sdpa_accepts
@@ -166,9 +205,9 @@ def SDPA_TRANSPOSED(ctx: PrepareContext) -> None:
     plain = (0, 1, 2, 3)
     _schedule(ctx, q, _strides(q.shape, plain), k, _strides(k.shape, plain), v, _strides(v.shape, (0, 1, 3, 2)),
               1.0, mask, _mask_strides(ctx, mask, B, N, T, S), 1, out, _strides(q.shape, plain),
-              np.array([B, N, T, S, H, G], np.int64))
+              np.array([B, N, T, S, H, G, KV], np.int64))
 
 
 SDPA_TRANSPOSED.meta["accepts"] = _sdpa_transposed_accepts
 
-__all__ = ["SDPA", "SDPA_TRANSPOSED", "attention_logits", "attention_values"]
+__all__ = ["SDPA", "SDPA_TRANSPOSED", "attention_logits", "attention_values", "pack_keys", "pack_values"]
