@@ -206,12 +206,35 @@ def _int16_uses_int64_accumulator(ctx: PrepareContext, b: Tensor | None) -> bool
     return qbt != TENSOR_TYPE_INT32
 
 
+def _check_ranks(ctx: PrepareContext, x: Tensor, f: Tensor, rank: int) -> None:
+    ctx.check(x.ndim == rank, f"input must be {rank}-D, got shape {list(x.shape)}")
+    ctx.check(f.ndim == rank, f"filter must be {rank}-D, got shape {list(f.shape)}")
+
+
+def _window_geometry(ctx: PrepareContext, H: int, W: int, KH: int, KW: int):
+    """(OH, OW, geo = [sh, sw, dh, dw, pad_t, pad_l]) of a 2-D window from the node's stride, dilation and padding
+    options."""
+    sh, sw = _positive_option(ctx, "stride_h"), _positive_option(ctx, "stride_w")
+    dh, dw = _positive_option(ctx, "dilation_h_factor"), _positive_option(ctx, "dilation_w_factor")
+    pad = int(ctx.options.get("padding", 0))
+    OH, pt, _ = out_size_and_padding(ctx, pad, H, KH, sh, dh, "height")
+    OW, pl, _ = out_size_and_padding(ctx, pad, W, KW, sw, dw, "width")
+    return OH, OW, np.array([sh, sw, dh, dw, pt, pl], np.int64)
+
+
+def _hybrid_filter(ctx: PrepareContext, f: Tensor, b, CO: int, axis: int):
+    """A hybrid layer's (float bias, activation limits, per-channel filter scales): an int8 symmetric filter whose
+    channels lie along `axis`."""
+    ctx.check_dtype(f, np.int8)
+    _check_symmetric_filter(ctx, f)
+    return _bias(ctx, b, CO, (np.float32,), np.float32), _float_limits(ctx), _filter_scales(ctx, f, CO, axis)
+
+
 # --- CONV_2D --------------------------------------------------------------------------------------------------------
 
 
 def _conv2d_geometry(ctx: PrepareContext, x: Tensor, f: Tensor):
-    ctx.check(x.ndim == 4, f"input must be 4-D, got shape {list(x.shape)}")
-    ctx.check(f.ndim == 4, f"filter must be 4-D, got shape {list(f.shape)}")
+    _check_ranks(ctx, x, f, 4)
     N, H, W, CI = x.shape
     CO, KH, KW, CIG = f.shape
     ctx.check(H > 0 and W > 0 and CI > 0, f"input shape {list(x.shape)} has an empty dimension")
@@ -219,12 +242,8 @@ def _conv2d_geometry(ctx: PrepareContext, x: Tensor, f: Tensor):
     ctx.check(CI % CIG == 0, f"input channels {CI} are not a multiple of filter input channels {CIG}")
     groups = CI // CIG
     ctx.check(CO % groups == 0, f"output channels {CO} are not a multiple of the {groups} groups")
-    sh, sw = _positive_option(ctx, "stride_h"), _positive_option(ctx, "stride_w")
-    dh, dw = _positive_option(ctx, "dilation_h_factor"), _positive_option(ctx, "dilation_w_factor")
-    pad = int(ctx.options.get("padding", 0))
-    OH, pt, _ = out_size_and_padding(ctx, pad, H, KH, sh, dh, "height")
-    OW, pl, _ = out_size_and_padding(ctx, pad, W, KW, sw, dw, "width")
-    geo = np.array([sh, sw, dh, dw, pt, pl], np.int64)
+    OH, OW, geo = _window_geometry(ctx, H, W, KH, KW)
+    sh, sw, _, _, pt, pl = (int(v) for v in geo)
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and groups == 1 and pt == 0 and pl == 0
     return (N, OH, OW, CO), geo, groups, pointwise
 
@@ -339,20 +358,14 @@ def _conv2d_hybrid(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None, 
 def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=(2, 3), outputs=1)
     x, f, b = ctx.input(0), ctx.input(1), ctx.input(2)
-    ctx.check(x.ndim == 4, f"input must be 4-D, got shape {list(x.shape)}")
-    ctx.check(f.ndim == 4, f"filter must be 4-D, got shape {list(f.shape)}")
+    _check_ranks(ctx, x, f, 4)
     N, H, W, CI = x.shape
     one, KH, KW, CO = f.shape
     ctx.check(one == 1, f"filter must have shape [1, KH, KW, CO], got {list(f.shape)}")
     ctx.check(H > 0 and W > 0 and CI > 0, f"input shape {list(x.shape)} has an empty dimension")
     ctx.check(KH > 0 and KW > 0 and CO > 0, f"filter shape {list(f.shape)} has an empty dimension")
     ctx.check(CO % CI == 0, f"filter channels {CO} are not a multiple of input channels {CI}")
-    sh, sw = _positive_option(ctx, "stride_h"), _positive_option(ctx, "stride_w")
-    dh, dw = _positive_option(ctx, "dilation_h_factor"), _positive_option(ctx, "dilation_w_factor")
-    pad = int(ctx.options.get("padding", 0))
-    OH, pt, _ = out_size_and_padding(ctx, pad, H, KH, sh, dh, "height")
-    OW, pl, _ = out_size_and_padding(ctx, pad, W, KW, sw, dw, "width")
-    geo = np.array([sh, sw, dh, dw, pt, pl], np.int64)
+    OH, OW, geo = _window_geometry(ctx, H, W, KH, KW)
     out = ctx.set_output(0, (N, OH, OW, CO), x.dtype)
 
     if x.dtype == np.float32 and f.dtype == np.float32:
@@ -365,11 +378,7 @@ def DEPTHWISE_CONV_2D(ctx: PrepareContext) -> None:
 
     if x.dtype == np.float32:
         # hybrid: the official EvalHybridPerChannel (asymmetric per-batch input quantization)
-        ctx.check_dtype(f, np.int8)
-        _check_symmetric_filter(ctx, f)
-        bias = _bias(ctx, b, CO, (np.float32,), np.float32)
-        lim = _float_limits(ctx)
-        cs = _filter_scales(ctx, f, CO, 3)
+        bias, lim, cs = _hybrid_filter(ctx, f, b, CO, 3)
         if out.size:
             q, sf, zp = _hybrid_inputs(ctx, x, True)
             acc = ctx.temp((CO,), np.int32)
@@ -406,8 +415,7 @@ def TRANSPOSE_CONV(ctx: PrepareContext) -> None:
     shape_t, f, x, b = ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3)
     ctx.check(shape_t is not None and shape_t.ndim == 1, "output shape must be a 1-D tensor")
     ctx.check_dtype(shape_t, np.int32)
-    ctx.check(x.ndim == 4, f"input must be 4-D, got shape {list(x.shape)}")
-    ctx.check(f.ndim == 4, f"filter must be 4-D, got shape {list(f.shape)}")
+    _check_ranks(ctx, x, f, 4)
     N, H, W, CI = x.shape
     CO, KH, KW, FI = f.shape
     ctx.check(H > 0 and W > 0 and CI > 0, f"input shape {list(x.shape)} has an empty dimension")
@@ -441,11 +449,7 @@ def TRANSPOSE_CONV(ctx: PrepareContext) -> None:
 
     if x.dtype == np.float32:
         # hybrid: the official EvalHybrid (asymmetric per-batch input quantization, reference kernel)
-        ctx.check_dtype(f, np.int8)
-        _check_symmetric_filter(ctx, f)
-        bias = _bias(ctx, b, CO, (np.float32,), np.float32)
-        lim = _float_limits(ctx)
-        cs = _filter_scales(ctx, f, CO, 0)
+        bias, lim, cs = _hybrid_filter(ctx, f, b, CO, 0)
         if out.size == 0:
             return
         q, sf, zp = _hybrid_inputs(ctx, x, True)
@@ -481,8 +485,7 @@ def TRANSPOSE_CONV(ctx: PrepareContext) -> None:
 def CONV_3D(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=(2, 3), outputs=1)
     x, f, b = ctx.input(0), ctx.input(1), ctx.input(2)
-    ctx.check(x.ndim == 5, f"input must be 5-D, got shape {list(x.shape)}")
-    ctx.check(f.ndim == 5, f"filter must be 5-D, got shape {list(f.shape)}")
+    _check_ranks(ctx, x, f, 5)
     ctx.check_dtype(x, np.float32)
     ctx.check_dtype(f, np.float32)
     N, D, H, W, CI = x.shape

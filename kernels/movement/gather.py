@@ -76,13 +76,19 @@ def schedule_row_gather(ctx: PrepareContext, loop, x: Tensor, idx: Tensor, out: 
              inner * x.dtype.itemsize // w, n_idx)
 
 
-@kernel("GATHER")
-def GATHER(ctx: PrepareContext) -> None:
-    """out = x.take(indices, axis) with `batch_dims` leading dimensions shared by x and indices."""
+def _gather_inputs(ctx: PrepareContext, what: str):
+    """(x, indices) of GATHER / GATHER_ND: integer indices (check_indices) into x of any 1, 2, 4, 8 or 16-byte type."""
     ctx.check_num(inputs=2, outputs=1)
     x, idx = ctx.input(0), ctx.input(1)
     check_indices(ctx, idx)
-    ctx.check(x.dtype.itemsize in (1, 2, 4, 8, 16), f"input type {x.dtype.name} is not supported")
+    ctx.check(x.dtype.itemsize in (1, 2, 4, 8, 16), f"{what} type {x.dtype.name} is not supported")
+    return x, idx
+
+
+@kernel("GATHER")
+def GATHER(ctx: PrepareContext) -> None:
+    """out = x.take(indices, axis) with `batch_dims` leading dimensions shared by x and indices."""
+    x, idx = _gather_inputs(ctx, "input")
     axis = normalize_axis(ctx, int(ctx.options.get("axis", 0)), x.ndim)
     bd = int(ctx.options.get("batch_dims", 0) or 0)
     if bd < 0:
@@ -142,10 +148,7 @@ def nd_layout(shape, nd: int) -> tuple[np.ndarray, np.ndarray, int]:
 @kernel("GATHER_ND")
 def GATHER_ND(ctx: PrepareContext) -> None:
     """out[i...] = params[indices[i..., :]] (slices of the remaining dimensions)."""
-    ctx.check_num(inputs=2, outputs=1)
-    x, idx = ctx.input(0), ctx.input(1)
-    check_indices(ctx, idx)
-    ctx.check(x.dtype.itemsize in (1, 2, 4, 8, 16), f"params type {x.dtype.name} is not supported")
+    x, idx = _gather_inputs(ctx, "params")
     ctx.check(x.ndim >= 1, "params must be at least a vector")
     ctx.check(idx.ndim >= 1, "indices must be at least a vector")
     nd = idx.shape[-1]
