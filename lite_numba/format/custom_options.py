@@ -37,32 +37,50 @@ def unpack_struct(data: bytes | None, fmt: str) -> tuple | None:
 
 
 def decode_composite_attributes(data, attributes_format: int = 0) -> dict:
-    """A STABLEHLO_COMPOSITE's `composite_attributes` (its options' byte vector): a flexbuffer map of scalars,
-    strings and vectors -> dict (empty bytes: no attributes). ValueError naming what is wrong when the bytes are not
-    such a map or the format is not FLEXBUFFERS (0, the schema's only CompositeAttributesFormat)."""
+    """A STABLEHLO_COMPOSITE's `composite_attributes` (its options' byte vector): a flexbuffer map of numbers,
+    bools, strings and vectors of them -> dict (empty bytes: no attributes). ValueError naming what is wrong when
+    the bytes are not such a map or the format is not FLEXBUFFERS (0, the schema's only CompositeAttributesFormat).
+
+    The map is walked before it is converted, so hostile bytes cost at most their own length: nested maps and
+    vectors of vectors (which flexbuffers may share, making a full conversion exponential) are refused, and every
+    vector must fit in the bytes."""
     if attributes_format != 0:
         raise ValueError(f"composite_attributes_format is {attributes_format}; only 0 (FLEXBUFFERS) is defined")
     raw = bytes(bytearray(data or b""))
     if not raw:
         return {}
+    what = f"composite_attributes ({len(raw)} bytes)"
     try:
-        value = flexbuffers.Loads(raw)
-    except Exception as e:  # flexbuffers raises ValueError, KeyError, IndexError, struct.error on bad bytes
-        raise ValueError(f"composite_attributes ({len(raw)} bytes) are not a flexbuffer: {type(e).__name__}: {e}") \
-            from None
-    if not isinstance(value, dict):
-        raise ValueError(f"composite_attributes ({len(raw)} bytes) hold a {type(value).__name__}, not a flexbuffer "
-                         f"map")
-    for key, v in value.items():
-        if not isinstance(key, str) or not _plain(v):
-            raise ValueError(f"composite_attributes: entry {key!r} holds a {type(v).__name__}, not a number, bool, "
-                             f"string or vector of them")
-    return value
+        root = flexbuffers.GetRoot(raw)
+        if not root.IsMap:
+            raise ValueError(f"{what} are not a flexbuffer map")
+        entries = root.AsMap
+        n = len(entries)
+        if n > len(raw):
+            raise ValueError(f"{what} claim {n} entries")
+        keys, values = entries.Keys, entries.Values
+        out = {}
+        for k in range(n):
+            key, v = keys[k].AsKey, values[k]
+            if v.IsMap:
+                raise ValueError(f"{what}: entry {key!r} is a map; only numbers, bools, strings and vectors of them "
+                                 f"are attributes")
+            if _is_vector(v):
+                vec = v.AsVector if v.IsVector else v.AsTypedVector if v.IsTypedVector else v.AsFixedTypedVector
+                if len(vec) * max(vec.ByteWidth, 1) > len(raw):
+                    raise ValueError(f"{what}: entry {key!r} claims {len(vec)} elements")
+                if v.IsVector and any(_is_vector(vec[i]) or vec[i].IsMap for i in range(len(vec))):
+                    raise ValueError(f"{what}: entry {key!r} nests vectors or maps")
+            out[key] = v.Value
+    except ValueError as e:
+        if str(e).startswith(what):
+            raise
+        raise ValueError(f"{what} are not a flexbuffer: ValueError: {e}") from None
+    except Exception as e:  # flexbuffers raises KeyError, IndexError, struct.error, ... on bad bytes
+        raise ValueError(f"{what} are not a flexbuffer: {type(e).__name__}: {e}") from None
+    return out
 
 
-def _plain(v, depth: int = 0) -> bool:
-    if isinstance(v, (bool, int, float, str, bytes)) or v is None:
-        return True
-    if isinstance(v, (list, tuple)) and depth < 2:
-        return all(_plain(x, depth + 1) for x in v)
-    return False
+def _is_vector(ref) -> bool:
+    # (flexbuffers' own Ref.IsAnyVector calls a property and raises for every non-vector)
+    return ref.IsVector or ref.IsTypedVector or ref.IsFixedTypedVector
