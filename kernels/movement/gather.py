@@ -33,7 +33,7 @@ def _check_embedding_index(c, n):
 def make_row_gather(check):
     """The GATHER loop, raising check's "<op>: index out of range": x is [batch, outer, axis_n, inner] and out is
     [batch, outer, n_idx, inner] (words); idx is [batch, n_idx]. `check` is a module-level function, so each variant
-    has its own stable name and disk-cache key (see lite_numba/symbols.py)."""
+    has its own stable name and disk-cache key (see lite_numba/jit/symbols.py)."""
 
     @njit(cache=True, nogil=True)
     def gather_rows(x, idx, out, batch, outer, axis_n, inner, n_idx):
