@@ -1,16 +1,7 @@
-"""`ModelBuilder`: write valid .tflite files in code. This is the public name of lite_numba.format.builder."""
+"""`ModelBuilder`: write valid .tflite files in code. This is the public name of lite_numba.format.builder, whose
+`__all__` it re-exports (ModelBuilder, SubgraphBuilder, builtin_code, options_fields, ...)."""
 
-from .format.builder import (
-    FILE_IDENTIFIER,
-    SCHEMA_VERSION,
-    ModelBuilder,
-    SubgraphBuilder,
-    builtin_code,
-    builtin_options_table,
-    numpy_to_tensor_type,
-    options_fields,
-    tensor_type_to_numpy,
-)
+from .format import builder as _impl
+from .format.builder import *  # noqa: F403
 
-__all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "ModelBuilder", "SubgraphBuilder", "builtin_code",
-           "builtin_options_table", "numpy_to_tensor_type", "options_fields", "tensor_type_to_numpy"]
+__all__ = list(_impl.__all__)

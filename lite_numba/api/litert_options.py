@@ -229,29 +229,28 @@ class Options:
         """New default options (the official factory)."""
         return cls()
 
+    def _group(self, attr: str, cls):
+        group = getattr(self, attr)
+        if group is None:
+            group = cls()
+            setattr(self, attr, group)
+        return group
+
     @property
     def cpu_options(self) -> CpuOptions:
-        if self._cpu_options is None:
-            self._cpu_options = CpuOptions()
-        return self._cpu_options
+        return self._group("_cpu_options", CpuOptions)
 
     @property
     def gpu_options(self) -> GpuOptions:
-        if self._gpu_options is None:
-            self._gpu_options = GpuOptions()
-        return self._gpu_options
+        return self._group("_gpu_options", GpuOptions)
 
     @property
     def qualcomm_options(self) -> QualcommOptions:
-        if self._qualcomm_options is None:
-            self._qualcomm_options = QualcommOptions()
-        return self._qualcomm_options
+        return self._group("_qualcomm_options", QualcommOptions)
 
     @property
     def intel_openvino_options(self) -> IntelOpenVinoOptions:
-        if self._intel_openvino_options is None:
-            self._intel_openvino_options = IntelOpenVinoOptions()
-        return self._intel_openvino_options
+        return self._group("_intel_openvino_options", IntelOpenVinoOptions)
 
 
 def resolve_options(options: Optional[Options], hardware_accel) -> Options:
