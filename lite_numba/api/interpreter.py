@@ -500,7 +500,17 @@ class Interpreter:
 
 class SignatureRunner:
     """Runs one SignatureDef: `runner(**inputs) -> {output name: array}`. Made by
-    `Interpreter.get_signature_runner(key)` or, as officially, `SignatureRunner(interpreter, signature_key=key)`."""
+    `Interpreter.get_signature_runner(key)` or, as officially, `SignatureRunner(interpreter, signature_key=key)`.
+
+    A call reads every input of at least `IN_PLACE_BYTES` where the caller keeps it and writes every output of at
+    least that size straight into the new array it returns (no copy in or out; the returned arrays are the caller's
+    own, as officially); smaller ones are copied. Those large tensors are not kept in the interpreter afterwards:
+    `Interpreter.get_tensor` / `tensor()` on them raise RuntimeError until they are set again (the official runtime
+    keeps copies there). `bind(name, buffer)` makes a buffer the storage of an input and its same-named output (a
+    KV cache): calls then need not pass it, the graph updates it where it lives, and nothing is copied
+    (docs/design/llm.md). `last_copies` counts what the last call copied."""
+
+    IN_PLACE_BYTES = 1 << 18
 
     def __init__(self, interpreter: Interpreter | None = None, signature_key: str | None = None):
         if interpreter is None:
@@ -517,6 +527,15 @@ class SignatureRunner:
         self._k = s.subgraph_index
         self._rt = interpreter.runtime
         self._rt.graph(self._k)  # (an invalid subgraph index fails here, as officially at construction)
+        self._buffers: dict[str, np.ndarray] = {}
+        # state: {name: output tensor} for every input with an output of the same name, dtype and shape (a cache)
+        spec = lambda i: (self._rt.tensor(i, self._k).dtype, self._rt.tensor(i, self._k).shape)  # noqa: E731
+        self._states = {n: o for n, i in s.inputs.items() if (o := s.outputs.get(n)) is not None and spec(i) == spec(o)}
+        # bytes the last call copied: into the graph, out of it, and of state (an input and its same-named output,
+        # such as a KV cache) that the graph wrote to storage of its own instead of updating it where it lives; and
+        # the same by name (in + out + graph)
+        self.last_copies = {"in": 0, "out": 0, "graph": 0}
+        self.last_copies_by_name: dict[str, int] = {}
 
     def get_input_details(self) -> dict[str, dict]:
         return {name: tensor_details(self._rt.tensor(i, self._k)) for name, i in self._sig.inputs.items()}
@@ -527,27 +546,102 @@ class SignatureRunner:
     def allocate_tensors(self) -> None:
         self._rt.allocate(self._k)
 
+    # --- buffers bound by name ------------------------------------------------------------------------------------
+    def bind(self, name: str, buffer: np.ndarray | None = None) -> np.ndarray:
+        """Make `buffer` the storage of input `name` and of the output of the same name, if any (a KV cache such as
+        `kv_cache_k_0`), for the calls of this runner until `unbind`; returns it (a new zeroed buffer when None).
+        Calls need not pass `name` (passing the buffer itself costs nothing; another array is copied into it) and
+        return the buffer itself as that output. The graph updates the buffer where it lives when its plan allows
+        it (the output written into the input's storage: DYNAMIC_UPDATE_SLICE), so a step copies nothing. Bind the
+        same buffer on the prefill and decode runners to share a cache. The buffer must have the input's dtype and
+        shape and be C-contiguous and writable; binding re-plans the signature's subgraph at its next call."""
+        i = self._input_index(name)
+        t = self._rt.tensor(i, self._k)
+        if buffer is None:
+            raw = np.zeros(t.nbytes + 64, np.uint8)
+            start = (-raw.ctypes.data) % 64
+            buffer = raw[start:start + t.nbytes].view(t.dtype).reshape(t.shape)
+        if not isinstance(buffer, np.ndarray):
+            raise TypeError(f"SignatureRunner.bind({name!r}): the buffer must be a numpy array, got "
+                            f"{type(buffer).__name__}")
+        want = f"{t.dtype.name}{list(t.shape)}"
+        if buffer.dtype != t.dtype or buffer.shape != t.shape:
+            raise ValueError(f"SignatureRunner.bind({name!r}): the buffer is {buffer.dtype.name}"
+                             f"{list(buffer.shape)}; input {name!r} of signature {self._sig.key!r} is {want}")
+        if not (buffer.flags.c_contiguous and buffer.flags.writeable and buffer.flags.aligned):
+            raise ValueError(f"SignatureRunner.bind({name!r}): the buffer must be C-contiguous, aligned and writable")
+        self._buffers[name] = buffer
+        return buffer
+
+    def unbind(self, name: str | None = None) -> None:
+        """Forget the buffer bound to `name` (every buffer when None): calls pass that input again."""
+        if name is None:
+            self._buffers.clear()
+        else:
+            self._buffers.pop(name, None)
+
+    @property
+    def bound(self) -> dict[str, np.ndarray]:
+        """{name: buffer} bound with bind()."""
+        return dict(self._buffers)
+
+    def _input_index(self, name: str) -> int:
+        if name not in self._sig.inputs:
+            raise ValueError(f"{name!r} is not an input of signature {self._sig.key!r}; its inputs are "
+                             f"{sorted(self._sig.inputs)}")
+        return self._sig.inputs[name]
+
     def __call__(self, **kwargs) -> dict[str, np.ndarray]:
-        if len(kwargs) != len(self._sig.inputs):
+        sig, buffers, states = self._sig, self._buffers, self._states
+        if len(kwargs) != len(sig.inputs) and not (buffers and set(sig.inputs) <= set(kwargs) | set(buffers)
+                                                   and len(kwargs) <= len(sig.inputs)):
             raise ValueError(f"Invalid number of inputs provided for running a SignatureDef, expected "
-                             f"{len(self._sig.inputs)} vs provided {len(kwargs)}")
+                             f"{len(sig.inputs) - len(buffers)} vs provided {len(kwargs)}")
         interp = self._interp
         interp._enter("SignatureRunner.__call__")
         try:
             interp._ensure_safe()
             rt, k = self._rt, self._k
+            values = {}
             for name, value in kwargs.items():
-                if name not in self._sig.inputs:
+                if name not in sig.inputs:
                     raise ValueError(f"Invalid Input name ({name}) for SignatureDef")
-                i = self._sig.inputs[name]
-                value = np.asarray(value)
-                if value.shape != rt.tensor(i, k).shape:
-                    rt.resize_input(i, value.shape, False, k)
+                values[name] = value = np.asarray(value)
+                t = rt.tensor(sig.inputs[name], k)
+                if name not in buffers and value.shape != t.shape:
+                    rt.resize_input(t.index, value.shape, False, k)
+            rt.set_writable_inputs(k, {sig.inputs[n] for n in buffers if n in states})
             rt.allocate(k)
-            for name, value in kwargs.items():
-                rt.set_tensor(self._sig.inputs[name], value, k)
-            rt.invoke(k)
-            return {name: rt.get_tensor(i, k) for name, i in self._sig.outputs.items()}
+            by_name = dict.fromkeys(sig.inputs, 0) | dict.fromkeys(sig.outputs, 0)
+            inputs = {}
+            for name, value in values.items():
+                t = rt.tensor(sig.inputs[name], k)
+                if value.dtype != t.dtype or value.shape != t.shape or t.is_const:
+                    value = rt.check_value(t.index, value, k)  # (raises the official error)
+                if name in buffers:
+                    if value is not buffers[name]:
+                        np.copyto(buffers[name], value)
+                        by_name[name] += value.nbytes
+                    continue
+                if not (value.flags.c_contiguous and value.flags.aligned):
+                    value = np.ascontiguousarray(value)
+                    by_name[name] += value.nbytes
+                inputs[t.index] = value
+            outs = [o for name, o in sig.outputs.items() if name not in buffers or name not in states]
+            bound = {sig.inputs[n]: (states.get(n), b) for n, b in buffers.items()}
+            results, copied = rt.run_in_place(k, inputs, outs, bound, self.IN_PLACE_BYTES)
+            total = {"in": sum(by_name.values()), "out": 0, "graph": 0}
+            for names, side in ((sig.inputs, "in"), (sig.outputs, "out")):
+                for name, i in names.items():
+                    by_name[name] += copied.get(i, 0)
+                    total[side] += copied.get(i, 0)
+            for name, o in states.items():  # state the graph wrote to storage of its own: a copy of it
+                if not rt.shares_storage(sig.inputs[name], o, k):
+                    by_name[name] += rt.tensor(o, k).nbytes
+                    total["graph"] += rt.tensor(o, k).nbytes
+            self.last_copies, self.last_copies_by_name = total, by_name
+            return {name: buffers[name] if name in buffers and name in states else results[o]
+                    for name, o in sig.outputs.items()}
         finally:
             interp._slot.append(None)
 

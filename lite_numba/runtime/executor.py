@@ -65,8 +65,7 @@ class GraphRuntime:
         self._deferred = False  # a node's output shape depended on data (ctx.defer): never speculate
         self._memo: dict[int, tuple] = {}  # node -> its last dynamic preparation (see run_dynamic)
         self._folded: set[int] = set()  # tensors computed once at allocate (see _fold)
-        # graph inputs the graph may update in place (arena.plan_aliases; set by the owner, then allocate again) and
-        # the tensors the last plan put in another's storage {tensor: its class's root}
+        # inputs the graph may update in place (set by the owner), {tensor: its class's root} (arena.plan_aliases)
         self.writable_inputs: frozenset[int] = frozenset()
         self.aliases: dict[int, int] = {}
         self._reads: list[int] | None = None
@@ -188,7 +187,8 @@ class GraphRuntime:
         rt.arena = np.zeros_like(self.arena)
         remap = lambda a: memory.same_place(a, self.arena, rt.arena)  # noqa: E731
         rt.views = {k: remap(v) for k, v in self.views.items()}
-        rt.fast_views = {k: rt.views[k] for k in self.fast_views}  # (its own dict: see __init__)
+        # (its own dict, filled as allocate() fills it: not missing what a signature call left in the caller's arrays)
+        rt.fast_views = {k: v for k, v in rt.views.items() if k < len(rt.tensors)} if self.ready else {}
         steps = []
         for kind, seg in self.steps:
             seg = copy.copy(seg)  # py_calls (profiling) hold views: of the new arena; `it` its own (io_binding)

@@ -5,9 +5,10 @@ cache of called subgraphs prepared per input shapes and their bindings, and the 
 variables, CALL_ONCE flags, TensorLists). Everything above the runtime — `Interpreter`, `SignatureRunner`, the batch
 loop, profiling, the benchmark tool, clones and pickles — works through its methods: tensor I/O (`set_tensor`,
 `get_tensor`, `storage`, `io_views`), `resize_input`, `allocate`, `invalidate`, `invoke`, `run_rows`, `profile`,
-`share`, `capture_state` / `restore_state` and `release`. Host kernels reach it through their `PrepareContext`
-(`call_subgraph`, `bind_subgraph`, `subgraph_io`, `subgraph_output_shapes`, `restart_variables`, `resources`,
-`max_while_iterations`).
+`share`, `capture_state` / `restore_state` and `release`; a signature call with its inputs and outputs in the
+caller's arrays (`run_in_place`, `set_writable_inputs`, `shares_storage`: runtime.signature_io, docs/design/llm.md).
+Host kernels reach it through their `PrepareContext` (`call_subgraph`, `bind_subgraph`, `subgraph_io`,
+`subgraph_output_shapes`, `restart_variables`, `resources`, `max_while_iterations`).
 
 It knows nothing of threads or of the official API's view rules: those are the Interpreter's.
 """
@@ -28,6 +29,7 @@ from .errors import InvokeError
 from .executor import GraphRuntime
 from .fusion import fuse
 from .profiling import Profile, profile_runtime, trace_runtime
+from .signature_io import SignatureIO
 
 __all__ = ["BoundSubgraph", "ModelRuntime", "check_int"]
 
@@ -80,6 +82,7 @@ class ModelRuntime:
         self._bound: dict[tuple, BoundSubgraph] = {}  # (subgraph, input shapes) -> bind_subgraph's result
         self._variable_subgraphs: frozenset | None = None  # subgraphs with variable tensors (restart_variables)
         self._call_depth = 0
+        self._io: dict[int, SignatureIO] = {}  # run_in_place's state per signature subgraph
         self.main = self.graph(0)
 
     # --- graphs -----------------------------------------------------------------------------------------------
@@ -130,6 +133,8 @@ class ModelRuntime:
 
     def storage(self, tensor_index: int, subgraph: int = 0) -> np.ndarray:
         """The tensor's current storage (an arena view, a constant or a dynamic tensor's own array): not a copy."""
+        if subgraph in self._io:
+            self._io[subgraph].check_mark(tensor_index)
         return self.graph(subgraph).array(tensor_index)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
@@ -190,10 +195,19 @@ class ModelRuntime:
         self._shape_cache.clear()
         self._shape_hits.clear()
         self._bound.clear()
+        self._io.clear()
 
     # --- tensor I/O -------------------------------------------------------------------------------------------
     def set_tensor(self, tensor_index: int, value, subgraph: int = 0) -> None:
         """Copy `value` into tensor `tensor_index`, with the official checks and messages."""
+        value = self.check_value(tensor_index, value, subgraph)
+        np.copyto(self.graph(subgraph).array(tensor_index), value)
+        if subgraph in self._io:
+            self._io[subgraph].clear_marks([tensor_index])
+
+    def check_value(self, tensor_index: int, value, subgraph: int = 0) -> np.ndarray:
+        """`value` as an array that set_tensor may copy into the allocated tensor (same dtype and shape), else the
+        official ValueError."""
         check_int(tensor_index, "tensor_index")
         rt = self.graph(subgraph)
         n = len(rt.tensors)
@@ -216,10 +230,12 @@ class ModelRuntime:
             raise ValueError(f"Cannot set tensor: tensor {tensor_index} ({t.name}) is a constant")
         if not rt.ready:
             raise ValueError("Cannot set tensor: Tensor is unallocated. Try calling allocate_tensors() first")
-        np.copyto(rt.array(tensor_index), value)
+        return value
 
     def get_tensor(self, tensor_index: int, subgraph: int = 0) -> np.ndarray:
         """A copy of the tensor's current value."""
+        if subgraph in self._io:
+            self._io[subgraph].check_mark(tensor_index)
         return np.array(self.graph(subgraph).array(tensor_index), copy=True)
 
     # --- running ----------------------------------------------------------------------------------------------
@@ -302,6 +318,34 @@ class ModelRuntime:
                               f"run together.") from None
         return results
 
+    # --- signature calls with their inputs and outputs in the caller's arrays (docs/design/llm.md) ---------------
+    def set_writable_inputs(self, subgraph: int, inputs) -> None:
+        """Let the graph update these inputs where they live (a KV cache bound with its same-named output to one
+        buffer: arena.plan_aliases may then put the output in the input's storage). Takes effect at the next
+        allocate() (the subgraph is invalidated when the set changes)."""
+        rt = self.graph(subgraph)
+        inputs = frozenset(inputs)
+        if inputs != rt.writable_inputs:
+            rt.writable_inputs = inputs
+            rt.invalidate()
+
+    def shares_storage(self, a: int, b: int, subgraph: int = 0) -> bool:
+        """Whether the current plan put tensors a and b in one storage (arena.plan_aliases)."""
+        aliases = self.graph(subgraph).aliases
+        return aliases.get(a, a) == aliases.get(b, b)
+
+    def run_in_place(self, subgraph: int, inputs: dict[int, np.ndarray], outputs: list[int],
+                     buffers: dict[int, tuple[int | None, np.ndarray]], min_bytes: int) -> tuple[dict, dict]:
+        """One run of the allocated `subgraph` with its inputs and outputs in the caller's arrays where the compiled
+        code can be pointed at them, else copied (runtime.signature_io.SignatureIO.run); returns ({output tensor:
+        array}, {tensor: bytes copied into or out of it}). Tensors kept outside the arena are marked (their arena
+        storage is stale): get_tensor/storage on them, or invoking the subgraph before its inputs are set again,
+        raise RuntimeError."""
+        io = self._io.get(subgraph)
+        if io is None or not io.valid(self.graph(subgraph)):
+            io = self._io[subgraph] = SignatureIO(self.graph(subgraph))
+        return io.run(inputs, outputs, buffers, min_bytes)
+
     # --- copies: clone(), copy/deepcopy, pickling ---------------------------------------------------------------
     def shareable(self) -> bool:
         """Whether subgraph 0's preparation can be shared with a copy: allocated, every step a compiled segment (no
@@ -346,6 +390,7 @@ class ModelRuntime:
             # inputs, outputs and variable tensors (intermediates are recomputed by the next invoke; every tensor
             # when they are all kept)
             keep = set(rt.plan.inputs) | set(rt.plan.outputs) | {t.index for t in rt.tensors if t.spec.is_variable}
+            keep -= self._io[0].marked if 0 in self._io else set()  # (stale: their values are the caller's)
             state["tensors"] = {i: np.array(v, copy=True) for i, v in rt.views.items()
                                 if i < n and (i in keep or rt.preserve_all)}
             state["dynamic"] = {i: np.array(v, copy=True) for i, v in rt.dynamic_arrays.items() if i < n}
