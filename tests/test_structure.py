@@ -35,7 +35,8 @@ LAYERS = {
     "runtime": {"version", "format", "jit", "ops", "kernels", "plugins"},
     "api": {"version", "format", "jit", "ops", "runtime"},
     "batch": {"version", "format", "api", "runtime"},
-    "tools": {"version", "format", "jit", "ops", "runtime", "api", "builder", "testing"},
+    "llm": {"version", "format", "runtime", "api"},
+    "tools": {"version", "format", "jit", "ops", "runtime", "api", "builder", "testing", "llm"},
 }
 # the LiteRT 2 API's public modules (issue 32): thin names over lite_numba.api, like lite_numba.interpreter
 LITERT2_MODULES = {"compiled_model", "tensor_buffer", "environment", "options", "cpu_options", "cpu_kernel_mode",

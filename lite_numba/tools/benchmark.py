@@ -3,6 +3,7 @@
     lite-numba benchmark --graph model.tflite [--num_runs 50] [--enable_op_profiling]
                          [--op_profiling_output_mode stdout|csv|json|html] [--compare_official] ...
     lite-numba benchmark --model model.tflite [litert-benchmark flags]     (lite_numba.tools.litert_benchmark)
+    lite-numba benchmark --graph llm.tflite [--prefill_tokens N] [--decode_tokens M]   (tools.llm_benchmark)
 
 Flags follow the official tool (`--flag value` or `--flag=value`; booleans accept a bare `--flag` or `=true/false`),
 and so does the output: parameters, model size, init time, warm-up and regular run statistics in microseconds
@@ -37,6 +38,8 @@ from ..api.interpreter import Interpreter
 from ..runtime.profile_report import RunStats, format_stats_tables, init_rows
 from .litert_benchmark import is_litert_command_line
 from .litert_benchmark import main as litert_main
+from .llm_benchmark import is_llm_command_line
+from .llm_benchmark import main as llm_main
 
 OUTPUT_MODES = ("stdout", "csv", "json", "html")
 
@@ -674,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if is_litert_command_line(argv):
         return litert_main(argv, prog="lite-numba benchmark")
+    if is_llm_command_line(argv):  # a KV-cache LLM: prefill / decode tokens per second (tools.llm_benchmark)
+        return llm_main(argv)
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:  # the official tool warns and goes on, so its command lines can be pasted as they are
         print(f"WARNING: Unconsumed cmdline flags: {' '.join(unknown)}", file=sys.stderr)
