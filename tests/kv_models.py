@@ -5,7 +5,8 @@ and an output of both, updated by DYNAMIC_UPDATE_SLICE at `input_pos[0]` and rea
 - form "generative" (litert-torch's generative API): the causal mask is computed in the graph from `input_pos`,
   both signatures return `logits`;
 - form "hf" (export_hf): a float `mask` input [1, 1, T, S] (0 where a key may be seen, -inf elsewhere) is added to
-  the scores, and the prefill signature returns the caches only.
+  the scores, and the prefill signature returns the caches only; "hf_bool": the same with a bool mask (True where
+  seen: export_hf's use_bool_mask), which selects the scores.
 
 Random weights, seeded; tokens are int32 ids below `vocab`.
 """
@@ -25,7 +26,9 @@ def _layer_weights(rng: np.random.Generator, hidden: int) -> list[np.ndarray]:
 def kv_model(form: str = "generative", *, vocab: int = 48, hidden: int = 16, cache: int = 48, prefill: int = 8,
              layers: int = 2, seed: int = 0, extra_prefill: tuple[int, ...] = (), cache_dtype=np.float32) -> bytes:
     """The model's bytes (see the module docstring). `extra_prefill`: more prefill lengths (prefill_<T> each)."""
-    assert form in ("generative", "hf")
+    assert form in ("generative", "hf", "hf_bool")
+    mask_dtype = np.bool_ if form == "hf_bool" else np.float32
+    form = "hf" if form == "hf_bool" else form
     rng = np.random.default_rng(seed)
     emb = (rng.standard_normal((vocab, hidden)) * 0.5).astype(np.float32)
     weights = [_layer_weights(rng, hidden) for _ in range(layers)]
@@ -39,7 +42,7 @@ def kv_model(form: str = "generative", *, vocab: int = 48, hidden: int = 16, cac
         ins["tokens"] = sg.add_input(f"{key}_tokens", np.int32, [1, t_len])
         ins["input_pos"] = sg.add_input(f"{key}_input_pos", np.int32, [t_len])
         if form == "hf":
-            ins["mask"] = sg.add_input(f"{key}_mask", np.float32, [1, 1, t_len, cache])
+            ins["mask"] = sg.add_input(f"{key}_mask", mask_dtype, [1, 1, t_len, cache])
         caches = {}
         for layer in range(layers):
             for kind in "kv":
@@ -54,7 +57,7 @@ def kv_model(form: str = "generative", *, vocab: int = 48, hidden: int = 16, cac
         start = sg.add_tensor("start", np.int32, [3])
         sg.add_op("CONCATENATION", [zero, pos0, zero], [start], {"axis": 0})
         if form == "hf":
-            bias = sg.add_tensor("mask3", np.float32, [1, t_len, cache])
+            bias = sg.add_tensor("mask3", mask_dtype, [1, t_len, cache])
             sg.add_op("RESHAPE", [ins["mask"], sg.add_const("mshape", np.array([1, t_len, cache], np.int32))], [bias])
         else:
             qpos = sg.add_tensor("qpos", np.int32, [1, t_len, 1])
@@ -85,8 +88,11 @@ def kv_model(form: str = "generative", *, vocab: int = 48, hidden: int = 16, cac
             scores = sg.add_tensor(f"scores{layer}", np.float32, [1, t_len, cache])
             sg.add_op("BATCH_MATMUL", [proj["q"], updated["k"]], [scores], {"adj_y": True})
             masked = sg.add_tensor(f"masked{layer}", np.float32, [1, t_len, cache])
-            if form == "hf":
+            if form == "hf" and mask_dtype == np.float32:
                 sg.add_op("ADD", [scores, bias], [masked])
+            elif form == "hf":
+                sg.add_op("SELECT_V2", [bias, scores, sg.add_const(f"neg{layer}", np.array(-1e9, np.float32))],
+                          [masked])
             else:
                 sg.add_op("SELECT_V2", [seen, scores, sg.add_const(f"neg{layer}", np.array(-1e9, np.float32))],
                           [masked])
@@ -109,10 +115,14 @@ def kv_model(form: str = "generative", *, vocab: int = 48, hidden: int = 16, cac
     return b.build()
 
 
-def causal_mask(positions, cache: int) -> np.ndarray:
-    """export_hf's float mask for queries at `positions`: [1, 1, T, cache], 0 where key <= query, -inf elsewhere."""
+def causal_mask(positions, cache: int, dtype=np.float32) -> np.ndarray:
+    """export_hf's mask for queries at `positions`: [1, 1, T, cache], float 0 where key <= query and -inf elsewhere,
+    or bool True where key <= query."""
     positions = np.asarray(positions).reshape(-1)
-    return np.where(np.arange(cache)[None, :] <= positions[:, None], 0.0, -np.inf).astype(np.float32)[None, None]
+    seen = np.arange(cache)[None, :] <= positions[:, None]
+    if np.dtype(dtype) == np.bool_:
+        return seen[None, None]
+    return np.where(seen, 0.0, -np.inf).astype(np.float32)[None, None]
 
 
 def official_tokens(model: bytes, prompt, steps: int, prefill: int) -> list[int]:
@@ -132,7 +142,7 @@ def official_tokens(model: bytes, prompt, steps: int, prefill: int) -> list[int]
     ins["input_pos"] = pos
     cache = ins["kv_cache_k_0"].shape[1]
     if "mask" in ins:
-        ins["mask"] = causal_mask(pos, cache)
+        ins["mask"] = causal_mask(pos, cache, ins["mask"].dtype)
     out = pre(**ins)
     caches = {k: v for k, v in out.items() if k.startswith("kv_cache")}
     token, tokens = prompt[-1], []
@@ -140,7 +150,7 @@ def official_tokens(model: bytes, prompt, steps: int, prefill: int) -> list[int]
         p = prefill + step
         step_in = dict(caches, tokens=np.array([[token]], np.int32), input_pos=np.array([p], np.int32))
         if "mask" in details:
-            step_in["mask"] = causal_mask([p], cache)
+            step_in["mask"] = causal_mask([p], cache, details["mask"]["dtype"])
         out = dec(**step_in)
         token = int(np.argmax(out["logits"].reshape(-1)))
         tokens.append(token)

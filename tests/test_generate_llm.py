@@ -184,10 +184,11 @@ def test_without_compiled_binding_the_same_tokens_are_copied(models, monkeypatch
 
 
 # --- generate() -------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("form", ["generative", "hf"])
+@pytest.mark.parametrize("form", ["generative", "hf", "hf_bool"])
 def test_generate_matches_the_official_signature_runners(models, form):
-    result = generate(models[form], PROMPT, STEPS)
-    assert result.tokens == official_tokens(models[form], PROMPT, STEPS, 8)
+    model = models[form] if form in models else kv_model(form)
+    result = generate(model, PROMPT, STEPS)
+    assert result.tokens == official_tokens(model, PROMPT, STEPS, 8)
     assert result.stop_reason == "max_new_tokens" and result.decode_steps == STEPS
     assert result.cache.position == len(PROMPT) + STEPS - 1 and result.pending_token == result.tokens[-1]
 
