@@ -18,11 +18,11 @@ import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from linear_models import conv2d_model, conv_case_uint8, conv_shapes, fc_model, fc_quant_case, geometry
 
 # imported under the name the hypothesis tests' bodies use: a derandomized test's examples are seeded by its
 # source
 from linear_models import conv_case_int8 as conv_case
-from linear_models import conv_case_uint8, conv_shapes, fc_quant_case, geometry
 from lite_numba.kernels.base import isa
 from lite_numba.kernels.linear import simd_int8, simd_int8_narrow
 
@@ -235,3 +235,71 @@ def test_conv2d_uint8_random(isa_level, g, zp_w, zp_in, zero_bias):
     _, _, oh, ow = conv_shapes(g)
     assume(oh > 0 and ow > 0)
     check_level(*conv_case_uint8(g, zp_w, zp_in, zero_bias), isa_level)
+
+
+# --- hybrid (float32 activations, int8 weights): the same tiles with a float32 epilogue (hybrid_gemm) ----------------
+
+
+def check_exact(data: bytes, inputs, level: str) -> None:
+    ours, ref = run_both_single(data, inputs)
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape
+    bad = ~((ours == ref) | (np.isnan(ours) & np.isnan(ref)))
+    assert not bad.any(), f"ISA {level}: {int(bad.sum())} of {ref.size} differ, e.g. {ours[bad][:4]} vs {ref[bad][:4]}"
+
+
+def hybrid_rows(rng, batch, k):
+    """Input rows for the hybrid kernels: shifted normal values, one on a coarse grid (rounding ties), and in larger
+    batches an all-zero row and one with a NaN (the official NaN-dependent quantization)."""
+    x = (rng.standard_normal((batch, k)) + rng.uniform(-1, 1)).astype(np.float32)
+    if batch > 1:
+        x[1] = np.round(x[1] * 4) / 8
+    if batch > 2:
+        x[2] = 0
+    if batch > 3:
+        x[3, k // 2] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("batch, k, units", [(1, 1, 1), (3, 5, 17), (9, 64, 48), (20, 37, 16), (2, 300, 70),
+                                             (17, 64, 33)])
+def test_fully_connected_hybrid(batch, k, units, isa_level):
+    """Hybrid FULLY_CONNECTED (hybrid_gemm.hybrid_fc_*; the portable level keeps igemm_f32): per-channel weights with
+    asymmetric inputs, and per-tensor ones with symmetric inputs, each fused activation, bit for bit."""
+    rng = np.random.default_rng(batch * 1000 + k + units)
+    w = rng.integers(-127, 128, (units, k)).astype(np.int8)
+    x = hybrid_rows(rng, batch, k)
+    for i, (per_channel, asym, act) in enumerate([(True, True, "RELU"), (False, False, "NONE"),
+                                                  (True, False, "RELU6"), (False, True, "RELU_N1_TO_1")]):
+        wq = ({"scales": rng.uniform(0.002, 0.02, units).astype(np.float32), "zero_points": [0] * units,
+               "quantized_dimension": 0} if per_channel else (0.01, 0))
+        bias = rng.standard_normal(units).astype(np.float32) if i % 2 == 0 else None
+        data = fc_model([batch, k], w, w_quant=wq, bias=bias, act=act, version=12 if per_channel else 9,
+                        extra_options={"asymmetric_quantize_inputs": asym})
+        check_exact(data, [x * (1 + i)], isa_level)
+
+
+HYBRID_CONV_CASES = {
+    "3x3_k27_co32": geometry(h=9, w=11, ci=3, co=32, act="RELU6"),
+    "3x3_valid_co17_batch2": geometry(n=2, h=7, w=6, ci=5, co=17, padding="VALID", seed=2),
+    "2x3_mixed_dilated": geometry(h=6, w=9, ci=7, co=33, k=(2, 3), s=(1, 2), d=(1, 2), seed=4),
+    "1x1_pointwise_k70": geometry(n=2, h=4, w=5, ci=70, co=24, k=(1, 1), seed=7),
+    "1x1_stride2": geometry(h=7, w=6, ci=12, co=20, k=(1, 1), s=(2, 2), seed=9),
+    "several_blocks_kxk": geometry(h=24, w=20, ci=16, co=16, act="RELU", seed=11),
+}
+
+
+@pytest.mark.parametrize("name", list(HYBRID_CONV_CASES))
+def test_conv2d_hybrid(name, isa_level):
+    """Hybrid CONV_2D with one group (hybrid_gemm.hybrid_conv_*): per-channel filters (asymmetric per-image input
+    quantization) and a per-tensor one (symmetric), bit for bit."""
+    g = HYBRID_CONV_CASES[name]
+    ci, co, _, _ = conv_shapes(g)
+    rng = np.random.default_rng(g["seed"] + 100)
+    w = rng.integers(-127, 128, (co, g["kh"], g["kw"], ci)).astype(np.int8)
+    x = (rng.standard_normal((g["n"], g["h"], g["w"], ci)) + rng.uniform(-1, 1)).astype(np.float32)
+    for per_channel in (True, False):
+        scales = rng.uniform(0.002, 0.02, co if per_channel else 1).astype(np.float32)
+        data = conv2d_model(g, np.float32, w, rng.standard_normal(co).astype(np.float32), np.float32,
+                            w_quant={"scales": scales.tolist(), "zero_points": [0] * scales.size,
+                                     "quantized_dimension": 0}, version=5 if per_channel else 2)
+        check_exact(data, [x], isa_level)

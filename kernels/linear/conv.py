@@ -36,6 +36,7 @@ from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_fo
 from lite_numba.kernels.linear import conv_loops as L
 from lite_numba.kernels.linear import dwconv, qgemm, simd_f32
 from lite_numba.kernels.linear.fully_connected_quantized import require_per_tensor
+from lite_numba.kernels.linear.hybrid_gemm import schedule_hybrid
 from lite_numba.kernels.linear.parallel import conv2d_f32_par, gemm_f32_par, image_row_chunks
 from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 
@@ -345,6 +346,10 @@ def _conv2d_hybrid(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None, 
         asymmetric, mode = False, 0
     if out.size == 0:
         return
+    if groups == 1 and f.is_const and schedule_hybrid(ctx, "conv", x, f.data.reshape(CO, -1), cs, bias, out,
+                                                      asymmetric=asymmetric, lim=lim,
+                                                      geo_conv=[int(v) for v in geo] + list(f.shape[1:3])):
+        return  # the int8 tiles of the level in force (hybrid_gemm), else the portable loops below
     q, sf, zp = _hybrid_inputs(ctx, x, asymmetric)
     w = _filter(ctx, f)
     acc = ctx.temp((CO // groups,), np.int32)

@@ -39,6 +39,7 @@ from lite_numba.kernels.linear.fc_blockwise import prepare_blockwise_fc
 from lite_numba.kernels.linear.fc_hybrid import hybrid_fc_finish, hybrid_fc_zero_input, schedule_hybrid_rows
 from lite_numba.kernels.linear.fc_loops import row_block, transpose_batches
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
+from lite_numba.kernels.linear.hybrid_gemm import schedule_hybrid
 from lite_numba.kernels.linear.qgemm import schedule_qgemm_mt
 from numba import njit
 
@@ -395,6 +396,10 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
     if k == 0:
         return schedule_zero_fill(ctx, o)
     bias = ctx.view(b, (units,)) if b is not None else np.zeros(units, np.float32)
+    asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+    if schedule_hybrid(ctx, "fc", ctx.view(x, (x.size,)), np.asarray(dense, np.int8).reshape(units, k), scales, bias,
+                       ctx.view(o, (o.size,)), rows=batch, act=act, asymmetric=asym):
+        return  # the int8 tiles of the level in force (hybrid_gemm), else the portable loops below
     q, sf, zp = schedule_hybrid_rows(ctx, x, batch, k)
     acc = ctx.temp((batch * units,), np.int32)
     zero = np.zeros(1, np.int64)

@@ -142,6 +142,33 @@ def requantize_vector(builder, acc, params, lo, hi):
     return builder.select(builder.icmp_signed(">", y, hi), hi, y)
 
 
+def vnni_accumulate(builder, mr: int, nv: int, pa, a_off, lda, kg, nrun, rstride, nrun2, rstride2, pb, b_off):
+    """The vpdpbusd loops of an [mr, 16 * nv] tile (the contract of _make_vnni_tile's tile, from i8 pointers pa and
+    pb): returns the mr x nv allocas of its <16 x i32> accumulators, C = A . panel over every run and group."""
+    dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i, [_v16i, _v16i, _v16i]),
+                                        "llvm.x86.avx512.vpdpbusd.512")
+    accs = [[cgutils.alloca_once(builder, _v16i) for _ in range(nv)] for _ in range(mr)]
+    for row in accs:
+        for acc in row:
+            builder.store(ir.Constant(_v16i, None), acc)
+    with cgutils.for_range(builder, nrun) as run, cgutils.for_range(builder, nrun2) as run2:
+        u, u2 = run.index, run2.index
+        a0 = builder.add(a_off, builder.add(builder.mul(u, rstride), builder.mul(u2, rstride2)))
+        arow = [byte_ptr(builder, pa, builder.add(a0, builder.mul(lda, _const(r)))) for r in range(mr)]
+        k0 = builder.mul(builder.add(builder.mul(u, nrun2), u2), kg)  # groups before this run
+        pb0 = byte_ptr(builder, pb, builder.add(b_off, builder.mul(k0, _const(64 * nv))))
+        with cgutils.for_range(builder, kg) as loop:
+            g = loop.index
+            boff = builder.mul(g, _const(64 * nv))
+            bv = [load(builder, byte_ptr(builder, pb0, builder.add(boff, _const(64 * v))), _v16i) for v in range(nv)]
+            aoff = builder.mul(g, _const(4))
+            for r in range(mr):
+                av = _splat16(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32))
+                for v in range(nv):
+                    builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
+    return accs
+
+
 def _make_vnni_tile(mr: int, nv: int):
     """An intrinsic computing an [mr, 16 * nv] tile of the quantized output with vpdpbusd:
     C = A[mr, 4 * kg * nrun * nrun2] (uint8) . panel (int8, [kg * nrun * nrun2, 16 * nv, 4]), requantized by
@@ -171,28 +198,8 @@ def _make_vnni_tile(mr: int, nv: int):
             pb = _data_ptr(context, builder, sig.args[8], b_)
             pp = _data_ptr(context, builder, sig.args[10], prm_)
             po = _data_ptr(context, builder, sig.args[12], out_)
-            dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i, [_v16i, _v16i, _v16i]),
-                                                "llvm.x86.avx512.vpdpbusd.512")
-            accs = [[cgutils.alloca_once(builder, _v16i) for _ in range(nv)] for _ in range(mr)]
-            for row in accs:
-                for acc in row:
-                    builder.store(ir.Constant(_v16i, None), acc)
-            with cgutils.for_range(builder, nrun_) as run, cgutils.for_range(builder, nrun2_) as run2:
-                u, u2 = run.index, run2.index
-                a0 = builder.add(a_off_, builder.add(builder.mul(u, rstride_), builder.mul(u2, rstride2_)))
-                arow = [byte_ptr(builder, pa, builder.add(a0, builder.mul(lda_, _const(r)))) for r in range(mr)]
-                k0 = builder.mul(builder.add(builder.mul(u, nrun2_), u2), kg_)  # groups before this run
-                pb0 = byte_ptr(builder, pb, builder.add(b_off_, builder.mul(k0, _const(64 * nv))))
-                with cgutils.for_range(builder, kg_) as loop:
-                    g = loop.index
-                    boff = builder.mul(g, _const(64 * nv))
-                    bv = [load(builder, byte_ptr(builder, pb0, builder.add(boff, _const(64 * v))), _v16i)
-                          for v in range(nv)]
-                    aoff = builder.mul(g, _const(4))
-                    for r in range(mr):
-                        av = _splat16(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32))
-                        for v in range(nv):
-                            builder.store(builder.call(dp, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
+            accs = vnni_accumulate(builder, mr, nv, pa, a_off_, lda_, kg_, nrun_, rstride_, nrun2_, rstride2_, pb,
+                                   b_off_)
             with builder.if_then(builder.icmp_signed("!=", rs_on_, _const(0))):  # per-row terms prm[rs_off + r]
                 for r in range(mr):
                     t = _splat16(builder, builder.load(builder.gep(pp, [builder.add(rs_off_, _const(r))],

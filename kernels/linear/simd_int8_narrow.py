@@ -100,6 +100,44 @@ _PAIR01 = ir.Constant(ir.VectorType(_i32, 32), [0, 32, 1, 32] * 8)
 _PAIR23 = ir.Constant(ir.VectorType(_i32, 32), [2, 32, 3, 32] * 8)
 
 
+def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg, nrun, rstride, nrun2, rstride2, pb,
+                      b_off, gs):
+    """The loops of an [mr, 8 * nv] tile (the contract of _make_tile's tile, from i8 pointers pa and pb; vnni: the
+    vpdpbusd layout, else the int16 pairs): returns the mr x nv allocas of its <8 x i32> accumulators."""
+    zero32 = ir.Constant(_V32B, None)
+    half = builder.ashr(gs, _const(1))  # bytes from a group's first depth pair to its second
+    accs = [[cgutils.alloca_once_value(builder, ir.Constant(_V8I, None)) for _ in range(nv)] for _ in range(mr)]
+    with cgutils.for_range(builder, nrun) as run, cgutils.for_range(builder, nrun2) as run2:
+        u, u2 = run.index, run2.index
+        a0 = builder.add(a_off, builder.add(builder.mul(u, rstride), builder.mul(u2, rstride2)))
+        arow = [byte_ptr(builder, pa, builder.add(a0, builder.mul(lda, _const(r)))) for r in range(mr)]
+        k0 = builder.mul(builder.add(builder.mul(u, nrun2), u2), kg)  # groups before this run
+        pb0 = byte_ptr(builder, pb, builder.add(b_off, builder.mul(k0, gs)))
+        with cgutils.for_range(builder, kg) as loop:
+            g = loop.index
+            pg = byte_ptr(builder, pb0, builder.mul(g, gs))
+            aoff = builder.mul(g, _const(4))
+            if vnni:
+                bv = [load(builder, byte_ptr(builder, pg, _const(32 * v)), _V8I) for v in range(nv)]
+            else:
+                bv = [[builder.sext(load(builder, byte_ptr(builder, pg, builder.add(
+                    builder.mul(half, _const(h)), _const(16 * v))), _V16B), _V16S) for v in range(nv)]
+                    for h in range(2)]
+            for r in range(mr):
+                av = _splat(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32), _V8I)
+                if vnni:
+                    for v in range(nv):
+                        builder.store(_dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
+                    continue
+                ab = builder.bitcast(av, _V32B)
+                p01 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR01), _V16S)
+                p23 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR23), _V16S)
+                for v in range(nv):
+                    s = builder.add(_maddwd(builder, p01, bv[0][v]), _maddwd(builder, p23, bv[1][v]))
+                    builder.store(builder.add(builder.load(accs[r][v]), s), accs[r][v])
+    return accs
+
+
 def _make_tile(mr: int, nv: int, vnni: bool):
     """An intrinsic computing an [mr, 8 * nv] tile of the quantized output (nv = 1 or 2 vectors of 8 channels):
 
@@ -124,38 +162,8 @@ def _make_tile(mr: int, nv: int, vnni: bool):
             pb = _data_ptr(context, builder, sig.args[8], b_)
             pp = _data_ptr(context, builder, sig.args[11], prm_)
             po = _data_ptr(context, builder, sig.args[13], out_)
-            zero32 = ir.Constant(_V32B, None)
-            half = builder.ashr(gs_, _const(1))  # bytes from a group's first depth pair to its second
-            accs = [[cgutils.alloca_once_value(builder, ir.Constant(_V8I, None)) for _ in range(nv)]
-                    for _ in range(mr)]
-            with cgutils.for_range(builder, nrun_) as run, cgutils.for_range(builder, nrun2_) as run2:
-                u, u2 = run.index, run2.index
-                a0 = builder.add(a_off_, builder.add(builder.mul(u, rstride_), builder.mul(u2, rstride2_)))
-                arow = [byte_ptr(builder, pa, builder.add(a0, builder.mul(lda_, _const(r)))) for r in range(mr)]
-                k0 = builder.mul(builder.add(builder.mul(u, nrun2_), u2), kg_)  # groups before this run
-                pb0 = byte_ptr(builder, pb, builder.add(b_off_, builder.mul(k0, gs_)))
-                with cgutils.for_range(builder, kg_) as loop:
-                    g = loop.index
-                    pg = byte_ptr(builder, pb0, builder.mul(g, gs_))
-                    aoff = builder.mul(g, _const(4))
-                    if vnni:
-                        bv = [load(builder, byte_ptr(builder, pg, _const(32 * v)), _V8I) for v in range(nv)]
-                    else:
-                        bv = [[builder.sext(load(builder, byte_ptr(builder, pg, builder.add(
-                            builder.mul(half, _const(h)), _const(16 * v))), _V16B), _V16S) for v in range(nv)]
-                            for h in range(2)]
-                    for r in range(mr):
-                        av = _splat(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32), _V8I)
-                        if vnni:
-                            for v in range(nv):
-                                builder.store(_dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
-                            continue
-                        ab = builder.bitcast(av, _V32B)
-                        p01 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR01), _V16S)
-                        p23 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR23), _V16S)
-                        for v in range(nv):
-                            s = builder.add(_maddwd(builder, p01, bv[0][v]), _maddwd(builder, p23, bv[1][v]))
-                            builder.store(builder.add(builder.load(accs[r][v]), s), accs[r][v])
+            accs = narrow_accumulate(builder, mr, nv, vnni, pa, a_off_, lda_, kg_, nrun_, rstride_, nrun2_, rstride2_,
+                                     pb, b_off_, gs_)
             with builder.if_then(builder.icmp_signed("!=", rs_on_, _const(0))):  # per-row terms prm[rs_off + r]
                 for r in range(mr):
                     t = _splat(builder, builder.load(builder.gep(pp, [builder.add(rs_off_, _const(r))],
