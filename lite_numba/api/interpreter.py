@@ -531,6 +531,8 @@ class SignatureRunner:
         # state: {name: output tensor} for every input with an output of the same name, dtype and shape (a cache)
         spec = lambda i: (self._rt.tensor(i, self._k).dtype, self._rt.tensor(i, self._k).shape)  # noqa: E731
         self._states = {n: o for n, i in s.inputs.items() if (o := s.outputs.get(n)) is not None and spec(i) == spec(o)}
+        self._names = list(dict.fromkeys([*s.inputs, *s.outputs]))
+        self._names_of = {i: (n, "in") for n, i in s.inputs.items()} | {o: (n, "out") for n, o in s.outputs.items()}
         # bytes the last call copied: into the graph, out of it, and of state (an input and its same-named output,
         # such as a KV cache) that the graph wrote to storage of its own instead of updating it where it lives; and
         # the same by name (in + out + graph)
@@ -612,7 +614,7 @@ class SignatureRunner:
                     rt.resize_input(t.index, value.shape, False, k)
             rt.set_writable_inputs(k, {sig.inputs[n] for n in buffers if n in states})
             rt.allocate(k)
-            by_name = dict.fromkeys(sig.inputs, 0) | dict.fromkeys(sig.outputs, 0)
+            by_name = dict.fromkeys(self._names, 0)
             inputs = {}
             for name, value in values.items():
                 t = rt.tensor(sig.inputs[name], k)
@@ -631,10 +633,10 @@ class SignatureRunner:
             bound = {sig.inputs[n]: (states.get(n), b) for n, b in buffers.items()}
             results, copied = rt.run_in_place(k, inputs, outs, bound, self.IN_PLACE_BYTES)
             total = {"in": sum(by_name.values()), "out": 0, "graph": 0}
-            for names, side in ((sig.inputs, "in"), (sig.outputs, "out")):
-                for name, i in names.items():
-                    by_name[name] += copied.get(i, 0)
-                    total[side] += copied.get(i, 0)
+            for i, n in copied.items():
+                name, side = self._names_of[i]
+                by_name[name] += n
+                total[side] += n
             for name, o in states.items():  # state the graph wrote to storage of its own: a copy of it
                 if not rt.shares_storage(sig.inputs[name], o, k):
                     by_name[name] += rt.tensor(o, k).nbytes

@@ -35,7 +35,10 @@ class SignatureIO:
         self.arena = rt.arena
         self.marked: set[int] = set()
         self.inputs = set(rt.plan.inputs)
-        self._layouts: dict[tuple, tuple] = {}  # (tensor, address) pairs -> (IOBinding layout, its arrays)
+        self._layouts: dict[tuple, tuple] = {}  # ((tensor, id(array)), ...) -> (IOBinding layout, the arrays)
+        # a class of tensors sharing a writable input's storage moves only with its buffer: passed as plain arrays,
+        # the input is copied in and the output out (pointing one at the caller's array would move the other too)
+        self.tied = {m for m, r in rt.aliases.items() if r in rt.writable_inputs} | rt.writable_inputs
 
     def valid(self, rt: GraphRuntime) -> bool:
         """Whether this state belongs to `rt` as it is allocated now."""
@@ -52,10 +55,7 @@ class SignatureIO:
         copied: dict[int, int] = {}
         targets: dict[int, np.ndarray] = {}
         back, results = [], {}
-        aliases = rt.aliases
-        # a class of tensors sharing a writable input's storage moves only with its buffer: passed as plain arrays,
-        # the input is copied in and the output out (pointing one at the caller's array would move the other too)
-        tied = {m for m, r in aliases.items() if r in rt.writable_inputs} | rt.writable_inputs
+        aliases, tied = rt.aliases, self.tied
         for i, (o, buf) in buffers.items():
             if io.bindable(i):
                 targets[i] = buf
@@ -97,9 +97,9 @@ class SignatureIO:
 
     def _layout(self, targets: dict[int, np.ndarray | None]):
         """IOBinding.layout(targets), the last few reused (the same buffers every step, the arena after it)."""
-        key = tuple((i, None if a is None else a.__array_interface__["data"][0]) for i, a in targets.items())
+        key = tuple((i, id(a)) for i, a in targets.items())  # (a cached layout keeps its arrays: ids stay theirs)
         hit = self._layouts.get(key)
-        if hit is None or any(a is not None and a is not b for a, b in zip(targets.values(), hit[1])):
+        if hit is None:
             if len(self._layouts) >= 8:
                 self._layouts.pop(next(iter(self._layouts)))
             hit = self._layouts[key] = (self.binding.layout(targets), list(targets.values()))
