@@ -402,3 +402,12 @@ COMPOSITES = [
     ("odml.swiglu", 0, 0, act.SWIGLU),  # {gate_size}: float32; bit for bit
     # odml.cache_update: its decomposition (two DYNAMIC_UPDATE_SLICE, a TRANSPOSE) is already what a kernel would do
 ]
+
+
+def kernel_path() -> str:
+    """The builtin kernels' instruction-set path in force and why a better level of this CPU is not used (e.g. "amx
+    not used: Linux refused the AMX tile state ..."): what lite-numba inspect and the benchmark reports print
+    (kernels/base/isa.describe)."""
+    from lite_numba.kernels.base.isa import describe  # lazy: asked by the tools, not by the op table
+
+    return describe()

@@ -91,9 +91,8 @@ def isa_params(exclude: tuple[str, ...] = ()) -> list:
         if level in exclude:
             continue
         marks = ()
-        if not isa.supports(level):
-            marks = pytest.mark.skip(reason=f"ISA level {level} not run: this CPU lacks "
-                                            f"{', '.join(isa.missing_features(level))}")
+        if not isa.supports(level):  # the missing CPU features, or the refused tile state of amx
+            marks = pytest.mark.skip(reason=f"ISA level {level} not run: {isa.unavailable(level)}")
         out.append(pytest.param(level, marks=marks, id=level))
     return out
 
@@ -125,7 +124,7 @@ def pytest_report_header(config):
     from lite_numba.kernels.base import isa
 
     supported = isa.supported_levels()
-    skipped = [f"{lv} (lacks {', '.join(isa.missing_features(lv))})" for lv in isa.LEVELS if lv not in supported]
+    skipped = [f"{lv} ({isa.unavailable(lv)})" for lv in isa.LEVELS if lv not in supported]
     return [
         f"lite-numba CPU: {_cpu_model()} ({platform.machine()}, {os.cpu_count()} CPUs); default ISA level "
         f"{isa.best_level()}, LITE_NUMBA_ISA={os.environ.get('LITE_NUMBA_ISA', '') or '(unset)'}",

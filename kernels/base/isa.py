@@ -8,6 +8,10 @@ A level is named by what it needs (LLVM's feature names, what Numba compiles for
   generation and later, AMD Zen 5);
 - ``"avx512"``: ``avx2`` plus AVX-512 F/BW/VL/DQ;
 - ``"avx512vnni"``: ``avx512`` plus AVX-512 VNNI;
+- ``"amx"``: ``avx512vnni`` plus the AMX tiles for int8 (``amx-tile``, ``amx-int8``: Intel Xeon from Sapphire Rapids
+  on) *and* Linux's grant of the tile state to this process (kernels/base/amx.py); int8 GEMM / convolution run on
+  the tiles, everything else as on ``avx512vnni``. Refused (an old kernel, a seccomp filter, a hypervisor hiding
+  XTILEDATA), the level is not supported and ``unavailable(level)`` says why;
 - ``"neon"``: aarch64 Advanced SIMD;
 - ``"neon-dotprod"``: ``neon`` plus the dot-product extension (``sdot``/``udot``).
 
@@ -24,7 +28,7 @@ import functools
 import os
 
 # In order of preference within an architecture (the best supported one is the default).
-LEVELS = ("portable", "avx2", "avxvnni", "avx512", "avx512vnni", "neon", "neon-dotprod")
+LEVELS = ("portable", "avx2", "avxvnni", "avx512", "avx512vnni", "amx", "neon", "neon-dotprod")
 
 _X86_V3 = ("avx", "avx2", "fma", "bmi", "bmi2", "f16c", "lzcnt", "movbe")
 _AVX512 = _X86_V3 + ("avx512f", "avx512bw", "avx512vl", "avx512dq")
@@ -35,6 +39,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "avxvnni": _X86_V3 + ("avxvnni",),
     "avx512": _AVX512,
     "avx512vnni": _AVX512 + ("avx512vnni",),
+    "amx": _AVX512 + ("avx512vnni", "amx-tile", "amx-int8"),
     "neon": ("neon",),
     "neon-dotprod": ("neon", "dotprod"),
 }
@@ -58,10 +63,25 @@ def cpu_features() -> dict[str, bool]:
     return {k: bool(v) for k, v in ll.get_host_cpu_features().items()}
 
 
+# levels that also need the operating system's consent (asked only about this machine, not about a `features` dict)
+GRANTS = {"amx": "amx"}
+
+
+def _grant_refusal(level: str) -> str | None:
+    if level not in GRANTS:
+        return None
+    from lite_numba.kernels.base import amx  # lazy: llvmlite's asm parser and ctypes, only when a level needs them
+
+    return amx.refusal()
+
+
 def supports(level: str, features: dict[str, bool] | None = None) -> bool:
-    """True when the CPU (or `features`) has everything `level` needs."""
+    """True when the CPU (or `features`) has everything `level` needs, and (for this CPU) the operating system grants
+    what it needs (the AMX tile state)."""
     feats = cpu_features() if features is None else features
-    return all(feats.get(f, False) for f in NEEDS[level])
+    if not all(feats.get(f, False) for f in NEEDS[level]):
+        return False
+    return features is not None or _grant_refusal(level) is None
 
 
 def supported_levels(features: dict[str, bool] | None = None) -> tuple[str, ...]:
@@ -80,6 +100,28 @@ def missing_features(level: str, features: dict[str, bool] | None = None) -> tup
     return tuple(f for f in NEEDS[level] if not feats.get(f, False))
 
 
+def unavailable(level: str) -> str | None:
+    """Why this machine cannot run `level` (None: it can): the missing CPU features, or the refusal of what the
+    operating system must grant (the reason a test of that level skips, and what inspect / the benchmark report
+    print)."""
+    missing = missing_features(level)
+    if missing:
+        return f"this CPU lacks {', '.join(missing)}"
+    return _grant_refusal(level)
+
+
+def describe() -> str:
+    """One line on the kernel path in force: the level, how it was chosen, and why a better level of this CPU is not
+    used (e.g. `amx` refused by the kernel)."""
+    level = isa_level()
+    forced = os.environ.get("LITE_NUMBA_ISA")
+    text = f"{level} ({'LITE_NUMBA_ISA' if forced else 'best of this CPU'})"
+    if all(cpu_features().get(f, False) for f in NEEDS["amx"]) and level != "amx":
+        why = unavailable("amx")
+        text += f"; amx not used: {why}" if why else f"; amx available, not used (LITE_NUMBA_ISA={forced})"
+    return text
+
+
 @functools.lru_cache(maxsize=None)
 def _level_for(env: str | None) -> str:
     if not env:
@@ -89,8 +131,7 @@ def _level_for(env: str | None) -> str:
         raise ValueError(f"LITE_NUMBA_ISA={env!r}: expected one of {', '.join(LEVELS)}")
     if not supports(want):
         raise ValueError(
-            f"LITE_NUMBA_ISA={env!r}: this CPU lacks {', '.join(missing_features(want))} "
-            f"(it supports {', '.join(supported_levels())})"
+            f"LITE_NUMBA_ISA={env!r}: {unavailable(want)} (it supports {', '.join(supported_levels())})"
         )
     return want
 

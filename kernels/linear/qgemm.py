@@ -1,6 +1,6 @@
-"""int8 GEMM / convolution scheduling: which kernel runs a layer (AVX-512 VNNI, the 256-bit AVX2 / AVX-VNNI / NEON
-tiles of simd_int8_narrow, or the portable tiles) and, with num_threads > 1, its parallel driver. Above both kernel
-modules, so neither imports the other's scheduler."""
+"""int8 GEMM / convolution scheduling: which kernel runs a layer (the AMX tiles of simd_amx, AVX-512 VNNI, the
+256-bit AVX2 / AVX-VNNI / NEON tiles of simd_int8_narrow, or the portable tiles) and, with num_threads > 1, its
+parallel driver. Above the kernel modules, so none imports another's scheduler."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from lite_numba.kernels.base.threads import (
     serial_address,
     threads_for,
 )
+from lite_numba.kernels.linear.simd_amx import AMX_MIN_ROWS, qconv_amx, schedule_amx
 from lite_numba.kernels.linear.simd_int8 import (
     MR,
     PR,
@@ -90,6 +91,10 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     N, OH, OW, CO = out.shape
     K = w.shape[1]
     P = N * OH * OW
+    shifts_ok = -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
+    if has("amx") and zp_w is None and x.dtype == np.int8 and shifts_ok and P >= AMX_MIN_ROWS:
+        # the AMX tiles (simd_amx): int8 activations as they are, the same output stage
+        return schedule_amx(ctx, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax)
     Kp, Np = padded_sizes(K, CO)
     flip = 128 if x.dtype == np.int8 else 0
     d = 0
@@ -101,7 +106,6 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
         offs = channel_offsets(w, flip, zp_in, Np)
     # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (requantize_vector);
     # other layers take the portable path
-    shifts_ok = -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
     vnni = has("avx512vnni") and shifts_ok
     # 256-bit tiles (AVX2 / AVX-VNNI; on NEON their generic-IR twins), simd_int8_narrow
     narrow = not vnni and (has("avx2") or has("neon")) and shifts_ok
@@ -153,7 +157,7 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
         ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
     else:
         ch = []
-    par = {fn: qconv_par for fn in (qconv_vnni, qconv_portable, qconv_narrow)}
+    par = {fn: qconv_par for fn in (qconv_vnni, qconv_portable, qconv_narrow, qconv_amx)}
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
 

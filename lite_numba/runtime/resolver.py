@@ -8,6 +8,7 @@ from typing import Callable
 
 from ..format.schema import BUILTIN_CODES, BUILTIN_NAMES
 from ..kernels.registry import BUILTINS, CUSTOMS
+from ..kernels.registry import kernel_path as kernel_path  # re-exported: the tools' name for the ISA path in force
 from ..ops import DEFAULT_REGISTRY, CustomOp, CustomOpRegistry, OpKernel
 
 

@@ -23,7 +23,7 @@ from ..format.model import load_model, read_model_bytes
 from ..format.plan import ModelPlan, SubgraphPlan, TensorSpec
 from ..format.schema import PACKED_BITS
 from ..runtime.composites import composite_label, composites_mode, find_fused, is_composite
-from ..runtime.resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver
+from ..runtime.resolver import BuiltinOpResolver, MutableOpResolver, OpResolver, default_op_resolver, kernel_path
 
 __all__ = ["inspect_model", "format_inspection", "op_status"]
 
@@ -229,7 +229,7 @@ def inspect_model(model: str | os.PathLike | bytes, builtin_only: bool = False, 
         "inputs": subgraphs[0]["inputs"], "outputs": subgraphs[0]["outputs"],
         "ops": sorted(ops.values(), key=lambda e: (min(e["subgraphs"]), e["kind"], e["op"], e["version"])),
         "composites": composites, "tensors": totals, "arena_size": arena, "arena_error": arena_error or None,
-        "can_run": can_run and not arena_error,
+        "can_run": can_run and not arena_error, "kernel_path": kernel_path(),
     }
 
 
@@ -306,6 +306,8 @@ def format_inspection(info: dict[str, Any], composites: bool = False) -> str:
     elif info["arena_error"]:
         lines.append(f"Activation arena: {info['arena_error']}")
     lines.append("This installation can run the model: " + ("yes" if info["can_run"] else "no"))
+    if info.get("kernel_path"):
+        lines.append(f"Kernel path: {info['kernel_path']}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,332 @@
+"""int8 GEMM and convolution on Intel AMX tiles (kernels/base/isa.py level "amx"), bit-exact with the official x86
+build's ruy path like the VNNI kernels of simd_int8 (read its module doc first): the same C[m, n] = sum_k A[m, k] *
+W[n, k] + per-channel offset, the same output stage (simd_int8.requantize_params / requantize_vector, parameters from
+output_params_host), the same int32 wrap-around; only the products run on the tiles (kernels/base/amx.py).
+
+- Weights are packed once in prepare (pack_weights_amx) into the tile layout: panels of 32 output channels (16 for a
+  last odd one; N padded to 16), each the sequence of its 64-byte steps of the depth, one 1 KiB tile per 16
+  channels and step (16 groups of 4 k-bytes x 16 channels x 4: B[k / 4][4n + k % 4]). The depth is padded to 64 per
+  run: one run for a GEMM, one per filter row for a K x K convolution read in place (pad_runs's runs).
+- Activations are multiplied as the signed bytes they are (TDPBSSD): no +128 flip. The input zero point folds into
+  the per-channel offset, -zp_in * sum_k w + bias (channel_offsets with flip 0); a tap outside the image holds
+  zp_in, whose term that offset cancels, as on VNNI.
+- A tile reads 16 rows of 64 bytes at any row stride, so the rows are read where they are:
+  mode 0 (a pointwise convolution, FULLY_CONNECTED): the input itself, row stride K. The bytes past K of a row's
+  last step meet zero weights; the last rows, whose reads would pass the tensor's end, are copied to abuf first.
+  mode 1 (K x K, dilation 1 along x): an implicit GEMM: the input copied once, padded with zp_in, to abuf
+  (int8_rows.pad_flipped without the flip); output pixel (oy, ox)'s window is KH runs of KW * CI bytes at
+  ((oy * sh + ky * dh) * WP + ox * sw) * CI, so a tile's rows are consecutive pixels sw * CI bytes apart. With
+  stride 1, a block of rows runs on across output rows (the padded row's WP - OW extra pixels are computed, not
+  stored), so small images fill the 16-row tiles; with stride 2 a block stays in one output row.
+  mode 2 (any other convolution): im2col rows packed into abuf per block (int8_rows.pack_rows, no flip).
+  prepare picks mode 1 or 2 for a K x K layer by an estimate of tile steps plus copied bytes.
+- Loops: groups of up to MG rows (geo[14]; the group's activations stay in L2), within a group every panel of
+  weights, within a panel blocks of 32 rows: the tiles compute a 32 x 32 (or 16-row / 16-column) int32 block into an
+  L1 scratch, which the AVX-512 output stage requantizes row by row into the output (a table gives each row's output
+  offset, -1 for the rows not stored).
+
+Threads: the serial driver qconv_amx has qconv_vnni's arguments, so qgemm.qconv_par runs it on bands of images or
+output rows by native address; every worker loads the tile configuration itself (amx.load_config) and releases the
+tiles when done. uint8 models (TFLite's asymmetric per-tensor scheme) stay on the VNNI kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base import amx
+from lite_numba.kernels.base.llvm_ir import I8, V16I, data_ptr, store_live
+from lite_numba.kernels.base.llvm_ir import i64 as const64
+from lite_numba.kernels.base.llvm_ir import splat as splat_vector
+from lite_numba.kernels.linear.int8_rows import copy_flipped, pack_rows, pad_flipped
+from lite_numba.kernels.linear.simd_int8 import (
+    PRM_BLOCK,
+    channel_offsets,
+    const_values,
+    output_params_host,
+    params_or_offsets,
+    requantize_params,
+    requantize_vector,
+)
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+TM = 32  # rows of a block (2 A tiles)
+TN = 32  # output channels of a weight panel (2 B tiles)
+KSTEP = amx.TILE_BYTES  # depth bytes per tile step
+AMX_MIN_ROWS = 8  # fewer output rows (a matrix-vector FULLY_CONNECTED) stay on the VNNI tiles' 8-row / 1-row shapes
+GROUP_BYTES = 512 * 1024  # activation bytes of a group of rows (L2-resident while every panel passes over it)
+MODE_GEMM, MODE_WINDOWS, MODE_IM2COL = 0, 1, 2
+C_ROWS = TM * amx.C_STRIDE // 4 // PRM_BLOCK  # scratch rows (of PRM_BLOCK int32) holding the C block
+EXTRA_ROWS = C_ROWS + 1  # C and the tile configuration, after the output-stage parameters
+
+
+_block_2_2 = amx.make_block(2, 2)
+_block_2_1 = amx.make_block(2, 1)
+_block_1_2 = amx.make_block(1, 2)
+_block_1_1 = amx.make_block(1, 1)
+
+
+@intrinsic
+def _store(typingctx, c, rows, nb, prm, c0, out, dst, d0, ncols, qmin, qmax):
+    """store(c, rows, nb, prm, c0, out, dst, d0, ncols, qmin, qmax): requantize the first `rows` rows of the C block
+    (int32 array, rows of amx.C_STRIDE bytes) over nb tiles of 16 channels with the output-stage parameters of
+    channels c0.. in prm (flat int32, output_params_host's layout) and store row r's first min(ncols, 16 nb) channels
+    as bytes at out[dst[d0 + r] + c0 ..] (out flat int8, dst int64; rows with dst < 0 are not stored). Loops, not
+    unrolled: one copy of the output stage (the compile stays short)."""
+    ip = types.intp
+    sig = types.void(c, ip, ip, prm, ip, out, dst, ip, ip, types.int32, types.int32)
+
+    def codegen(context, builder, sig, args):
+        c_, rows_, nb_, prm_, c0_, out_, dst_, d0_, ncols_, qmin_, qmax_ = args
+        pc = data_ptr(context, builder, sig.args[0], c_)
+        pp = data_ptr(context, builder, sig.args[3], prm_)
+        po = data_ptr(context, builder, sig.args[5], out_)
+        pd = data_ptr(context, builder, sig.args[6], dst_)
+        lo, hi = splat_vector(builder, qmin_, V16I), splat_vector(builder, qmax_, V16I)
+        v16i8 = ir.VectorType(I8, 16)
+        with cgutils.for_range(builder, nb_) as vl:
+            v16 = builder.mul(vl.index, const64(16))
+            count = builder.sub(ncols_, v16)
+            with builder.if_then(builder.icmp_signed(">", count, const64(0))):
+                cv = builder.add(c0_, v16)
+                params = requantize_params(builder, pp, cv)
+                with cgutils.for_range(builder, rows_) as rl:
+                    r = rl.index
+                    d = builder.load(builder.gep(pd, [builder.add(d0_, r)], inbounds=True))
+                    with builder.if_then(builder.icmp_signed(">=", d, const64(0))):
+                        at = builder.add(builder.mul(r, const64(amx.C_STRIDE // 4)), v16)
+                        src = builder.gep(pc, [at], inbounds=True)
+                        acc = builder.load(builder.bitcast(src, V16I.as_pointer()), align=4)
+                        y = builder.trunc(requantize_vector(builder, acc, params, lo, hi), v16i8)
+                        store_live(builder, y, builder.gep(po, [builder.add(d, cv)], inbounds=True), count)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _tiles(ma, nb, a, lda, rstride, nrun, ks, b, c):
+    """The products of one block of ma x nb tiles into c."""
+    if ma == 2:
+        if nb == 2:
+            _block_2_2(a, lda, rstride, nrun, ks, b, c)
+        else:
+            _block_2_1(a, lda, rstride, nrun, ks, b, c)
+    elif nb == 2:
+        _block_1_2(a, lda, rstride, nrun, ks, b, c)
+    else:
+        _block_1_1(a, lda, rstride, nrun, ks, b, c)
+
+
+@njit(cache=True, inline="always")
+def _panels(a, lda, rstride, nrun, ks, rows, wa, kpad, Np, CO, c, prm, out, dst, lo, hi):
+    """Every weight panel over `rows` rows of A (row r at byte address a + r * lda; dst[r] its output offset)."""
+    for j0 in range(0, Np, TN):
+        nb = 2 if Np - j0 >= TN else 1
+        b = wa + j0 * kpad
+        for i in range(0, rows, TM):
+            ma = 2 if rows - i > 16 else 1
+            _tiles(ma, nb, a + i * lda, lda, rstride, nrun, ks, b, c)
+            _store(c, 16 * ma, nb, prm, j0, out, dst, i, CO - j0, lo, hi)
+
+
+@njit(cache=True, inline="always")
+def _row_offsets(dst, rows, first, CO):
+    """dst[r] = (first + r) * CO for the block's rows, -1 for the 32 after them."""
+    for r in range(rows):
+        dst[r] = (first + r) * CO
+    for r in range(rows, rows + TM):
+        dst[r] = -1
+
+
+@njit(cache=True, inline="always")
+def _groups(x, out, geo, abuf):
+    """The groups of rows of qconv_amx's mode: (count, rows read in place before the copied tail in mode 0, output
+    rows per group in mode 1)."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    mode, MG = geo[13], geo[14]
+    if mode == MODE_GEMM:
+        M = N * H * W
+        kp = (CI + KSTEP - 1) // KSTEP * KSTEP
+        # rows [0, u): read in place (the last block's last row ends before the tensor does); the rest via abuf
+        u = max(0, min(M, M + 1 - (kp + CI - 1) // CI)) // TM * TM
+        return (u + MG - 1) // MG + (1 if u < M else 0), u, 0
+    if mode == MODE_WINDOWS:
+        WP = (OW - 1) * geo[1] + geo[7]
+        per = max(1, MG // WP) if geo[0] == 1 and geo[1] == 1 else 1
+        return N * ((OH + per - 1) // per), 0, per
+    return (N * OH * OW + abuf.shape[0] - 1) // abuf.shape[0], 0, 0
+
+
+@njit(cache=True, inline="always")
+def _start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
+    """Group g made ready (mode 0's tail copied, mode 2's im2col rows packed, dst filled): returns (A's byte address,
+    lda, run stride, runs, 64-byte steps per run, rows)."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    mode, MG = geo[13], geo[14]
+    ab = np.int64(abuf.ctypes.data)
+    if mode == MODE_GEMM:
+        ks = (CI + KSTEP - 1) // KSTEP
+        g0 = g * MG
+        if g0 < u:
+            rows = min(MG, u - g0)
+            _row_offsets(dst, rows, g0, CO)
+            return np.int64(x.ctypes.data) + g0 * CI, CI, 0, 1, ks, rows
+        rows = N * H * W - u
+        Kp = abuf.shape[1]
+        af = abuf.reshape(abuf.size)
+        xf = x.reshape(x.size)
+        for r in range(rows):
+            copy_flipped(af, r * Kp, xf, (u + r) * CI, CI, np.uint8(0))
+        _row_offsets(dst, rows, u, CO)
+        return ab, Kp, 0, 1, ks, rows
+    if mode == MODE_WINDOWS:
+        sh, sw, dh, KH, KW = geo[0], geo[1], geo[2], geo[6], geo[7]
+        HP = (OH - 1) * sh + (KH - 1) * dh + 1
+        WP = (OW - 1) * sw + KW
+        VW = WP if per > 1 or (sh == 1 and sw == 1) else OW
+        gpi = (OH + per - 1) // per
+        n, oy0 = g // gpi, g % gpi * per
+        noy = min(per, OH - oy0)
+        rows = (noy - 1) * VW + OW
+        for p in range(rows):
+            ox = p % VW
+            dst[p] = ((n * OH + oy0 + p // VW) * OW + ox) * CO if ox < OW else -1
+        for p in range(rows, rows + TM):
+            dst[p] = -1
+        ks = (KW * CI + KSTEP - 1) // KSTEP
+        return ab + ((n * HP + oy0 * sh) * WP) * CI, sw * CI, dh * WP * CI, KH, ks, rows
+    MB, Kp = abuf.shape
+    m0 = g * MB
+    rows = min(MB, N * OH * OW - m0)
+    pack_rows(x, abuf, m0, rows, geo, 0, zp_in)
+    _row_offsets(dst, rows, m0, CO)
+    return ab, Kp, 0, 1, Kp // KSTEP, rows
+
+
+@njit(cache=True, nogil=True)
+def qconv_amx(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch):
+    """Quantized CONV_2D (one group) / FULLY_CONNECTED of int8 activations on the AMX tiles: simd_int8.qconv_vnni's
+    arguments (flip unused: 0), with wp packed by pack_weights_amx (pad_runs(w, KH) in mode 1), offs the channel
+    offsets of flip 0 (or the output-stage parameters when the bias is constant), geo[13] the mode and geo[14] the
+    rows of a group (module doc), abuf the mode's byte buffer (mode 0: the last rows, [rows, Kp]; mode 1: the padded
+    input, flat; mode 2: an im2col block [MB, Kp]) and scratch int32 [Np / 16 + EXTRA_ROWS + table rows,
+    PRM_BLOCK]: parameters, the C block, the tile configuration, the row table."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    Np = (CO + 15) // 16 * 16
+    nbp = Np // 16
+    prm = params_or_offsets(scratch[:nbp], offs, bias, mult, shift, zp_out, Np, 0)
+    c = scratch[nbp:nbp + C_ROWS].reshape(C_ROWS * PRM_BLOCK)
+    cfg = scratch[nbp + C_ROWS]
+    t = scratch[nbp + EXTRA_ROWS:]
+    dst = t.reshape(t.size).view(np.int64)
+    o = out.reshape(out.size)
+    lo, hi = np.int32(qmin), np.int32(qmax)
+    if geo[13] == MODE_WINDOWS:
+        sh, sw, dh, KH, KW = geo[0], geo[1], geo[2], geo[6], geo[7]
+        HP = (OH - 1) * sh + (KH - 1) * dh + 1
+        WP = (OW - 1) * sw + KW
+        pad_flipped(abuf.reshape(abuf.size), x.reshape(x.size), N, H, W, CI, HP, WP, geo[4], geo[5],
+                    np.uint8(zp_in & 0xFF), np.uint8(0))
+    amx.fill_config(cfg.view(np.uint8))
+    amx.load_config(cfg)
+    wa = np.int64(wp.ctypes.data)
+    ngroups, u, per = _groups(x, out, geo, abuf)
+    for g in range(ngroups):
+        a, lda, rstride, nrun, ks, rows = _start_group(g, x, out, geo, zp_in, abuf, dst, u, per)
+        _panels(a, lda, rstride, nrun, ks, rows, wa, nrun * ks * KSTEP, Np, CO, c, prm, o, dst, lo, hi)
+    amx.release()
+
+
+# --- prepare (numpy) ------------------------------------------------------------------------------------------------
+
+
+def pack_weights_amx(w: np.ndarray, runs: int = 1) -> np.ndarray:
+    """w [N, K] int8 (K = runs * L) -> the flat tile layout (module doc): panel j0 at byte j0 * runs * Lp (Lp = L
+    rounded up to 64) holds, for each 64-byte step s of the runs in order and each of its tiles t (16 channels),
+    1 KiB with byte (g * 16 + n) * 4 + i = w[j0 + 16 t + n, run * L + 64 s' + 4 g + i] (zero past N and L)."""
+    N, K = w.shape
+    L = K // runs
+    Lp = -(-L // KSTEP) * KSTEP
+    Np = -(-N // 16) * 16
+    steps = runs * Lp // KSTEP
+    wp = np.zeros((Np, runs, Lp), np.int8)
+    wp[:N, :, :L] = np.asarray(w, np.int8).reshape(N, runs, L)
+    out = []
+    for j0 in range(0, Np, TN):
+        width = min(TN, Np - j0)
+        p = wp[j0:j0 + width].reshape(width // 16, 16, steps, KSTEP // 4, 4)  # [t, n, step, g, i]
+        out.append(p.transpose(2, 0, 3, 1, 4).reshape(-1))
+    return np.ascontiguousarray(np.concatenate(out))
+
+
+def choose_mode(N, H, W, CI, CO, OH, OW, geo_conv) -> int:
+    """MODE_GEMM for a pointwise layer, else MODE_WINDOWS or MODE_IM2COL by an estimate of the cycles: one per row,
+    16 channels and 64-byte step on the tiles (the rows the blocks compute, stored or not), a cycle per 16 bytes
+    copied (the padded input, or every im2col row)."""
+    sh, sw, dh, dw, pt, pl, KH, KW = (int(v) for v in geo_conv)
+    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0:
+        return MODE_GEMM
+    if dw != 1:
+        return MODE_IM2COL
+    panels = -(-CO // 16)
+    K = KH * KW * CI
+    P = N * OH * OW
+    im2col = -(-P // 16) * 16 * -(-K // KSTEP) * panels + 2 * P * K // 16
+    HP, WP = (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + KW
+    rows = N * ((OH - 1) * WP + OW) if sh == 1 and sw == 1 else N * OH * -(-OW // 16) * 16
+    windows = rows * KH * -(-KW * CI // KSTEP) * panels + N * HP * WP * CI // 16
+    return MODE_WINDOWS if windows <= im2col else MODE_IM2COL
+
+
+def group_rows(row_bytes: int) -> int:
+    """Rows per group (a multiple of TM): about GROUP_BYTES of activations."""
+    return max(TM, GROUP_BYTES // max(row_bytes, 1) // TM * TM)
+
+
+def schedule_amx(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, shift, zp_out: int, qmin: int,
+                 qmax: int) -> None:
+    """Schedule qconv_amx for x [N, H, W, CI] int8 (tensor or view), constant weights w [CO, K] int8 (OHWI
+    flattened), int32 bias argument, out [N, OH, OW, CO] (qgemm.schedule_qgemm's arguments without zp_w; shifts in
+    [-31, 31])."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    K = w.shape[1]
+    Np = -(-CO // 16) * 16
+    offs = channel_offsets(w, 0, zp_in, Np)
+    bias_values = const_values(bias)
+    if bias_values is not None:  # the output-stage parameters once, at prepare
+        off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)
+        offs = output_params_host(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
+                                  zp_out, CO, Np // 16)
+    sh, sw, dh, dw, pt, pl, KH, KW = (int(v) for v in geo_conv)
+    mode = choose_mode(N, H, W, CI, CO, OH, OW, geo_conv)
+    pointwise = mode == MODE_GEMM
+    if mode == MODE_GEMM:
+        kp = -(-K // KSTEP) * KSTEP
+        MG = min(group_rows(kp), -(-N * H * W // TM) * TM)
+        tail = -(-(2 * TM + -(-kp // K)) // TM) * TM  # the rows copied to abuf at most (see qconv_amx)
+        abuf = ctx.temp((tail, kp), np.uint8)
+        wp = pack_weights_amx(w)
+    elif mode == MODE_WINDOWS:
+        HP, WP = (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + KW
+        kp = -(-KW * CI // KSTEP) * KSTEP
+        MG = group_rows(KH * kp)
+        abuf = ctx.temp((1, N * HP * WP * CI + TM * sw * CI + kp + 64), np.uint8)
+        wp = pack_weights_amx(w, KH)
+    else:
+        kp = -(-K // KSTEP) * KSTEP
+        MG = min(group_rows(kp), -(-N * OH * OW // TM) * TM)
+        abuf = ctx.temp((MG, kp), np.uint8)
+        wp = pack_weights_amx(w)
+    # the row table: a group's rows (mode 1: whole output rows of WP or OW pixels) and a block's slack
+    table_rows = -(-(max(MG, (OW - 1) * sw + KW) + 2 * TM) * 2 // PRM_BLOCK)
+    scratch = ctx.temp((Np // 16 + EXTRA_ROWS + table_rows, PRM_BLOCK), np.int32)
+    geo = np.array([sh, sw, dh, dw, pt, pl, KH, KW, OH, OW, int(pointwise), 0, 0, mode, MG], np.int64)
+    ctx.call(qconv_amx, x, ctx.const(wp), ctx.const(offs), bias, out, geo, 0, int(zp_in),
+             np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
