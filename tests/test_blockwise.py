@@ -86,6 +86,20 @@ def test_fully_connected(x_shape, units, block, bits, kw):
     assert_bits_equal(*run_both(model, [x]))
 
 
+@pytest.mark.parametrize("x_shape, units, block, bias", [((1, 64), 48, 32, True), ((9, 128), 33, 64, False),
+                                                        ((5, 96), 16, 8, True), ((2, 3, 256), 70, 32, True)])
+def test_fully_connected_4bit_tiles(x_shape, units, block, bias, isa_level):
+    """The 4-bit path on the tiles of every ISA level (fc_int4: nibbles unpacked in registers; the portable level
+    keeps fc_blockwise_4bit): one row (the 1-row tiles' split accumulators), row counts past the tile heights, odd
+    unit counts (a last 16-unit panel, partial vectors), an all-zero row and a NaN, bit for bit."""
+    model = blockwise_fc(x_shape, units, block, bias=bias, keep=len(x_shape) > 2, seed=units)
+    x = (np.random.default_rng(units).standard_normal(x_shape) * 3).astype(np.float32)
+    if x_shape[0] > 2:
+        x[1] = 0
+        x[2, 3] = np.nan
+    assert_bits_equal(*run_both(model, [x]))
+
+
 def test_fully_connected_minus_8_and_edge_inputs():
     """Every nibble 0x8 (-8, two's complement); an all-zero row, a NaN and an infinity in the input."""
     model = blockwise_fc((4, 64), 8, 32, w=np.full((8, 64), -8))
@@ -306,3 +320,32 @@ def test_peak_rss_int4_not_above_int8(tmp_path):
         growth[int4] = json.loads(out.stdout.strip().splitlines()[-1])
     assert growth[True]["peak"] <= growth[False]["peak"], growth
     assert growth[True]["resident"] <= growth[False]["resident"], growth
+
+
+def test_4bit_tiles_generic_twins(monkeypatch):
+    """The generic-IR twin of the 256-bit vpmaddubsw + vpmaddwd INT4 tiles (what NEON compiles) compiled on this
+    machine gives the bytes of the portable kernel (the vpdpbusd twin is test_simd_int8's)."""
+    from lite_numba.kernels.base.hybrid_quant import quantize_rows
+    from lite_numba.kernels.linear import fc_blockwise, fc_int4, simd_int8_narrow
+    from numba import njit
+
+    monkeypatch.setattr(simd_int8_narrow, "GENERIC", True)
+    rng = np.random.default_rng(3)
+    M, K, N, bs = 5, 96, 21, 32
+    packed = rng.integers(0, 256, N * K // 2).astype(np.uint8)
+    scales = rng.uniform(0.005, 0.1, N * K // bs).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    x = (rng.standard_normal(M * K) * 3).astype(np.float32)
+    q, sf, zp = np.zeros(M * K, np.int8), np.zeros(M, np.float32), np.zeros(M, np.int32)
+    quantize_rows(x, M, K, True, q, sf, zp)
+    ref = np.zeros(M * N, np.float32)
+    fc_blockwise.fc_blockwise_4bit(q, np.zeros(M * K, np.float32), zp, sf, packed, scales, bias, 1, ref, M, K, N, bs,
+                                   1, np.zeros(K, np.float32), np.zeros(K // 2, np.float32),
+                                   np.zeros(K // bs, np.float32), np.ones(K, np.float32))
+    wq, st, kf = fc_int4.prepare_int4(packed, scales, N, K, bs)
+    for driver in (fc_int4.fc_int4_maddubs,):
+        out = np.zeros(M * N, np.float32)
+        njit(driver.py_func)(x, wq, st, kf, bias, out, np.array([M, K, N, bs, 1, 0, M], np.int64),
+                             np.zeros((4, K), np.int8), np.zeros(4 * K // bs, np.int32), np.zeros(4, np.float32),
+                             np.zeros(4, np.float32), np.zeros(kf.size, np.float32), np.zeros(K, np.int8))
+        assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), driver.__name__

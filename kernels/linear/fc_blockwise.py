@@ -30,6 +30,7 @@ from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, AC
 from lite_numba.kernels.base.hybrid_quant import quantize_rows
 from lite_numba.kernels.base.packed_ints import unpack_run
 from lite_numba.kernels.linear.fc_hybrid import hybrid_fc_finish, hybrid_fc_zero_input, schedule_hybrid_rows
+from lite_numba.kernels.linear.fc_int4 import schedule_int4
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill
 from numba import njit
 
@@ -174,9 +175,14 @@ def prepare_blockwise_fc(ctx: PrepareContext, x, w, b, out) -> None:
     if k == 0:
         return schedule_zero_fill(ctx, o)
     bits = w.spec.packed_bits
-    packed = ctx.const(w.data)
     bias = ctx.view(b, (units,)) if b is not None else np.zeros(units, np.float32)
     o_flat = ctx.view(o, (o.size,))
+    bs = w.quantization.block_size
+    scales = w.quantization.block_scales.astype(np.float32).reshape(-1)
+    if uses_4bit_path(bits, batch, k, units) and schedule_int4(ctx, ctx.view(x, (x.size,)), np.asarray(w.data), scales,
+                                                               bias, b is not None, o_flat, batch, k, units, bs):
+        return  # the int8 dot-product tiles of the level in force, nibbles unpacked in registers (fc_int4)
+    packed = ctx.const(w.data)
     if not uses_4bit_path(bits, batch, k, units):
         q, sf, zp = schedule_hybrid_rows(ctx, x, batch, k)
         acc = ctx.temp((batch * units,), np.int32)
@@ -186,8 +192,6 @@ def prepare_blockwise_fc(ctx: PrepareContext, x, w, b, out) -> None:
         ctx.call(hybrid_fc_finish, acc, sf, zp, row_sums, zero_scales, bias, o_flat, units, act)
         ctx.call(hybrid_fc_zero_input, ctx.view(x, (x.size,)), bias, o_flat, units, act)
         return
-    bs = w.quantization.block_size
-    scales = w.quantization.block_scales.astype(np.float32).reshape(-1)
     exact = bs <= (_EXACT_BLOCK if bs % 2 == 0 else _EXACT_BLOCK // 2)  # an odd block's dot is summed twice
     q = ctx.temp((batch * k,), np.int8)
     sf = ctx.temp((batch,), np.float32)

@@ -66,7 +66,7 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64")
 GENERIC = False  # True: emit the generic twins even on x86 (read at code generation; the tests set it to check them)
 
 
-def _dpbusd(builder, acc, a, b):
+def dpbusd(builder, acc, a, b):
     """acc + (per int32 lane) the sum of the 4 products of a's unsigned bytes and b's signed bytes (<8 x i32>):
     vpdpbusd on ymm when the target has AVX-VNNI or AVX-512 VNNI, else the same sums in generic vector IR."""
     if _X86 and not GENERIC and (isa.supports("avxvnni") or isa.supports("avx512vnni")):
@@ -81,7 +81,7 @@ def _dpbusd(builder, acc, a, b):
     return acc
 
 
-def _maddwd(builder, a, b):
+def maddwd(builder, a, b):
     """Per int32 lane, a[2i] * b[2i] + a[2i + 1] * b[2i + 1] of int16 vectors (<16 x i16> -> <8 x i32>), exact:
     vpmaddwd on AVX2, else generic vector IR."""
     if _X86 and not GENERIC and isa.supports("avx2"):
@@ -127,13 +127,13 @@ def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg,
                 av = _splat(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32), _V8I)
                 if vnni:
                     for v in range(nv):
-                        builder.store(_dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
+                        builder.store(dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
                     continue
                 ab = builder.bitcast(av, _V32B)
                 p01 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR01), _V16S)
                 p23 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR23), _V16S)
                 for v in range(nv):
-                    s = builder.add(_maddwd(builder, p01, bv[0][v]), _maddwd(builder, p23, bv[1][v]))
+                    s = builder.add(maddwd(builder, p01, bv[0][v]), maddwd(builder, p23, bv[1][v]))
                     builder.store(builder.add(builder.load(accs[r][v]), s), accs[r][v])
     return accs
 
