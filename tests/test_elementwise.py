@@ -407,3 +407,22 @@ def test_broadcast_constant_row(op, dtype, shape, row_shape, row_first, act):
     data = op_model(op, inputs, dtype, shape, options)
     ours, ref = run_both_single(data, [x])
     assert ours.shape == ref.shape and ours.tobytes() == ref.tobytes()
+
+
+@pytest.mark.parametrize("op,x_shape,y_shape,act", [
+    ("MUL", (1, 17, 64), (1, 17, 1), "NONE"),  # a layer norm's rows times their scale (two dimensions)
+    ("SQUARED_DIFFERENCE", (1, 17, 64), (1, 17, 1), None),
+    ("SUB", (16, 1), (16, 32), "RELU"),  # the column first
+    ("ADD", (9, 40), (40,), "RELU6"),  # a row computed at run time (not widened)
+    ("DIV", (3, 5, 7), (3, 1, 7), "NONE"),  # three dimensions: the general walk
+])
+def test_broadcast_run_time_operands(op, x_shape, y_shape, act):
+    """Both operands computed at run time: rows against a column or a row (kernels/elementwise/arithmetic.py's
+    two-dimensional loops), bit for bit."""
+    rng = np.random.default_rng(11)
+    x, y = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(y_shape).astype(np.float32)
+    shape = np.broadcast_shapes(x_shape, y_shape)
+    options = {} if act is None else {"fused_activation_function": act}
+    data = op_model(op, [(np.float32, x_shape), (np.float32, y_shape)], np.float32, shape, options)
+    ours, ref = run_both_single(data, [x, y])
+    assert ours.shape == ref.shape and ours.tobytes() == ref.tobytes()

@@ -77,6 +77,16 @@ def test_transpose(data):
     check_same(transpose_model(dtype, shape, perm), [rand(rng, dtype, shape)])
 
 
+@pytest.mark.parametrize("dtype,shape,perm", [(np.float32, [1, 3, 32, 32], [0, 2, 3, 1]),  # ViT's NCHW input
+                                               (np.float32, [1, 4, 17, 16], [0, 1, 3, 2]),
+                                               (np.float32, [1, 17, 3, 4, 16], [2, 0, 3, 1, 4]),
+                                               (np.int8, [70, 37], [1, 0]), (np.float16, [5, 33, 66], [2, 1, 0])])
+def test_transpose_blocks(dtype, shape, perm):
+    # shapes where the kernel walks 2-D blocks: columns of the input's contiguous dimension in blocks of 32 (more
+    # than one block, a partial block), rows of a contiguous inner dimension
+    check_same(transpose_model(dtype, shape, perm), [rand(np.random.default_rng(len(shape)), dtype, shape)])
+
+
 def test_transpose_int8_quantized_and_8d():
     rng = np.random.default_rng(1)
     check_same(transpose_model(np.int8, [1, 4, 6, 3], [0, 2, 3, 1], quant=(0.05, -3)),

@@ -1,15 +1,22 @@
-"""SOFTMAX and LOG_SOFTMAX over the last axis (float32; quantized paths in quantized modules)."""
+"""SOFTMAX and LOG_SOFTMAX over the last axis (float32; quantized paths in quantized modules).
+
+SOFTMAX is the official x86 build's Eigen expression, step by step, so it is bit-exact: per row the maximum, then
+t = (x - max) * beta and exp(t) over the whole tensor as one linear Eigen assignment (packets of 4 from the aligned
+start: kernels/base/vecmath.eigen_exp_f32; the last size % 4 elements by the scalar std::exp, libm's expf), each
+row's sum in Eigen's packet order (vecmath.eigen_sum_f32, the row's alignment being its offset in the tensor), its
+inverse 1 / sum, and every exponential times it. The elementwise loops are maps (vectorized at the widest width);
+the sums are the only ordered part."""
 
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.vecmath import exp_f32
+from lite_numba.kernels.base.vecmath import eigen_exp_f32, eigen_sum_f32, exp_f32, fdiv, wide_vectors
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
 
-# The loops vectorize: exp_f32 replaces np.exp's libm call per element, and fastmath only allows re-associating
-# the sums.
+# LOG_SOFTMAX's loops vectorize: exp_f32 replaces np.exp's libm call per element, and fastmath only allows
+# re-associating the sums.
 _FM = {"reassoc", "nsz"}
 
 
@@ -24,20 +31,52 @@ def _exp_row(x, r, m, b, out):
     return s
 
 
-@njit(cache=True, nogil=True, fastmath=_FM, error_model="numpy")
+@njit(cache=True, inline="always")
+def row_max(v, lo, n):
+    """max(v[lo:lo + n]) in 8 independent lanes (a NaN never wins; only a NaN first element is kept: either way
+    the row's outputs are NaN)."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = v[lo]
+    n8 = n - n % 8
+    for i in range(lo, lo + n8, 8):
+        m0 = v[i] if v[i] > m0 else m0
+        m1 = v[i + 1] if v[i + 1] > m1 else m1
+        m2 = v[i + 2] if v[i + 2] > m2 else m2
+        m3 = v[i + 3] if v[i + 3] > m3 else m3
+        m4 = v[i + 4] if v[i + 4] > m4 else m4
+        m5 = v[i + 5] if v[i + 5] > m5 else m5
+        m6 = v[i + 6] if v[i + 6] > m6 else m6
+        m7 = v[i + 7] if v[i + 7] > m7 else m7
+    for i in range(lo + n8, lo + n):
+        m0 = v[i] if v[i] > m0 else m0
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    m4 = m5 if m5 > m4 else m4
+    m6 = m7 if m7 > m6 else m6
+    m0 = m2 if m2 > m0 else m0
+    m4 = m6 if m6 > m4 else m4
+    return m4 if m4 > m0 else m0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def softmax_f32(x, out, beta):
+    """out = softmax(beta * x) over the last axis of x [rows, n] (both C-contiguous), as the official kernel. Rows
+    are indexed two-dimensionally (no row views: Numba reference-counts each view, ~0.1 us a row)."""
+    wide_vectors()
     rows, n = x.shape
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
     b = np.float32(beta)
+    tail = rows * n - (rows * n) % 4  # Eigen's exp assignment: packets up to here, std::exp after
     for r in range(rows):
-        m = x[r, 0]
-        for i in range(1, n):
-            m = max(m, x[r, i])
-        # the row maximum whatever beta's sign, as the official kernel: with beta < 0, (x - m) * beta >= 0 and
-        # exp overflows to inf once it passes ln(FLT_MAX) (the outputs are then NaN, inf / inf, and 0)
-        o = out[r]
-        inv = np.float32(1.0) / _exp_row(x, r, m, b, o)
+        lo = r * n
+        m = row_max(xf, lo, n)
         for i in range(n):
-            o[i] = o[i] * inv
+            out[r, i] = eigen_exp_f32((x[r, i] - m) * b)
+        for i in range(max(tail - lo, 0), n):
+            out[r, i] = np.float32(np.exp((x[r, i] - m) * b))
+        inv = fdiv(np.float32(1.0), eigen_sum_f32(of, lo, n, lo))
+        for i in range(n):
+            out[r, i] = out[r, i] * inv
 
 
 @njit(cache=True, nogil=True, fastmath=_FM, error_model="numpy")

@@ -6,6 +6,7 @@ variant (arithmetic_quantized.py) through ctx.prepare_quantized().
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base.vecmath import wide_vectors
 from lite_numba.kernels.elementwise.arithmetic import is_quantized, scalar, source_tag
 from numba import njit
 
@@ -20,6 +21,7 @@ def make_unary(f):
     @njit(cache=True, nogil=True, error_model="numpy")
     def unary(x, out, p):
         tag  # noqa: B018 (a closure cell: see source_tag)
+        wide_vectors()
         for i in range(out.size):
             out[i] = f(x[i], p)
 

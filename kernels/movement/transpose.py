@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.copy import WORDS
 from lite_numba.kernels.base.shapes import index_vector
+from lite_numba.kernels.base.vecmath import wide_vectors
 from numba import njit
 
 from lite_numba.ops import PrepareContext, Tensor, kernel
@@ -29,42 +30,68 @@ def box_rows(shp):
     return rank, shp[rank - 1], rows
 
 
+@njit(cache=True, inline="always")
+def _rows_copy(x, out, xo, oo, n0, a0, b0, n1, a1, b1):
+    """The 2-D block out[oo + i0 * b0 + i1 * b1] = x[xo + i0 * a0 + i1 * a1]: rows of n1 along the output's
+    contiguous last dimension (plain or broadcast rows vectorize), or, when the input is contiguous along the other
+    dimension and not along this one (a transpose), columns of that dimension in blocks of 32: each read is a run
+    of 32 consecutive words, and the 32 output lines it writes stay in L1 while the block is done."""
+    if b1 == 1 and a1 != 1 and a0 == 1 and n0 > 1:
+        for c0 in range(0, n0, 32):
+            m = min(32, n0 - c0)
+            for i1 in range(n1):
+                xv = x[xo + c0 + i1 * a1:xo + c0 + i1 * a1 + m]
+                ob = oo + c0 * b0 + i1
+                for k in range(m):
+                    out[np.uint64(ob + k * b0)] = xv[k]
+        return
+    for i0 in range(n0):
+        xr = xo + i0 * a0
+        orow = oo + i0 * b0
+        # slices and unsigned indices: Numba then skips negative-index wraparound and vectorizes the copy
+        if b1 == 1:
+            ov = out[orow:orow + n1]
+            if a1 == 1:
+                xv = x[xr:xr + n1]
+                for j in range(n1):
+                    ov[j] = xv[j]
+            elif a1 == 0:
+                v = x[xr]
+                for j in range(n1):
+                    ov[j] = v
+            else:
+                for j in range(n1):
+                    ov[j] = x[np.uint64(xr + j * a1)]
+        else:
+            for j in range(n1):
+                out[np.uint64(orow + j * b1)] = x[np.uint64(xr + j * a1)]
+
+
 @njit(cache=True, nogil=True)
 def copy_strided(x, out, shp, xs, os, xb, ob):
-    """Copy the box `shp` from x (strides xs, base xb) to out (strides os, base ob); flat word arrays."""
-    rank, inner, rows = box_rows(shp)
-    sx = xs[rank - 1]
-    so = os[rank - 1]
-    if inner == 0:
+    """Copy the box `shp` from x (strides xs, base xb) to out (strides os, base ob); flat word arrays. The two
+    innermost dimensions are one 2-D block (_rows_copy); the outer ones are walked by decomposing the block number
+    (rank - 2 divisions per block, not per row)."""
+    wide_vectors()  # a copy: the same words whatever the vector width
+    rank = shp.size
+    n1, a1, b1 = shp[rank - 1], xs[rank - 1], os[rank - 1]
+    n0, a0, b0 = (shp[rank - 2], xs[rank - 2], os[rank - 2]) if rank > 1 else (1, 0, 0)
+    if n1 == 0 or n0 == 0:
         return
-    for r in range(rows):
-        # decompose the row number once per row (rank-1 divisions), not per element
+    blocks = 1
+    for d in range(rank - 2):
+        blocks *= shp[d]
+    for r in range(blocks):
         rem = r
         xo = xb
         oo = ob
-        for d in range(rank - 2, -1, -1):
+        for d in range(rank - 3, -1, -1):
             q = rem // shp[d]
             i = rem - q * shp[d]
             rem = q
             xo += i * xs[d]
             oo += i * os[d]
-        # slices and unsigned indices: Numba then skips negative-index wraparound and vectorizes the copy
-        if so == 1:
-            ov = out[oo:oo + inner]
-            if sx == 1:
-                xv = x[xo:xo + inner]
-                for j in range(inner):
-                    ov[j] = xv[j]
-            elif sx == 0:
-                v = x[xo]
-                for j in range(inner):
-                    ov[j] = v
-            else:
-                for j in range(inner):
-                    ov[j] = x[np.uint64(xo + j * sx)]
-        else:
-            for j in range(inner):
-                out[np.uint64(oo + j * so)] = x[np.uint64(xo + j * sx)]
+        _rows_copy(x, out, xo, oo, n0, a0, b0, n1, a1, b1)
 
 
 def word_size(ctx: PrepareContext, t: Tensor) -> int:
