@@ -211,6 +211,7 @@ class PrepareContext:
         self.temps: list[Tensor] = []
         self.host_data: Any = None
         self.in_place: list[tuple[int, int]] = []  # (output, input) slots that may share storage (share_storage)
+        self.views: list[tuple] = []  # (output, input, its copy's calls): the output is the input's bytes (view_of)
 
     # --- what the node is -------------------------------------------------------------------------------------
     @property
@@ -412,6 +413,15 @@ class PrepareContext:
         variable or graph input (unless its owner made that input writable), and no other input of this node shares
         its storage (runtime/arena.py, plan_aliases); otherwise the two stay apart and the calls copy as usual."""
         self.in_place.append((int(output), int(input)))
+
+    def view_of(self, output: int = 0, input: int = 0) -> None:
+        """Declare that output slot `output` holds exactly the bytes of input slot `input` (RESHAPE, SQUEEZE,
+        EXPAND_DIMS, BITCAST), the calls scheduled so far being the copy that makes it so: the memory plan may place
+        the output in the input's storage, and then those calls do not run. Granted when neither tensor's storage
+        class holds a graph input or output, a constant, a variable or a tensor a host or dynamic node touches
+        (runtime/arena.py, plan_aliases), whether or not later nodes read the input (both are read only from then
+        on); otherwise the copy runs as usual."""
+        self.views.append((int(output), int(input), tuple(self.calls)))
 
     def call(self, fn, *args) -> None:
         """Schedule fn(*args) for this node; several calls run in order.

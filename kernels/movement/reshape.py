@@ -1,5 +1,9 @@
-"""RESHAPE, SQUEEZE, EXPAND_DIMS: the data is copied as is; only the shape changes. COPY: the input as is (graph
-rewrites' copies, e.g. an inlined composite returning one of its inputs)."""
+"""RESHAPE, SQUEEZE, EXPAND_DIMS, BITCAST: the data as is, only the shape (or type) changes. COPY: the input as is
+(graph rewrites' copies, e.g. an inlined composite returning one of its inputs).
+
+Each declares its output a view of its input (ctx.view_of): the memory plan then puts both in one storage and the
+copy does not run, unless the graph forbids it (a graph input or output, a constant, a variable, a called
+subgraph's argument or result: lite_numba/runtime/arena.py, plan_aliases), where the copy stays."""
 
 from __future__ import annotations
 
@@ -7,6 +11,12 @@ import numpy as np
 from lite_numba.kernels.base.copy import schedule_copy
 
 from lite_numba.ops import PrepareContext, kernel
+
+
+def view_or_copy(ctx: PrepareContext, x, out) -> None:
+    """out = x's bytes: a view when the memory plan allows it (then nothing runs), else a copy."""
+    schedule_copy(ctx, x, out)
+    ctx.view_of(0, 0)
 
 
 def infer_shape(ctx: PrepareContext, size: int, new_shape) -> tuple[int, ...]:
@@ -40,7 +50,7 @@ def RESHAPE(ctx: PrepareContext) -> None:
         new_shape = ctx.output(0).shape
     out = ctx.set_output(0, infer_shape(ctx, x.size, new_shape))
     ctx.check(out.dtype == x.dtype, f"output type {out.dtype.name} differs from input type {x.dtype.name}")
-    schedule_copy(ctx, x, out)
+    view_or_copy(ctx, x, out)
 
 
 @kernel("COPY")
@@ -48,7 +58,7 @@ def COPY(ctx: PrepareContext) -> None:
     """output = input, same shape and dtype (no model names this op: lite_numba.runtime.composites puts it in)."""
     ctx.check_num(inputs=1, outputs=1)
     x = ctx.input(0)
-    schedule_copy(ctx, x, ctx.set_output(0, x.shape, x.dtype))
+    view_or_copy(ctx, x, ctx.set_output(0, x.shape, x.dtype))
 
 
 @kernel("SQUEEZE")
@@ -66,7 +76,7 @@ def SQUEEZE(ctx: PrepareContext) -> None:
         shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
     else:
         shape = tuple(s for s in x.shape if s != 1)
-    schedule_copy(ctx, x, ctx.set_output(0, shape, x.dtype))
+    view_or_copy(ctx, x, ctx.set_output(0, shape, x.dtype))
 
 
 @kernel("EXPAND_DIMS")
@@ -77,7 +87,7 @@ def EXPAND_DIMS(ctx: PrepareContext) -> None:
     a = axis + x.ndim + 1 if axis < 0 else axis
     ctx.check(0 <= a <= x.ndim, f"axis {axis} out of range for rank {x.ndim}")
     shape = x.shape[:a] + (1,) + x.shape[a:]
-    schedule_copy(ctx, x, ctx.set_output(0, shape, x.dtype))
+    view_or_copy(ctx, x, ctx.set_output(0, shape, x.dtype))
 
 
 @kernel("BITCAST")
@@ -98,4 +108,4 @@ def BITCAST(ctx: PrepareContext) -> None:
     else:
         shape = x.shape
     out = ctx.set_output(0, shape, out_t.dtype)
-    schedule_copy(ctx, x, out)
+    view_or_copy(ctx, x, out)

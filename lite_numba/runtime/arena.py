@@ -44,7 +44,8 @@ def lifetimes(nodes) -> tuple[dict[int, int], dict[int, int]]:
 
 
 def plan_aliases(nodes, tensors, declared: dict[int, list[tuple[int, int]]], skip: set[int], inputs, outputs,
-                 writable: frozenset | set = frozenset()) -> dict[int, int]:
+                 writable: frozenset | set = frozenset(), views: dict[int, list[tuple[int, int]]] | None = None,
+                 boundary: frozenset | set = frozenset()) -> dict[int, int]:
     """Which outputs live in an input's storage: {tensor: the tensor whose allocation it uses} (its class's root).
 
     `declared`: node index -> [(output slot, input slot)] from the kernels' `ctx.share_storage` (the calls are right
@@ -55,6 +56,13 @@ def plan_aliases(nodes, tensors, declared: dict[int, list[tuple[int, int]]], ski
       with its same-named output to one buffer, docs/design/llm.md), and no member written by another node;
     - is read by no later node and holds no graph output (the caller reads those after the run);
     - is not also another input of this node.
+    `views`: node index -> [(output slot, input slot, copy calls)] from `ctx.view_of` (the output is the input's
+    bytes, a RESHAPE): granted when the output is fresh, of the same byte size and written by this node only, and
+    no member of the input's class nor the output is a graph input or output, in `skip`, a variable, written by
+    several nodes or in `boundary` (tensors a host or dynamic node reads or writes: a called subgraph's arguments
+    and results).
+    Later reads of the input do not matter (nothing writes the class afterwards unless an in-place grant above
+    allows it, and that one requires every member, views included, to be dead).
     Everything else keeps storage of its own (graph inputs and outputs are never aliased otherwise)."""
     last_read: dict[int, int] = {}
     writers: dict[int, int] = {}
@@ -76,7 +84,26 @@ def plan_aliases(nodes, tensors, declared: dict[int, list[tuple[int, int]]], ski
         t = tensors[m]
         return m not in skip and not t.spec.is_variable and (m not in inputs or (m in writable and m not in writers))
 
+    views = views or {}
+    graph_outputs = set(outputs)
+
+    def viewable(m: int) -> bool:
+        return (m not in skip and not tensors[m].spec.is_variable and m not in inputs and m not in graph_outputs
+                and m not in boundary and writers.get(m) == 1)
+
     for node in nodes:
+        for ko, ki, _ in views.get(node.index, ()):
+            if ko >= len(node.outputs) or ki >= len(node.inputs):
+                continue
+            o, i = node.outputs[ko], node.inputs[ki]
+            if o < 0 or i < 0 or o == i or o in root or not viewable(o) or tensors[o].nbytes != tensors[i].nbytes:
+                continue
+            r = root.get(i, i)
+            cls = members.get(r, [r])
+            if all(viewable(m) for m in cls):
+                root[o] = r
+                root.setdefault(r, r)
+                members[r] = cls + [o]
         for ko, ki in declared.get(node.index, ()):
             if ko >= len(node.outputs) or ki >= len(node.inputs):
                 continue
@@ -95,6 +122,29 @@ def plan_aliases(nodes, tensors, declared: dict[int, list[tuple[int, int]]], ski
             root.setdefault(r, r)
             members[r] = cls + [o]
     return {m: r for m, r in root.items() if m != r}
+
+
+def declared_sharing(nodes, prepared, dynamic_nodes) -> tuple[dict, dict, set]:
+    """What the static nodes' prepares declared, as plan_aliases takes it: the outputs that may live in an input's
+    storage (ctx.share_storage: node index -> [(output slot, input slot)]), the outputs that are their input's bytes
+    (ctx.view_of: node index -> [(output slot, input slot, copy calls)]), and the tensors dynamic and host nodes
+    read or write (`boundary`)."""
+    static = [(ni, ctx) for ni, ctx in enumerate(prepared) if ctx is not None and ni not in dynamic_nodes]
+    declared = {ni: ctx.in_place for ni, ctx in static if ctx.in_place}
+    views = {ni: ctx.views for ni, ctx in static if ctx.views}
+    boundary = {t for ni in dynamic_nodes for t in (*nodes[ni].inputs, *nodes[ni].outputs) if t >= 0}
+    return declared, views, boundary
+
+
+def drop_granted_copies(nodes, prepared, views: dict, aliases: dict[int, int]) -> None:
+    """A node whose views plan_aliases granted all no longer runs their copies (its other calls, such as a
+    speculation guard, stay): its outputs already are its inputs' bytes."""
+    root = lambda t: aliases.get(t, t)  # noqa: E731
+    for ni, pairs in views.items():
+        node, ctx = nodes[ni], prepared[ni]
+        if all(root(node.outputs[o]) == root(node.inputs[i]) for o, i, _ in pairs):
+            copies = {id(c) for _, _, calls in pairs for c in calls}
+            ctx.calls[:] = [c for c in ctx.calls if id(c) not in copies]
 
 
 def graph_allocations(nodes, tensors, node_temps: dict[int, list], skip: set[int], keep: set[int],

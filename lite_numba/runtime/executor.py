@@ -495,10 +495,11 @@ class GraphRuntime:
         skip = {t.index for t in self.tensors if t.is_const or t.index in self.dynamic_tensors
                 or t.dtype == np.dtype(object)}
         keep = set(self.plan.inputs) | set(self.plan.outputs) | {t.index for t in self.tensors if t.spec.is_variable}
-        declared = {ni: ctx.in_place for ni, ctx in enumerate(self.prepared) if ctx is not None and ctx.in_place
-                    and ni not in self.dynamic_nodes}  # outputs that may live in an input's storage (arena.py)
+        declared, views, boundary = memory.declared_sharing(self.plan.nodes, self.prepared, self.dynamic_nodes)
         self.aliases = {} if self.preserve_all else memory.plan_aliases(
-            self.plan.nodes, self.tensors, declared, skip, self.plan.inputs, self.plan.outputs, self.writable_inputs)
+            self.plan.nodes, self.tensors, declared, skip, self.plan.inputs, self.plan.outputs, self.writable_inputs,
+            views, boundary)
+        memory.drop_granted_copies(self.plan.nodes, self.prepared, views, self.aliases)
         allocs = graph_allocations(self.plan.nodes, self.tensors, node_temps, skip, keep, self.preserve_all,
                                    self.aliases)
         for a in allocs:  # inputs and declared shapes never went through set_shape
