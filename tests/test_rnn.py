@@ -51,6 +51,21 @@ def test_uni_lstm(batch, time, n_input, n_cell, cifg, peephole, proj, layer_norm
                    tol=1e-4 if layer_norm and n_cell <= 2 else 1e-5)
 
 
+@pytest.mark.parametrize("time_major,cifg,peephole,proj", [(False, False, False, False), (True, True, True, True)])
+def test_uni_lstm_text_sized(time_major, cifg, peephole, proj):
+    """A text model's size (32 inputs, 64 cells, 20 steps, 2 rows): kernels/sequence/lstm_gemm.py's GEMMs (the input
+    products of every step at once, tiles of 6 rows and panels of 32 gates, then per step one product over the
+    concatenated recurrent weights), with an all-zero step in the middle."""
+    rng = np.random.default_rng(5)
+    n_output = 48 if proj else 64
+    w = lstm_weights(rng, 32, 64, n_output, cifg=cifg, peephole=peephole, proj=proj, proj_bias=proj)
+    shape = (20, 2, 32) if time_major else (2, 20, 32)
+    data = uni_lstm_model(shape, w, n_output, 64, time_major=time_major, cell_clip=3.0 if proj else 0.0)
+    x = rnd(rng, shape, 1.0)
+    x[(7, slice(None)) if time_major else (slice(None), 7)] = 0.0
+    check_sequence(data, [[x], [rnd(rng, shape, 1.0)]])
+
+
 def test_uni_lstm_20_inputs_and_zero_input():
     rng = np.random.default_rng(1)
     w = lstm_weights(rng, 4, 5, 5, peephole=True)

@@ -50,6 +50,7 @@ from lite_numba.kernels.sequence.cell import (
     step_rows,
     t_i8,
 )
+from lite_numba.kernels.sequence.lstm_gemm import schedule_lstm_gemm
 from lite_numba.kernels.sequence.rnn_int import prepare_lstm_integer
 from numba import njit
 
@@ -464,6 +465,11 @@ def _schedule_lstm(ctx: PrepareContext, d: dict, x, aux, out, *, n_batch, max_ti
                    out_offset, out_lead, state_lead, use_ln, act, cell_clip, proj_clip, state_h, state_c) -> None:
     if n_batch == 0 or max_time == 0 or d["n_cell"] == 0:
         return
+    if schedule_lstm_gemm(ctx, d, x, out, n_batch=n_batch, max_time=max_time, n_input=n_input, time_major=time_major,
+                          forward=forward, out_offset=out_offset, out_lead=out_lead, state_lead=state_lead,
+                          use_ln=use_ln, act=act, cell_clip=cell_clip, proj_clip=proj_clip, state_h=state_h,
+                          state_c=state_c):
+        return  # the common configurations: the gates' products as GEMMs (lstm_gemm.py)
     p = np.zeros(_P_SIZE, np.int64)
     p[_P_BATCH], p[_P_TIME], p[_P_INPUT], p[_P_AUX] = n_batch, max_time, n_input, d["n_aux"]
     p[_P_CELL], p[_P_OUTPUT], p[_P_TIME_MAJOR], p[_P_FORWARD] = d["n_cell"], d["n_output"], time_major, forward
