@@ -36,6 +36,31 @@ def test_details_match_official(official, name):
     assert_details_equal([ours_t[d["index"]] for d in theirs_t], theirs_t)
 
 
+def test_signature_names_ordered_as_officially(official):
+    """A SignatureDef whose names the file lists out of order: the official runtime orders them by name (a std::map)
+    in the signature lists, the runner's details and the runner's result."""
+    b = ModelBuilder()
+    x, x2 = b.add_input("x", np.float32, [2]), b.add_input("x2", np.float32, [2])
+    y, y2 = b.add_tensor("y", np.float32, [2]), b.add_tensor("y2", np.float32, [2])
+    b.add_op("ADD", [x, x2], [y])
+    b.add_op("NEG", [y], [y2])
+    b.mark_output(y)
+    b.mark_output(y2)
+    b.add_signature("s", {"zin": x, "ain": x2}, {"zout": y, "aout": y2})
+    data = b.build()
+    ours, theirs = Interpreter(model_content=data), official_interpreter(data, num_threads=None, allocate=False)
+    assert ours.get_signature_list() == theirs.get_signature_list()
+    assert list(ours.get_signature_list()["s"]["inputs"]) == ["ain", "zin"]
+    assert ours._get_full_signature_list() == theirs._get_full_signature_list()
+    r_ours, r_theirs = ours.get_signature_runner(), theirs.get_signature_runner()
+    assert list(r_ours.get_input_details()) == list(r_theirs.get_input_details())
+    feed = {"zin": np.ones(2, np.float32), "ain": np.full(2, 2.0, np.float32)}
+    got, want = r_ours(**feed), r_theirs(**feed)
+    assert list(got) == list(want) == ["aout", "zout"]
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+
+
 def test_unknown_builtin_version_fails_at_construction_with_official_text(official):
     data = add_model(version=99)
     with pytest.raises(ValueError) as theirs:

@@ -139,7 +139,7 @@ class _Loader:
                     idx = tm.TensorIndex()
                     _check(0 <= idx < ntensors, f"signature {i} {field.lower()} tensor index {idx} out of range")
                     out[(tm.Name() or b"").decode("utf-8", "replace")] = idx
-                return out
+                return dict(sorted(out.items()))  # by name, as the official runtime's std::map orders them
 
             key = (sd.SignatureKey() or b"").decode("utf-8", "replace")
             sigs.append(Signature(key, sub, tmap("Inputs"), tmap("Outputs")))

@@ -103,7 +103,7 @@ class SubgraphPlan:
 class Signature:
     key: str
     subgraph_index: int
-    inputs: dict[str, int]  # name -> tensor index in that subgraph
+    inputs: dict[str, int]  # name -> tensor index in that subgraph, ordered by name (as the official runtime)
     outputs: dict[str, int]
 
 
