@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base import isa
-from lite_numba.kernels.base.llvm_ir import F32, I32
+from lite_numba.kernels.base.llvm_ir import F32, I32, data_ptr, gep, i64, splat
+from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 
@@ -199,47 +201,105 @@ def eigen_exp_f32(x):
     return v if x == x else x
 
 
-@njit(cache=True, inline="always")
-def eigen_sum_f32(v, lo, n, base):
-    """v[lo] + ... + v[lo + n - 1] summed as Eigen's vectorized redux of a contiguous float32 vector whose first
-    element is `base` floats past a 16-byte boundary (SSE packets of 4): from the first aligned element, two packet
-    accumulators over pairs of packets, their sum, one more packet if one is left, the horizontal (p0 + p2) +
-    (p1 + p3), then the unaligned head and the tail one by one; fewer than 4 aligned elements: in order."""
-    start = min((4 - base % 4) % 4, n)
-    s1 = (n - start) // 4 * 4
-    s2 = (n - start) // 8 * 8
-    if s1 == 0:
-        res = v[lo]
-        for i in range(1, n):
-            res += v[lo + i]
-        return res
-    k = lo + start
-    p0, p1, p2, p3 = v[k], v[k + 1], v[k + 2], v[k + 3]
-    if s1 > 4:
-        q0, q1, q2, q3 = v[k + 4], v[k + 5], v[k + 6], v[k + 7]
-        for i in range(k + 8, k + s2, 8):
-            p0 += v[i]
-            p1 += v[i + 1]
-            p2 += v[i + 2]
-            p3 += v[i + 3]
-            q0 += v[i + 4]
-            q1 += v[i + 5]
-            q2 += v[i + 6]
-            q3 += v[i + 7]
-        p0 += q0
-        p1 += q1
-        p2 += q2
-        p3 += q3
-        if s1 > s2:
-            i = k + s2
-            p0 += v[i]
-            p1 += v[i + 1]
-            p2 += v[i + 2]
-            p3 += v[i + 3]
-    res = (p0 + p2) + (p1 + p3)
-    for i in range(start):
-        res += v[lo + i]
-    for i in range(start + s1, n):
-        res += v[lo + i]
-    return res
+def _emit_eigen_sum(builder, ptr, lo, n, base):
+    """IR of eigen_sum_f32 over the float pointer ptr (see there): returns the float32 sum."""
+    v4, v8 = ir.VectorType(F32, 4), ir.VectorType(F32, 8)
+    zero, four = i64(0), i64(4)
+    start = builder.srem(builder.sub(four, builder.srem(base, four)), four)
+    start = builder.select(builder.icmp_signed("<", n, start), n, start)
+    rest = builder.sub(n, start)
+    s1 = builder.mul(builder.sdiv(rest, four), four)
+    s2 = builder.mul(builder.sdiv(rest, i64(8)), i64(8))
+    row = gep(builder, ptr, lo, F32)
+    res = cgutils.alloca_once(builder, F32)
 
+    def vload(p0, off, ty):
+        return builder.load(builder.bitcast(gep(builder, p0, off, F32), ty.as_pointer()), align=4)
+
+    def add_run(a, b):  # res += row[a:b] in order
+        with cgutils.for_range_slice(builder, a, b, i64(1), inc=True) as (i, _):
+            builder.store(builder.fadd(builder.load(res), builder.load(gep(builder, row, i, F32))), res)
+
+    with builder.if_else(builder.icmp_signed("==", s1, zero)) as (few, packets):
+        with few:  # fewer than 4 aligned elements: in order
+            builder.store(builder.load(row), res)
+            add_run(i64(1), n)
+        with packets:
+            pk = gep(builder, row, start, F32)
+            acc = cgutils.alloca_once_value(builder, vload(pk, zero, v4))
+            with builder.if_then(builder.icmp_signed(">", s1, four)):
+                a8 = cgutils.alloca_once_value(builder, vload(pk, zero, v8))
+                with cgutils.for_range(builder, builder.sdiv(builder.sub(s2, i64(8)), i64(8))) as loop:
+                    off = builder.add(i64(8), builder.mul(loop.index, i64(8)))
+                    builder.store(builder.fadd(builder.load(a8), vload(pk, off, v8)), a8)
+                q8 = builder.load(a8)
+                low = builder.shuffle_vector(q8, q8, ir.Constant(ir.VectorType(I32, 4), [0, 1, 2, 3]))
+                high = builder.shuffle_vector(q8, q8, ir.Constant(ir.VectorType(I32, 4), [4, 5, 6, 7]))
+                builder.store(builder.fadd(low, high), acc)
+                with builder.if_then(builder.icmp_signed(">", s1, s2)):
+                    builder.store(builder.fadd(builder.load(acc), vload(pk, s2, v4)), acc)
+            pv = builder.load(acc)
+            lane = [builder.extract_element(pv, ir.Constant(I32, j)) for j in range(4)]
+            builder.store(builder.fadd(builder.fadd(lane[0], lane[2]), builder.fadd(lane[1], lane[3])), res)
+            add_run(zero, start)
+            add_run(builder.add(start, s1), n)
+    return builder.load(res)
+
+
+@intrinsic
+def eigen_sum_f32(typingctx, v, lo, n, base):
+    """v[lo] + ... + v[lo + n - 1] (n >= 1) summed as Eigen's vectorized redux of a contiguous float32 vector whose
+    first element is `base` floats past a 16-byte boundary (SSE packets of 4): from the first aligned element, two
+    packet accumulators over pairs of packets (here one 8-lane accumulator holding both, lane by lane the same
+    additions), their sum, one more packet if one is left, the horizontal (p0 + p2) + (p1 + p3), then the unaligned
+    head and the tail one by one; fewer than 4 aligned elements: in order. v is flat (1-D). An intrinsic, not an
+    inlined function: Numba reference-counts an array passed into a function per call, ~20 ns a row."""
+    if not (isinstance(v, types.Array) and v.dtype == types.float32 and v.ndim == 1):
+        return None
+    sig = types.float32(v, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, sig, args):
+        va, lo, n, base = args
+        return _emit_eigen_sum(builder, data_ptr(context, builder, sig.args[0], va), lo, n, base)
+
+    return sig, codegen
+
+
+@intrinsic
+def row_max_f32(typingctx, v, lo, n):
+    """max(v[lo:lo + n]) (n >= 1) in 16 lanes, each keeping x when x > its current value (a NaN never wins; a NaN
+    first element, every lane's start, stays): the result is v[lo] when that is NaN, else the largest non-NaN value.
+    An intrinsic for the reason eigen_sum_f32 is one."""
+    if not (isinstance(v, types.Array) and v.dtype == types.float32 and v.ndim == 1):
+        return None
+    sig = types.float32(v, types.int64, types.int64)
+
+    def codegen(context, builder, sig, args):
+        va, lo, n = args
+        lanes = 16
+        vt = ir.VectorType(F32, lanes)
+        row = gep(builder, data_ptr(context, builder, sig.args[0], va), lo, F32)
+        first = builder.load(row)
+        acc = cgutils.alloca_once_value(builder, splat(builder, first, vt))
+
+        def keep_max(m, x):
+            return builder.select(builder.fcmp_ordered(">", x, m), x, m)
+
+        with cgutils.for_range(builder, builder.sdiv(n, i64(lanes))) as loop:
+            p = builder.bitcast(gep(builder, row, builder.mul(loop.index, i64(lanes)), F32), vt.as_pointer())
+            builder.store(keep_max(builder.load(acc), builder.load(p, align=4)), acc)
+        m = builder.load(acc)
+        width = lanes
+        while width > 1:  # halves folded with the same rule
+            width //= 2
+            idx = ir.VectorType(I32, width)
+            a = builder.shuffle_vector(m, m, ir.Constant(idx, list(range(width))))
+            b = builder.shuffle_vector(m, m, ir.Constant(idx, list(range(width, 2 * width))))
+            m = keep_max(a, b)
+        res = cgutils.alloca_once_value(builder, builder.extract_element(m, ir.Constant(I32, 0)))
+        tail = builder.mul(builder.sdiv(n, i64(lanes)), i64(lanes))
+        with cgutils.for_range_slice(builder, tail, n, i64(1), inc=True) as (i, _):
+            builder.store(keep_max(builder.load(res), builder.load(gep(builder, row, i, F32))), res)
+        return builder.load(res)
+
+    return sig, codegen

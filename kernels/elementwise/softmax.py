@@ -10,7 +10,7 @@ the sums are the only ordered part."""
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.vecmath import eigen_exp_f32, eigen_sum_f32, exp_f32, fdiv, wide_vectors
+from lite_numba.kernels.base.vecmath import eigen_exp_f32, eigen_sum_f32, exp_f32, fdiv, row_max_f32, wide_vectors
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -31,32 +31,6 @@ def _exp_row(x, r, m, b, out):
     return s
 
 
-@njit(cache=True, inline="always")
-def row_max(v, lo, n):
-    """max(v[lo:lo + n]) in 8 independent lanes (a NaN never wins; only a NaN first element is kept: either way
-    the row's outputs are NaN)."""
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = v[lo]
-    n8 = n - n % 8
-    for i in range(lo, lo + n8, 8):
-        m0 = v[i] if v[i] > m0 else m0
-        m1 = v[i + 1] if v[i + 1] > m1 else m1
-        m2 = v[i + 2] if v[i + 2] > m2 else m2
-        m3 = v[i + 3] if v[i + 3] > m3 else m3
-        m4 = v[i + 4] if v[i + 4] > m4 else m4
-        m5 = v[i + 5] if v[i + 5] > m5 else m5
-        m6 = v[i + 6] if v[i + 6] > m6 else m6
-        m7 = v[i + 7] if v[i + 7] > m7 else m7
-    for i in range(lo + n8, lo + n):
-        m0 = v[i] if v[i] > m0 else m0
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    m4 = m5 if m5 > m4 else m4
-    m6 = m7 if m7 > m6 else m6
-    m0 = m2 if m2 > m0 else m0
-    m4 = m6 if m6 > m4 else m4
-    return m4 if m4 > m0 else m0
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def softmax_f32(x, out, beta):
     """out = softmax(beta * x) over the last axis of x [rows, n] (both C-contiguous), as the official kernel. Rows
@@ -66,15 +40,19 @@ def softmax_f32(x, out, beta):
     xf = x.reshape(-1)
     of = out.reshape(-1)
     b = np.float32(beta)
-    tail = rows * n - (rows * n) % 4  # Eigen's exp assignment: packets up to here, std::exp after
+    size = rows * n
+    tail = size - size % 4  # Eigen's exp assignment: packets up to here, std::exp after
     for r in range(rows):
-        lo = r * n
-        m = row_max(xf, lo, n)
+        m = row_max_f32(xf, r * n, n)
         for i in range(n):
-            out[r, i] = eigen_exp_f32((x[r, i] - m) * b)
-        for i in range(max(tail - lo, 0), n):
-            out[r, i] = np.float32(np.exp((x[r, i] - m) * b))
-        inv = fdiv(np.float32(1.0), eigen_sum_f32(of, lo, n, lo))
+            out[r, i] = (x[r, i] - m) * b
+    # one flat pass (short rows would each end in a scalar remainder), as Eigen's one linear assignment
+    for i in range(tail):
+        of[i] = eigen_exp_f32(of[i])
+    for i in range(tail, size):
+        of[i] = np.float32(np.exp(of[i]))
+    for r in range(rows):
+        inv = fdiv(np.float32(1.0), eigen_sum_f32(of, r * n, n, r * n))
         for i in range(n):
             out[r, i] = out[r, i] * inv
 

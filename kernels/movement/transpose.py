@@ -30,48 +30,17 @@ def box_rows(shp):
     return rank, shp[rank - 1], rows
 
 
-@njit(cache=True, inline="always")
-def _rows_copy(x, out, xo, oo, n0, a0, b0, n1, a1, b1):
-    """The 2-D block out[oo + i0 * b0 + i1 * b1] = x[xo + i0 * a0 + i1 * a1]: rows of n1 along the output's
-    contiguous last dimension (plain or broadcast rows vectorize), or, when the input is contiguous along the other
-    dimension and not along this one (a transpose), columns of that dimension in blocks of 32: each read is a run
-    of 32 consecutive words, and the 32 output lines it writes stay in L1 while the block is done."""
-    if b1 == 1 and a1 != 1 and a0 == 1 and n0 > 1:
-        for c0 in range(0, n0, 32):
-            m = min(32, n0 - c0)
-            for i1 in range(n1):
-                xv = x[xo + c0 + i1 * a1:xo + c0 + i1 * a1 + m]
-                ob = oo + c0 * b0 + i1
-                for k in range(m):
-                    out[np.uint64(ob + k * b0)] = xv[k]
-        return
-    for i0 in range(n0):
-        xr = xo + i0 * a0
-        orow = oo + i0 * b0
-        # slices and unsigned indices: Numba then skips negative-index wraparound and vectorizes the copy
-        if b1 == 1:
-            ov = out[orow:orow + n1]
-            if a1 == 1:
-                xv = x[xr:xr + n1]
-                for j in range(n1):
-                    ov[j] = xv[j]
-            elif a1 == 0:
-                v = x[xr]
-                for j in range(n1):
-                    ov[j] = v
-            else:
-                for j in range(n1):
-                    ov[j] = x[np.uint64(xr + j * a1)]
-        else:
-            for j in range(n1):
-                out[np.uint64(orow + j * b1)] = x[np.uint64(xr + j * a1)]
-
-
 @njit(cache=True, nogil=True)
 def copy_strided(x, out, shp, xs, os, xb, ob):
-    """Copy the box `shp` from x (strides xs, base xb) to out (strides os, base ob); flat word arrays. The two
-    innermost dimensions are one 2-D block (_rows_copy); the outer ones are walked by decomposing the block number
-    (rank - 2 divisions per block, not per row)."""
+    """Copy the box `shp` from x (strides xs, base xb) to out (strides os, base ob); flat word arrays.
+
+    The two innermost dimensions (n0, n1) are one 2-D block, out[oo + i0 * b0 + i1 * b1] = x[xo + i0 * a0 + i1 *
+    a1]: rows of n1 along the output's contiguous last dimension (plain or broadcast rows vectorize), or, when the
+    input is contiguous along the other dimension and not along this one (a transpose), columns of that dimension
+    in blocks of 32: each read is a run of 32 consecutive words, and the 32 output lines it writes stay in L1
+    while the block is done. The outer dimensions are walked by decomposing the block number (rank - 2 divisions
+    per block). One function body, no helper taking the arrays: Numba reference-counts arrays passed into a
+    function at every call."""
     wide_vectors()  # a copy: the same words whatever the vector width
     rank = shp.size
     n1, a1, b1 = shp[rank - 1], xs[rank - 1], os[rank - 1]
@@ -81,6 +50,7 @@ def copy_strided(x, out, shp, xs, os, xb, ob):
     blocks = 1
     for d in range(rank - 2):
         blocks *= shp[d]
+    columns = b1 == 1 and a1 != 1 and a0 == 1 and n0 > 1
     for r in range(blocks):
         rem = r
         xo = xb
@@ -91,7 +61,35 @@ def copy_strided(x, out, shp, xs, os, xb, ob):
             rem = q
             xo += i * xs[d]
             oo += i * os[d]
-        _rows_copy(x, out, xo, oo, n0, a0, b0, n1, a1, b1)
+        if columns:
+            for c0 in range(0, n0, 32):
+                m = min(32, n0 - c0)
+                for i1 in range(n1):
+                    xv = x[xo + c0 + i1 * a1:xo + c0 + i1 * a1 + m]
+                    o1 = oo + c0 * b0 + i1
+                    for k in range(m):
+                        out[np.uint64(o1 + k * b0)] = xv[k]
+            continue
+        for i0 in range(n0):
+            xr = xo + i0 * a0
+            orow = oo + i0 * b0
+            # slices and unsigned indices: Numba then skips negative-index wraparound and vectorizes the copy
+            if b1 == 1:
+                ov = out[orow:orow + n1]
+                if a1 == 1:
+                    xv = x[xr:xr + n1]
+                    for j in range(n1):
+                        ov[j] = xv[j]
+                elif a1 == 0:
+                    v = x[xr]
+                    for j in range(n1):
+                        ov[j] = v
+                else:
+                    for j in range(n1):
+                        ov[j] = x[np.uint64(xr + j * a1)]
+            else:
+                for j in range(n1):
+                    out[np.uint64(orow + j * b1)] = x[np.uint64(xr + j * a1)]
 
 
 def word_size(ctx: PrepareContext, t: Tensor) -> int:

@@ -21,6 +21,7 @@ from lite_numba.kernels.base.fixedpoint import (
     check_left_shift,
     quantize_multiplier,
 )
+from lite_numba.kernels.base.vecmath import eigen_sum_f32
 from lite_numba.kernels.reduce.reduce_loops import (
     ARG_LOOPS,
     REDUCERS,
@@ -50,47 +51,11 @@ MAX_RANK = 6
 def mean_last_axis_f32(x, out, outer, n):
     """Float MEAN over the last (merged) axis, summed like the official kernel's Eigen colwise().sum() with SSE
     packets of 4: from the first 16-byte aligned element of each row (the tensor base is aligned), two packet
-    accumulators, a horizontal (p0 + p2) + (p1 + p3), then the unaligned head and the tail elements."""
+    accumulators, a horizontal (p0 + p2) + (p1 + p3), then the unaligned head and the tail elements
+    (vecmath.eigen_sum_f32, SOFTMAX's sums too)."""
     d = np.float32(n)
     for j in range(outer):
-        base = j * n
-        start = min((4 - base % 4) % 4, n)
-        s1 = (n - start) // 4 * 4
-        s2 = (n - start) // 8 * 8
-        if s1 == 0:
-            res = x[base]
-            for i in range(1, n):
-                res += x[base + i]
-        else:
-            k = base + start
-            p0, p1, p2, p3 = x[k], x[k + 1], x[k + 2], x[k + 3]
-            if s1 > 4:
-                q0, q1, q2, q3 = x[k + 4], x[k + 5], x[k + 6], x[k + 7]
-                for i in range(k + 8, k + s2, 8):
-                    p0 += x[i]
-                    p1 += x[i + 1]
-                    p2 += x[i + 2]
-                    p3 += x[i + 3]
-                    q0 += x[i + 4]
-                    q1 += x[i + 5]
-                    q2 += x[i + 6]
-                    q3 += x[i + 7]
-                p0 += q0
-                p1 += q1
-                p2 += q2
-                p3 += q3
-                if s1 > s2:
-                    i = k + s2
-                    p0 += x[i]
-                    p1 += x[i + 1]
-                    p2 += x[i + 2]
-                    p3 += x[i + 3]
-            res = (p0 + p2) + (p1 + p3)
-            for i in range(start):
-                res += x[base + i]
-            for i in range(start + s1, n):
-                res += x[base + i]
-        out[j] = res / d
+        out[j] = eigen_sum_f32(x, j * n, n, j * n) / d
 
 
 def simd_channels(depth: int, num_threads: int, lanes: int = 16, min_per_thread: int = 8) -> np.ndarray:
