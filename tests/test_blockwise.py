@@ -345,7 +345,7 @@ def test_4bit_tiles_generic_twins(monkeypatch):
     wq, st, kf = fc_int4.prepare_int4(packed, scales, N, K, bs)
     for driver in (fc_int4.fc_int4_maddubs,):
         out = np.zeros(M * N, np.float32)
-        njit(driver.py_func)(x, wq, st, kf, bias, out, np.array([M, K, N, bs, 1, 0, M], np.int64),
+        njit(driver.py_func)(x, wq, st, kf, bias, out, np.array([M, K, N, bs, 1, 0, M, 0, N], np.int64),
                              np.zeros((4, K), np.int8), np.zeros(4 * K // bs, np.int32), np.zeros(4, np.float32),
                              np.zeros(4, np.float32), np.zeros(kf.size, np.float32), np.zeros(K, np.int8))
         assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), driver.__name__

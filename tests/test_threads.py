@@ -50,7 +50,7 @@ def check_threads(data: bytes, inputs, level: str, parallel: str | None, family:
     one, names1, modules1 = run_threads(data, inputs, 1)
     two, names2, _ = run_threads(data, inputs, 2)
     assert not any(n.endswith("_par") for n in names1), f"{level}: a parallel kernel with one thread: {names1}"
-    simd = any("simd" in m for m in modules1)
+    simd = any("simd" in m or m.endswith(("hybrid_gemm", "fc_int4")) for m in modules1)
     if parallel == "all" or (parallel == "simd" and simd):
         assert any(n.endswith("_par") for n in names2), f"{level}: no parallel kernel with two threads: {names2}"
     for k, (a, b, ref) in enumerate(zip(one, two, refs)):
@@ -135,6 +135,45 @@ CASES.update({
 })
 
 
+def _fc_hybrid(batch, k, units, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-127, 128, (units, k)).astype(np.int8)
+    wq = {"scales": rng.uniform(0.002, 0.02, units).astype(np.float32), "zero_points": [0] * units,
+          "quantized_dimension": 0}
+    data = fc_model([batch, k], w, w_quant=wq, bias=rng.standard_normal(units).astype(np.float32), act="RELU",
+                    version=12, extra_options={"asymmetric_quantize_inputs": True})
+    return data, [rng.standard_normal((batch, k)).astype(np.float32)]
+
+
+def _conv_hybrid(g):
+    rng = np.random.default_rng(g["seed"])
+    w = rng.integers(-127, 128, (g["cog"], g["kh"], g["kw"], g["cig"])).astype(np.int8)
+    scales = rng.uniform(0.002, 0.02, g["cog"]).astype(np.float32)
+    data = conv2d_model(g, np.float32, w, rng.standard_normal(g["cog"]).astype(np.float32), np.float32,
+                        w_quant={"scales": scales.tolist(), "zero_points": [0] * g["cog"], "quantized_dimension": 0},
+                        version=5)
+    return data, [rng.standard_normal((g["n"], g["h"], g["w"], g["cig"])).astype(np.float32)]
+
+
+def _fc_int4(batch, k, units, seed):
+    from test_blockwise import blockwise_fc
+
+    return blockwise_fc((batch, k), units, 32, seed=seed), [np.random.default_rng(seed).standard_normal(
+        (batch, k)).astype(np.float32)]
+
+
+# the hybrid (dynamic-range) and INT4 kernels (hybrid_schedule): row chunks, panel ranges of one row, conv blocks
+CASES.update({
+    "fc_hybrid_rows": (lambda: _fc_hybrid(40, 256, 130, 20), "simd"),
+    "fc_hybrid_one_row_panels": (lambda: _fc_hybrid(1, 2048, 700, 21), "simd"),
+    "conv_hybrid_3x3_row_bands": (lambda: _conv_hybrid(_geometry(n=2, h=21, w=19, ci=16, co=40, seed=22)), "simd"),
+    "conv_hybrid_1x1_stride2": (lambda: _conv_hybrid(_geometry(h=40, w=38, ci=64, co=48, k=(1, 1), s=(2, 2),
+                                                               seed=23)), "simd"),
+    "fc_int4_rows": (lambda: _fc_int4(24, 512, 96, 24), "simd"),
+    "fc_int4_one_row_panels": (lambda: _fc_int4(1, 2048, 640, 25), "simd"),
+})
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_two_threads_identical_and_official(name, isa_level):
     make, parallel = CASES[name]
@@ -144,7 +183,7 @@ def test_two_threads_identical_and_official(name, isa_level):
 
 @settings(max_examples=scaled(12), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["conv_f32", "conv_int8", "dw_f32", "dw_int8"]), st.fixed_dictionaries({
+@given(st.sampled_from(["conv_f32", "conv_int8", "dw_f32", "dw_int8", "conv_hybrid"]), st.fixed_dictionaries({
     "n": st.integers(1, 3), "h": st.integers(1, 13), "w": st.integers(1, 9), "ci": st.integers(1, 20),
     "co": st.integers(1, 70), "k": st.sampled_from([(1, 1), (3, 3), (2, 3)]), "s": st.sampled_from([(1, 1), (2, 2)]),
     "padding": st.sampled_from(["SAME", "VALID"]), "seed": st.integers(0, 2**31 - 1)}))
@@ -157,7 +196,8 @@ def test_any_split_is_identical(monkeypatch, isa_level, kind, g):
     monkeypatch.setattr(threads, "MIN_MACS", 0)
     monkeypatch.setattr(threads, "MIN_Q8_MACS", 0)
     monkeypatch.setattr(threads, "MIN_DW_MACS", 0)
-    make = {"conv_f32": _conv_f32, "conv_int8": _conv_int8, "dw_f32": _dw_f32, "dw_int8": _dw_q}[kind]
+    make = {"conv_f32": _conv_f32, "conv_int8": _conv_int8, "dw_f32": _dw_f32, "dw_int8": _dw_q,
+            "conv_hybrid": _conv_hybrid}[kind]
     check_threads(*make(g), isa_level, None)
 
 

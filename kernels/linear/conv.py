@@ -36,7 +36,7 @@ from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_fo
 from lite_numba.kernels.linear import conv_loops as L
 from lite_numba.kernels.linear import dwconv, qgemm, simd_f32
 from lite_numba.kernels.linear.fully_connected_quantized import require_per_tensor
-from lite_numba.kernels.linear.hybrid_gemm import schedule_hybrid
+from lite_numba.kernels.linear.hybrid_schedule import schedule_hybrid
 from lite_numba.kernels.linear.parallel import conv2d_f32_par, gemm_f32_par, image_row_chunks
 from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 

@@ -30,8 +30,8 @@ from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, AC
 from lite_numba.kernels.base.hybrid_quant import quantize_rows
 from lite_numba.kernels.base.packed_ints import unpack_run
 from lite_numba.kernels.linear.fc_hybrid import hybrid_fc_finish, hybrid_fc_zero_input, schedule_hybrid_rows
-from lite_numba.kernels.linear.fc_int4 import schedule_int4
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill
+from lite_numba.kernels.linear.hybrid_schedule import schedule_int4
 from numba import njit
 
 from lite_numba.ops import PrepareContext

@@ -39,8 +39,6 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from lite_numba.ops import PrepareContext
-
 WIDE_MR = 4
 NARROW_MR = 2
 _X86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -224,7 +222,8 @@ def _panel(kind, mr, width, q, q_off, ldq, nb, bs, qs, qs_off, ldqs, w, w_off, s
 def fc4_body(kind, x, wq, st, kf, bias, out, geo, qbuf, qs, rzp, rsf, bb, scratch):
     """EvalBlockwise4Bit on the tiles of `kind` (a constant in each driver, as hybrid_gemm.fc_body): x float32
     [M * K], wq prepare_int4's weights, st the scales [K / bs, Np] and kf [Np] (float32), bias float32 [N] (ignored
-    unless geo[4]), out float32 [M * N]; geo = [M, K, N, bs, has_bias, m_begin, m_end]. Scratch: qbuf int8
+    unless geo[4]), out float32 [M * N]; geo = [M, K, N, bs, has_bias, m_begin, m_end, n_begin, n_end] (rows and
+    units computed, n_begin a multiple of 32: a chunk of the parallel driver, hybrid_par). Scratch: qbuf int8
     [MB, K], qs int32 [MB * K / bs], rzp / rsf float32 [MB], bb float32 [Np], scratch int8 [K]."""
     K, N, bs, has_bias = geo[1], geo[2], geo[3], geo[4]
     nb = K // bs
@@ -246,7 +245,7 @@ def fc4_body(kind, x, wq, st, kf, bias, out, geo, qbuf, qs, rzp, rsf, bb, scratc
                     s += np.int32(qf[r * K + i])
                 qs[r * nb + b] = np.int32(-8 * s)
         full = rows // mr * mr
-        for j0 in range(0, Np, 32):
+        for j0 in range(geo[7], min(Np, geo[8]), 32):
             width = min(32, Np - j0)
             w_off = j0 * (K // 2)
             for i in range(0, full, mr):
@@ -318,32 +317,3 @@ def prepare_int4(packed: np.ndarray, scales: np.ndarray, N: int, K: int, bs: int
             acc = (acc + (sc[j0:j0 + live, j] * ks[:, j]).astype(np.float32)).astype(np.float32)
         kf[j0:j0 + live] = acc
     return out, st.reshape(-1), kf
-
-
-def engine() -> int | None:
-    """The tile kind for the level in force (2 zmm vpdpbusd, 1 ymm vpdpbusd, 0 ymm vpmaddubsw), None on portable."""
-    if isa.has("avx512vnni"):
-        return 2
-    if isa.has("avxvnni"):
-        return 1
-    if isa.has("avx2") or isa.has("neon"):
-        return 0
-    return None
-
-
-def schedule_int4(ctx: PrepareContext, x, packed: np.ndarray, scales: np.ndarray, bias, has_bias: bool, out, M: int,
-                  K: int, N: int, bs: int) -> bool:
-    """Schedule EvalBlockwise4Bit on the tiles (x flat float32 [M * K], packed the file's INT4 bytes, scales float32
-    [N * K / bs], bias float32 [N], out flat [M * N]); False (nothing scheduled) on the portable level or for block
-    sizes the tiles do not take (not a multiple of 8, or above 16384)."""
-    kind = engine()
-    if kind is None or bs % 8 != 0 or bs > 16384 or K % bs != 0:
-        return False
-    wq, st, kf = prepare_int4(packed, scales, N, K, bs)
-    mr = WIDE_MR if kind == 2 else NARROW_MR
-    MB = min(max(mr, (32 * 1024 // K) // mr * mr), -(-M // mr) * mr)
-    geo = np.array([M, K, N, bs, int(has_bias), 0, M], np.int64)
-    ctx.call(DRIVERS[kind], x, ctx.const(wq), ctx.const(st), ctx.const(kf), bias, out, geo,
-             ctx.temp((MB, K), np.int8), ctx.temp((MB * (K // bs),), np.int32), ctx.temp((MB,), np.float32),
-             ctx.temp((MB,), np.float32), ctx.temp((len(kf),), np.float32), ctx.temp((K,), np.int8))
-    return True

@@ -39,7 +39,7 @@ from lite_numba.kernels.linear.fc_blockwise import prepare_blockwise_fc
 from lite_numba.kernels.linear.fc_hybrid import hybrid_fc_finish, hybrid_fc_zero_input, schedule_hybrid_rows
 from lite_numba.kernels.linear.fc_loops import row_block, transpose_batches
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
-from lite_numba.kernels.linear.hybrid_gemm import schedule_hybrid
+from lite_numba.kernels.linear.hybrid_schedule import schedule_hybrid
 from lite_numba.kernels.linear.qgemm import schedule_qgemm_mt
 from numba import njit
 

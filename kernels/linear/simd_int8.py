@@ -419,10 +419,11 @@ def params_or_offsets(prm, offs, bias, mult, shift, zp_out, Np, rows):
 
 
 @njit(cache=True, inline="always")
-def a_source(x, abuf, geo, flip, zp_in):
+def a_source(x, abuf, geo, flip, zp_in, fill=True):
     """The A operand's geometry for the tiles (see qconv_vnni): (flat buffer, direct, lda, kg, nrun, rstride, nrun2,
     rstride2, panel bytes per channel, HP, WP, blocks). Direct (geo[13] != 0): abuf (flat) receives the padded,
-    flipped input here, a block is one output row; else abuf [MB, Kp] is the im2col block and a block MB pixels."""
+    flipped input here (unless fill is False: the caller did it), a block is one output row; else abuf [MB, Kp] is
+    the im2col block and a block MB pixels."""
     N, H, W, CI = x.shape
     sh, sw, dh, dw, pt, pl, KH, KW = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     OH, OW = geo[8], geo[9]
@@ -430,8 +431,9 @@ def a_source(x, abuf, geo, flip, zp_in):
     if geo.size > 13 and geo[13] != 0:
         HP = (OH - 1) * sh + (KH - 1) * dh + 1
         WP = (OW - 1) * sw + (KW - 1) * dw + 1
-        pad_flipped(buf, x.reshape(x.size), N, H, W, CI, HP, WP, pt, pl, np.uint8((zp_in + flip) & 0xFF),
-                    np.uint8(flip))
+        if fill:
+            pad_flipped(buf, x.reshape(x.size), N, H, W, CI, HP, WP, pt, pl, np.uint8((zp_in + flip) & 0xFF),
+                        np.uint8(flip))
         # runs: one per filter row of KW * CI contiguous bytes, or with dilation along x one per tap of CI bytes
         nrun2 = 1 if dw == 1 else KW
         kg = ((KW * CI if dw == 1 else CI) + 3) // 4  # 4-byte groups per run
