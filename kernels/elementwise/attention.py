@@ -27,27 +27,41 @@ MASK_FILL = -10000.0  # litert-torch's fill value for masked-out logits (sdpa_tr
 @njit(cache=True, nogil=True, error_model="numpy")
 def pack_keys(k, kst, c, kt, dims):
     """kt[b, kv, h, s] = k[b, kv, s, h] * c (element offsets of k by strides over (b, kv, s, h)): the keys scaled
-    once and laid out so that a query's logits are computed across s (as BATCH_MATMUL packs its right-hand side)."""
+    once and laid out so that a query's logits are computed across s (as BATCH_MATMUL packs its right-hand side).
+    Unsigned offsets and row slices: Numba then adds no negative-index checks and the loops vectorize (the whole
+    cache is packed at every step: 4.2 -> 0.3 us for 64 positions x 2 heads x 16)."""
     B, S, H, KV = dims[0], dims[3], dims[4], dims[6]
     cf = np.float32(c)
+    ks = np.uint64(kst[2])
     for b in range(B):
         for kv in range(KV):
             for h in range(H):
                 base = ((b * KV + kv) * H + h) * S
+                src = np.uint64(b * kst[0] + kv * kst[1] + h * kst[3])
+                dst = kt[base:base + S]
                 for s in range(S):
-                    kt[base + s] = k[b * kst[0] + kv * kst[1] + s * kst[2] + h * kst[3]] * cf
+                    dst[s] = k[src + np.uint64(s) * ks] * cf
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def pack_values(v, vst, vp, dims):
-    """vp[b, kv, s, h] = v[b, kv, s, h] (offsets of v by strides over (b, kv, s, h))."""
+    """vp[b, kv, s, h] = v[b, kv, s, h] (offsets of v by strides over (b, kv, s, h)); rows of h copied as slices
+    when h is contiguous."""
     B, S, H, KV = dims[0], dims[3], dims[4], dims[6]
+    hs = np.uint64(vst[3])
     for b in range(B):
         for kv in range(KV):
             for s in range(S):
                 base = ((b * KV + kv) * S + s) * H
-                for h in range(H):
-                    vp[base + h] = v[b * vst[0] + kv * vst[1] + s * vst[2] + h * vst[3]]
+                src = b * vst[0] + kv * vst[1] + s * vst[2]
+                dst = vp[base:base + H]
+                if vst[3] == 1:
+                    row = v[src:src + H]
+                    for h in range(H):
+                        dst[h] = row[h]
+                else:
+                    for h in range(H):
+                        dst[h] = v[np.uint64(src) + np.uint64(h) * hs]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -85,13 +99,14 @@ def attention_logits(q, qst, kt, c, mask, mst, select, logits, dims):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def attention_values(p, vp, out, ost, dims):
-    """out[b, n, t, h] = sum over s, in order from zero, of p[b, n, t, s] * vp[b, n // G, s, h] (offsets of out by
-    strides over (b, n, t, h), its h contiguous); the loops run across h."""
-    B, N, T, S, H, G, KV = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6]
+def attention_values(p, v, vst, out, ost, dims):
+    """out[b, n, t, h] = sum over s, in order from zero, of p[b, n, t, s] * v[b, n // G, s, h] (offsets of v by
+    strides vst over (b, kv, s, h), its h contiguous: the cache read where it is, or packed; of out by strides over
+    (b, n, t, h), its h contiguous); the loops run across h."""
+    B, N, T, S, H, G = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
     for b in range(B):
         for n in range(N):
-            vbase = (b * KV + n // G) * S * H
+            vbase = b * vst[0] + (n // G) * vst[1]
             for t in range(T):
                 row = ((b * N + n) * T + t) * S
                 oo = b * ost[0] + n * ost[1] + t * ost[2]
@@ -100,7 +115,7 @@ def attention_values(p, vp, out, ost, dims):
                     dst[h] = np.float32(0.0)
                 for s in range(S):
                     a = p[row + s]
-                    src = vp[vbase + s * H:vbase + s * H + H]
+                    src = v[vbase + s * vst[2]:vbase + s * vst[2] + H]
                     for h in range(H):
                         dst[h] += a * src[h]
                 for h in range(H):
@@ -130,13 +145,17 @@ def _schedule(ctx: PrepareContext, q, qst, k, kst, v, vst, c, mask, mst, select,
     if rows == 0 or S == 0 or H == 0:
         return
     logits, probs = ctx.temp((rows * S,), np.float32), ctx.temp((rows * S,), np.float32)
-    kt, vp = ctx.temp((B * KV * H * S,), np.float32), ctx.temp((B * KV * S * H,), np.float32)
+    kt = ctx.temp((B * KV * H * S,), np.float32)
     flat = lambda t: ctx.view(t, (t.size,), np.uint8 if t.dtype == np.bool_ else t.dtype)  # noqa: E731
     ctx.call(pack_keys, flat(k), kst, c, kt, dims)
-    ctx.call(pack_values, flat(v), vst, vp, dims)
+    vf = flat(v)
+    if vst[3] != 1:  # the values' h not contiguous (sdpa_transposed's [B, KV, H, S] cache): packed [b, kv, s, h]
+        vf = ctx.temp((B * KV * S * H,), np.float32)
+        ctx.call(pack_values, flat(v), vst, vf, dims)
+        vst = np.array([KV * S * H, S * H, H, 1], np.int64)
     ctx.call(attention_logits, flat(q), qst, kt, c, flat(mask), mst, select, logits, dims)
     ctx.call(softmax_f32, ctx.view(logits, (rows, S)), ctx.view(probs, (rows, S)), 1.0)
-    ctx.call(attention_values, probs, vp, flat(out), ost, dims)
+    ctx.call(attention_values, probs, vf, vst, flat(out), ost, dims)
 
 
 def _heads(ctx: PrepareContext, n_heads: int, kv_heads: int) -> int:
