@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from linear_models import conv_case_int8, fc_quant_case, geometry
 from lite_numba.kernels.base import amx, isa
-from lite_numba.kernels.linear import simd_amx, simd_int8
+from lite_numba.kernels.linear import qgemm, simd_amx, simd_int8
 
 from lite_numba import Interpreter
 from lite_numba.testing import assert_close, run_interpreter, run_official
@@ -35,19 +35,19 @@ def _at(level: str, monkeypatch, data: bytes, inputs, threads: int = 1):
 
 
 CASES = {  # name: (geometry, the mode prepare picks)
-    # mode 0 (rows in place): rows past the last whole 32-row block copied; depth < 64, = 64, > 64
-    "pointwise_k16_rows47": (geometry(h=47, w=1, ci=16, co=24, k=(1, 1)), 0),
+    # mode 0 (rows in place): rows past the last whole 32-row block copied; depth < 64, = 64, > 64 (and >= 40)
+    "pointwise_k48_rows291": (geometry(h=97, w=3, ci=48, co=24, k=(1, 1)), 0),
     "pointwise_k64_co40": (geometry(n=2, h=7, w=9, ci=64, co=40, k=(1, 1), seed=1), 0),
     "pointwise_k200_co70": (geometry(h=9, w=11, ci=200, co=70, k=(1, 1), seed=2), 0),
     # mode 1 (windows in place): stride 1 blocks across output rows, stride 2 within one row, dilation along y
     "3x3_c64_s1": (geometry(h=13, w=10, ci=64, co=48, seed=3), 1),
     "3x3_c40_s2": (geometry(n=2, h=15, w=14, ci=40, co=33, s=(2, 2), seed=4), 1),
     "3x3_c48_dilated_y": (geometry(h=12, w=9, ci=48, co=16, d=(2, 1), padding="VALID", seed=5), 1),
-    # mode 2 (im2col): few input channels, dilation along x
+    # mode 2 (im2col): few input channels, dilation along x (prepare gives these layers to VNNI: forced here)
     "3x3_c3_first_layer": (geometry(h=20, w=17, ci=3, co=32, s=(2, 2), act="RELU6", seed=6), 2),
     "3x3_dilated_x": (geometry(h=9, w=12, ci=8, co=20, d=(1, 2), seed=7), 2),
-    # 1x1 with stride 2: whichever the estimate picks
-    "1x1_stride2": (geometry(h=12, w=10, ci=24, co=36, k=(1, 1), s=(2, 2), seed=8), None),
+    # 1x1 with stride 2: im2col blocks (VNNI packs them too)
+    "1x1_stride2": (geometry(h=32, w=40, ci=48, co=36, k=(1, 1), s=(2, 2), seed=8), 2),
 }
 
 
@@ -63,16 +63,18 @@ def _mode(it: Interpreter) -> int:
 @pytest.mark.parametrize("name", list(CASES))
 def test_conv_amx_equals_vnni(name, monkeypatch):
     g, mode = CASES[name]
+    if mode == 2 and g["kh"] * g["kw"] > 1:
+        monkeypatch.setattr(qgemm, "amx_pays", lambda *args: True)
     data, inputs = conv_case_int8(g, per_channel=True)
     (vnni,), it_v = _at("avx512vnni", monkeypatch, data, inputs)
     (tiles,), it_a = _at("amx", monkeypatch, data, inputs)
     assert "qconv_amx" in _kernels(it_a) and "qconv_amx" not in _kernels(it_v)
-    assert mode is None or _mode(it_a) == mode
+    assert _mode(it_a) == mode
     np.testing.assert_array_equal(tiles, vnni)
 
 
 @needs_amx
-@pytest.mark.parametrize("batch, k, units", [(8, 64, 16), (33, 100, 48), (64, 1280, 40), (130, 37, 70)])
+@pytest.mark.parametrize("batch, k, units", [(256, 64, 32), (65, 100, 48), (64, 1280, 40), (130, 41, 70)])
 def test_fully_connected_amx_equals_vnni_and_official(batch, k, units, monkeypatch):
     rng = np.random.default_rng(batch + k + units)
     data, x = fc_quant_case(rng, np.int8, np.int8, batch, k, units, True, np.int32, "RELU")
@@ -97,6 +99,7 @@ def test_two_threads_byte_identical(monkeypatch):
 def test_groups_of_rows(monkeypatch):
     """Several groups of rows (GROUP_BYTES made small): every mode still equals VNNI."""
     monkeypatch.setattr(simd_amx, "GROUP_BYTES", 4096)
+    monkeypatch.setattr(qgemm, "amx_pays", lambda *args: True)
     for g in (geometry(h=30, w=20, ci=64, co=40, k=(1, 1), seed=10), geometry(h=21, w=9, ci=64, co=24, seed=11),
               geometry(h=30, w=10, ci=3, co=20, seed=12)):
         data, inputs = conv_case_int8(g, per_channel=False)
@@ -131,7 +134,7 @@ def test_driver_with_bias_at_run_time():
             kp = -(-K // 64) * 64
             scratch = np.zeros((Np // 16 + simd_amx.EXTRA_ROWS + 4, simd_int8.PRM_BLOCK), np.int32)
             simd_amx.qconv_amx(x, simd_amx.pack_weights_amx(w), simd_int8.channel_offsets(w, 0, zp_in, Np), bias,
-                               out, np.array(geo + [0, simd_amx.MODE_GEMM, 64], np.int64), 0, zp_in, mult, shift,
+                               out, np.array(geo + [-1, simd_amx.MODE_GEMM, 64], np.int64), 0, zp_in, mult, shift,
                                zp_out, lo, hi, np.zeros((96, kp), np.uint8), scratch)
         outs.append(out)
     np.testing.assert_array_equal(outs[1], outs[0])

@@ -16,7 +16,7 @@ from lite_numba.kernels.base.threads import (
     serial_address,
     threads_for,
 )
-from lite_numba.kernels.linear.simd_amx import AMX_MIN_ROWS, qconv_amx, schedule_amx
+from lite_numba.kernels.linear.simd_amx import amx_pays, qconv_amx, schedule_amx
 from lite_numba.kernels.linear.simd_int8 import (
     MR,
     PR,
@@ -92,7 +92,7 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     K = w.shape[1]
     P = N * OH * OW
     shifts_ok = -31 <= int(np.min(shift)) and int(np.max(shift)) <= 31
-    if has("amx") and zp_w is None and x.dtype == np.int8 and shifts_ok and P >= AMX_MIN_ROWS:
+    if has("amx") and zp_w is None and x.dtype == np.int8 and shifts_ok and amx_pays(x.shape, out.shape, geo_conv):
         # the AMX tiles (simd_amx): int8 activations as they are, the same output stage
         return schedule_amx(ctx, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax)
     Kp, Np = padded_sizes(K, CO)

@@ -34,76 +34,29 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base import amx
-from lite_numba.kernels.base.llvm_ir import I8, V16I, data_ptr, store_live
-from lite_numba.kernels.base.llvm_ir import i64 as const64
-from lite_numba.kernels.base.llvm_ir import splat as splat_vector
+from lite_numba.kernels.linear.amx_output import fill_params, is_general, output_params_amx, store_block
 from lite_numba.kernels.linear.int8_rows import copy_flipped, pack_rows, pad_flipped
-from lite_numba.kernels.linear.simd_int8 import (
-    PRM_BLOCK,
-    channel_offsets,
-    const_values,
-    output_params_host,
-    params_or_offsets,
-    requantize_params,
-    requantize_vector,
-)
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from lite_numba.kernels.linear.simd_int8 import PRM_BLOCK, channel_offsets, const_values
+from numba import njit
 
 TM = 32  # rows of a block (2 A tiles)
 TN = 32  # output channels of a weight panel (2 B tiles)
 KSTEP = amx.TILE_BYTES  # depth bytes per tile step
-AMX_MIN_ROWS = 8  # fewer output rows (a matrix-vector FULLY_CONNECTED) stay on the VNNI tiles' 8-row / 1-row shapes
+AMX_MIN_ROWS = 32  # fewer output rows stay on the VNNI tiles (their 8-row / 1-row shapes)
+AMX_MIN_MACS = 300_000  # padded multiply-adds below which a layer stays on the VNNI tiles (amx_pays)
+AMX_MIN_DEPTH = 40  # depth (K, or one filter row's KW * CI read in place) below which layers stay on VNNI
+IM2COL_MIN_DEPTH = 256  # K x K windows at least this deep run on the tiles even through im2col blocks (amx_pays)
 GROUP_BYTES = 512 * 1024  # activation bytes of a group of rows (L2-resident while every panel passes over it)
 MODE_GEMM, MODE_WINDOWS, MODE_IM2COL = 0, 1, 2
-C_ROWS = TM * amx.C_STRIDE // 4 // PRM_BLOCK  # scratch rows (of PRM_BLOCK int32) holding the C block
-EXTRA_ROWS = C_ROWS + 1  # C and the tile configuration, after the output-stage parameters
+C_SIZE = TM * amx.C_STRIDE // 4  # int32 of one C block
+C_ROWS = 2 * C_SIZE // PRM_BLOCK  # scratch rows (of PRM_BLOCK int32) holding two C blocks (one being stored)
+EXTRA_ROWS = C_ROWS + 1  # the C blocks and the tile configuration, after the output-stage parameters
 
 
 _block_2_2 = amx.make_block(2, 2)
 _block_2_1 = amx.make_block(2, 1)
 _block_1_2 = amx.make_block(1, 2)
 _block_1_1 = amx.make_block(1, 1)
-
-
-@intrinsic
-def _store(typingctx, c, rows, nb, prm, c0, out, dst, d0, ncols, qmin, qmax):
-    """store(c, rows, nb, prm, c0, out, dst, d0, ncols, qmin, qmax): requantize the first `rows` rows of the C block
-    (int32 array, rows of amx.C_STRIDE bytes) over nb tiles of 16 channels with the output-stage parameters of
-    channels c0.. in prm (flat int32, output_params_host's layout) and store row r's first min(ncols, 16 nb) channels
-    as bytes at out[dst[d0 + r] + c0 ..] (out flat int8, dst int64; rows with dst < 0 are not stored). Loops, not
-    unrolled: one copy of the output stage (the compile stays short)."""
-    ip = types.intp
-    sig = types.void(c, ip, ip, prm, ip, out, dst, ip, ip, types.int32, types.int32)
-
-    def codegen(context, builder, sig, args):
-        c_, rows_, nb_, prm_, c0_, out_, dst_, d0_, ncols_, qmin_, qmax_ = args
-        pc = data_ptr(context, builder, sig.args[0], c_)
-        pp = data_ptr(context, builder, sig.args[3], prm_)
-        po = data_ptr(context, builder, sig.args[5], out_)
-        pd = data_ptr(context, builder, sig.args[6], dst_)
-        lo, hi = splat_vector(builder, qmin_, V16I), splat_vector(builder, qmax_, V16I)
-        v16i8 = ir.VectorType(I8, 16)
-        with cgutils.for_range(builder, nb_) as vl:
-            v16 = builder.mul(vl.index, const64(16))
-            count = builder.sub(ncols_, v16)
-            with builder.if_then(builder.icmp_signed(">", count, const64(0))):
-                cv = builder.add(c0_, v16)
-                params = requantize_params(builder, pp, cv)
-                with cgutils.for_range(builder, rows_) as rl:
-                    r = rl.index
-                    d = builder.load(builder.gep(pd, [builder.add(d0_, r)], inbounds=True))
-                    with builder.if_then(builder.icmp_signed(">=", d, const64(0))):
-                        at = builder.add(builder.mul(r, const64(amx.C_STRIDE // 4)), v16)
-                        src = builder.gep(pc, [at], inbounds=True)
-                        acc = builder.load(builder.bitcast(src, V16I.as_pointer()), align=4)
-                        y = builder.trunc(requantize_vector(builder, acc, params, lo, hi), v16i8)
-                        store_live(builder, y, builder.gep(po, [builder.add(d, cv)], inbounds=True), count)
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @njit(cache=True, inline="always")
@@ -121,15 +74,26 @@ def _tiles(ma, nb, a, lda, rstride, nrun, ks, b, c):
 
 
 @njit(cache=True, inline="always")
-def _panels(a, lda, rstride, nrun, ks, rows, wa, kpad, Np, CO, c, prm, out, dst, lo, hi):
-    """Every weight panel over `rows` rows of A (row r at byte address a + r * lda; dst[r] its output offset)."""
+def _panels(a, lda, rstride, nrun, ks, rows, wa, kpad, Np, CO, c, prm, out, dst, lo, hi, gen):
+    """Every weight panel over `rows` rows of A (row r at byte address a + r * lda; dst[r] its output offset). The
+    blocks alternate between the two C buffers of c: a block's output stage runs after the next block's tiles are
+    issued, so the CPU overlaps the vector work with the tiles' products."""
+    c_a = c[:C_SIZE]
+    c_b = c[C_SIZE:2 * C_SIZE]
+    k = 0
+    pj, pi, pma, pnb = 0, 0, 0, 0
     for j0 in range(0, Np, TN):
         nb = 2 if Np - j0 >= TN else 1
         b = wa + j0 * kpad
         for i in range(0, rows, TM):
             ma = 2 if rows - i > 16 else 1
-            _tiles(ma, nb, a + i * lda, lda, rstride, nrun, ks, b, c)
-            _store(c, 16 * ma, nb, prm, j0, out, dst, i, CO - j0, lo, hi)
+            _tiles(ma, nb, a + i * lda, lda, rstride, nrun, ks, b, c_a if k % 2 == 0 else c_b)
+            if k > 0:
+                store_block(c_b if k % 2 == 0 else c_a, 16 * pma, pnb, prm, pj, out, dst, pi, CO - pj, lo, hi, gen)
+            pj, pi, pma, pnb = j0, i, ma, nb
+            k += 1
+    if k > 0:
+        store_block(c_b if k % 2 == 0 else c_a, 16 * pma, pnb, prm, pj, out, dst, pi, CO - pj, lo, hi, gen)
 
 
 @njit(cache=True, inline="always")
@@ -212,15 +176,22 @@ def _start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
 def qconv_amx(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch):
     """Quantized CONV_2D (one group) / FULLY_CONNECTED of int8 activations on the AMX tiles: simd_int8.qconv_vnni's
     arguments (flip unused: 0), with wp packed by pack_weights_amx (pad_runs(w, KH) in mode 1), offs the channel
-    offsets of flip 0 (or the output-stage parameters when the bias is constant), geo[13] the mode and geo[14] the
-    rows of a group (module doc), abuf the mode's byte buffer (mode 0: the last rows, [rows, Kp]; mode 1: the padded
+    offsets of flip 0 (or amx_output's parameters when the bias is constant), geo[12] the output stage's form (1
+    general, 0 fast, -1 decide here from the parameters), geo[13] the mode and geo[14] the rows of a group (module
+    doc), abuf the mode's byte buffer (mode 0: the last rows, [rows, Kp]; mode 1: the padded
     input, flat; mode 2: an im2col block [MB, Kp]) and scratch int32 [Np / 16 + EXTRA_ROWS + table rows,
     PRM_BLOCK]: parameters, the C block, the tile configuration, the row table."""
     N, H, W, CI = x.shape
     _, OH, OW, CO = out.shape
     Np = (CO + 15) // 16 * 16
     nbp = Np // 16
-    prm = params_or_offsets(scratch[:nbp], offs, bias, mult, shift, zp_out, Np, 0)
+    pf = scratch[:nbp].reshape(nbp * PRM_BLOCK)
+    if offs.size == nbp * PRM_BLOCK:  # computed at prepare (a constant bias)
+        prm = offs
+    else:
+        fill_params(pf, offs, bias, mult, shift, zp_out, nbp)
+        prm = pf
+    gen = geo[12] if geo[12] >= 0 else is_general(prm, nbp)  # the output stage's form, known at prepare or not
     c = scratch[nbp:nbp + C_ROWS].reshape(C_ROWS * PRM_BLOCK)
     cfg = scratch[nbp + C_ROWS]
     t = scratch[nbp + EXTRA_ROWS:]
@@ -239,7 +210,7 @@ def qconv_amx(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmi
     ngroups, u, per = _groups(x, out, geo, abuf)
     for g in range(ngroups):
         a, lda, rstride, nrun, ks, rows = _start_group(g, x, out, geo, zp_in, abuf, dst, u, per)
-        _panels(a, lda, rstride, nrun, ks, rows, wa, nrun * ks * KSTEP, Np, CO, c, prm, o, dst, lo, hi)
+        _panels(a, lda, rstride, nrun, ks, rows, wa, nrun * ks * KSTEP, Np, CO, c, prm, o, dst, lo, hi, gen)
     amx.release()
 
 
@@ -284,6 +255,31 @@ def choose_mode(N, H, W, CI, CO, OH, OW, geo_conv) -> int:
     return MODE_WINDOWS if windows <= im2col else MODE_IM2COL
 
 
+def amx_pays(x_shape, out_shape, geo_conv) -> bool:
+    """Whether a layer runs on the tiles rather than the VNNI kernels (both exact, both at the amx level; one thread,
+    CPU time, Xeon model 207):
+    - enough output rows (AMX_MIN_ROWS) and work (AMX_MIN_MACS, rows x depth and channels padded to the tiles): a
+      17 x 64 x 192 FULLY_CONNECTED 2.2 us on VNNI, 2.4 on the tiles; a 6 x 6 x 144 -> 24 pointwise layer 1.7 vs 2.2;
+      the tiles' fixed cost (a call, a tile configuration, a C block stored and read back) outweighs their speed;
+    - enough depth per 64-byte step (AMX_MIN_DEPTH): below it the output stage dominates and VNNI's, in registers,
+      is cheaper (MobileNetV2's expansions of 8 or 16 channels 1.1-1.3x slower on the tiles, of 48 or more
+      0.7-0.85x);
+    - rows read in place (modes 0 and 1), a strided 1 x 1 layer (which VNNI packs too) or deep windows
+      (IM2COL_MIN_DEPTH). Where the tiles would need im2col blocks of a shallow window (3 input channels, dilation
+      along x) the VNNI kernel reads the windows in place and wins (MobileNetV2's 224x224x3 stem 105 vs 182 us,
+      ResNet-18's 7x7x3 one 395 vs 527 us); ResNet-18's 3x3 stride-2 layer of 7 x 7 outputs (K = 2304) is 3x faster
+      packed on the tiles."""
+    N, H, W, CI = x_shape
+    _, OH, OW, CO = out_shape
+    KH, KW = geo_conv[6], geo_conv[7]
+    if N * OH * OW < AMX_MIN_ROWS or N * OH * OW * -(-KH * KW * CI // KSTEP) * KSTEP * -(-CO // 16) * 16 < AMX_MIN_MACS:
+        return False
+    mode = choose_mode(N, H, W, CI, CO, OH, OW, geo_conv)
+    if (KW * CI if mode == MODE_WINDOWS else KH * KW * CI) < AMX_MIN_DEPTH:
+        return False
+    return mode != MODE_IM2COL or (KH == 1 and KW == 1) or KH * KW * CI >= IM2COL_MIN_DEPTH
+
+
 def group_rows(row_bytes: int) -> int:
     """Rows per group (a multiple of TM): about GROUP_BYTES of activations."""
     return max(TM, GROUP_BYTES // max(row_bytes, 1) // TM * TM)
@@ -300,10 +296,12 @@ def schedule_amx(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, s
     Np = -(-CO // 16) * 16
     offs = channel_offsets(w, 0, zp_in, Np)
     bias_values = const_values(bias)
+    general = -1  # the output stage's general form (amx_output): decided in the kernel when the bias is not known
     if bias_values is not None:  # the output-stage parameters once, at prepare
         off = offs[:CO].astype(np.int64) + np.asarray(bias_values, np.int64)
-        offs = output_params_host(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
-                                  zp_out, CO, Np // 16)
+        offs = output_params_amx(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
+                                 zp_out, CO, Np // 16)
+        general = int(np.max(shift) > 0 or np.min(shift) < -21)
     sh, sw, dh, dw, pt, pl, KH, KW = (int(v) for v in geo_conv)
     mode = choose_mode(N, H, W, CI, CO, OH, OW, geo_conv)
     pointwise = mode == MODE_GEMM
@@ -327,6 +325,6 @@ def schedule_amx(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, s
     # the row table: a group's rows (mode 1: whole output rows of WP or OW pixels) and a block's slack
     table_rows = -(-(max(MG, (OW - 1) * sw + KW) + 2 * TM) * 2 // PRM_BLOCK)
     scratch = ctx.temp((Np // 16 + EXTRA_ROWS + table_rows, PRM_BLOCK), np.int32)
-    geo = np.array([sh, sw, dh, dw, pt, pl, KH, KW, OH, OW, int(pointwise), 0, 0, mode, MG], np.int64)
+    geo = np.array([sh, sw, dh, dw, pt, pl, KH, KW, OH, OW, int(pointwise), 0, general, mode, MG], np.int64)
     ctx.call(qconv_amx, x, ctx.const(wp), ctx.const(offs), bias, out, geo, 0, int(zp_in),
              np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
