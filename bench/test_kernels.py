@@ -86,3 +86,67 @@ def test_int8_gemm(benchmark, path):
                  "note": f"best {best:.0f}"})
     benchmark.extra_info.update(path=path, gops_median=med, gops_best=best)
     benchmark(fn, *args)
+
+
+HYBRID_PATHS = {"avx512vnni": 2, "avxvnni": 1, "avx2": 0}
+
+
+@pytest.mark.parametrize("shape", [(784, 128, 128), (17, 64, 192), (1, 2048, 2048)],
+                         ids=["pointwise_28x28", "vit_fc_17_rows", "gemv_2048"])
+@pytest.mark.parametrize("path", list(HYBRID_PATHS))
+def test_hybrid_gemm(benchmark, path, shape):
+    """The hybrid (dynamic-range) FULLY_CONNECTED driver (hybrid_gemm: the rows quantized at run time, the int8
+    tiles, the float32 epilogue) on the tiles of each path, GOP/s counting the multiply-adds only."""
+    from lite_numba.kernels.linear import hybrid_gemm, hybrid_schedule, hybrid_tiles
+
+    if not isa.supports(path):
+        pytest.skip(f"the CPU lacks {path}")
+    M, K, N = shape
+    scheme = HYBRID_PATHS[path]
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, (N, K)).astype(np.int8)
+    Kp, Np = simd_int8.padded_sizes(K, N)
+    mr = hybrid_tiles.WIDE_MR if scheme == 2 else hybrid_tiles.NARROW_MR
+    MB = simd_int8.block_rows(Kp, M, mr)
+    hpc = hybrid_tiles.hybrid_params(w.astype(np.int64).sum(axis=1), rng.uniform(0.002, 0.02, N), None, Np)
+    wp = simd_int8_narrow.pack_weights_pairs(w) if scheme == 0 else simd_int8.pack_weights_vnni(w)
+    args = (rng.standard_normal(M * K).astype(np.float32), wp, hpc, rng.standard_normal(N).astype(np.float32),
+            np.zeros(M * N, np.float32), np.array([M, K, N, 1, scheme, 0, 0, M, 0, N], np.int64),
+            np.array([-np.inf, np.inf, 0], np.float32), np.zeros((MB, Kp), np.uint8), np.zeros(MB, np.int32),
+            np.zeros(MB, np.float32), np.zeros_like(hpc), np.zeros(K, np.int8))
+    fn = hybrid_gemm.FC_DRIVERS[scheme]
+    assert hybrid_schedule.engine() is not None
+    med, best = _rate(fn, args, 2.0 * M * K * N)
+    ROWS.append({"case": f"hybrid int8 GEMM {M}x{K}x{N} GOP/s", "path": path, "ours": med, "unit": "rate",
+                 "note": f"best {best:.0f}"})
+    benchmark.extra_info.update(path=path, gops_median=med, gops_best=best)
+    benchmark(fn, *args)
+
+
+@pytest.mark.parametrize("shape", [(64, 512, 512), (16, 64, 128), (1, 2048, 2048)],
+                         ids=["prefill_64_rows", "decoder_16_rows", "gemv_2048"])
+@pytest.mark.parametrize("path", list(HYBRID_PATHS))
+def test_int4_gemm(benchmark, path, shape):
+    """The INT4 blockwise FULLY_CONNECTED driver (fc_int4: nibbles unpacked in the tiles, block 32) on each path,
+    GOP/s counting the multiply-adds only."""
+    from lite_numba.kernels.linear import fc_int4
+
+    if not isa.supports(path):
+        pytest.skip(f"the CPU lacks {path}")
+    M, K, N = shape
+    kind, bs = HYBRID_PATHS[path], 32
+    rng = np.random.default_rng(0)
+    packed = rng.integers(0, 256, N * K // 2).astype(np.uint8)
+    wq, st, kf = fc_int4.prepare_int4(packed, rng.uniform(0.01, 0.1, N * K // bs).astype(np.float32), N, K, bs)
+    mr = fc_int4.WIDE_MR if kind == 2 else fc_int4.NARROW_MR
+    MB = min(max(mr, (32 * 1024 // K) // mr * mr), -(-M // mr) * mr)
+    args = (rng.standard_normal(M * K).astype(np.float32), wq, st, kf, np.zeros(N, np.float32),
+            np.zeros(M * N, np.float32), np.array([M, K, N, bs, 0, 0, M, 0, N], np.int64), np.zeros((MB, K), np.int8),
+            np.zeros(MB * (K // bs), np.int32), np.zeros(MB, np.float32), np.zeros(MB, np.float32),
+            np.zeros(kf.size, np.float32), np.zeros(K, np.int8))
+    fn = fc_int4.DRIVERS[kind]
+    med, best = _rate(fn, args, 2.0 * M * K * N)
+    ROWS.append({"case": f"int4 blockwise GEMM {M}x{K}x{N} GOP/s", "path": path, "ours": med, "unit": "rate",
+                 "note": f"best {best:.0f}"})
+    benchmark.extra_info.update(path=path, gops_median=med, gops_best=best)
+    benchmark(fn, *args)

@@ -35,6 +35,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 LANES = 16
+_SETS = 4  # independent accumulator sets of vector_range
 _V16F = ir.VectorType(F32, LANES)
 _V16I = ir.VectorType(I32, LANES)
 _V16B8 = ir.VectorType(I8, LANES)
@@ -62,29 +63,48 @@ def vector_range(typingctx, x, base, n):
         px = _f32_ptr(context, builder, sig.args[0], x_, base_)
         zero = ir.Constant(_V16F, None)
         first = _vload(builder, px)
-        mn = cgutils.alloca_once_value(builder, first)
-        mx = cgutils.alloca_once_value(builder, first)
-        bad = cgutils.alloca_once_value(builder, builder.fmul(first, zero))
-        count = builder.udiv(n_, i64(LANES))
-        with cgutils.for_range(builder, builder.sub(count, i64(1))) as loop:
-            v = _vload(builder, builder.gep(px, [builder.mul(builder.add(loop.index, i64(1)), i64(LANES))],
-                                            inbounds=True))
+        # SETS independent accumulator sets over the groups of SETS vectors (the chains' latency, not their
+        # operations, bounds a single set), then the vectors left over in set 0
+        sets = [tuple(cgutils.alloca_once_value(builder, v) for v in (first, first, builder.fmul(first, zero)))
+                for _ in range(_SETS)]
+
+        def step(acc, v):
+            mn, mx, bad = acc
             a = builder.load(mn)
             builder.store(builder.select(builder.fcmp_ordered("<", v, a), v, a), mn)
             b = builder.load(mx)
             builder.store(builder.select(builder.fcmp_ordered(">", v, b), v, b), mx)
             builder.store(builder.fadd(builder.load(bad), builder.fmul(v, zero)), bad)
-        vmn, vmx, vbad = builder.load(mn), builder.load(mx), builder.load(bad)
-        smn = builder.extract_element(vmn, ir.Constant(I32, 0))
-        smx = builder.extract_element(vmx, ir.Constant(I32, 0))
-        sbad = builder.extract_element(vbad, ir.Constant(I32, 0))
-        for lane in range(1, LANES):
-            e = builder.extract_element(vmn, ir.Constant(I32, lane))
-            smn = builder.select(builder.fcmp_ordered("<", e, smn), e, smn)
-            e = builder.extract_element(vmx, ir.Constant(I32, lane))
-            smx = builder.select(builder.fcmp_ordered(">", e, smx), e, smx)
-            sbad = builder.fadd(sbad, builder.extract_element(vbad, ir.Constant(I32, lane)))
-        return context.make_tuple(builder, sig.return_type, (smn, smx, sbad))
+
+        count = builder.udiv(n_, i64(LANES))
+        groups = builder.udiv(count, i64(_SETS))
+        with cgutils.for_range(builder, groups) as loop:
+            g0 = builder.mul(loop.index, i64(_SETS * LANES))
+            for k in range(_SETS):
+                step(sets[k], _vload(builder, builder.gep(px, [builder.add(g0, i64(k * LANES))], inbounds=True)))
+        done = builder.mul(groups, i64(_SETS))
+        with cgutils.for_range(builder, builder.sub(count, done)) as loop:
+            at = builder.mul(builder.add(done, loop.index), i64(LANES))
+            step(sets[0], _vload(builder, builder.gep(px, [at], inbounds=True)))
+        vmn, vmx, vbad = (builder.load(p) for p in sets[0])
+        for k in range(1, _SETS):
+            a, b, c = (builder.load(p) for p in sets[k])
+            vmn = builder.select(builder.fcmp_ordered("<", a, vmn), a, vmn)
+            vmx = builder.select(builder.fcmp_ordered(">", b, vmx), b, vmx)
+            vbad = builder.fadd(vbad, c)
+        half = LANES
+        while half > 1:  # halving steps across the lanes (any order: finite values; a NaN stays a NaN in the sum)
+            half //= 2
+            idx = ir.Constant(ir.VectorType(I32, LANES), list(range(half, 2 * half)) + list(range(LANES - half)))
+            e = builder.shuffle_vector(vmn, vmn, idx)
+            vmn = builder.select(builder.fcmp_ordered("<", e, vmn), e, vmn)
+            e = builder.shuffle_vector(vmx, vmx, idx)
+            vmx = builder.select(builder.fcmp_ordered(">", e, vmx), e, vmx)
+            vbad = builder.fadd(vbad, builder.shuffle_vector(vbad, vbad, idx))
+        first = ir.Constant(I32, 0)
+        return context.make_tuple(builder, sig.return_type, (builder.extract_element(vmn, first),
+                                                             builder.extract_element(vmx, first),
+                                                             builder.extract_element(vbad, first)))
 
     return sig, codegen
 

@@ -45,27 +45,79 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
 def _dot(builder, kind, acc, w, a, lanes):
-    """acc + per int32 lane the 4 products of w's unsigned bytes (0 .. 15) and a's signed bytes."""
+    """acc + per int32 lane the 4 products of w's unsigned bytes (0 .. 15) and a's signed bytes: vpdpbusd on zmm
+    ("wide") or ymm ("vnni", simd_int8_narrow.dpbusd, a generic twin where the target lacks it)."""
     vi = ir.VectorType(I32, lanes)
     if kind == "wide":
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vi, vi, vi]),
                                             "llvm.x86.avx512.vpdpbusd.512")
         return builder.call(fn, [acc, w, a])
-    if kind == "vnni":
-        return dpbusd(builder, acc, w, a)
+    return dpbusd(builder, acc, w, a)
+
+
+def _maddubs(builder, w, a):
+    """Per int16 lane the 2 products of w's unsigned bytes (0 .. 15) and a's signed bytes, summed (<32 x i8> ->
+    <16 x i16>; exact, |2 * 15 * 128| < 2^15): vpmaddubsw, else generic vector IR."""
     vb = ir.VectorType(I8, 32)
     vs = ir.VectorType(I16, 16)
     if _X86 and not simd_int8_narrow.GENERIC and isa.supports("avx2"):
-        mub = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vs, [vb, vb]), "llvm.x86.avx2.pmadd.ub.sw")
-        mwd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vs, vs]), "llvm.x86.avx2.pmadd.wd")
-        p = builder.call(mub, [builder.bitcast(w, vb), builder.bitcast(a, vb)])
-        return builder.add(acc, builder.call(mwd, [p, ir.Constant(vs, [1] * 16)]))
-    v32 = ir.VectorType(I32, 32)
-    p = builder.mul(builder.zext(builder.bitcast(w, vb), v32), builder.sext(builder.bitcast(a, vb), v32))
-    for i in range(4):
-        acc = builder.add(acc, builder.shuffle_vector(p, p, ir.Constant(ir.VectorType(I32, lanes),
-                                                                        [4 * j + i for j in range(lanes)])))
-    return acc
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vs, [vb, vb]), "llvm.x86.avx2.pmadd.ub.sw")
+        return builder.call(fn, [builder.bitcast(w, vb), builder.bitcast(a, vb)])
+    p = builder.mul(builder.zext(builder.bitcast(w, vb), ir.VectorType(I16, 32)),
+                    builder.sext(builder.bitcast(a, vb), ir.VectorType(I16, 32)))
+    even = builder.shuffle_vector(p, p, ir.Constant(ir.VectorType(I32, 16), list(range(0, 32, 2))))
+    odd = builder.shuffle_vector(p, p, ir.Constant(ir.VectorType(I32, 16), list(range(1, 32, 2))))
+    return builder.add(even, odd)
+
+
+def _chunks_int16(builder, mr, nv, lanes, accs, arow, pw, w_off, cstride, b, nch, low, four):
+    """The chunks of block b for the "maddubs" tiles: vpmaddubsw sums of up to 4 chunks (8 products of at most
+    15 * 128 each: below 2^15) kept in int16 lanes, then widened into the int32 accumulators by one vpmaddwd with
+    ones, instead of one vpmaddwd per vpmaddubsw."""
+    vi = ir.VectorType(I32, lanes)
+    vs = ir.VectorType(I16, 2 * lanes)
+    vb = ir.VectorType(I8, 4 * lanes)
+    ones = ir.Constant(vs, [1] * (2 * lanes))
+    s16 = [[cgutils.alloca_once(builder, vs) for _ in range(nv)] for _ in range(mr)]
+    with cgutils.for_range(builder, builder.sdiv(builder.add(nch, i64(3)), i64(4))) as grp:
+        for r in range(mr):
+            for v in range(nv):
+                builder.store(ir.Constant(vs, None), s16[r][v])
+        for u in range(4):
+            cin = builder.add(builder.mul(grp.index, i64(4)), i64(u))
+            with builder.if_then(builder.icmp_signed("<", cin, nch)):
+                c = builder.add(builder.mul(b, nch), cin)  # chunk index within the row
+                pc = byte_ptr(builder, pw, builder.add(w_off, builder.mul(c, cstride)))
+                wl, wh = [], []
+                for v in range(nv):
+                    raw = load(builder, byte_ptr(builder, pc, i64(4 * lanes * v)), vb)
+                    wl.append(builder.and_(raw, low))
+                    wh.append(builder.and_(builder.lshr(raw, four), low))
+                d0 = builder.mul(c, i64(8))
+                for r in range(mr):
+                    a0 = builder.bitcast(splat(builder, load(builder, byte_ptr(builder, arow[r], d0), I32), vi), vb)
+                    a1 = builder.bitcast(splat(builder, load(builder, byte_ptr(builder, arow[r], builder.add(
+                        d0, i64(4))), I32), vi), vb)
+                    for v in range(nv):
+                        t = builder.add(_maddubs(builder, wl[v], a0), _maddubs(builder, wh[v], a1))
+                        builder.store(builder.add(builder.load(s16[r][v]), t), s16[r][v])
+        for r in range(mr):
+            for v in range(nv):
+                wide = _widen(builder, builder.load(s16[r][v]), ones)
+                builder.store(builder.add(builder.load(accs[r][v]), wide), accs[r][v])
+
+
+def _widen(builder, s, ones):
+    """Per int32 lane the sum of two int16 lanes of s (<16 x i16> -> <8 x i32>): vpmaddwd with ones, else generic."""
+    vi = ir.VectorType(I32, 8)
+    if _X86 and not simd_int8_narrow.GENERIC and isa.supports("avx2"):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [s.type, s.type]),
+                                            "llvm.x86.avx2.pmadd.wd")
+        return builder.call(fn, [s, ones])
+    p = builder.sext(s, ir.VectorType(I32, 16))
+    even = builder.shuffle_vector(p, p, ir.Constant(vi, list(range(0, 16, 2))))
+    odd = builder.shuffle_vector(p, p, ir.Constant(vi, list(range(1, 16, 2))))
+    return builder.add(even, odd)
 
 
 def _make_tile(mr: int, nv: int, kind: str):
@@ -119,27 +171,30 @@ def _make_tile(mr: int, nv: int, kind: str):
                         builder.store(t, accs[0][r][v])
                         if split:
                             builder.store(ir.Constant(vi, None), accs[1][r][v])
-                with cgutils.for_range(builder, nch) as ch:
-                    c = builder.add(builder.mul(b, nch), ch.index)  # chunk index within the row
-                    pc = byte_ptr(builder, pw, builder.add(w_off_, builder.mul(c, cstride_)))
-                    wl, wh = [], []
-                    for v in range(nv):
-                        raw = load(builder, byte_ptr(builder, pc, i64(4 * lanes * v)), vb)
-                        wl.append(builder.bitcast(builder.and_(raw, low), vi))
-                        wh.append(builder.bitcast(builder.and_(builder.lshr(raw, four), low), vi))
-                    d0 = builder.mul(c, i64(8))
-                    for r in range(mr):
-                        a0 = splat(builder, load(builder, byte_ptr(builder, arow[r], d0), I32), vi)
-                        a1 = splat(builder, load(builder, byte_ptr(builder, arow[r], builder.add(d0, i64(4))), I32),
-                                   vi)
+                if kind == "maddubs":
+                    _chunks_int16(builder, mr, nv, lanes, accs[0], arow, pw, w_off_, cstride_, b, nch, low, four)
+                else:
+                    with cgutils.for_range(builder, nch) as ch:
+                        c = builder.add(builder.mul(b, nch), ch.index)  # chunk index within the row
+                        pc = byte_ptr(builder, pw, builder.add(w_off_, builder.mul(c, cstride_)))
+                        wl, wh = [], []
                         for v in range(nv):
-                            x = _dot(builder, kind, builder.load(accs[0][r][v]), wl[v], a0, lanes)
-                            if split:
-                                builder.store(x, accs[0][r][v])
-                                y = _dot(builder, kind, builder.load(accs[1][r][v]), wh[v], a1, lanes)
-                                builder.store(y, accs[1][r][v])
-                            else:
-                                builder.store(_dot(builder, kind, x, wh[v], a1, lanes), accs[0][r][v])
+                            raw = load(builder, byte_ptr(builder, pc, i64(4 * lanes * v)), vb)
+                            wl.append(builder.bitcast(builder.and_(raw, low), vi))
+                            wh.append(builder.bitcast(builder.and_(builder.lshr(raw, four), low), vi))
+                        d0 = builder.mul(c, i64(8))
+                        for r in range(mr):
+                            a0 = splat(builder, load(builder, byte_ptr(builder, arow[r], d0), I32), vi)
+                            a1 = splat(builder, load(builder, byte_ptr(builder, arow[r], builder.add(d0, i64(4))), I32),
+                                       vi)
+                            for v in range(nv):
+                                x = _dot(builder, kind, builder.load(accs[0][r][v]), wl[v], a0, lanes)
+                                if split:
+                                    builder.store(x, accs[0][r][v])
+                                    y = _dot(builder, kind, builder.load(accs[1][r][v]), wh[v], a1, lanes)
+                                    builder.store(y, accs[1][r][v])
+                                else:
+                                    builder.store(_dot(builder, kind, x, wh[v], a1, lanes), accs[0][r][v])
                 prow = builder.gep(pst, [builder.add(builder.mul(b, ldst_), n0_)], inbounds=True)
                 for v in range(nv):
                     sc = builder.load(builder.bitcast(builder.gep(prow, [i64(lanes * v)], inbounds=True),
