@@ -293,3 +293,22 @@ def test_add_mul_8bit_pair_tables(data):
     y = (raw % 256).astype(np.uint8).view(dtype).reshape(shape)
     model = binary_model(op, dtype, shape, shape, q1, q2, qo, {"fused_activation_function": act}, VERSION[dtype])
     assert_same(model, [x, y])
+
+
+@settings(max_examples=scaled(16), deadline=None)
+@given(data=st.data())
+def test_add_mul_8bit_broadcast_pair_tables(data):
+    """Fivefold-broadcast 8-bit ADD / MUL of at least PAIR_TABLE_MIN_SIZE elements (a LayerNorm's x * rsqrt(var)
+    [17, 64] x [17, 1], a scalar scale, a row broadcast over rows, either input broadcasting, runs with scalar tails)
+    run as tables of binary_neon_op's stages (binary_pair_broadcast); results equal the official."""
+    op = data.draw(st.sampled_from(["ADD", "MUL"]))
+    dtype = data.draw(st.sampled_from([np.int8, np.uint8]))
+    s1, s2 = data.draw(st.sampled_from([([17, 64], [17, 1]), ([17, 1], [17, 64]), ([4, 17, 17], [1]),
+                                        ([1], [4, 17, 17]), ([4, 80], [1, 80]), ([1, 80], [4, 80]),
+                                        ([5, 67], [1, 67]), ([3, 99], [3, 1])]))
+    q1, q2 = qparams(data.draw, dtype), qparams(data.draw, dtype)
+    qo = qparams(data.draw, dtype, data.draw(st.sampled_from([-5.0, -2.0])), -0.3)
+    act = data.draw(st.sampled_from(["NONE", "RELU", "RELU6"]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 16)))
+    model = binary_model(op, dtype, s1, s2, q1, q2, qo, {"fused_activation_function": act}, VERSION[dtype])
+    assert_same(model, [random_values(rng, dtype, s1), random_values(rng, dtype, s2)])

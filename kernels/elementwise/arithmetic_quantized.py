@@ -334,6 +334,51 @@ def binary_pair_lookup(x, y, out, tneon, tscalar, split):
         out[k] = tscalar[(np.int64(x[k]) << 8) | np.int64(y[k])]
 
 
+@njit(cache=True, nogil=True)
+def binary_pair_broadcast(x, y, out, tvec, tsc, cfg):
+    """binary_neon_op's fivefold broadcast (kind 1) of 8-bit inputs by table: its loops, each element looked up as
+    tvec[a, b] in the vector blocks (the element-wise runs' stage when y4 > 1, the scalar-broadcast runs' stage
+    otherwise) and tsc[a, b] in the scalar tails, with a the input that broadcasts fast (pair tables built with the
+    inputs' roles swapped as binary_neon_op swaps them)."""
+    swap = cfg[1]
+    a = y if swap else x
+    b = x if swap else y
+    y0, y1, y2, y3, y4 = cfg[2], cfg[3], cfg[4], cfg[5], cfg[6]
+    ia = 0
+    ib_reset = 0
+    o = 0
+    if y4 > 1:
+        split = y4 - y4 % cfg[7]
+        for _i0 in range(y0):
+            for _i1 in range(y1):
+                ib = ib_reset
+                for _i2 in range(y2):
+                    for _i3 in range(y3):
+                        for k in range(split):
+                            out[o + k] = tvec[(np.int64(a[ia + k]) << 8) | np.int64(b[ib + k])]
+                        for k in range(split, y4):
+                            out[o + k] = tsc[(np.int64(a[ia + k]) << 8) | np.int64(b[ib + k])]
+                        ib += y4
+                        o += y4
+                    ia += y4
+            ib_reset = ib
+        return
+    split = y3 - y3 % cfg[8]
+    for _i0 in range(y0):
+        for _i1 in range(y1):
+            ib = ib_reset
+            for _i2 in range(y2):
+                row = np.int64(a[ia]) << 8
+                for k in range(split):
+                    out[o + k] = tvec[row | np.int64(b[ib + k])]
+                for k in range(split, y3):
+                    out[o + k] = tsc[row | np.int64(b[ib + k])]
+                ib += y3
+                o += y3
+                ia += 1
+        ib_reset = ib
+
+
 # From this size on a table replaces the per-element arithmetic (~3.5 ns an element vs ~0.3): building it takes
 # ~0.1 ms at prepare and 64 KiB of constants (a second one only when there is a scalar tail).
 PAIR_TABLE_MIN_SIZE = 256
@@ -371,6 +416,19 @@ def schedule_binary_neon_op(ctx: PrepareContext, x: Tensor, y: Tensor, out: Tens
         ctx.call(binary_pair_lookup, ctx.view(x, (x.size,), raw_view_dtype(x.dtype)),
                  ctx.view(y, (y.size,), raw_view_dtype(y.dtype)), ctx.view(out, (out.size,), rv), tneon, tscalar,
                  split)
+        return
+    if kind == 1 and x.dtype.itemsize == 1 and y.dtype.itemsize == 1 and out.size >= PAIR_TABLE_MIN_SIZE:
+        # fivefold broadcast (a LayerNorm's x * rsqrt(var), a scalar scale): the same tables with the inputs in
+        # binary_neon_op's roles, for its element-wise runs (y4 > 1) or its scalar-broadcast runs
+        rv = raw_view_dtype(out.dtype)
+        ra = int(category == "second")
+        t = np.ascontiguousarray(tables, np.int64)
+        stage = 2 if ys5[4] > 1 else 4
+        tvec, tsc = np.zeros(65536, rv), np.zeros(65536, rv)
+        call_compiled(pair_tables, np.ascontiguousarray(t[[ra, 1 - ra, stage + ra, stage + 1 - ra]]),
+                      np.asarray(params, np.int64), int(narrowing[0 if stage == 2 else 1]), tvec, tsc)
+        ctx.call(binary_pair_broadcast, ctx.view(x, (x.size,), raw_view_dtype(x.dtype)),
+                 ctx.view(y, (y.size,), raw_view_dtype(y.dtype)), ctx.view(out, (out.size,), rv), tvec, tsc, cfg)
         return
     ctx.call(binary_neon_op, ctx.view(x, (x.size,), raw_view_dtype(x.dtype)),
              ctx.view(y, (y.size,), raw_view_dtype(y.dtype)), ctx.view(out, (out.size,), raw_view_dtype(out.dtype)),
