@@ -39,9 +39,12 @@ CASES = {  # name: (geometry, the mode prepare picks)
     "pointwise_k48_rows291": (geometry(h=97, w=3, ci=48, co=24, k=(1, 1)), 0),
     "pointwise_k64_co40": (geometry(n=2, h=7, w=9, ci=64, co=40, k=(1, 1), seed=1), 0),
     "pointwise_k200_co70": (geometry(h=9, w=11, ci=200, co=70, k=(1, 1), seed=2), 0),
-    # mode 1 (windows in place): stride 1 blocks across output rows, stride 2 within one row, dilation along y
+    # mode 1 (windows in place): stride 1 blocks across output rows, stride 2 within one row (or two rows of <= 16
+    # pixels), dilation along y
     "3x3_c64_s1": (geometry(h=13, w=10, ci=64, co=48, seed=3), 1),
     "3x3_c40_s2": (geometry(n=2, h=15, w=14, ci=40, co=33, s=(2, 2), seed=4), 1),
+    "3x3_c40_s2_odd_rows": (geometry(h=13, w=30, ci=40, co=33, s=(2, 2), seed=13), 1),  # two output rows a block
+    "3x3_c24_s2_wide": (geometry(h=9, w=70, ci=24, co=20, s=(2, 2), seed=14), 1),  # 35 pixels: one row a block
     "3x3_c48_dilated_y": (geometry(h=12, w=9, ci=48, co=16, d=(2, 1), padding="VALID", seed=5), 1),
     # mode 2 (im2col): few input channels, dilation along x (prepare gives these layers to VNNI: forced here)
     "3x3_c3_first_layer": (geometry(h=20, w=17, ci=3, co=32, s=(2, 2), act="RELU6", seed=6), 2),

@@ -20,10 +20,10 @@ tiles: a driver loads ours when it starts (``load_config``) and releases the til
 each worker of a parallel driver configures its own and a context switch after the driver saves no tile data.
 
 The block intrinsic (``make_block``) computes C[16 ma, 16 nb] (int32) = sum over nrun runs of ksteps 64-byte steps
-of A . B with TDPBSSD (signed x signed bytes): A tile i reads 16 rows at a + u * rstride + s * 64 + (16 i + r) *
-lda (run u, step s, row r), B its nb tiles of 1 KiB at b + ((u * ksteps + s) * nb + j) * 1024, and stores C with
-rows of 128 bytes (32 int32). The pointers are copied into clobbered registers before the asm changes them (an
-input operand must not be modified)."""
+of A . B with TDPBSSD (signed x signed bytes): A tile i reads 16 rows at a + i * a2 + u * rstride + s * 64 + r * lda
+(run u, step s, row r), B its nb tiles of 1 KiB at b + ((u * ksteps + s) * nb + j) * 1024, and stores C with rows of
+128 bytes (32 int32); with load, C starts from the block in memory instead of zero. The pointers are copied into
+clobbered registers before the asm changes them (an input operand must not be modified)."""
 
 from __future__ import annotations
 
@@ -135,22 +135,32 @@ def release(typingctx):
     return types.void(), codegen
 
 
-def block_asm(ma: int, nb: int, op: str = "tdpbssd") -> str:
-    """The assembly of make_block(ma, nb): operands $0 a, $1 lda, $2 rstride, $3 nrun, $4 ksteps, $5 b, $6 c."""
+def block_asm(ma: int, nb: int, op: str = "tdpbssd", load: bool = False) -> str:
+    """The assembly of make_block(ma, nb, op, load): operands $0 a, $1 lda, $2 rstride, $3 nrun << 32 | ksteps,
+    $4 b, $5 c, $6 a2 (the byte offset of A tile 1 from A tile 0). Seven operands and seven clobbered registers:
+    all that x86-64 has besides the stack and frame pointers."""
     accs = [(i, j) for i in range(ma) for j in range(nb)]
-    lines = [f"tilezero %tmm{2 * i + j}" for i, j in accs]
-    lines += ["mov $0, %r8", "mov $5, %r9", "mov $3, %r10", "mov $1, %r13", "shl $$4, %r13", "mov $$64, %rcx",
-              "1:", "mov %r8, %r11", "mov $4, %r12",
+    lines = []
+    if load:  # accumulate onto the C block in memory (a partial sum over earlier steps)
+        lines += ["mov $5, %r11", f"mov $${C_STRIDE}, %rcx"]
+        for i, j in accs:
+            if i == 1 and j == 0:
+                lines += [f"add $${TILE_ROWS * C_STRIDE}, %r11"]
+            lines += [f"tileloadd {64 * j}(%r11,%rcx,1), %tmm{2 * i + j}"]
+    else:
+        lines += [f"tilezero %tmm{2 * i + j}" for i, j in accs]
+    lines += ["mov $0, %r8", "mov $4, %r9", "mov $3, %r10", "shr $$32, %r10", "mov $$64, %rcx",
+              "1:", "mov %r8, %r11", "movl ${3:k}, %r12d",
               "2:", "tileloadd (%r11,$1,1), %tmm4"]
     if ma == 2:
-        lines += ["lea (%r11,%r13,1), %rax", "tileloadd (%rax,$1,1), %tmm5"]
+        lines += ["lea (%r11,$6,1), %rax", "tileloadd (%rax,$1,1), %tmm5"]
     lines += ["tileloadd (%r9,%rcx,1), %tmm6"]
     if nb == 2:
         lines += ["tileloadd 1024(%r9,%rcx,1), %tmm7"]
     lines += [f"{op} %tmm{6 + j}, %tmm{4 + i}, %tmm{2 * i + j}" for i, j in accs]
     lines += ["add $$64, %r11", f"add $${1024 * nb}, %r9", "dec %r12", "jnz 2b",
               "add $2, %r8", "dec %r10", "jnz 1b",
-              "mov $6, %r11", f"mov $${C_STRIDE}, %rcx"]
+              "mov $5, %r11", f"mov $${C_STRIDE}, %rcx"]
     for i, j in accs:
         if i == 1 and j == 0:
             lines += [f"add $${TILE_ROWS * C_STRIDE}, %r11"]
@@ -158,21 +168,25 @@ def block_asm(ma: int, nb: int, op: str = "tdpbssd") -> str:
     return "\n".join(lines)
 
 
-def make_block(ma: int, nb: int, op: str = "tdpbssd"):
-    """An intrinsic block(a, lda, rstride, nrun, ksteps, b, c) computing the C block of ma x nb tiles (module
-    docstring): a and b are byte addresses (int64), c an int32 array (rows of C_STRIDE bytes); nrun, ksteps >= 1."""
-    text = block_asm(ma, nb, op)
+def make_block(ma: int, nb: int, op: str = "tdpbssd", load: bool = False):
+    """An intrinsic block(a, lda, rstride, nrun, ksteps, b, c, a2) computing the C block of ma x nb tiles (module
+    docstring; A tile 1 at a + a2 rather than a + 16 lda, so its rows may be another output row's pixels): a and b
+    are byte addresses (int64), c an int32 array (rows of C_STRIDE bytes); nrun, ksteps >= 1. load: the products
+    are added to the block already in c (a sum over earlier steps) instead of starting from zero."""
+    text = block_asm(ma, nb, op, load)
 
     @intrinsic
-    def block(typingctx, a, lda, rstride, nrun, ksteps, b, c):
+    def block(typingctx, a, lda, rstride, nrun, ksteps, b, c, a2):
         if not isinstance(c, types.Array):
             return None
         i64 = types.int64
-        sig = types.void(i64, i64, i64, i64, i64, i64, c)
+        sig = types.void(i64, i64, i64, i64, i64, i64, c, i64)
 
         def codegen(context, builder, sig, args):
-            vals = list(args[:6]) + [_address(context, builder, sig.args[6], args[6])]
-            _asm(builder, text, vals, "~{rax},~{rcx},~{r8},~{r9},~{r10},~{r11},~{r12},~{r13},~{memory},~{cc}")
+            a, lda, rstride, nrun, ksteps, b, c, a2 = args
+            runs_steps = builder.or_(builder.shl(nrun, ir.Constant(ir.IntType(64), 32)), ksteps)
+            vals = [a, lda, rstride, runs_steps, b, _address(context, builder, sig.args[6], c), a2]
+            _asm(builder, text, vals, "~{rax},~{rcx},~{r8},~{r9},~{r10},~{r11},~{r12},~{memory},~{cc}")
             return context.get_dummy_value()
 
         return sig, codegen

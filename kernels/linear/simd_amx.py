@@ -60,24 +60,25 @@ _block_1_1 = amx.make_block(1, 1)
 
 
 @njit(cache=True, inline="always")
-def _tiles(ma, nb, a, lda, rstride, nrun, ks, b, c):
-    """The products of one block of ma x nb tiles into c."""
+def _tiles(ma, nb, a, lda, rstride, nrun, ks, b, c, a2):
+    """The products of one block of ma x nb tiles into c (A tile 1 a2 bytes after tile 0)."""
     if ma == 2:
         if nb == 2:
-            _block_2_2(a, lda, rstride, nrun, ks, b, c)
+            _block_2_2(a, lda, rstride, nrun, ks, b, c, a2)
         else:
-            _block_2_1(a, lda, rstride, nrun, ks, b, c)
+            _block_2_1(a, lda, rstride, nrun, ks, b, c, a2)
     elif nb == 2:
-        _block_1_2(a, lda, rstride, nrun, ks, b, c)
+        _block_1_2(a, lda, rstride, nrun, ks, b, c, a2)
     else:
-        _block_1_1(a, lda, rstride, nrun, ks, b, c)
+        _block_1_1(a, lda, rstride, nrun, ks, b, c, a2)
 
 
 @njit(cache=True, inline="always")
-def _panels(a, lda, rstride, nrun, ks, rows, wa, kpad, Np, CO, c, prm, out, dst, lo, hi, gen):
-    """Every weight panel over `rows` rows of A (row r at byte address a + r * lda; dst[r] its output offset). The
-    blocks alternate between the two C buffers of c: a block's output stage runs after the next block's tiles are
-    issued, so the CPU overlaps the vector work with the tiles' products."""
+def _panels(a, lda, a2, rstride, nrun, ks, rows, wa, kpad, Np, CO, c, prm, out, dst, lo, hi, gen):
+    """Every weight panel over `rows` rows of A (row r at byte address a + r // 16 * a2 + r % 16 * lda: a2 = 16 lda
+    for evenly spaced rows, the next output row's offset when two short rows share a block; dst[r] its output
+    offset). The blocks alternate between the two C buffers of c: a block's output stage runs after the next
+    block's tiles are issued, so the CPU overlaps the vector work with the tiles' products."""
     c_a = c[:C_SIZE]
     c_b = c[C_SIZE:2 * C_SIZE]
     k = 0
@@ -87,7 +88,7 @@ def _panels(a, lda, rstride, nrun, ks, rows, wa, kpad, Np, CO, c, prm, out, dst,
         b = wa + j0 * kpad
         for i in range(0, rows, TM):
             ma = 2 if rows - i > 16 else 1
-            _tiles(ma, nb, a + i * lda, lda, rstride, nrun, ks, b, c_a if k % 2 == 0 else c_b)
+            _tiles(ma, nb, a + i // 16 * a2, lda, rstride, nrun, ks, b, c_a if k % 2 == 0 else c_b, a2)
             if k > 0:
                 store_block(c_b if k % 2 == 0 else c_a, 16 * pma, pnb, prm, pj, out, dst, pi, CO - pj, lo, hi, gen)
             pj, pi, pma, pnb = j0, i, ma, nb
@@ -120,7 +121,7 @@ def _groups(x, out, geo, abuf):
         return (u + MG - 1) // MG + (1 if u < M else 0), u, 0
     if mode == MODE_WINDOWS:
         WP = (OW - 1) * geo[1] + geo[7]
-        per = max(1, MG // WP) if geo[0] == 1 and geo[1] == 1 else 1
+        per = max(1, MG // WP) if geo[0] == 1 and geo[1] == 1 else 2 if OW <= 16 else 1
         return N * ((OH + per - 1) // per), 0, per
     return (N * OH * OW + abuf.shape[0] - 1) // abuf.shape[0], 0, 0
 
@@ -128,7 +129,7 @@ def _groups(x, out, geo, abuf):
 @njit(cache=True, inline="always")
 def _start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
     """Group g made ready (mode 0's tail copied, mode 2's im2col rows packed, dst filled): returns (A's byte address,
-    lda, run stride, runs, 64-byte steps per run, rows)."""
+    lda, A tile 1's offset from tile 0, run stride, runs, 64-byte steps per run, rows)."""
     N, H, W, CI = x.shape
     _, OH, OW, CO = out.shape
     mode, MG = geo[13], geo[14]
@@ -139,7 +140,7 @@ def _start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
         if g0 < u:
             rows = min(MG, u - g0)
             _row_offsets(dst, rows, g0, CO)
-            return np.int64(x.ctypes.data) + g0 * CI, CI, 0, 1, ks, rows
+            return np.int64(x.ctypes.data) + g0 * CI, CI, 16 * CI, 0, 1, ks, rows
         rows = N * H * W - u
         Kp = abuf.shape[1]
         af = abuf.reshape(abuf.size)
@@ -147,12 +148,15 @@ def _start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
         for r in range(rows):
             copy_flipped(af, r * Kp, xf, (u + r) * CI, CI, np.uint8(0))
         _row_offsets(dst, rows, u, CO)
-        return ab, Kp, 0, 1, ks, rows
+        return ab, Kp, 16 * Kp, 0, 1, ks, rows
     if mode == MODE_WINDOWS:
         sh, sw, dh, KH, KW = geo[0], geo[1], geo[2], geo[6], geo[7]
         HP = (OH - 1) * sh + (KH - 1) * dh + 1
         WP = (OW - 1) * sw + KW
-        VW = WP if per > 1 or (sh == 1 and sw == 1) else OW
+        # rows per output row: WP at stride 1 (blocks run on across output rows), else OW, or 16 when two output
+        # rows of at most 16 pixels share a block (A tile 1 = the next output row)
+        strided = sh > 1 or sw > 1
+        VW = (16 if OW <= 16 else OW) if strided else WP
         gpi = (OH + per - 1) // per
         n, oy0 = g // gpi, g % gpi * per
         noy = min(per, OH - oy0)
@@ -163,13 +167,14 @@ def _start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
         for p in range(rows, rows + TM):
             dst[p] = -1
         ks = (KW * CI + KSTEP - 1) // KSTEP
-        return ab + ((n * HP + oy0 * sh) * WP) * CI, sw * CI, dh * WP * CI, KH, ks, rows
+        a2 = sh * WP * CI if strided and OW <= 16 else 16 * sw * CI
+        return ab + ((n * HP + oy0 * sh) * WP) * CI, sw * CI, a2, dh * WP * CI, KH, ks, rows
     MB, Kp = abuf.shape
     m0 = g * MB
     rows = min(MB, N * OH * OW - m0)
     pack_rows(x, abuf, m0, rows, geo, 0, zp_in)
     _row_offsets(dst, rows, m0, CO)
-    return ab, Kp, 0, 1, Kp // KSTEP, rows
+    return ab, Kp, 16 * Kp, 0, 1, Kp // KSTEP, rows
 
 
 @njit(cache=True, nogil=True)
@@ -209,8 +214,8 @@ def qconv_amx(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmi
     wa = np.int64(wp.ctypes.data)
     ngroups, u, per = _groups(x, out, geo, abuf)
     for g in range(ngroups):
-        a, lda, rstride, nrun, ks, rows = _start_group(g, x, out, geo, zp_in, abuf, dst, u, per)
-        _panels(a, lda, rstride, nrun, ks, rows, wa, nrun * ks * KSTEP, Np, CO, c, prm, o, dst, lo, hi, gen)
+        a, lda, a2, rstride, nrun, ks, rows = _start_group(g, x, out, geo, zp_in, abuf, dst, u, per)
+        _panels(a, lda, a2, rstride, nrun, ks, rows, wa, nrun * ks * KSTEP, Np, CO, c, prm, o, dst, lo, hi, gen)
     amx.release()
 
 
