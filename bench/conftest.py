@@ -136,7 +136,7 @@ def pytest_terminal_summary(terminalreporter):
     w("lite-numba vs the official runtime (1 thread unless the case says otherwise; medians of interleaved rounds; "
       "ratio < 1 = we are faster)")
     path = isa_path()
-    w(f"CPU: {cpu_name()}; lite-numba kernel path (LITE_NUMBA_ISA): {path}")
+    w(f"CPU: {cpu_name()}; lite-numba kernel path (LITE_NUMBA_ISA): {isa.describe()}")
     if OFFICIAL_ISA:
         import official_isa
 

@@ -150,3 +150,77 @@ def test_int4_gemm(benchmark, path, shape):
                  "note": f"best {best:.0f}"})
     benchmark.extra_info.update(path=path, gops_median=med, gops_best=best)
     benchmark(fn, *args)
+
+
+class _Recording:
+    """A stand-in for the prepare context: the scheduled driver and its arguments, as the runner would pass them."""
+
+    num_threads = 1
+
+    def __init__(self):
+        self.calls = []
+
+    def const(self, a):
+        return np.asarray(a)
+
+    def temp(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
+    def call(self, fn, *args):
+        self.calls.append((fn, args))
+
+
+# ResNet-18's 3x3 layers as the implicit GEMMs they are (rows = output pixels, depth = 9 x input channels) and a
+# transformer decoder's prefill of 128 tokens (width 512, feed-forward 2048)
+AMX_SHAPES = {"resnet18_conv2": (3136, 576, 64), "resnet18_conv3": (784, 1152, 128),
+              "resnet18_conv4": (196, 2304, 256), "resnet18_conv5": (49, 4608, 512), "decoder_qkv": (128, 512, 512),
+              "decoder_ffn_up": (128, 512, 2048), "decoder_ffn_down": (128, 2048, 512)}
+
+
+@pytest.mark.parametrize("name", list(AMX_SHAPES))
+def test_int8_gemm_amx_vs_vnni(benchmark, name, monkeypatch):
+    """issue 35: the int8 GEMM (a pointwise convolution: rows read in place) on the AMX tiles and on the VNNI tiles,
+    each driver as qgemm.schedule_qgemm schedules it at its level (constant bias: output-stage parameters computed at
+    prepare), interleaved in one run; GOP/s from the thread's CPU time (a shared machine: wall time counts other
+    processes' slices), median and best of 15 rounds. Both paths' outputs are checked equal."""
+    from lite_numba.kernels.linear import qgemm
+
+    if not isa.supports("amx"):
+        pytest.skip(f"ISA level amx not run: {isa.unavailable('amx')}")
+    M, K, N = AMX_SHAPES[name]
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (1, M, 1, K)).astype(np.int8)
+    w = rng.integers(-127, 128, (N, K)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, N).astype(np.int32)
+    mult = rng.integers(1 << 30, (1 << 31) - 1, N).astype(np.int32)
+    shift = np.full(N, -12, np.int32)
+    drivers = {}
+    for level in ("amx", "avx512vnni"):
+        monkeypatch.setenv("LITE_NUMBA_ISA", level)
+        ctx = _Recording()
+        qgemm.schedule_qgemm(ctx, x, w, 3, bias, np.zeros((1, M, 1, N), np.int8), [1, 1, 1, 1, 0, 0, 1, 1], mult,
+                             shift, -5, -128, 127)
+        (fn, args), = ctx.calls
+        drivers[level] = (fn, args)
+    assert drivers["amx"][0].__name__ == "qconv_amx" and drivers["avx512vnni"][0].__name__ == "qconv_vnni"
+    samples = {level: [] for level in drivers}
+    for fn, args in drivers.values():
+        fn(*args)
+    np.testing.assert_array_equal(drivers["amx"][1][4], drivers["avx512vnni"][1][4])
+    t0 = time.thread_time()
+    drivers["amx"][0](*drivers["amx"][1])
+    inner = max(1, int(2e-3 / max(time.thread_time() - t0, 1e-6)))
+    for _ in range(15):
+        for level, (fn, args) in drivers.items():
+            t0 = time.thread_time()
+            for _ in range(inner):
+                fn(*args)
+            samples[level].append((time.thread_time() - t0) / inner)
+    ops = 2.0 * M * K * N
+    rates = {level: (ops / float(np.median(s)) / 1e9, ops / min(s) / 1e9) for level, s in samples.items()}
+    for level, (med, best) in rates.items():
+        ROWS.append({"case": f"int8 GEMM {name} {M}x{K}x{N} GOP/s", "path": level, "ours": med, "unit": "rate",
+                     "note": f"best {best:.0f}" + (f"; {med / rates['avx512vnni'][0]:.2f}x VNNI" if level == "amx"
+                                                     else "")})
+    benchmark.extra_info.update(amx_gops=rates["amx"][0], vnni_gops=rates["avx512vnni"][0])
+    benchmark(drivers["amx"][0], *drivers["amx"][1])
