@@ -11,11 +11,13 @@ kernels compile for aarch64 and give the same results there.
     python scripts/aarch64_check.py run [--env DIR]      # both (DIR: the emulated environment, built if missing)
 
 The subset (CASES): CONV_2D (float32, int8 per-channel and per-tensor, uint8; pointwise, 3x3, strided, dilated),
-DEPTHWISE_CONV_2D (float32, int8, uint8), FULLY_CONNECTED (float32, int8), elementwise ADD / MUL (float32 with
+DEPTHWISE_CONV_2D (float32, int8, uint8), FULLY_CONNECTED (float32, int8, hybrid int8 weights, INT4 blockwise
+weights), a hybrid CONV_2D, elementwise ADD / MUL (float32 with
 broadcast, int8), and whole models: small_cnn float32 / int8 / int8 with uint8 I/O and the transformer block (in
 tests/data), plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has them. int8 and uint8 results must
 be bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a whole model (the official x86
-kernels' summation order is not aarch64's).
+kernels' summation order is not aarch64's), except the hybrid and INT4 layers: bit-identical floats too (exact int32
+sums, the official float epilogue).
 
 Record needs the official runtime and the tests' model makers (tests/linear_models.py, on the path); check needs
 only lite-numba and numpy, since the models travel in REFS.npz as bytes.
@@ -39,6 +41,7 @@ def _cases() -> dict:
     """name -> (model bytes, inputs, tolerance): None for exact, else relative to the largest output."""
     sys.path.insert(0, str(ROOT / "tests"))
     from linear_models import (
+        conv2d_model,
         conv_case_f32,
         conv_case_int8,
         conv_case_uint8,
@@ -77,6 +80,22 @@ def _cases() -> dict:
                        [rng.standard_normal((3, 37)).astype(np.float32)], 1e-5)
     data, x = fc_quant_case(rng, np.int8, np.int8, 3, 70, 33, True, np.int32, "RELU")
     cases["fc_int8"] = (data, [x], None)
+    # hybrid (float activations, int8 weights; issue 30's tiles with a float epilogue) and INT4 blockwise weights:
+    # bit-exact floats
+    wq = rng.integers(-127, 128, (37, 70)).astype(np.int8)
+    data = fc_model([5, 70], wq, w_quant={"scales": rng.uniform(0.002, 0.02, 37).astype(np.float32),
+                                          "zero_points": [0] * 37, "quantized_dimension": 0},
+                    bias=rng.standard_normal(37).astype(np.float32), act="RELU", version=12,
+                    extra_options={"asymmetric_quantize_inputs": True})
+    cases["fc_hybrid"] = (data, [rng.standard_normal((5, 70)).astype(np.float32)], None)
+    cases["fc_int4_blockwise"] = (_int4_fc(rng, 3, 96, 21, 32), [rng.standard_normal((3, 96)).astype(np.float32)],
+                                  None)
+    g = geometry(h=9, w=8, ci=6, co=20, act="RELU6")
+    wc = rng.integers(-127, 128, (20, 3, 3, 6)).astype(np.int8)
+    data = conv2d_model(g, np.float32, wc, rng.standard_normal(20).astype(np.float32), np.float32,
+                        w_quant={"scales": rng.uniform(0.002, 0.02, 20).tolist(), "zero_points": [0] * 20,
+                                 "quantized_dimension": 0}, version=5)
+    cases["conv_hybrid_3x3_pc"] = (data, [rng.standard_normal((1, 9, 8, 6)).astype(np.float32)], None)
     a = rng.standard_normal((2, 5, 7, 3)).astype(np.float32)
     b = rng.standard_normal((1, 7, 3)).astype(np.float32)
     for op in ("ADD", "MUL"):
@@ -94,6 +113,21 @@ def _cases() -> dict:
         if path.exists():
             cases[f"model_{path.stem}"] = (path.read_bytes(), None, 1e-4)
     return cases
+
+
+def _int4_fc(rng, rows: int, k: int, units: int, block: int) -> bytes:
+    """A FULLY_CONNECTED with INT4 blockwise weights [units, k] (FLOAT16 scales) and a bias."""
+    from lite_numba.format.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [rows, k])
+    w = b.add_blockwise_const("w", rng.integers(-8, 8, (units, k)),
+                              rng.uniform(0.005, 0.1, (units, k // block)).astype(np.float16), block, "INT4")
+    bias = b.add_const("bias", rng.standard_normal(units).astype(np.float32))
+    y = b.add_tensor("y", np.float32, [rows, units])
+    b.add_op("FULLY_CONNECTED", [x, w, bias], [y], {"fused_activation_function": "NONE"}, version=5)
+    b.mark_output(y)
+    return b.build()
 
 
 def _model_inputs(data: bytes, rng) -> list[np.ndarray]:
