@@ -113,6 +113,12 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
     a_idx, b_idx = _batch_indices(lhs_b, rhs_b, out_b)
     a_off, b_off = a_idx * (M * K), b_idx * (K * N)
 
+    drivers = float_drivers()
+    if not quantized and rhs.dtype == np.float32 and drivers is not None and not rhs.is_const:
+        # the SIMD GEMM reads a transposed lhs in place and packs a transposed rhs from where it is: no copies
+        schedule_batch_matmul(ctx, ctx.view(lhs, (lhs.size,)), a_off, ctx.view(rhs, (rhs.size,)), b_off,
+                              ctx.view(o, (o.size,)), M, K, N, drivers, adj_x, adj_y)
+        return
     # lhs as [M, K] blocks, rhs as [K, N] blocks (a constant rhs as an array: the integer GEMMs repack it)
     a_t = lhs
     if adj_x and lhs.size:
@@ -129,8 +135,6 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
         b = ctx.temp((rhs.size,), rhs.dtype)
         ctx.call(transpose_batches, ctx.view(rhs, (rhs.size,)), b, N, K)
     of = ctx.view(o, (o.size,))
-
-    drivers = float_drivers()
     if not quantized and rhs.dtype == np.float32 and drivers is not None:
         schedule_batch_matmul(ctx, a, a_off, b, b_off, of, M, K, N, drivers)
     elif not quantized and rhs.dtype == np.float32:

@@ -226,11 +226,12 @@ def each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, s
     side packed into bp when it differs from the previous batch's."""
     M = rows.size
     last = -1
+    seglen = K // segs.size  # K, or 1 with one segment per k (a transposed left-hand side, read in place)
     for i in range(i0, i1):
         if b_off[i] != last:
             pack_panels(b, b_off[i], K, N, sk, sn, bp)
             last = b_off[i]
-        part(a, a_off[i], rows, r0, r1, segs, K, bp, 0, bias, c, i * M * N, N, lim, 0, (N + NR - 1) // NR)
+        part(a, a_off[i], rows, r0, r1, segs, seglen, bp, 0, bias, c, i * M * N, N, lim, 0, (N + NR - 1) // NR)
 
 
 @njit(cache=True, inline="always")
@@ -282,18 +283,39 @@ def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
 
 @njit(cache=True, nogil=True)
 def pack_panels(src, off, K, N, sk, sn, bp):
-    """bp <- B in panels of 32 columns (zero-padded), B[k, n] = src[off + k * sk + n * sn]."""
+    """bp <- B in panels of 32 columns (zero-padded), B[k, n] = src[off + k * sk + n * sn]. Rows of B contiguous in
+    src (sn == 1: a plain right-hand side) are copied as slices; columns contiguous (sk == 1: a transposed one, an
+    adj_y BATCH_MATMUL or the keys of an attention) are read along k. Unsigned offsets: no negative-index checks,
+    so the copies vectorize."""
     for p in range((N + NR - 1) // NR):
         n0 = p * NR
         base = p * K * NR
         live = min(NR, N - n0)
-        for k in range(K):
-            row = base + k * NR
-            s = off + k * sk + n0 * sn
+        if sn == 1:
+            for k in range(K):
+                row = bp[base + k * NR:base + (k + 1) * NR]
+                s = off + k * sk + n0
+                srow = src[s:s + live]
+                for j in range(live):
+                    row[j] = srow[j]
+                for j in range(live, NR):
+                    row[j] = 0.0
+        elif sk == 1:
+            for k in range(K):
+                for j in range(live, NR):
+                    bp[base + k * NR + j] = 0.0
             for j in range(live):
-                bp[row + j] = src[s + j * sn]
-            for j in range(live, NR):
-                bp[row + j] = 0.0
+                col = src[off + (n0 + j) * sn:off + (n0 + j) * sn + K]
+                for k in range(K):
+                    bp[np.uint64(base + k * NR + j)] = col[k]
+        else:
+            for k in range(K):
+                row = bp[base + k * NR:base + (k + 1) * NR]
+                s = np.uint64(off + k * sk + n0 * sn)
+                for j in range(live):
+                    row[j] = src[s + np.uint64(j * sn)]
+                for j in range(live, NR):
+                    row[j] = 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -412,12 +434,16 @@ def schedule_fully_connected(ctx: PrepareContext, x: Tensor, w: Tensor, w_dense:
 
 
 def schedule_batch_matmul(ctx: PrepareContext, a, a_off: np.ndarray, b, b_off: np.ndarray, out, M: int, K: int,
-                          N: int, drivers: GemmDrivers | None = None) -> None:
+                          N: int, drivers: GemmDrivers | None = None, adj_x: bool = False,
+                          adj_y: bool = False) -> None:
     """BATCH_MATMUL: a, b flat [M, K] and [K, N] blocks at the given offsets (b packed at run time, once per
-    distinct rhs matrix), out the flat output."""
+    distinct rhs matrix), out the flat output. adj_x: a's blocks are [K, M], read in place (row m at m, one
+    reduction segment of one value per k, M apart); adj_y: b's blocks are [N, K], packed from where they are."""
     d = drivers or ZMM
     lim = np.array([-np.inf, np.inf], np.float32)
-    rows = np.arange(M, dtype=np.int64) * K
+    rows = np.arange(M, dtype=np.int64) * (1 if adj_x else K)
+    segs = np.arange(K, dtype=np.int64) * M if adj_x and K > 0 else np.zeros(1, np.int64)
+    sk, sn = (1, K) if adj_y else (N, 1)
     B = a_off.size
     t = threads_for(ctx, B * M * K * N)
     if t > 1 and (B >= t or M >= 2 * d.mr * t):
@@ -426,12 +452,11 @@ def schedule_batch_matmul(ctx: PrepareContext, a, a_off: np.ndarray, b, b_off: n
         ch = [(i0, i1, 0, M) for i0, i1 in bands(B, parts)] if B >= t else \
             [(0, B, r0, r1) for r0, r1 in bands(M, parts, d.mr)]
         bp = ctx.temp((t * panel_count(N) * K * NR,), np.float32)
-        ctx.call(d.batch_gemm_par, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
-                 np.zeros(1, np.int64), np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
+        ctx.call(d.batch_gemm_par, a, a_off, rows, b, b_off, sk, sn, K, bp, pad_bias(None, N), out, N, lim,
+                 segs, np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
         return
     bp = ctx.temp((panel_count(N) * K * NR,), np.float32)
-    ctx.call(d.batch_gemm, a, a_off, rows, b, b_off, N, 1, K, bp, pad_bias(None, N), out, N, lim,
-             np.zeros(1, np.int64))
+    ctx.call(d.batch_gemm, a, a_off, rows, b, b_off, sk, sn, K, bp, pad_bias(None, N), out, N, lim, segs)
 
 
 def _limits(ctx: PrepareContext) -> np.ndarray:

@@ -16,7 +16,7 @@ from lite_numba.kernels.base.fixedpoint import (
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
-from lite_numba.kernels.reduce.reduce import mean_last_axis_f32
+from lite_numba.kernels.base.vecmath import eigen_sum_f32, wide_vectors
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -203,32 +203,30 @@ def LOCAL_RESPONSE_NORMALIZATION(ctx: PrepareContext) -> None:
 # --- odml.rms_norm (STABLEHLO_COMPOSITE, litert-torch's RMSNorm): x * rsqrt(mean(x^2, last axis) + eps) * w -----
 
 
-@njit(cache=True, nogil=True)
-def square_f32(x, out):
-    for i in range(x.size):
-        out[i] = x[i] * x[i]
-
-
-@njit(cache=True, nogil=True)
-def mean_rows_f32(x, out, rows, n):
-    """out[j] = sum of row j in order (from -0.0, as MEAN's reducer) / n: MEAN over a single row."""
-    d = np.float32(n)
-    for j in range(rows):
-        acc = np.float32(-0.0)
-        for i in range(j * n, j * n + n):
-            acc += x[i]
-        out[j] = acc / d
-
-
-@njit(cache=True, nogil=True)
-def rms_scale_f32(x, means, w, eps, out, rows, n):
-    """out = (x * (1 / sqrt(mean + eps))) * w per row, each step rounded to float32 as the decomposition's ADD,
-    RSQRT, MUL and MUL nodes round it."""
+@njit(cache=True, nogil=True, error_model="numpy")
+def rms_norm_f32(x, w, eps, out, rows, n, sq):
+    """The odml.rms_norm decomposition in one pass per row: sq = x * x (the MUL), its MEAN (Eigen's packet order
+    from the row's alignment in the squares tensor over several rows of several values, in order from -0.0 over
+    one: vecmath.eigen_sum_f32, reduce.mean_last_axis_f32's order), r = 1 / sqrt(mean + eps) (ADD, RSQRT), then
+    (x * r) * w (MUL, MUL), each step rounded to float32 as the decomposition's nodes round it. sq: n floats."""
+    wide_vectors()
     e = np.float32(eps)
+    d = np.float32(n)
+    packets = rows > 1 and n > 1
     for j in range(rows):
-        r = np.float32(1.0) / np.sqrt(means[j] + e)
+        xr = x[j * n:(j + 1) * n]
         for i in range(n):
-            out[j * n + i] = (x[j * n + i] * r) * w[i]
+            sq[i] = xr[i] * xr[i]
+        if packets:
+            acc = eigen_sum_f32(sq, 0, n, j * n)
+        else:
+            acc = np.float32(-0.0)
+            for i in range(n):
+                acc += sq[i]
+        r = np.float32(1.0) / np.sqrt(acc / d + e)
+        o = out[j * n:(j + 1) * n]
+        for i in range(n):
+            o[i] = (xr[i] * r) * w[i]
 
 
 def _rms_norm_accepts(attributes: dict, specs: list) -> bool:
@@ -254,14 +252,8 @@ def RMS_NORM(ctx: PrepareContext) -> None:
         return
     rows = x.size // n
     eps = float(np.float32(ctx.options["attributes"].get("epsilon", 1e-6)))
-    flat = ctx.view(x, (x.size,))
-    sq, means = ctx.temp((x.size,), np.float32), ctx.temp((rows,), np.float32)
-    ctx.call(square_f32, flat, sq)
-    if rows > 1 and n > 1:
-        ctx.call(mean_last_axis_f32, sq, means, rows, n)
-    else:
-        ctx.call(mean_rows_f32, sq, means, rows, n)
-    ctx.call(rms_scale_f32, flat, means, w, eps, ctx.view(out, (out.size,)), rows, n)
+    ctx.call(rms_norm_f32, ctx.view(x, (x.size,)), w, eps, ctx.view(out, (out.size,)), rows, n,
+             ctx.temp((n,), np.float32))
 
 
 RMS_NORM.meta["accepts"] = _rms_norm_accepts
