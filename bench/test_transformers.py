@@ -2,8 +2,11 @@
 XNNPACK and the official builtin kernels, same process, same recorded inputs, interleaved rounds.
 
 Single-signature models run invoke(); the KV-cache models run one decode step through the signature runners (the
-official Python way: every call passes the caches in and gets them back), after a prefill. Outputs are checked
-against the builtin kernels first (the parity tests' tolerances); no case asserts on time."""
+official Python way: every call passes the caches in and gets them back), after a prefill. Also the converter's
+transformer block (GELU, float32) and the text LSTMs of tests/data/models (the legacy tf_keras LSTM fused into
+UNIDIRECTIONAL_SEQUENCE_LSTM, and Keras 3's WHILE loop) on random inputs, and 2-thread rows (ours, XNNPACK and the
+builtin kernels all with 2 threads). Outputs are checked against the builtin kernels first (the parity tests'
+tolerances); no case asserts on time."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROWS, check_outputs, rounds
+from conftest import ROWS, check_outputs, find_model, rounds
 
 from lite_numba import Interpreter
 from lite_numba.testing import assert_close
@@ -24,14 +27,16 @@ SINGLE = ["cnn_f32", "cnn_dynamic_wi8_afp32", "cnn_weight_only_wi8_afp32", "cnn_
           "decoder_dynamic_wi2b32_afp32"]
 KV = ["decoder_kv_f32", "decoder_kv_q8", "decoder_kv_dynamic_wi4b32_afp32", "qwen3_f32", "qwen3_dynamic_wi8_afp32",
       "qwen3_dynamic_wi4b32_afp32"]
+OTHER = ["transformer_block_f32", "lstm_text_tfkeras", "keras_lstm"]  # tests/data/models, random inputs
+TWO_THREADS = ["vit_f32", "decoder_f32", "transformer_block_f32", "lstm_text_tfkeras"]
 
 
-def _official(path: Path, builtin: bool):
+def _official(path: Path, builtin: bool, threads: int = 1):
     from ai_edge_litert.interpreter import Interpreter as Official
     from ai_edge_litert.interpreter import OpResolverType
 
     kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if builtin else {}
-    it = Official(model_path=str(path), num_threads=1, **kw)
+    it = Official(model_path=str(path), num_threads=threads, **kw)
     it.allocate_tensors()
     return it
 
@@ -43,7 +48,7 @@ def _median_us(fn, inner: int) -> float:
     return (time.perf_counter() - t0) / inner * 1e6
 
 
-def _interleave(fns: dict, full_rounds: int) -> dict[str, float]:
+def _interleave(fns: dict, full_rounds: int, threads: int = 1) -> dict[str, float]:
     first = next(iter(fns.values()))
     t0 = time.perf_counter()
     first()
@@ -51,16 +56,19 @@ def _interleave(fns: dict, full_rounds: int) -> dict[str, float]:
     samples = {k: [] for k in fns}
     for _ in range(rounds(full_rounds)):
         for k, fn in fns.items():
+            if threads > 1:  # the other runtimes' spinning workers go to sleep first (see test_latency.py)
+                time.sleep(0.02)
+                fn()
             samples[k].append(_median_us(fn, inner))
     return {k: float(np.median(v)) for k, v in samples.items()}
 
 
-def _runtimes(path: Path) -> dict:
-    ours = Interpreter(model_path=str(path))
+def _runtimes(path: Path, threads: int = 1) -> dict:
+    ours = Interpreter(model_path=str(path), num_threads=threads)
     ours.allocate_tensors()
-    out = {"ours": ours, "builtin": _official(path, True)}
+    out = {"ours": ours, "builtin": _official(path, True, threads)}
     try:
-        out["xnnpack"] = _official(path, False)
+        out["xnnpack"] = _official(path, False, threads)
     except (RuntimeError, ValueError):  # XNNPACK refuses some types (INT2): the default resolver cannot run it
         pass
     return out
@@ -68,17 +76,39 @@ def _runtimes(path: Path) -> dict:
 
 @pytest.mark.parametrize("name", SINGLE)
 def test_litert_torch_latency(benchmark, name):
-    path = DATA / f"{name}.tflite"
-    ref = np.load(DATA / f"{name}.npz")
-    runtimes = _runtimes(path)
+    _single(benchmark, name, 1)
+
+
+@pytest.mark.parametrize("name", OTHER)
+def test_block_and_lstm_latency(benchmark, name):
+    _single(benchmark, name, 1)
+
+
+@pytest.mark.parametrize("name", TWO_THREADS)
+def test_latency_2_threads(benchmark, name):
+    _single(benchmark, name, 2)
+
+
+def _single(benchmark, name: str, threads: int) -> None:
+    path = DATA / f"{name}.tflite" if (DATA / f"{name}.tflite").exists() else find_model(name)
+    if path is None:
+        pytest.skip(f"{name} not available")
+    runtimes = _runtimes(path, threads)
     ours = runtimes["ours"]
-    inputs = [(d["index"], ref[f"in_{k}"]) for k, d in enumerate(ours.get_input_details())]
+    if path.with_suffix(".npz").exists():
+        ref = np.load(path.with_suffix(".npz"))
+        inputs = [(d["index"], ref[f"in_{k}"]) for k, d in enumerate(ours.get_input_details())]
+    else:  # tests/data/models: token ids 1..3 (an embedding lookup), else normal floats
+        rng = np.random.default_rng(0)
+        inputs = [(d["index"], rng.integers(1, 4, size=d["shape"]).astype(d["dtype"]) if np.dtype(d["dtype"]).kind
+                   in "iu" else rng.standard_normal(d["shape"]).astype(d["dtype"])) for d in ours.get_input_details()]
     for it in runtimes.values():
         for i, x in inputs:
             it.set_tensor(i, x)
         it.invoke()
     check_outputs(name, ours, runtimes["builtin"], "model")
-    row = {"case": name, **_interleave({k: it.invoke for k, it in runtimes.items()}, 9)}
+    row = {"case": name if threads == 1 else f"{name} ({threads} threads)",
+           **_interleave({k: it.invoke for k, it in runtimes.items()}, 9, threads)}
     ROWS.append(row)
     benchmark.extra_info.update(row)
     benchmark(ours.invoke)
