@@ -199,3 +199,103 @@ def test_fake_cpus_with_amx():
     spr = {f: True for f in isa.NEEDS["amx"]}
     assert isa.supported_levels(spr)[-2:] == ("avx512vnni", "amx") and isa.best_level(spr) == "amx"
     assert isa.missing_features("amx", {**spr, "amx-int8": False}) == ("amx-int8",)
+
+
+_CACHE_PROBE = """
+import json, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from linear_models import conv_case_int8, geometry
+from lite_numba.kernels.base import isa
+from lite_numba.testing import run_interpreter
+data, inputs = conv_case_int8(geometry(h=13, w=10, ci=64, co=48, seed=3), per_channel=True)
+(out,), it = run_interpreter(data, inputs)
+names = sorted({{c.fn.__name__ for p in it.runtime.main.prepared if p is not None for c in p.calls}})
+print(json.dumps({{"level": isa.isa_level(), "kernels": names, "out": out.reshape(-1).tolist()}}))
+"""
+
+
+@needs_amx
+def test_a_cache_made_with_amx_is_not_run_without_it(tmp_path):
+    """Two processes share one cache (Numba's and the runners'): the first on this AMX CPU compiles and caches
+    qconv_amx; the second compiles for the same CPU without its AMX features (NUMBA_CPU_FEATURES, as a CPU without
+    AMX: isa.cpu_features() reads the same list) and runs VNNI, from code of its own, with the same bytes. Kernels
+    are chosen at prepare in each process (runners call them by the address prepare gives, so a cached runner names
+    no kernel), and Numba keys each cached function on the CPU name and features it was compiled for."""
+    import os
+    import subprocess
+    import sys
+
+    import llvmlite.binding as ll
+
+    env = {**os.environ, "LITE_NUMBA_CACHE_DIR": str(tmp_path / "ln"), "NUMBA_CACHE_DIR": str(tmp_path / "nb")}
+    env.pop("LITE_NUMBA_ISA", None)
+    code = _CACHE_PROBE.format(tests=os.path.dirname(os.path.abspath(__file__)))
+
+    def probe(extra):
+        r = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    with_amx = probe({})
+    feats = ",".join(("-" if k.startswith("amx") or not v else "+") + k for k, v in ll.get_host_cpu_features().items())
+    without = probe({"NUMBA_CPU_FEATURES": feats})
+    assert with_amx["level"] == "amx" and "qconv_amx" in with_amx["kernels"]
+    assert without["level"] == "avx512vnni" and "qconv_vnni" in without["kernels"]
+    assert "qconv_amx" not in without["kernels"] and without["out"] == with_amx["out"]
+
+
+BMM_CASES = {  # lhs shape, rhs shape, adj_x, adj_y, constant rhs
+    "attention_scores": ([4, 64, 40], [4, 40, 72], False, False, False),
+    "attention_values_adj_y": ([2, 100, 48], [2, 80, 48], False, True, False),
+    "broadcast_rhs_adj_x": ([3, 2, 40, 70], [1, 40, 90], True, False, False),
+    "constant_rhs": ([2, 70, 130], [130, 50], False, False, True),
+}
+
+
+@needs_amx
+@pytest.mark.parametrize("out", ["int8", "int32"])
+@pytest.mark.parametrize("name", list(BMM_CASES))
+def test_batch_matmul_int8_on_tiles(name, out, monkeypatch):
+    """int8 BATCH_MATMUL's products on the tiles (amx_bmm: a run-time rhs packed per batch, a constant one at
+    prepare, zero points as row and column terms), requantized by requantize_fixed: the official bytes, and VNNI's
+    level's (the portable integer GEMM)."""
+    from linear_models import bmm_model
+
+    ls, rs, adj_x, adj_y, const = BMM_CASES[name]
+    rng = np.random.default_rng(len(name))
+    x = rng.integers(-128, 128, ls).astype(np.int8)
+    y = rng.integers(-128, 128, rs).astype(np.int8)
+    i32 = out == "int32"
+    data = bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y, lhs_dtype=np.int8, rhs_dtype=np.int8,
+                     lhs_quant=(0.05, 0 if i32 else 3), rhs_quant=(0.04, 0 if i32 else -2),
+                     out_dtype=np.int32 if i32 else np.int8, out_quant=None if i32 else (0.9, 1),
+                     rhs_const=y if const else None, version=2)
+    inputs = [x] if const else [x, y]
+    (vnni,), _ = _at("avx512vnni", monkeypatch, data, inputs)
+    (tiles,), it = _at("amx", monkeypatch, data, inputs)
+    assert "bmm_amx" in _kernels(it)
+    np.testing.assert_array_equal(tiles, vnni)
+    assert_close(tiles, run_official(data, inputs)[0], what=f"amx BATCH_MATMUL {name}")
+
+
+def test_requantize_fixed_equals_requantize():
+    """amx_bmm.requantize_fixed (branch-free, one multiplier) against fully_connected_quantized.requantize in
+    REQUANT_FIXED mode: every shift, multipliers including INT32_MIN, accumulators over the whole int32 range."""
+    from lite_numba.kernels.linear.amx_bmm import requantize_fixed
+    from lite_numba.kernels.linear.fully_connected_quantized import REQUANT_FIXED, requantize
+
+    rng = np.random.default_rng(7)
+    for trial in range(64):
+        acc = rng.integers(-2 ** 31, 2 ** 31, 1000, dtype=np.int64).astype(np.int32)
+        acc[:6] = [-2 ** 31, 2 ** 31 - 1, 0, -1, 1, -12345]
+        if trial % 2:
+            acc = (acc // rng.integers(1, 1 << 20)).astype(np.int32)
+        q = int(rng.integers(0, 2 ** 31)) if trial % 5 else -2 ** 31
+        sh, zp = int(rng.integers(-31, 31)), int(rng.integers(-20, 20))
+        want, got = np.zeros(acc.size, np.int8), np.zeros(acc.size, np.int8)
+        requantize(acc, np.zeros(4, np.int64), want, 4, REQUANT_FIXED, np.full(4, q, np.int64),
+                   np.full(4, sh, np.int64), np.zeros(4), zp, -128, 127)
+        requantize_fixed(acc, got, q, sh, zp, -128, 127)
+        np.testing.assert_array_equal(got, want, err_msg=f"q={q} shift={sh}")

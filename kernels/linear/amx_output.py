@@ -184,3 +184,40 @@ def store_block(typingctx, c, rows, nb, prm, c0, out, dst, d0, ncols, qmin, qmax
 
     return sig, codegen
 
+
+
+@intrinsic
+def store_block_i32(typingctx, c, rows, nb, coff, c0, acc, dst, d0, ncols, rterm):
+    """store_block_i32(c, rows, nb, coff, c0, acc, dst, d0, ncols, rterm): the first `rows` rows of a C block
+    (int32, C_STRIDE_I32 per row) as int32 sums: acc[dst[d0 + r] + c0 + j] = C[r, j] + coff[c0 + j] +
+    rterm[d0 + r] (wrapping) for j < min(ncols, 16 nb); rows with dst < 0 are skipped. The zero-point terms of an
+    integer GEMM whose output stage runs elsewhere (BATCH_MATMUL's requantize)."""
+    ip = types.intp
+    sig = types.void(c, ip, ip, coff, ip, acc, dst, ip, ip, rterm)
+
+    def codegen(context, builder, sig, args):
+        c_, rows_, nb_, coff_, c0_, acc_, dst_, d0_, ncols_, rterm_ = args
+        pc = data_ptr(context, builder, sig.args[0], c_)
+        pco = data_ptr(context, builder, sig.args[3], coff_)
+        pa = data_ptr(context, builder, sig.args[5], acc_)
+        pd = data_ptr(context, builder, sig.args[6], dst_)
+        pr = data_ptr(context, builder, sig.args[9], rterm_)
+        with cgutils.for_range(builder, nb_) as vl:
+            v16 = builder.mul(vl.index, const64(16))
+            count = builder.sub(ncols_, v16)
+            with builder.if_then(builder.icmp_signed(">", count, const64(0))):
+                cv = builder.add(c0_, v16)
+                co = builder.load(builder.bitcast(builder.gep(pco, [cv], inbounds=True), V16I.as_pointer()), align=4)
+                with cgutils.for_range(builder, rows_) as rl:
+                    r = rl.index
+                    d = builder.load(builder.gep(pd, [builder.add(d0_, r)], inbounds=True))
+                    with builder.if_then(builder.icmp_signed(">=", d, const64(0))):
+                        src = builder.gep(pc, [builder.add(builder.mul(r, const64(C_STRIDE_I32)), v16)], inbounds=True)
+                        v = builder.load(builder.bitcast(src, V16I.as_pointer()), align=4)
+                        t = splat_vector(builder, builder.load(builder.gep(pr, [builder.add(d0_, r)], inbounds=True)),
+                                         V16I)
+                        v = builder.add(builder.add(v, co), t)
+                        store_live(builder, v, builder.gep(pa, [builder.add(d, cv)], inbounds=True), count)
+        return context.get_dummy_value()
+
+    return sig, codegen

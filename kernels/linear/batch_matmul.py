@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.fixedpoint import check_int64_left_shift, check_left_shift
+from lite_numba.kernels.linear.amx_bmm import requantize_fixed, schedule_bmm_amx
 from lite_numba.kernels.linear.fc_loops import gemm_f32, transpose_batches
 from lite_numba.kernels.linear.fully_connected_quantized import (
     REQUANT_FIXED,
@@ -143,9 +144,11 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
     elif not quantized:
         _hybrid(ctx, lhs, rhs, a_t, b_const, of, M, K, N, adj_x)
     elif o.dtype == np.int32:
-        # int8 x int8 -> int32: the raw products, zero points ignored (as TFLite's EvalInt8Int32)
-        schedule_igemm(ctx, a, a_off, 0, lhs.dtype, None if b_const is not None else b, b_const, b_off, 0, of,
-                       M, K, N)
+        # int8 x int8 -> int32: the raw products, zero points ignored (as TFLite's EvalInt8Int32); on the AMX tiles
+        # when the level is amx and the products are big enough (amx_bmm)
+        args = (ctx, a, a_off, 0, lhs.dtype, None if b_const is not None else b, b_const, b_off, 0, of, M, K, N)
+        if not schedule_bmm_amx(*args):
+            schedule_igemm(*args)
     else:
         _quantized(ctx, lhs, rhs, o, a, a_off, b, b_const, b_off, of, M, K, N)
 
@@ -166,9 +169,13 @@ def _quantized(ctx: PrepareContext, lhs, rhs, o, a, a_off, b, b_const, b_off, of
     if mode == REQUANT_FIXED64:
         check_int64_left_shift(ctx, qs, what)
     acc = ctx.temp((o.size,), np.int32 if mode == REQUANT_FIXED else np.int64)
-    schedule_igemm(ctx, a, a_off, int(lhs.zero_point), lhs.dtype, None if b_const is not None else b, b_const, b_off,
-                   int(rhs.zero_point), acc, M, K, N)
+    args = (ctx, a, a_off, int(lhs.zero_point), lhs.dtype, None if b_const is not None else b, b_const, b_off,
+            int(rhs.zero_point), acc, M, K, N)
     info = np.iinfo(o.dtype)
+    if schedule_bmm_amx(*args):  # int8 on the AMX tiles (amx_bmm), requantized by its branch-free loop
+        ctx.call(requantize_fixed, acc, of, int(qm[0]), int(qs[0]), int(o.zero_point), int(info.min), int(info.max))
+        return
+    schedule_igemm(*args)
     ctx.call(requantize, acc, np.zeros(N, np.int64), of, N, mode, qm, qs, np.zeros(N), int(o.zero_point),
              int(info.min), int(info.max))
 

@@ -60,7 +60,7 @@ _block_1_1 = amx.make_block(1, 1)
 
 
 @njit(cache=True, inline="always")
-def _tiles(ma, nb, a, lda, rstride, nrun, ks, b, c, a2):
+def block_products(ma, nb, a, lda, rstride, nrun, ks, b, c, a2):
     """The products of one block of ma x nb tiles into c (A tile 1 a2 bytes after tile 0)."""
     if ma == 2:
         if nb == 2:
@@ -88,7 +88,7 @@ def _panels(a, lda, a2, rstride, nrun, ks, rows, wa, kpad, Np, CO, c, prm, out, 
         b = wa + j0 * kpad
         for i in range(0, rows, TM):
             ma = 2 if rows - i > 16 else 1
-            _tiles(ma, nb, a + i // 16 * a2, lda, rstride, nrun, ks, b, c_a if k % 2 == 0 else c_b, a2)
+            block_products(ma, nb, a + i // 16 * a2, lda, rstride, nrun, ks, b, c_a if k % 2 == 0 else c_b, a2)
             if k > 0:
                 store_block(c_b if k % 2 == 0 else c_a, 16 * pma, pnb, prm, pj, out, dst, pi, CO - pj, lo, hi, gen)
             pj, pi, pma, pnb = j0, i, ma, nb
