@@ -678,9 +678,10 @@ class InterpreterWithCustomOps(Interpreter):
                     resolver.add_custom(reg.name, reg, lo, hi)
                 elif callable(reg) and not isinstance(reg, str):
                     reg(resolver)
-                else:
-                    raise ValueError(f"lite-numba cannot load the native op registerer {reg!r}: register custom ops "
-                                     f"with @lite_numba.custom_op or a callable taking a MutableOpResolver")
+                else:  # the official text first (a symbol name it cannot find), then why
+                    raise ValueError(f"Looking up symbol '{reg}' failed: lite-numba cannot load the native op "
+                                     f"registerer {reg!r}; register custom ops with @lite_numba.custom_op or a "
+                                     f"callable taking a MutableOpResolver")
             kwargs["op_resolver"] = resolver
         super().__init__(**kwargs)
 

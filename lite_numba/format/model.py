@@ -54,6 +54,15 @@ def _check(cond: bool, msg: str) -> None:
 
 
 def read_model_bytes(path: str | os.PathLike):
+# the official runtime's text for a buffer its flatbuffer verifier refuses (code matches on it); our detail follows
+NOT_A_FLATBUFFER = "The model is not a valid Flatbuffer buffer"
+
+
+def _check_flatbuffer(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ModelError(f"{NOT_A_FLATBUFFER}: {msg}")
+
+
     """Memory-map a model file (read-only); returns a buffer usable as zero-copy bytes."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -70,9 +79,9 @@ def load_model(data) -> ModelPlan:
     except ModelError:
         raise
     except (ValueError, IndexError, TypeError, OverflowError, UnicodeDecodeError, AttributeError, KeyError) as e:
-        raise ModelError(f"Invalid model: malformed flatbuffer ({type(e).__name__}: {e})") from None
+        raise ModelError(f"{NOT_A_FLATBUFFER}: malformed flatbuffer ({type(e).__name__}: {e})") from None
     except Exception as e:  # struct.error and other accessor failures on corrupted offsets
-        raise ModelError(f"Invalid model: malformed flatbuffer ({type(e).__name__}: {e})") from None
+        raise ModelError(f"{NOT_A_FLATBUFFER}: malformed flatbuffer ({type(e).__name__}: {e})") from None
 
 
 class _Loader:
@@ -95,10 +104,11 @@ class _Loader:
         return np.asarray(getattr(obj, field + "AsNumpy")(), dtype=np.int64)
 
     def load(self) -> ModelPlan:
-        _check(self.n >= 8, f"file is {self.n} bytes, too short for a flatbuffer")
-        _check(bytes(self.buf[4:8]) == b"TFL3", f"file identifier is {bytes(self.buf[4:8])!r}, expected b'TFL3'")
+        _check_flatbuffer(self.n >= 8, f"file is {self.n} bytes, too short for a flatbuffer")
+        _check_flatbuffer(bytes(self.buf[4:8]) == b"TFL3",
+                          f"file identifier is {bytes(self.buf[4:8])!r}, expected b'TFL3'")
         root = int.from_bytes(bytes(self.buf[0:4]), "little")
-        _check(root + 4 <= self.n, "root table offset is outside the file")
+        _check_flatbuffer(root + 4 <= self.n, "root table offset is outside the file")
         m = tflite.Model.GetRootAs(self.buf, 0)
         version = m.Version()
         _check(version == 3, f"schema version {version}, expected 3")
