@@ -53,7 +53,6 @@ def _check(cond: bool, msg: str) -> None:
         raise ModelError(f"Invalid model: {msg}")
 
 
-def read_model_bytes(path: str | os.PathLike):
 # the official runtime's text for a buffer its flatbuffer verifier refuses (code matches on it); our detail follows
 NOT_A_FLATBUFFER = "The model is not a valid Flatbuffer buffer"
 
@@ -63,6 +62,7 @@ def _check_flatbuffer(cond: bool, msg: str) -> None:
         raise ModelError(f"{NOT_A_FLATBUFFER}: {msg}")
 
 
+def read_model_bytes(path: str | os.PathLike):
     """Memory-map a model file (read-only); returns a buffer usable as zero-copy bytes."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
