@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .format import strings
 from .format.plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
 from .jit.symbols import stable_kernel
 
@@ -129,6 +130,10 @@ class OpKernel:
     # The op's integer-quantized variant, named in the same registry row: the float prepare hands a node with
     # quantized inputs to it through ctx.prepare_quantized() (the variant lives in another module of the family).
     quantized: "OpKernel | None" = None
+    # The op's STRING variant (kernels/text: a host kernel, plain Python / numpy on packed strings), named in the same
+    # registry row: the resolver gives it every node of the op that reads or writes a STRING tensor (tensor types are
+    # fixed in the file), so the numeric kernel and its compiled path never see strings.
+    strings: "OpKernel | None" = None
 
     def __repr__(self) -> str:
         return f"OpKernel({self.name})"
@@ -342,6 +347,37 @@ class PrepareContext:
         o = self.node.outputs[i]
         return None if o in self._rt.dynamic_tensors else self._rt.array(o)
 
+    # --- STRING tensors (host kernels): packed values outside the arena, lite_numba/format/strings.py -----------
+    def input_strings(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(packed buffer, offsets) of STRING input i: string k is buffer[offsets[k]:offsets[k + 1]] (int64 offsets,
+        checked against the buffer and the tensor's element count: a corrupt value raises, naming the tensor)."""
+        t = self.input(i)
+        if t is None or t.dtype != object:
+            self.fail(f"input {i} is {'absent' if t is None else t.dtype.name}, expected a STRING tensor")
+        buf = self._rt.array(t.index)
+        try:
+            return buf, strings.offsets(buf, t.size, f"input {i} ({t.name!r})")
+        except strings.StringBufferError as e:
+            self.fail(str(e))
+
+    def input_items(self, i: int) -> list[bytes]:
+        """STRING input i's strings as bytes objects, in C order."""
+        return strings.items(*self.input_strings(i))
+
+    def string_output(self, i: int, shape, nbytes: int) -> np.ndarray:
+        """Set STRING output i's shape and return its storage for the next value: a writable uint8 buffer of exactly
+        `nbytes` (the packed size, strings.packed_size / take_size), which the kernel fills with a whole packed value
+        (strings.build / take). The runtime's memory limit applies."""
+        t = self.set_output(i, shape)
+        if t.dtype != object:
+            self.fail(f"output {i} ({t.name!r}) is {t.dtype.name}, expected a STRING tensor")
+        return self._rt.strings.reserve(t.index, int(nbytes), t.name)
+
+    def set_output_items(self, i: int, shape, items) -> None:
+        """STRING output i takes this shape and these strings (bytes objects, C order)."""
+        packed = strings.pack(items)
+        self.string_output(i, shape, packed.size)[:] = packed
+
     def defer(self) -> None:
         """Declare that this node's output shapes are known only at run time (its outputs become dynamic)."""
         if not self._rt.defer():  # shapes depend on data, not only on values read with ctx.value()
@@ -443,6 +479,9 @@ class PrepareContext:
                 checked.append(float(a))
             else:
                 raise TypeError(f"{self.op_name}: unsupported kernel argument {type(a).__name__}")
+            if isinstance(a, (Tensor, TensorView)) and (a.tensor if isinstance(a, TensorView) else a).dtype == object:
+                t = a.tensor if isinstance(a, TensorView) else a  # STRING: packed values, for host kernels only
+                self.fail(f"STRING tensor {t.name!r} is not supported by this op's kernels")
             half = a.array.dtype if isinstance(a, ConstArg) else \
                 a.dtype if isinstance(a, (Tensor, TensorView, np.ndarray)) else None
             if half == np.float16:  # Numba has no CPU float16 arrays: name the tensor instead of its bare error

@@ -46,7 +46,8 @@ def tensor_details(t) -> dict:
     """The official details dict of a runtime Tensor (its spec and current shape)."""
     spec, shape = t.spec, t.shape
     q = spec.quantization
-    dtype = np.object_ if spec.type_name in ("RESOURCE", "VARIANT", "STRING") else spec.dtype.type
+    dtype = np.bytes_ if spec.type_name == "STRING" else \
+        np.object_ if spec.type_name in ("RESOURCE", "VARIANT") else spec.dtype.type
     per_tensor = (float(q.scales[0]), int(q.zero_points[0])) if q.scales.size == 1 else (0.0, 0)
     if q.blockwise:  # as the official wrapper: the block scales (float16), zero points only when a tensor is named
         nz = q.block_scales.size if q.zero_points_tensor != -1 else 0

@@ -30,6 +30,7 @@ from flatbuffers import flexbuffers
 from tflite.BuiltinOperator import BuiltinOperator
 from tflite.CustomOptionsFormat import CustomOptionsFormat
 
+from . import strings
 from .builder_options import normalize_options, options_fields, write_options
 from .schema import (
     BUILTIN_CODES,
@@ -235,8 +236,12 @@ class SubgraphBuilder:
         return t
 
     def add_const(self, name: str, array: Any, quant: Quant = None) -> int:
-        """Add a constant tensor backed by its own buffer (dtype/shape from ``array``)."""
+        """Add a constant tensor backed by its own buffer (dtype/shape from ``array``; an array of bytes or str, dtype
+        object, S or U, is a STRING tensor in the packed layout, str encoded as UTF-8)."""
         arr = np.asarray(array)
+        if arr.dtype.kind in "OSU":
+            buf = self.model._add_buffer(strings.from_array(arr, f"constant {name!r}").tobytes())
+            return self._add(name, object, list(arr.shape), buf, quant, None, False)
         numpy_to_tensor_type(arr.dtype)  # validate dtype
         # asarray, not ascontiguousarray: the latter turns 0-d arrays into shape [1]
         arr = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"))
@@ -280,6 +285,8 @@ class SubgraphBuilder:
 
     def _add(self, name, dtype, shape, buffer, quant, shape_signature, is_variable) -> int:
         dt = np.dtype(dtype)
+        if dt.kind in "OSU":  # bytes / str / object: a STRING tensor
+            dt = np.dtype(object)
         numpy_to_tensor_type(dt)
         shape_l = _int_list(list(shape), "shape")
         sig = _int_list(list(shape_signature), "shape_signature") if shape_signature is not None else None

@@ -16,6 +16,7 @@ import flatbuffers
 import numpy as np
 import tflite
 
+from . import strings
 from .builtin_options import parse_options
 from .plan import NO_QUANTIZATION, ModelPlan, Node, Quantization, Signature, SubgraphPlan, TensorSpec
 from .schema import BUILTIN_NAMES, PACKED_BITS, TENSOR_TYPES
@@ -278,7 +279,13 @@ class _Loader:
             if quant.blockwise:
                 _check(raw is not None and raw.size > 0, f"{what} is blockwise quantized but not a constant (the "
                                                          f"official kernels read blockwise weights from the model)")
-            if raw is not None and raw.size and type_name not in ("STRING", "RESOURCE", "VARIANT"):
+            if type_name == "STRING" and raw is not None and raw.size:  # the packed layout, checked (strings.py)
+                try:
+                    strings.offsets(raw, int(np.prod(shape, dtype=np.int64)), f"tensor {ti} ({name!r})")
+                except strings.StringBufferError as e:
+                    raise ModelError(f"Invalid model: {e}") from None
+                data = raw
+            elif raw is not None and raw.size and type_name not in ("STRING", "RESOURCE", "VARIANT"):
                 if sparsity is not None:  # sparse constant: the buffer holds only the stored values (DENSIFY)
                     _check(not bits, f"{what} is a sparse {type_name} tensor: sparse sub-byte tensors are not "
                                      f"supported (nor by the official kernels)")
@@ -359,10 +366,10 @@ SUBGRAPH_KEYS = ("subgraph_index", "cond_subgraph_index", "body_subgraph_index",
 
 
 def _unsourced(t, i: int, ready) -> bool:
-    """Tensor t (index i) has no value yet: not in `ready`, no data, not a variable, not empty (string constants
-    have no data here; an empty tensor needs none, the official check is bytes > 0)."""
+    """Tensor t (index i) has no value yet: not in `ready`, no data, not a variable, not empty (an empty tensor
+    needs none, the official check is bytes > 0)."""
     return (t is not None and i not in ready and t.data is None and not t.is_variable and 0 not in t.shape
-            and t.type_name not in ("STRING", "RESOURCE", "VARIANT"))
+            and t.type_name not in ("RESOURCE", "VARIANT"))
 
 
 def _check_sources(si: int, tensors, inputs, nodes, outputs=()) -> None:

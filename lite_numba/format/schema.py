@@ -38,7 +38,7 @@ PACKED_TYPE_CODES: dict[str, int] = {"INT4": 17, "INT2": 19, "UINT4": 20}
 _HANDLES = ("RESOURCE", "VARIANT", *PACKED_BITS)
 # numpy dtype -> TensorType code and type name, for the dtypes a tensor of that type is written from
 DTYPE_TO_TENSOR_TYPE: dict[np.dtype, int] = {dt: code for code, (dt, name) in TENSOR_TYPES.items()
-                                              if name not in _HANDLES and name != "STRING"}
+                                              if name not in _HANDLES}  # STRING: object (bytes), packed
 TENSOR_TYPE_TO_DTYPE: dict[int, np.dtype] = {code: dt for dt, code in DTYPE_TO_TENSOR_TYPE.items()}
 TYPE_NAMES: dict[np.dtype, str] = {dt: name for code, (dt, name) in TENSOR_TYPES.items() if name not in _HANDLES}
 

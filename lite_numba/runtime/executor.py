@@ -16,6 +16,7 @@ import numpy as np
 
 from ..format.custom_options import decode_custom_options
 from ..format.plan import Node, SubgraphPlan
+from ..format.strings import StringBuffers
 from ..ops import Call, ConstArg, NeedsValue, OpKernel, PrepareContext, Tensor, TensorView
 from . import arena as memory
 from .arena import ArenaLimitError, check_arena_bytes, check_tensor_bytes, graph_allocations, plan_arena
@@ -45,6 +46,7 @@ class GraphRuntime:
         # refilled by allocate() and emptied by invalidate(), so its owner may hold on to it
         self.fast_views: dict[int, np.ndarray] = {}
         self.dynamic_arrays: dict[int, np.ndarray] = {}
+        self.strings = StringBuffers(lambda n, what: check_tensor_bytes(what, n, self.max_arena_bytes))  # STRING values
         self.known_values: dict[int, np.ndarray] = {}  # values fixed at prepare time (ctx.set_known_value)
         self._dynamic_phase = False
         self._temps: list[Tensor] = []
@@ -86,7 +88,7 @@ class GraphRuntime:
             return
         self._check_bytes(t, shape)
         t.shape = tuple(shape)
-        if self._dynamic_phase:
+        if self._dynamic_phase and t.dtype != object:  # (a STRING tensor's value is in self.strings)
             cur = self.dynamic_arrays.get(i)
             if cur is None or cur.shape != t.shape:  # keep the array while the shape holds (see run_dynamic)
                 self.dynamic_arrays[i] = np.zeros(shape, t.dtype)
@@ -136,8 +138,8 @@ class GraphRuntime:
         if t.data is not None:
             return t.data
         v = self.views.get(i)
-        if v is None:
-            raise ValueError("Tensor data is null. Run allocate_tensors() first")
+        if v is None:  # a STRING tensor: its packed value, outside the arena; else "Tensor data is null"
+            return self.strings.value(i, t)
         return v
 
     # --- prepare and plan -------------------------------------------------------------------------------------
@@ -458,7 +460,6 @@ class GraphRuntime:
                 raise PrepareError(f"assumed value of tensor {t.name!r} has {want.size} bytes, the tensor "
                                    f"{t.nbytes}")
             from .guards import guard_equal  # lazy: guards.py compiles with Numba, imported only to allocate
-
             ctx.calls.insert(0, Call(guard_equal, (ctx.view(t, (t.nbytes,), np.uint8), ctx.const(want))))
 
     def _after_general_invoke(self) -> None:
@@ -660,7 +661,7 @@ class GraphRuntime:
             reads = tuple((i, self.array(i).shape, self.array(i).tobytes()) for i in dict.fromkeys(self._reads))
             self._reads = None
             for o in node.outputs:
-                if o >= 0 and o in self.dynamic_tensors and o not in self.dynamic_arrays:
+                if o in self.dynamic_tensors and o not in self.dynamic_arrays and self.tensors[o].dtype != object:
                     t = self.tensors[o]
                     self.dynamic_arrays[o] = np.zeros(t.shape, t.dtype)
             if k.host is not None:
@@ -696,5 +697,4 @@ def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> b
 
 def _is_guard_failure(err: BaseException) -> bool:
     from .guards import is_guard_failure  # lazy: guards.py imports Numba; reached only when a kernel raised
-
     return is_guard_failure(err)

@@ -135,7 +135,8 @@ class ModelRuntime:
         """The tensor's current storage (an arena view, a constant or a dynamic tensor's own array): not a copy."""
         if subgraph in self._io:
             self._io[subgraph].check_mark(tensor_index)
-        return self.graph(subgraph).array(tensor_index)
+        string = self.graph(subgraph).tensors[tensor_index].dtype == object  # STRING: its value (packed storage)
+        return self.get_tensor(tensor_index, subgraph) if string else self.graph(subgraph).array(tensor_index)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
     def allocate(self, subgraph: int = 0) -> None:
@@ -201,7 +202,11 @@ class ModelRuntime:
     def set_tensor(self, tensor_index: int, value, subgraph: int = 0) -> None:
         """Copy `value` into tensor `tensor_index`, with the official checks and messages."""
         value = self.check_value(tensor_index, value, subgraph)
-        np.copyto(self.graph(subgraph).array(tensor_index), value)
+        rt = self.graph(subgraph)
+        if value.dtype.kind in "OSU":  # a STRING tensor: packed into its storage (bytes kept, str as UTF-8)
+            rt.strings.write_array(tensor_index, value, rt.tensors[tensor_index].name)
+        else:
+            np.copyto(rt.array(tensor_index), value)
         if subgraph in self._io:
             self._io[subgraph].clear_marks([tensor_index])
 
@@ -216,8 +221,9 @@ class ModelRuntime:
         t = rt.tensors[tensor_index]
         value = np.asarray(value)
         pos = rt.plan.inputs.index(tensor_index) if tensor_index in rt.plan.inputs else tensor_index
-        if value.dtype != t.dtype:
-            raise ValueError(f"Cannot set tensor: Got value of type {type_name(value.dtype)} but expected type "
+        if value.dtype != t.dtype and not (t.dtype == object and value.dtype.kind in "OSU"):  # (STRING: bytes, str)
+            got = "STRING" if value.dtype.kind in "OSU" else type_name(value.dtype)
+            raise ValueError(f"Cannot set tensor: Got value of type {got} but expected type "
                              f"{type_name(t.dtype)} for input {pos}, name: {t.name} ")
         if value.ndim != len(t.shape):
             raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {value.ndim} but expected {len(t.shape)} "
@@ -236,7 +242,10 @@ class ModelRuntime:
         """A copy of the tensor's current value."""
         if subgraph in self._io:
             self._io[subgraph].check_mark(tensor_index)
-        return np.array(self.graph(subgraph).array(tensor_index), copy=True)
+        rt = self.graph(subgraph)
+        if rt.tensors[tensor_index].dtype == object:  # STRING: an object array of bytes, as the official gives
+            return rt.strings.read_array(tensor_index, rt.tensors[tensor_index])
+        return np.array(rt.array(tensor_index), copy=True)
 
     # --- running ----------------------------------------------------------------------------------------------
     def invoke(self, subgraph: int = 0) -> None:
@@ -394,6 +403,7 @@ class ModelRuntime:
             state["tensors"] = {i: np.array(v, copy=True) for i, v in rt.views.items()
                                 if i < n and (i in keep or rt.preserve_all)}
             state["dynamic"] = {i: np.array(v, copy=True) for i, v in rt.dynamic_arrays.items() if i < n}
+            state["strings"] = rt.strings.snapshot()
         resources = {}
         for key, value in self.resources.items():
             if key in _VARIABLE_KEYS:
@@ -419,6 +429,7 @@ class ModelRuntime:
         for i, value in state["dynamic"].items():
             if i not in rt.views:
                 rt.dynamic_arrays[i] = np.array(value, copy=True)
+        rt.strings.restore(state.get("strings", {}))
         for key, value in state["resources"].items():
             if key not in _VARIABLE_KEYS:
                 self.resources[key] = copy.deepcopy(value)

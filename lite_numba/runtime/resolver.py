@@ -147,16 +147,21 @@ def resolve_model(resolver: OpResolver, model) -> list[list[OpKernel | None]]:
     """The kernel of every node of every subgraph of a loaded model (ModelPlan): `[subgraph][node]`. A builtin op
     version the resolver lacks fails here with the official ValueError; an unresolved custom op is None, reported
     when its node is prepared (allocate_tensors), as officially."""
-    return [[_resolve_node(resolver, node) for node in sg.nodes] for sg in model.subgraphs]
+    return [[_resolve_node(resolver, node, sg.tensors) for node in sg.nodes] for sg in model.subgraphs]
 
 
-def _resolve_node(resolver: OpResolver, node) -> OpKernel | None:
+def _resolve_node(resolver: OpResolver, node, tensors) -> OpKernel | None:
     if node.is_custom:
-        return resolver.find_custom(node.op_name, node.version)
-    k = resolver.find_builtin(node.op_name, node.version)
-    if k is None:
-        raise ValueError(
-            f"Didn't find op for builtin opcode '{node.op_name}' version '{node.version}'. An older version of this "
-            f"builtin might be supported. Are you using an old TFLite binary with a newer model?\n"
-            f"Registration failed.\n")
+        k = resolver.find_custom(node.op_name, node.version)
+    else:
+        k = resolver.find_builtin(node.op_name, node.version)
+        if k is None:
+            raise ValueError(
+                f"Didn't find op for builtin opcode '{node.op_name}' version '{node.version}'. An older version of "
+                f"this builtin might be supported. Are you using an old TFLite binary with a newer model?\n"
+                f"Registration failed.\n")
+    strings = getattr(k, "strings", None)  # a node with a STRING operand runs the op's STRING variant (host)
+    if strings is not None and any(0 <= i < len(tensors) and tensors[i].type_name == "STRING"
+                                   for i in (*node.inputs, *node.outputs)):
+        return strings
     return k

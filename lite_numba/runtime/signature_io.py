@@ -67,7 +67,9 @@ class SignatureIO:
                 if o is not None:
                     back.append((o, buf))
         for i, a in inputs.items():
-            if a.nbytes >= min_bytes and i not in tied and io.bindable(i):
+            if rt.tensors[i].dtype == object:  # STRING: packed into its storage outside the arena
+                rt.strings.write_array(i, a, rt.tensors[i].name)
+            elif a.nbytes >= min_bytes and i not in tied and io.bindable(i):
                 targets[i] = a
             else:
                 np.copyto(rt.array(i), a)
@@ -90,7 +92,10 @@ class SignatureIO:
             np.copyto(buf, rt.array(o))
             copied[o] = buf.nbytes
         for o in outputs:
-            if o not in results:
+            if o not in results and rt.tensors[o].dtype == object:  # STRING: an object array of bytes
+                results[o] = rt.strings.read_array(o, rt.tensors[o])
+                copied[o] = int(rt.array(o).size)
+            elif o not in results:
                 results[o] = np.array(rt.array(o), copy=True)
                 copied[o] = results[o].nbytes
         return results, copied
