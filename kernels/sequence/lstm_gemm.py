@@ -1,7 +1,8 @@
 """The float LSTM as GEMMs (issue 30): the four gates' input products of every time step in one matrix product
-before the loop (the FULLY_CONNECTED tiles, kernels/linear/simd_f32), and per step the four recurrent products as
-one matrix-vector product over the concatenated gate weights, the bias, peepholes, activations, cell update and
-projection fused after it.
+before the loop, and per step the four recurrent products as one matrix-vector product over the concatenated gate
+weights, the bias, peepholes, activations, cell update and projection fused after it. Both products run across the
+gate outputs (16 lanes), in order over k, in the same compiled loop as the steps (the FULLY_CONNECTED tiles of
+kernels/linear are another family's: tests/test_layering.py).
 
 Each gate value is rounded as the official CalculateLstmGateFloat rounds it, step by step: (input product + bias)
 + recurrent product (+ peephole), then the activation (kernels/base/vecmath's sigmoid and tanh, bit-exact with the
@@ -18,9 +19,6 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.activation import ACT_NONE, ACT_TANH
 from lite_numba.kernels.base.vecmath import sigmoid_f32, tanh_f32, wide_vectors
-from lite_numba.kernels.linear.fc_loops import gemm_f32
-from lite_numba.kernels.linear.simd_f32 import pack_weights, pad_bias
-from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 from lite_numba.kernels.sequence.cell import activate, is_zero_span
 from numba import njit
 
@@ -38,24 +36,14 @@ def _clip(v, clip):
     return -clip if m < -clip else m
 
 
-@njit(cache=True, inline="always")
-def _matvec(v, vo, k, w_t, n, acc):
-    """acc[j] = sum over i < k of v[vo + i] * w_t[i * n + j] for j < n, in order over i (vectorized across j)."""
-    for j in range(n):
-        acc[j] = np.float32(0.0)
-    for i in range(k):
-        a = v[vo + i]
-        row = w_t[i * n:(i + 1) * n]
-        for j in range(n):
-            acc[j] += a * row[j]
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
-def lstm_gemm_step_loop(x, gx, wh_t, w_ci, w_cf, w_co, bias, wp_t, b_p, h, c, out, s, p, clips):
-    """The recurrent loop over the whole sequence. gx: the input products [rows, G * n_cell] in x's row order (G = 3
-    with CIFG, gates [input,] forget, cell, output); wh_t the recurrent weights [n_output, G * n_cell]; bias the
-    gate biases concatenated; wp_t the projection [n_cell, n_output] (empty without); s a scratch of
-    (G + 2) * n_cell + n_output floats."""
+def lstm_gemm_step_loop(x, x2, wx_t, gx, wh_t, w_ci, w_cf, w_co, bias, wp_t, b_p, h, c, out, s, p, clips):
+    """The whole sequence. x2: x as [rows, n_input]; wx_t: the input weights [n_input, G * n_cell] (G = 3 with CIFG,
+    gates [input,] forget, cell, output); gx: scratch [rows, G * n_cell] for the input products, in x's row order;
+    wh_t the recurrent weights [n_output, G * n_cell]; bias the gate biases concatenated; wp_t the projection
+    [n_cell, n_output] ([0, 0] without); s a scratch of 2 G n_cell + n_cell + n_output floats. The products are
+    written out in the loop (two-dimensional indices, no helper taking arrays: Numba reference-counts those per
+    call), summed in order over k across the outputs."""
     wide_vectors()  # elementwise maps and the vectorized-across-outputs products: any width, the same sums
     n_batch, max_time, n_in, n_cell, n_out = p[_BATCH], p[_TIME], p[_INPUT], p[_CELL], p[_OUTPUT]
     time_major, forward, cifg, peep, act = p[_TIME_MAJOR] != 0, p[_FORWARD] != 0, p[_CIFG] != 0, p[_PEEP] != 0, \
@@ -63,6 +51,13 @@ def lstm_gemm_step_loop(x, gx, wh_t, w_ci, w_cf, w_co, bias, wp_t, b_p, h, c, ou
     out_off, out_lead, state_lead = p[_OUT_OFFSET], p[_OUT_LEAD], p[_STATE_LEAD]
     cell_clip, proj_clip = clips[0], clips[1]
     gn = (3 if cifg else 4) * n_cell
+    for row in range(n_batch * max_time):  # every step's input products first: one pass over the input weights each
+        for j in range(gn):
+            gx[row, j] = np.float32(0.0)
+        for k in range(n_in):
+            a = x2[row, k]
+            for j in range(gn):
+                gx[row, j] += a * wx_t[k, j]
     gi = 0
     gf = 0 if cifg else n_cell
     gc, go = gf + n_cell, gf + 2 * n_cell
@@ -83,14 +78,18 @@ def lstm_gemm_step_loop(x, gx, wh_t, w_ci, w_cf, w_co, bias, wp_t, b_p, h, c, ou
             else:
                 x_zero = is_zero_span(x, row * n_in, n_in)
             ho, co = b * state_lead, b * n_cell
-            _matvec(h, ho, n_out, wh_t, gn, hacc)
+            for j in range(gn):
+                hacc[j] = np.float32(0.0)
+            for k in range(n_out):
+                hk = h[ho + k]
+                for j in range(gn):
+                    hacc[j] += hk * wh_t[k, j]
             if x_zero:
                 for j in range(gn):
                     g[j] = hacc[j] + bias[j]
             else:
-                gr = gx[row * gn:(row + 1) * gn]
                 for j in range(gn):
-                    g[j] = hacc[j] + (gr[j] + bias[j])
+                    g[j] = hacc[j] + (gx[row, j] + bias[j])
             cs = c[co:co + n_cell]
             if peep:
                 if not cifg:
@@ -130,7 +129,12 @@ def lstm_gemm_step_loop(x, gx, wh_t, w_ci, w_cf, w_co, bias, wp_t, b_p, h, c, ou
                     tmp[j] = g[go + j] * activate(cs[j], act)
             hs = h[ho:ho + n_out]
             if p[_PROJ] != 0:
-                _matvec(tmp, 0, n_cell, wp_t, n_out, pacc)
+                for k in range(n_out):
+                    pacc[k] = np.float32(0.0)
+                for i in range(n_cell):
+                    ti = tmp[i]
+                    for k in range(n_out):
+                        pacc[k] += ti * wp_t[i, k]
                 for k in range(n_out):
                     v = pacc[k] + b_p[k] if b_p.size else pacc[k]
                     hs[k] = _clip(v, proj_clip) if proj_clip > 0 else v
@@ -161,21 +165,7 @@ def schedule_lstm_gemm(ctx: PrepareContext, d: dict, x, out, *, n_batch, max_tim
         return False
     n_cell, n_out = d["n_cell"], d["n_output"]
     gn = len(gates) * n_cell
-    rows = n_batch * max_time
-    w_all = np.concatenate([m.reshape(n_cell, n_input) for m in wx])  # [gn, n_input]
-    gx = ctx.temp((rows * gn,), np.float32)
-    lim = np.array([-np.inf, np.inf], np.float32)
-    xf = ctx.view(x, (x.size,))
-    drivers = float_drivers()
-    if n_input == 0:
-        ctx.call(gemm_f32, xf, np.zeros(1, np.int64), ctx.const(np.zeros(gn, np.float32)), np.zeros(1, np.int64),
-                 np.zeros(gn, np.float32), gx, rows, 0, gn, lim)
-    elif drivers is not None:
-        ctx.call(drivers.gemm_packed, xf, np.arange(rows, dtype=np.int64) * n_input, np.zeros(1, np.int64), n_input,
-                 ctx.const(pack_weights(np.ascontiguousarray(w_all.T))), pad_bias(None, gn), gx, gn, lim)
-    else:
-        ctx.call(gemm_f32, xf, np.zeros(1, np.int64), ctx.const(np.ascontiguousarray(w_all.T).reshape(-1)),
-                 np.zeros(1, np.int64), np.zeros(gn, np.float32), gx, rows, n_input, gn, lim)
+    wx_t = np.ascontiguousarray(np.concatenate([m.reshape(n_cell, n_input) for m in wx]).T)  # [n_input, gn]
     wh_t = np.ascontiguousarray(np.concatenate([m.reshape(n_cell, n_out) for m in wh]).T)  # [n_out, gn]
     peeps = [w[f"cell_to_{g}_weights"] for g in ("input", "forget", "output")]
     peep_args = [ctx.const(np.zeros(0, np.float32)) if t is None else ctx.view(t, (t.size,)) for t in peeps]
@@ -184,9 +174,11 @@ def schedule_lstm_gemm(ctx: PrepareContext, d: dict, x, out, *, n_batch, max_tim
     p[_TIME_MAJOR], p[_FORWARD], p[_OUT_OFFSET], p[_OUT_LEAD], p[_STATE_LEAD] = time_major, forward, out_offset, \
         out_lead, state_lead
     p[_CIFG], p[_PEEP], p[_PROJ], p[_ACT] = d["cifg"], d["peep"], wp is not None, act
-    wp_t = np.ascontiguousarray(_const(wp).reshape(n_out, n_cell).T).reshape(-1) if wp is not None else \
-        np.zeros(0, np.float32)
-    ctx.call(lstm_gemm_step_loop, xf, gx, ctx.const(wh_t.reshape(-1)), *peep_args,
+    wp_t = np.ascontiguousarray(_const(wp).reshape(n_out, n_cell).T) if wp is not None else \
+        np.zeros((0, 0), np.float32)
+    rows = n_batch * max_time
+    ctx.call(lstm_gemm_step_loop, ctx.view(x, (x.size,)), ctx.view(x, (rows, n_input)), ctx.const(wx_t),
+             ctx.temp((rows, gn), np.float32), ctx.const(wh_t), *peep_args,
              ctx.const(np.concatenate(bs).astype(np.float32)), ctx.const(wp_t),
              ctx.const(_const(bp) if bp is not None else np.zeros(0, np.float32)),
              ctx.view(state_h, (state_h.size,)), ctx.view(state_c, (state_c.size,)), ctx.view(out, (out.size,)),
