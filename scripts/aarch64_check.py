@@ -12,7 +12,8 @@ kernels compile for aarch64 and give the same results there.
 
 The subset (CASES): CONV_2D (float32, int8 per-channel and per-tensor, uint8; pointwise, 3x3, strided, dilated),
 DEPTHWISE_CONV_2D (float32, int8, uint8), FULLY_CONNECTED (float32, int8, hybrid int8 weights, INT4 blockwise
-weights), a hybrid CONV_2D, elementwise ADD / MUL (float32 with
+weights), a hybrid CONV_2D, BATCH_MATMUL (float32, plain and with both operands transposed and broadcast),
+elementwise ADD / MUL (float32 with
 broadcast, int8), and whole models: small_cnn float32 / int8 / int8 with uint8 I/O and the transformer block (in
 tests/data), plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has them. int8 and uint8 results must
 be bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a whole model (the official x86
@@ -41,6 +42,7 @@ def _cases() -> dict:
     """name -> (model bytes, inputs, tolerance): None for exact, else relative to the largest output."""
     sys.path.insert(0, str(ROOT / "tests"))
     from linear_models import (
+        bmm_model,
         conv2d_model,
         conv_case_f32,
         conv_case_int8,
@@ -96,6 +98,12 @@ def _cases() -> dict:
                         w_quant={"scales": rng.uniform(0.002, 0.02, 20).tolist(), "zero_points": [0] * 20,
                                  "quantized_dimension": 0}, version=5)
     cases["conv_hybrid_3x3_pc"] = (data, [rng.standard_normal((1, 9, 8, 6)).astype(np.float32)], None)
+    # BATCH_MATMUL (issue 30): attention's shapes, the transposed operands read where they are (lhs in place, rhs
+    # packed from it), broadcast batches
+    for name, ls, rs, adj_x, adj_y in (("bmm_f32_logits", [4, 17, 16], [4, 16, 17], False, False),
+                                       ("bmm_f32_adj_broadcast", [2, 1, 16, 37], [1, 3, 70, 16], True, True)):
+        cases[name] = (bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y),
+                       [rng.standard_normal(ls).astype(np.float32), rng.standard_normal(rs).astype(np.float32)], 1e-5)
     a = rng.standard_normal((2, 5, 7, 3)).astype(np.float32)
     b = rng.standard_normal((1, 7, 3)).astype(np.float32)
     for op in ("ADD", "MUL"):

@@ -29,6 +29,7 @@ def test_record_and_check_on_the_host(tmp_path):
     mod.record(refs)
     z = np.load(refs)
     names = {k.split("/")[0] for k in z.files}
-    for family in ("conv_", "dw_", "fc_", "fc_hybrid", "fc_int4", "conv_hybrid", "add_", "mul_", "model_small_cnn"):
+    for family in ("conv_", "dw_", "fc_", "fc_hybrid", "fc_int4", "conv_hybrid", "bmm_", "add_", "mul_",
+                   "model_small_cnn"):
         assert any(n.startswith(family) for n in names), f"no {family} case in {sorted(names)}"
     assert mod.check(refs) == 0
