@@ -15,10 +15,12 @@ class LazyKernel(OpKernel):
     """A row's kernel, imported from its module on first use: a process imports only the kernel modules its models
     use (importing every module costs ~0.3-0.6 s of start-up). Behaves as the OpKernel it stands for."""
 
-    def __init__(self, module: str, attr: str, quantized: LazyKernel | None = None):  # noqa: D107 - fields are properties
+    def __init__(self, module: str, attr: str, quantized: LazyKernel | None = None,  # noqa: D107 - fields are properties
+                 strings: LazyKernel | None = None):
         self._where = (module, attr)
         self._kernel: OpKernel | None = None
         self.quantized = quantized
+        self.strings = strings
 
     def resolve(self) -> OpKernel:
         k = self._kernel
@@ -41,8 +43,8 @@ class LazyKernel(OpKernel):
         other = other.resolve() if isinstance(other, LazyKernel) else other
         return self.resolve() == other
 
-    def __reduce_ex__(self, protocol):
-        return LazyKernel, self._where  # by its row (a pickled resolver): the kernel may be a factory's closure
+    def __reduce_ex__(self, protocol):  # by its row (a pickled resolver): the kernel may be a factory's closure
+        return LazyKernel, (*self._where, self.quantized, self.strings)
 
     __hash__ = object.__hash__
 
@@ -59,6 +61,13 @@ def with_quantized(kernel: LazyKernel, quantized: LazyKernel) -> LazyKernel:
     """A row's float kernel together with its integer-quantized variant (another module of the family), which the
     float prepare reaches through ctx.prepare_quantized()."""
     return LazyKernel(*kernel._where, quantized=quantized)
+
+
+def with_strings(kernel: LazyKernel, strings: LazyKernel) -> LazyKernel:
+    """A row's kernel together with its STRING variant (a host kernel: movement/strings.py, elementwise/
+    string_compare.py): the resolver gives the variant every node of the op with a STRING tensor, whatever the
+    version (the official kernels switch on the type)."""
+    return LazyKernel(*kernel._where, quantized=kernel.quantized, strings=strings)
 
 
 class _LazyModule:
@@ -89,6 +98,9 @@ q_fc = _lazy("linear.fully_connected_quantized")
 logic = _lazy("elementwise.logic")
 reshape = _lazy("movement.reshape")
 softmax = _lazy("elementwise.softmax")
+str_cmp = _lazy("elementwise.string_compare")
+text = _lazy("movement.strings")
+hashtable = _lazy("host.hashtable")
 
 BUILTINS = [
     # --- elementwise maths, comparison, logic (arithmetic.py, unary.py, logic.py); quantized inputs -> *_quantized ---
@@ -118,10 +130,9 @@ BUILTINS = [
     ("FLOOR", 1, 1, unary.FLOOR),
     ("CEIL", 1, 1, unary.CEIL),
     ("ROUND", 1, 1, unary.ROUND),
-    ("EQUAL", 1, 2, logic.EQUAL),  # f32/i32/i64/bool; v2 int8 (v3 string: no)
-    ("EQUAL", 4, 5, logic.EQUAL),  # v5 int16
-    ("NOT_EQUAL", 1, 2, logic.NOT_EQUAL),
-    ("NOT_EQUAL", 4, 4, logic.NOT_EQUAL),  # int16
+    # f32/i32/i64/bool; v2 int8, v3 string (string_compare.py, any version), v4 int16 quantized, v5 int16
+    ("EQUAL", 1, 5, with_strings(logic.EQUAL, str_cmp.EQUAL)),
+    ("NOT_EQUAL", 1, 4, with_strings(logic.NOT_EQUAL, str_cmp.NOT_EQUAL)),
     ("LESS", 1, 3, logic.LESS),  # v2 int8, v3 int16
     ("LESS_EQUAL", 1, 2, logic.LESS_EQUAL),
     ("GREATER", 1, 2, logic.GREATER),
@@ -146,14 +157,20 @@ BUILTINS = [
     ("SOFTMAX", 1, 3, with_quantized(softmax.SOFTMAX, q_act.SOFTMAX)),
     ("LOG_SOFTMAX", 1, 2, with_quantized(softmax.LOG_SOFTMAX, q_act.LOG_SOFTMAX)),
     # --- shape ---
-    ("RESHAPE", 1, 1, reshape.RESHAPE),
-    ("SQUEEZE", 1, 2, reshape.SQUEEZE),
-    ("EXPAND_DIMS", 1, 1, reshape.EXPAND_DIMS),
+    # STRING tensors of every shape op: movement/strings.py (host kernels), chosen by the resolver at any version
+    ("RESHAPE", 1, 1, with_strings(reshape.RESHAPE, text.RESHAPE)),
+    ("SQUEEZE", 1, 2, with_strings(reshape.SQUEEZE, text.SQUEEZE)),  # v2 string
+    ("EXPAND_DIMS", 1, 1, with_strings(reshape.EXPAND_DIMS, text.EXPAND_DIMS)),
     # --- control flow and resource variables (run on the host, call subgraphs) ---
     ("WHILE", 1, 1, cf.WHILE),
     ("IF", 1, 1, cf.IF),
     ("CALL_ONCE", 1, 1, cf.CALL_ONCE),
     ("VAR_HANDLE", 1, 1, cf.VAR_HANDLE),
+    # hash tables (string -> int64, int64 -> string): resources of the model, host kernels (hashtable.py)
+    ("HASHTABLE", 1, 1, hashtable.HASHTABLE),
+    ("HASHTABLE_IMPORT", 1, 1, hashtable.HASHTABLE_IMPORT),
+    ("HASHTABLE_FIND", 1, 1, hashtable.HASHTABLE_FIND),
+    ("HASHTABLE_SIZE", 1, 1, hashtable.HASHTABLE_SIZE),
     ("READ_VARIABLE", 1, 1, cf.READ_VARIABLE),
     ("ASSIGN_VARIABLE", 1, 1, cf.ASSIGN_VARIABLE),
     # StableHLO control flow: a branch chosen by an int32 index (out of range: the last); a composite calls its
@@ -194,7 +211,8 @@ BUILTINS += [
     ("CAST", 1, 5, cast.CAST),  # v5 float16/float64; v6+ (int4, bfloat16, int2/uint4, float8) not supported
     ("SHAPE", 1, 1, generate.SHAPE),
     ("RANK", 1, 1, generate.RANK),
-    ("FILL", 1, 4, generate.FILL),  # v2 bool, v3 int8/int16, v4 float16 (v5 float8 not supported)
+    # v2 bool and string (movement/strings.py), v3 int8/int16, v4 float16 (v5 float8 not supported)
+    ("FILL", 1, 4, with_strings(generate.FILL, text.FILL)),
     ("ZEROS_LIKE", 1, 1, generate.ZEROS_LIKE),
     ("RANGE", 1, 2, generate.RANGE),  # v2 int64
     ("ONE_HOT", 1, 1, generate.ONE_HOT),
@@ -228,17 +246,19 @@ BUILTINS += [
     ("TRANSPOSE", 1, 6, transpose.TRANSPOSE),  # v6: 6-D
     ("TRANSPOSE", 8, 9, transpose.TRANSPOSE),  # v8: 7-D/8-D, v9: float16
     ("REVERSE_V2", 1, 3, transpose.REVERSE_V2),
-    ("SLICE", 1, 2, slice_ops.SLICE),
-    ("SLICE", 4, 6, slice_ops.SLICE),  # v4 int16, v5 rank > 4, v6 uint32
+    # STRING operands at any version (v3 of SLICE, v5 of STRIDED_SLICE, v2 of TILE and GATHER_ND are the string
+    # versions): movement/strings.py's host kernels, which the resolver gives a node with a STRING tensor
+    ("SLICE", 1, 6, with_strings(slice_ops.SLICE, text.SLICE)),  # v3 string, v4 int16, v5 rank > 4, v6 uint32
     ("SLICE", 8, 8, slice_ops.SLICE),  # float16
-    ("STRIDED_SLICE", 1, 4, slice_ops.STRIDED_SLICE),
-    ("STRIDED_SLICE", 6, 8, slice_ops.STRIDED_SLICE),  # v6 ellipsis/new axis, v7 uint32, v8 offset
-    ("TILE", 1, 1, tile.TILE),
-    ("TILE", 3, 3, tile.TILE),  # int8
-    ("BROADCAST_TO", 2, 3, tile.BROADCAST_TO),
-    ("GATHER", 1, 6, gather.GATHER),  # v5 batch_dims, v6 int16 indices
-    ("GATHER_ND", 1, 1, gather.GATHER_ND),
-    ("GATHER_ND", 3, 5, gather.GATHER_ND),  # v3 int16 params, v4 int16 indices, v5 bool
+    # v5 string, v6 ellipsis/new axis, v7 uint32, v8 offset
+    ("STRIDED_SLICE", 1, 8, with_strings(slice_ops.STRIDED_SLICE, text.STRIDED_SLICE)),
+    ("TILE", 1, 3, with_strings(tile.TILE, text.TILE)),  # v2 string, v3 int8
+    ("BROADCAST_TO", 2, 3, with_strings(tile.BROADCAST_TO, text.BROADCAST_TO)),  # strings: TF's (official: no)
+    # v5 batch_dims, v6 int16 indices; strings of any rank (the official kernel: 1-D params only)
+    ("GATHER", 1, 6, with_strings(gather.GATHER, text.GATHER)),
+    ("GATHER_ND", 1, 5, with_strings(gather.GATHER_ND, text.GATHER_ND)),  # v2 string, v3 int16 params, ..., v5 bool
+    ("HASHTABLE_LOOKUP", 1, 1, text.HASHTABLE_LOOKUP),  # int32 keys; numeric or STRING values (host)
+    ("SKIP_GRAM", 1, 1, text.SKIP_GRAM),  # string -> its skip-grams (host)
     ("SCATTER_ND", 1, 1, gather.SCATTER_ND),
     # raw-word copy, start indices clamped; v1 int32 indices, v2 int64 indices, v3 float16, v4 int16
     # (v5 packed int4, v6 bfloat16: no)

@@ -130,9 +130,10 @@ class OpKernel:
     # The op's integer-quantized variant, named in the same registry row: the float prepare hands a node with
     # quantized inputs to it through ctx.prepare_quantized() (the variant lives in another module of the family).
     quantized: "OpKernel | None" = None
-    # The op's STRING variant (kernels/text: a host kernel, plain Python / numpy on packed strings), named in the same
-    # registry row: the resolver gives it every node of the op that reads or writes a STRING tensor (tensor types are
-    # fixed in the file), so the numeric kernel and its compiled path never see strings.
+    # The op's STRING variant (a host kernel, plain Python / numpy on packed strings: kernels/movement/strings.py,
+    # elementwise/string_compare.py), named in the same registry row: the resolver gives it every node of the op
+    # that reads or writes a STRING tensor (tensor types are fixed in the file), so the numeric kernel and its
+    # compiled path never see strings.
     strings: "OpKernel | None" = None
 
     def __repr__(self) -> str:

@@ -31,6 +31,10 @@ def test_row_resolves_to_a_kernel_of_its_op(op, lo, hi, k):
     if variant is not None:
         q = variant.resolve()
         assert isinstance(q, OpKernel) and q.name == op and q.prepare is not resolved.prepare
+    strings = getattr(k, "strings", None)  # the STRING variant: a host kernel of the same op
+    if strings is not None:
+        s = strings.resolve()
+        assert isinstance(s, OpKernel) and s.name == op and s.host is not None and s.prepare is not resolved.prepare
 
 
 def test_versions_do_not_overlap():
@@ -52,6 +56,7 @@ def test_resolver_serves_exactly_the_table():
 def _reachable() -> set[str]:
     start = {f"lite_numba.kernels.{k.module}" for *_r, k in ROWS}
     start |= {f"lite_numba.kernels.{k.quantized.module}" for *_r, k in ROWS if getattr(k, "quantized", None)}
+    start |= {f"lite_numba.kernels.{k.strings.module}" for *_r, k in ROWS if getattr(k, "strings", None)}
     start |= {f"lite_numba.kernels.{k.module}" for k in registry.REWRITES.values()}
     start |= {f"lite_numba.kernels.{k.module}" for *_r, k in registry.COMPOSITES}
     seen, todo = set(), list(start)

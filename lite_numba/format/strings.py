@@ -52,8 +52,8 @@ def offsets(buf: np.ndarray, count: int | None = None, what: str = "string tenso
         raise StringBufferError(f"{what}: string buffer count {got} needs a {head}-byte header, the buffer has {n} "
                                 f"bytes")
     offs = buf[4:head].view("<i4").astype(np.int64)
-    if offs[0] < head or offs[-1] > n or (got and bool(np.any(offs[1:] < offs[:-1]))):
-        bad = "out of order" if offs[0] >= head and offs[-1] <= n else "outside the buffer"
+    if offs[0] < head or offs.max() > n or (got and bool(np.any(offs[1:] < offs[:-1]))):
+        bad = "out of order" if offs[0] >= head and offs.max() <= n else "outside the buffer"
         raise StringBufferError(f"{what}: string buffer offsets are {bad} (first {int(offs[0])}, last "
                                 f"{int(offs[-1])}, header {head} bytes, buffer {n} bytes)")
     return offs
