@@ -299,3 +299,50 @@ def test_requantize_fixed_equals_requantize():
                    np.full(4, sh, np.int64), np.zeros(4), zp, -128, 127)
         requantize_fixed(acc, got, q, sh, zp, -128, 127)
         np.testing.assert_array_equal(got, want, err_msg=f"q={q} shift={sh}")
+
+
+@needs_amx
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel_asymmetric", "per_tensor_symmetric"])
+@pytest.mark.parametrize("name", ["3x3_c64_s1", "3x3_c40_s2", "pointwise_k200_co70"])
+def test_hybrid_conv_on_tiles(name, per_channel, monkeypatch):
+    """Dynamic-range CONV_2D (float input, int8 filter) on the tiles (amx_hybrid: each image quantized as the other
+    tiles quantize it, its zero point padding the windows): VNNI's hybrid bytes, and the official outputs."""
+    from linear_models import conv2d_model, conv_shapes
+
+    g, _ = CASES[name]
+    ci, co, _, _ = conv_shapes(g)
+    rng = np.random.default_rng(21)
+    w_scales = rng.uniform(0.002, 0.02, co if per_channel else 1).astype(np.float32)
+    wq = rng.integers(-127, 128, (co, g["kh"], g["kw"], g["cig"])).astype(np.int8)
+    data = conv2d_model(g, np.float32, wq, rng.standard_normal(co).astype(np.float32), np.float32,
+                        w_quant={"scales": w_scales.tolist(), "zero_points": [0] * w_scales.size,
+                                 "quantized_dimension": 0}, version=5 if per_channel else 2)
+    x = (rng.standard_normal((g["n"], g["h"], g["w"], ci)) + 0.3).astype(np.float32)
+    (vnni,), _ = _at("avx512vnni", monkeypatch, data, [x])
+    (tiles,), it = _at("amx", monkeypatch, data, [x])
+    assert "hybrid_conv_amx" in _kernels(it)
+    np.testing.assert_array_equal(tiles, vnni)
+    assert_close(tiles, run_official(data, [x])[0], 1e-5, what=f"amx hybrid CONV_2D {name}")
+
+
+@needs_amx
+@pytest.mark.parametrize("asymmetric", [True, False])
+@pytest.mark.parametrize("batch, k, units, act", [(64, 100, 48, "RELU"), (70, 64, 130, "NONE")])
+def test_hybrid_fully_connected_on_tiles(batch, k, units, act, asymmetric, monkeypatch):
+    """Dynamic-range FULLY_CONNECTED of many rows on the tiles (each row quantized with its own zero point; an
+    all-zero row): VNNI's hybrid bytes, and the official outputs."""
+    from linear_models import fc_model
+
+    rng = np.random.default_rng(batch + units)
+    w = rng.integers(-127, 128, (units, k)).astype(np.int8)
+    w_quant = {"scales": rng.uniform(0.002, 0.02, units).astype(np.float32), "zero_points": [0] * units,
+               "quantized_dimension": 0}
+    data = fc_model([batch, k], w, w_quant=w_quant, bias=rng.standard_normal(units).astype(np.float32), act=act,
+                    version=12, extra_options={"asymmetric_quantize_inputs": asymmetric})
+    x = (rng.standard_normal((batch, k)) + rng.uniform(-1, 1)).astype(np.float32)
+    x[3] = 0
+    (vnni,), _ = _at("avx512vnni", monkeypatch, data, [x])
+    (tiles,), it = _at("amx", monkeypatch, data, [x])
+    assert "hybrid_fc_amx" in _kernels(it)
+    np.testing.assert_array_equal(tiles, vnni)
+    assert_close(tiles, run_official(data, [x])[0], 1e-5, what="amx hybrid FULLY_CONNECTED")

@@ -107,7 +107,20 @@ def _row_offsets(dst, rows, first, CO):
 
 
 @njit(cache=True, inline="always")
-def _groups(x, out, geo, abuf):
+def prepare_source(x, out, geo, zp_in, abuf):
+    """Mode 1's padded copy of the input (padding zp_in) into abuf; nothing in the other modes."""
+    if geo[13] == MODE_WINDOWS:
+        N, H, W, CI = x.shape
+        _, OH, OW, _ = out.shape
+        sh, sw, dh, KH, KW = geo[0], geo[1], geo[2], geo[6], geo[7]
+        HP = (OH - 1) * sh + (KH - 1) * dh + 1
+        WP = (OW - 1) * sw + KW
+        pad_flipped(abuf.reshape(abuf.size), x.reshape(x.size), N, H, W, CI, HP, WP, geo[4], geo[5],
+                    np.uint8(zp_in & 0xFF), np.uint8(0))
+
+
+@njit(cache=True, inline="always")
+def groups_of(x, out, geo, abuf):
     """The groups of rows of qconv_amx's mode: (count, rows read in place before the copied tail in mode 0, output
     rows per group in mode 1)."""
     N, H, W, CI = x.shape
@@ -127,7 +140,7 @@ def _groups(x, out, geo, abuf):
 
 
 @njit(cache=True, inline="always")
-def _start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
+def start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
     """Group g made ready (mode 0's tail copied, mode 2's im2col rows packed, dst filled): returns (A's byte address,
     lda, A tile 1's offset from tile 0, run stride, runs, 64-byte steps per run, rows)."""
     N, H, W, CI = x.shape
@@ -203,18 +216,13 @@ def qconv_amx(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmi
     dst = t.reshape(t.size).view(np.int64)
     o = out.reshape(out.size)
     lo, hi = np.int32(qmin), np.int32(qmax)
-    if geo[13] == MODE_WINDOWS:
-        sh, sw, dh, KH, KW = geo[0], geo[1], geo[2], geo[6], geo[7]
-        HP = (OH - 1) * sh + (KH - 1) * dh + 1
-        WP = (OW - 1) * sw + KW
-        pad_flipped(abuf.reshape(abuf.size), x.reshape(x.size), N, H, W, CI, HP, WP, geo[4], geo[5],
-                    np.uint8(zp_in & 0xFF), np.uint8(0))
+    prepare_source(x, out, geo, zp_in, abuf)
     amx.fill_config(cfg.view(np.uint8))
     amx.load_config(cfg)
     wa = np.int64(wp.ctypes.data)
-    ngroups, u, per = _groups(x, out, geo, abuf)
+    ngroups, u, per = groups_of(x, out, geo, abuf)
     for g in range(ngroups):
-        a, lda, a2, rstride, nrun, ks, rows = _start_group(g, x, out, geo, zp_in, abuf, dst, u, per)
+        a, lda, a2, rstride, nrun, ks, rows = start_group(g, x, out, geo, zp_in, abuf, dst, u, per)
         _panels(a, lda, a2, rstride, nrun, ks, rows, wa, nrun * ks * KSTEP, Np, CO, c, prm, o, dst, lo, hi, gen)
     amx.release()
 
@@ -297,7 +305,6 @@ def schedule_amx(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, s
     [-31, 31])."""
     N, H, W, CI = x.shape
     _, OH, OW, CO = out.shape
-    K = w.shape[1]
     Np = -(-CO // 16) * 16
     offs = channel_offsets(w, 0, zp_in, Np)
     bias_values = const_values(bias)
@@ -307,29 +314,35 @@ def schedule_amx(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult, s
         offs = output_params_amx(((off + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32), mult, shift,
                                  zp_out, CO, Np // 16)
         general = int(np.max(shift) > 0 or np.min(shift) < -21)
+    geo, abuf_shape, wp, table = layer_plan((N, H, W, CI), (N, OH, OW, CO), w, geo_conv)
+    geo[12] = general
+    scratch = ctx.temp((Np // 16 + EXTRA_ROWS + -(-table * 2 // PRM_BLOCK), PRM_BLOCK), np.int32)
+    ctx.call(qconv_amx, x, ctx.const(wp), ctx.const(offs), bias, out, geo, 0, int(zp_in),
+             np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax),
+             ctx.temp(abuf_shape, np.uint8), scratch)
+
+
+def layer_plan(x_shape, out_shape, w: np.ndarray, geo_conv):
+    """A layer on the tiles: (geo for the drivers, with geo[12] = -1; abuf's shape; the packed weights; the entries
+    of the row table: a group's rows, mode 1's whole output rows of WP or OW pixels, and a block's slack)."""
+    N, H, W, CI = x_shape
+    _, OH, OW, CO = out_shape
+    K = w.shape[1]
     sh, sw, dh, dw, pt, pl, KH, KW = (int(v) for v in geo_conv)
     mode = choose_mode(N, H, W, CI, CO, OH, OW, geo_conv)
-    pointwise = mode == MODE_GEMM
     if mode == MODE_GEMM:
         kp = -(-K // KSTEP) * KSTEP
         MG = min(group_rows(kp), -(-N * H * W // TM) * TM)
         tail = -(-(2 * TM + -(-kp // K)) // TM) * TM  # the rows copied to abuf at most (see qconv_amx)
-        abuf = ctx.temp((tail, kp), np.uint8)
-        wp = pack_weights_amx(w)
+        abuf, wp = (tail, kp), pack_weights_amx(w)
     elif mode == MODE_WINDOWS:
         HP, WP = (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + KW
         kp = -(-KW * CI // KSTEP) * KSTEP
         MG = group_rows(KH * kp)
-        abuf = ctx.temp((1, N * HP * WP * CI + TM * sw * CI + kp + 64), np.uint8)
-        wp = pack_weights_amx(w, KH)
+        abuf, wp = (1, N * HP * WP * CI + TM * sw * CI + kp + 64), pack_weights_amx(w, KH)
     else:
         kp = -(-K // KSTEP) * KSTEP
         MG = min(group_rows(kp), -(-N * OH * OW // TM) * TM)
-        abuf = ctx.temp((MG, kp), np.uint8)
-        wp = pack_weights_amx(w)
-    # the row table: a group's rows (mode 1: whole output rows of WP or OW pixels) and a block's slack
-    table_rows = -(-(max(MG, (OW - 1) * sw + KW) + 2 * TM) * 2 // PRM_BLOCK)
-    scratch = ctx.temp((Np // 16 + EXTRA_ROWS + table_rows, PRM_BLOCK), np.int32)
-    geo = np.array([sh, sw, dh, dw, pt, pl, KH, KW, OH, OW, int(pointwise), 0, general, mode, MG], np.int64)
-    ctx.call(qconv_amx, x, ctx.const(wp), ctx.const(offs), bias, out, geo, 0, int(zp_in),
-             np.asarray(mult, np.int32), np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
+        abuf, wp = (MG, kp), pack_weights_amx(w)
+    geo = np.array([sh, sw, dh, dw, pt, pl, KH, KW, OH, OW, int(mode == MODE_GEMM), 0, -1, mode, MG], np.int64)
+    return geo, abuf, wp, max(MG, (OW - 1) * sw + KW) + 2 * TM

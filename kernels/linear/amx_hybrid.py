@@ -1,0 +1,222 @@
+"""Hybrid (dynamic-range: float32 activations, constant int8 weights) FULLY_CONNECTED and CONV_2D on the AMX tiles
+(isa level "amx"): hybrid_gemm's computation (read its module doc and hybrid_tiles') with simd_amx's products.
+
+The input rows (FULLY_CONNECTED) or images (CONV_2D) are quantized at run time exactly as on the other tiles
+(base/hybrid_rows.quantize_row), but stored as the signed bytes they are (no +128 flip: TDPBSSD multiplies signed
+bytes), so the epilogue subtracts zp * sum_k w instead of (128 + zp) * sum_k w: the same exact int32 dot product
+(q - zp) . w, then hybrid_tiles' float32 epilogue in the official operation order, from the int32 blocks the tiles
+leave in the L1 scratch (store_block_hybrid). A CONV_2D image is then read as an int8 convolution's input is
+(simd_amx's modes: rows in place, windows of a padded copy whose padding is the image's zero point, im2col
+blocks). Weights are packed as simd_amx packs them; the channel parameters are hybrid_tiles.hybrid_params'.
+
+Chosen by hybrid_schedule.schedule_hybrid before the other tile families when the level is amx, the layer pays on
+the tiles (simd_amx.amx_pays for a CONV_2D; AMX_MIN_ROWS rows and AMX_MIN_MACS for a FULLY_CONNECTED) and one thread
+runs it (with num_threads > 1 the other families' parallel drivers split it)."""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base import amx
+from lite_numba.kernels.base.hybrid_rows import quantize_row
+from lite_numba.kernels.base.llvm_ir import F32, I32, data_ptr, store_live
+from lite_numba.kernels.base.llvm_ir import i64 as const64
+from lite_numba.kernels.base.llvm_ir import splat as splat_vector
+from lite_numba.kernels.linear.amx_output import C_STRIDE_I32
+from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, fill_bias, hybrid_params
+from lite_numba.kernels.linear.simd_amx import (
+    AMX_MIN_MACS,
+    AMX_MIN_ROWS,
+    C_SIZE,
+    KSTEP,
+    TM,
+    TN,
+    amx_pays,
+    block_products,
+    groups_of,
+    layer_plan,
+    pack_weights_amx,
+    prepare_source,
+    start_group,
+)
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_V16F = ir.VectorType(F32, 16)
+_V16I = ir.VectorType(I32, 16)
+
+
+@intrinsic
+def store_block_hybrid(typingctx, c, rows, nb, hp, c0, out, dst, d0, ncols, rz, rsf, rs_off, rs_step, lim):
+    """store_block_hybrid(c, rows, nb, hp, c0, out, dst, d0, ncols, rz, rsf, rs_off, rs_step, lim): the first `rows`
+    rows of a C block (int32, C_STRIDE_I32 per row) through hybrid_tiles' epilogue into the float32 out at
+    dst[d0 + r] + c0 .. (rows with dst < 0 skipped; channels < min(ncols, 16 nb)): dot = acc - z * ws (int32,
+    wrapping), v = float32(dot) * (cs * sf) + bias, clamped by lim = [lo, hi, nan-to-lo], with row r's zero point
+    z and scaling factor sf at rz / rsf[rs_off + r * rs_step] and the channels' ws, cs, bias from hp (hybrid_params'
+    layout)."""
+    ip = types.intp
+    sig = types.void(c, ip, ip, hp, ip, out, dst, ip, ip, rz, rsf, ip, ip, lim)
+
+    def codegen(context, builder, sig, args):
+        (c_, rows_, nb_, hp_, c0_, out_, dst_, d0_, ncols_, rz_, rsf_, rs_off_, rs_step_, lim_) = args
+        pc = data_ptr(context, builder, sig.args[0], c_)
+        php = data_ptr(context, builder, sig.args[3], hp_)
+        po = data_ptr(context, builder, sig.args[5], out_)
+        pd = data_ptr(context, builder, sig.args[6], dst_)
+        prz = data_ptr(context, builder, sig.args[9], rz_)
+        prs = data_ptr(context, builder, sig.args[10], rsf_)
+        plim = data_ptr(context, builder, sig.args[13], lim_)
+        lo = splat_vector(builder, builder.load(plim), _V16F)
+        hi = splat_vector(builder, builder.load(builder.gep(plim, [const64(1)], inbounds=True)), _V16F)
+        nan_lo = builder.fcmp_unordered("!=", builder.load(builder.gep(plim, [const64(2)], inbounds=True)),
+                                        ir.Constant(F32, 0.0))
+        nan_lo = splat_vector(builder, nan_lo, ir.VectorType(ir.IntType(1), 16))
+        with cgutils.for_range(builder, nb_) as vl:
+            v16 = builder.mul(vl.index, const64(16))
+            count = builder.sub(ncols_, v16)
+            with builder.if_then(builder.icmp_signed(">", count, const64(0))):
+                cv = builder.add(c0_, v16)
+                base = builder.mul(builder.sdiv(cv, const64(16)), const64(HP_BLOCK))
+
+                def param(k, ty):
+                    p = builder.gep(php, [builder.add(base, const64(16 * k))], inbounds=True)
+                    return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
+
+                ws, cs, bias = param(0, _V16I), param(1, _V16F), param(2, _V16F)
+                with cgutils.for_range(builder, rows_) as rl:
+                    r = rl.index
+                    d = builder.load(builder.gep(pd, [builder.add(d0_, r)], inbounds=True))
+                    with builder.if_then(builder.icmp_signed(">=", d, const64(0))):
+                        src = builder.gep(pc, [builder.add(builder.mul(r, const64(C_STRIDE_I32)), v16)], inbounds=True)
+                        acc = builder.load(builder.bitcast(src, _V16I.as_pointer()), align=4)
+                        at = builder.add(rs_off_, builder.mul(rs_step_, r))
+                        z = splat_vector(builder, builder.load(builder.gep(prz, [at], inbounds=True)), _V16I)
+                        s = splat_vector(builder, builder.load(builder.gep(prs, [at], inbounds=True)), _V16F)
+                        dot = builder.sub(acc, builder.mul(z, ws))
+                        y = builder.fadd(builder.fmul(builder.sitofp(dot, _V16F), builder.fmul(cs, s)), bias)
+                        m = builder.select(builder.fcmp_ordered(">", lo, y), lo, y)
+                        m = builder.select(builder.fcmp_ordered("<", hi, m), hi, m)
+                        m = builder.select(builder.and_(builder.fcmp_unordered("uno", y, y), nan_lo), lo, m)
+                        store_live(builder, m, builder.gep(po, [builder.add(d, cv)], inbounds=True), count)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _blocks(a, lda, a2, rstride, nrun, ks, rows, wa, kpad, Np, N, c, hp, out, dst, rz, rsf, rs_off, rs_step, lim):
+    """Every weight panel over `rows` rows of A (simd_amx's addressing), each block through the hybrid epilogue; row
+    r's zero point and scaling factor at rs_off + r * rs_step."""
+    for i in range(0, rows, TM):
+        ma = 2 if rows - i > 16 else 1
+        for j0 in range(0, Np, TN):
+            nb = 2 if Np - j0 >= TN else 1
+            block_products(ma, nb, a + i // 16 * a2, lda, rstride, nrun, ks, wa + j0 * kpad, c, a2)
+            store_block_hybrid(c, 16 * ma, nb, hp, j0, out, dst, i, N - j0, rz, rsf, rs_off + i * rs_step, rs_step,
+                               lim)
+
+
+@njit(cache=True, nogil=True)
+def hybrid_fc_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qscratch, scratch):
+    """Hybrid FULLY_CONNECTED on the tiles: x the float32 rows (flat [M * K]), wp packed by pack_weights_amx, hpc
+    hybrid_params (the bias, float32 [N], written into hp each call), out flat [M * N] float32, geo = [M, K, N,
+    asymmetric], lim = [lo, hi, nan-to-lo]. Scratch: abuf [MB, Kp] (MB a multiple of TM: the rows of a block,
+    quantized), rz int32 / rsf float32 [MB], hp like hpc, qscratch int8 [K], scratch int32 (two C blocks, the tile
+    configuration, the row table: MB + 2 TM int64)."""
+    M, K, N, asym = geo[0], geo[1], geo[2], geo[3] != 0
+    MB, Kp = abuf.shape
+    Np = (N + 15) // 16 * 16
+    fill_bias(hp, hpc, bias)
+    c = scratch[:C_SIZE]
+    cfg = scratch[2 * C_SIZE:2 * C_SIZE + 16]
+    t = scratch[2 * C_SIZE + 16:]
+    dst = t.reshape(t.size).view(np.int64)
+    af = abuf.reshape(abuf.size)
+    amx.fill_config(cfg.view(np.uint8))
+    amx.load_config(cfg)
+    ab = np.int64(abuf.ctypes.data)
+    wa = np.int64(wp.ctypes.data)
+    for m0 in range(0, M, MB):
+        rows = min(MB, M - m0)
+        for r in range(rows):
+            sf, zp = quantize_row(x, (m0 + r) * K, K, asym, af, r * Kp, 0, qscratch)
+            rz[r] = zp
+            rsf[r] = sf
+            dst[r] = (m0 + r) * N
+        for r in range(rows, rows + 2 * TM):
+            dst[r] = -1
+        _blocks(ab, Kp, 16 * Kp, 0, 1, Kp // KSTEP, rows, wa, Kp, Np, N, c, hp, out, dst, rz, rsf, 0, 1, lim)
+    amx.release()
+
+
+@njit(cache=True, nogil=True)
+def hybrid_conv_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qimg, qscratch, scratch):
+    """Hybrid CONV_2D with one group on the tiles: x [N, H, W, CI] float32, wp packed as simd_amx.layer_plan packs
+    them, out [N, OH, OW, CO] float32, geo simd_amx's (layer_plan of one image) with geo[15] the asymmetric option,
+    lim = [lo, hi, nan-to-lo]. Each image is quantized into qimg (int8 [H * W * CI]; its zero point pads its windows)
+    and runs as an int8 convolution's input. Scratch: abuf (the mode's, layer_plan), rz int32 / rsf float32 [N], hp,
+    qscratch int8 [H * W * CI], scratch int32 (two C blocks, the tile configuration, the row table)."""
+    N, H, W, CI = x.shape
+    _, OH, OW, CO = out.shape
+    per = H * W * CI
+    Np = (CO + 15) // 16 * 16
+    asym = geo[15] != 0
+    fill_bias(hp, hpc, bias)
+    c = scratch[:C_SIZE]
+    cfg = scratch[2 * C_SIZE:2 * C_SIZE + 16]
+    t = scratch[2 * C_SIZE + 16:]
+    dst = t.reshape(t.size).view(np.int64)
+    xf = x.reshape(x.size)
+    q4 = qimg.reshape((1, H, W, CI))
+    wa = np.int64(wp.ctypes.data)
+    for n in range(N):
+        sf, zp = quantize_row(xf, n * per, per, asym, qimg, 0, 0, qscratch)
+        rz[n] = zp
+        rsf[n] = sf
+        o1 = out[n:n + 1]
+        of = o1.reshape(o1.size)
+        prepare_source(q4, o1, geo, zp, abuf)
+        amx.fill_config(cfg.view(np.uint8))
+        amx.load_config(cfg)
+        ngroups, u, pr = groups_of(q4, o1, geo, abuf)
+        for g in range(ngroups):
+            a, lda, a2, rstride, nrun, ks, rows = start_group(g, q4, o1, geo, zp, abuf, dst, u, pr)
+            _blocks(a, lda, a2, rstride, nrun, ks, rows, wa, nrun * ks * KSTEP, Np, CO, c, hp, of, dst, rz, rsf, n,
+                    0, lim)
+        amx.release()
+
+
+def _weight_sums(w: np.ndarray) -> np.ndarray:
+    s = w.astype(np.int64).sum(axis=1)
+    return ((s + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
+def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bias, out, lims: np.ndarray, *,
+                        rows: int = 0, asymmetric: bool = False, geo_conv=None) -> bool:
+    """Schedule a hybrid layer on the tiles (hybrid_schedule.schedule_hybrid's arguments; lims the float32 [lo, hi,
+    nan-to-lo] it computed); False when the tiles do not pay (nothing scheduled). The FULLY_CONNECTED's all-zero
+    shortcut is the caller's."""
+    N, K = w.shape
+    Kp, Np = -(-K // KSTEP) * KSTEP, -(-N // 16) * 16
+    hpc = ctx.const(hybrid_params(_weight_sums(w), scales, bias if isinstance(bias, np.ndarray) else None, Np))
+    hp = ctx.temp((Np // 16 * HP_BLOCK,), np.int32)
+    if kind == "fc":
+        if rows < AMX_MIN_ROWS or rows * Kp * Np < AMX_MIN_MACS or K < 40:
+            return False
+        MB = min(max(TM, (64 * 1024 // Kp) // TM * TM), -(-rows // TM) * TM)
+        ctx.call(hybrid_fc_amx, x, ctx.const(pack_weights_amx(w)), hpc, bias, out,
+                 np.array([rows, K, N, int(asymmetric)], np.int64), lims, ctx.temp((MB, Kp), np.uint8),
+                 ctx.temp((MB,), np.int32), ctx.temp((MB,), np.float32), hp, ctx.temp((K,), np.int8),
+                 ctx.temp((2 * C_SIZE + 16 + 2 * (MB + 2 * TM),), np.int32))
+        return True
+    B, H, W, CI = x.shape
+    if not amx_pays((1, H, W, CI), (1,) + tuple(out.shape[1:]), geo_conv):
+        return False
+    geo, abuf_shape, wp, table = layer_plan((1, H, W, CI), (1,) + tuple(out.shape[1:]), w, geo_conv)
+    geo = np.append(geo, int(asymmetric))
+    per = H * W * CI
+    ctx.call(hybrid_conv_amx, x, ctx.const(wp), hpc, bias, out, geo, lims, ctx.temp(abuf_shape, np.uint8),
+             ctx.temp((B,), np.int32), ctx.temp((B,), np.float32), hp, ctx.temp((per,), np.int8),
+             ctx.temp((per,), np.int8), ctx.temp((2 * C_SIZE + 16 + 2 * table,), np.int32))
+    return True
