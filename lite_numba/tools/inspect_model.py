@@ -47,7 +47,9 @@ def _tensor_info(spec: TensorSpec) -> dict:
 
 
 def _nbytes(spec: TensorSpec) -> int:
-    if spec.type_name in ("STRING", "RESOURCE", "VARIANT"):
+    if spec.type_name == "STRING":  # the packed bytes of a constant (a computed value's size is known when run)
+        return int(spec.data.size) if spec.data is not None else 0
+    if spec.type_name in ("RESOURCE", "VARIANT"):
         return 0
     if spec.type_name in PACKED_BITS:  # INT4, INT2, UINT4: stored packed
         return (int(np.prod(spec.shape, dtype=np.int64)) * PACKED_BITS[spec.type_name] + 7) // 8
@@ -92,6 +94,22 @@ def op_status(resolver: OpResolver, op_name: str, version: int, is_custom: bool,
     if versions:
         return False, f"builtin, version {version} not supported (we have {_versions_text(versions)})"
     return False, "builtin, not implemented"
+
+
+STRING_HOST = "STRING operands: host kernel (Python / numpy over packed strings, not compiled)"
+TEXT_HOST = "host kernel (Python / numpy, not compiled)"
+
+
+def _host_note(resolver: OpResolver, sg: SubgraphPlan, n) -> str:
+    """How a builtin node runs when not in a compiled segment by nature: its op's STRING variant (a STRING tensor),
+    or a text / hash-table kernel of the host."""
+    k = None if n.is_custom else resolver.find_builtin(n.op_name, n.version)
+    if k is None:
+        return ""
+    if getattr(k, "strings", None) is not None and any(
+            0 <= i < len(sg.tensors) and sg.tensors[i].type_name == "STRING" for i in (*n.inputs, *n.outputs)):
+        return STRING_HOST
+    return TEXT_HOST if getattr(k, "module", "") in ("movement.strings", "host.hashtable") else ""
 
 
 def _nodes(sg: SubgraphPlan) -> list[dict]:
@@ -179,10 +197,12 @@ def inspect_model(model: str | os.PathLike | bytes, builtin_only: bool = False, 
             comp = _composite(plan, resolver, si, n)
             if comp is not None:
                 composites.append(comp)
-            key = (composite_label(n), n.is_custom, n.version)
+            host = _host_note(resolver, sg, n)
+            key = (composite_label(n) + (" (STRING)" if host == STRING_HOST else ""), n.is_custom, n.version)
             entry = ops.get(key)
             if entry is None:
                 ok, why = op_status(resolver, n.op_name, n.version, n.is_custom, builtin_only, n.custom_options)
+                why = f"{why}; {host}" if ok and host else why
                 if comp is not None:
                     ok = ok and not comp["runs"].startswith("cannot run")
                     why = f"{why}; {comp['runs']}"

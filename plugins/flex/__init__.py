@@ -7,7 +7,9 @@ module owns one table `OPS` (TF op name -> prepare(ctx, node)) — builtin_map (
 kernel), math_ops, linalg, complex_ops — and `find_op` is the one place that reads them. A prepare validates, sets
 shapes and schedules njit kernels like any builtin, so Flex ops run inside the compiled segment. TensorList ops
 (tensor_list.py, its table `OPS` of host functions) are host ops with a kernel of their own (`TENSOR_LIST`, for the
-longer prefixes `FlexTensorList` and `FlexEmptyTensorList`). A TF op without an entry fails at `allocate_tensors()`
+longer prefixes `FlexTensorList` and `FlexEmptyTensorList`); so are the text ops (text_ops.py, its table `OPS`: the
+STRING ops of Keras TextVectorization and tf.strings, and TF's lookup tables), whose kernel `TEXT` is registered by
+the exact name of each `Flex<TfOp>`. A TF op without an entry fails at `allocate_tensors()`
 naming the op, its attributes, the node and the supported ops. The table of ops and their status is in the docs
 ("Flex ops").
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from lite_numba.ops import OpKernel
 
-from . import builtin_map, complex_ops, linalg, math_ops, tensor_list
+from . import builtin_map, complex_ops, linalg, math_ops, tensor_list, text_ops
 from .nodedef import FlexDecodeError, FlexNode, decode_flex_options
 
 # the families the Flex kernel runs, in lookup order: complex_ops last, as its complex AddV2, Exp, ... serve a TF op
@@ -37,7 +39,7 @@ def find_op(op: str, complex_input: bool = False):
 
 def supported_flex_ops() -> list[str]:
     """The TensorFlow op names lite-numba runs as Flex ops, sorted."""
-    return sorted({op for family in (*FAMILIES, tensor_list) for op in family.OPS})
+    return sorted({op for family in (*FAMILIES, tensor_list, text_ops) for op in family.OPS})
 
 
 def flex_node(ctx) -> FlexNode:
@@ -69,6 +71,8 @@ def op_status(op_name: str, custom_options: bytes | None) -> tuple[bool, str]:
         node = decode_flex_options(custom_options)
     except FlexDecodeError as e:
         return False, f"Flex op, custom options not decodable: {e}"
+    if node.op in text_ops.OPS:
+        return True, f"Flex op: TensorFlow op {node.op}, provided by {__name__} (host: Python / numpy, not compiled)"
     if find_op(node.op) is not None or node.op in tensor_list.OPS:
         return True, f"Flex op: TensorFlow op {node.op}, provided by {__name__}"
     return False, f"Flex op: TensorFlow op {node.op} {node.describe_attrs()} is not supported"
@@ -82,9 +86,11 @@ def _new_state(options) -> dict:
 FLEX = OpKernel("Flex", _prepare, init=_new_state, meta={"op_status": op_status})
 # TensorList ops are host ops (their lists live in Python): a kernel of their own, chosen by the longer prefix
 TENSOR_LIST = tensor_list.make_kernel(flex_node, op_status)
+# text ops run on the host too (strings in Python): one kernel, registered by each op's exact name
+TEXT = text_ops.make_kernel(flex_node, op_status)
 # named, so a pickled resolver refers to these kernels instead of pickling their hooks (closures) by value
-FLEX.__module__ = TENSOR_LIST.__module__ = __name__
-FLEX.__qualname__, TENSOR_LIST.__qualname__ = "FLEX", "TENSOR_LIST"
+FLEX.__module__ = TENSOR_LIST.__module__ = TEXT.__module__ = __name__
+FLEX.__qualname__, TENSOR_LIST.__qualname__, TEXT.__qualname__ = "FLEX", "TENSOR_LIST", "TEXT"
 
 
 def register(ops) -> None:
@@ -92,3 +98,5 @@ def register(ops) -> None:
     ops.add_custom_prefix("Flex", FLEX)
     ops.add_custom_prefix("FlexTensorList", TENSOR_LIST)
     ops.add_custom_prefix("FlexEmptyTensorList", TENSOR_LIST)
+    for op in text_ops.OPS:
+        ops.add_custom("Flex" + op, TEXT, 1, 1)
