@@ -398,6 +398,14 @@ class PrepareContext:
         (host ops only; see lite_numba.runtime.model_runtime.BoundSubgraph)."""
         return self._rt.host_env.bind_subgraph(index, inputs)
 
+    def lower_control_flow(self, host_reason: str | None = None) -> bool:
+        """Run this control-flow node (WHILE, IF, STABLEHLO_CASE, CALL_ONCE) inside its graph's compiled runner: the
+        runtime prepares the called subgraphs once and schedules the node's one compiled call (True; the node is then
+        static), or records why it keeps the host path and returns False (lite_numba.runtime.control). With
+        `host_reason` it only records that reason (the prepare already knows the node must run on the host)."""
+        lower = getattr(self._rt.host_env, "lower_control_flow", None)
+        return bool(lower is not None and lower(self, self._rt, host_reason))
+
     def restart_subgraph_variables(self, index: int) -> None:
         """Reset the variable tensors of subgraph `index` before a WHILE or IF runs it, as the official runtime's
         allocation of its subgraphs at every run does (host ops only; see ModelRuntime.restart_variables)."""

@@ -49,7 +49,11 @@ def _prepare_while(ctx: PrepareContext) -> None:
     if cond != body and ctx.subgraph_output_shapes(body, shapes) == shapes:
         for i in range(n):
             ctx.set_output(i, shapes[i], ctx.input(i).dtype)
+        ctx.lower_control_flow()  # cond and body inside the compiled runner, when they are compiled code only
         return
+    ctx.lower_control_flow("the body changes a loop variable's shape (or its outputs are known only at run time): "
+                           "the host loop prepares cond and body per shape" if cond != body else
+                           "cond and body are one subgraph")
     ctx.defer()
 
 
@@ -298,7 +302,10 @@ def _prepare_branches(ctx: PrepareContext, branches: list[tuple[int, str]], firs
     if outs[0] is not None and all(o == outs[0] for o in outs) and all(d == want for d in dtypes):
         for i, shape in enumerate(outs[0]):
             ctx.set_output(i, shape)
+        if ctx.op_name != "STABLEHLO_COMPOSITE":  # (composites are inlined, or called as officially on request)
+            ctx.lower_control_flow()  # the branches inside the compiled runner, on the node's tensors
         return
+    ctx.lower_control_flow("the branches' output shapes differ or are known only at run time")
     ctx.defer()
 
 
@@ -387,13 +394,17 @@ STABLEHLO_COMPOSITE.meta["inline_subgraph"] = "decomposition_subgraph_index"
 
 def _prepare_call_once(ctx: PrepareContext) -> None:
     _check_io(ctx, ctx.options["init_subgraph_index"], 0, None, "init")
+    ctx.lower_control_flow()  # the init subgraph inside the compiled runner, behind the same flag
 
 
 def _run_call_once(ctx: PrepareContext) -> None:
-    key = ("call_once", ctx.options["init_subgraph_index"])
-    if key not in ctx.resources:
-        ctx.call_subgraph(ctx.options["init_subgraph_index"], [])
-        ctx.resources[key] = True
+    """Once per interpreter (not again after reset_all_variables(), as officially): the flag is an int64 array in
+    the resources, shared with the compiled path (lite_numba.runtime.control.lowering)."""
+    index = ctx.options["init_subgraph_index"]
+    flag = ctx.resources.setdefault("call_once_flags", {}).setdefault(index, np.zeros(1, np.int64))
+    if flag[0] == 0:
+        ctx.call_subgraph(index, [])
+        flag[0] = 1
 
 
 CALL_ONCE = kernel("CALL_ONCE", host=_run_call_once)(_prepare_call_once)
@@ -532,7 +543,7 @@ def _prepare_assign(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=2, outputs=0)
     _check_resource_input(ctx)
     value = ctx.input(1)
-    if value.size and value.data is None and _declared_static(ctx, value):
+    if value.size and (value.data is not None or _declared_static(ctx, value)):  # (a constant: CALL_ONCE's init)
         pinned = _pinned_storage(ctx, value.shape, value.dtype)
         if pinned is not None:
             v, flag = pinned

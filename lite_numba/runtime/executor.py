@@ -1,10 +1,9 @@
 """Runs one subgraph (`GraphRuntime`): prepares nodes, folds constants, plans the arena and executes the node
 sequence as compiled segments (lite_numba.runtime.codegen: one generated runner per run of static nodes, calling every
 kernel by native address over tables of offsets, shapes and scalars, so its source depends on the graph's structure
-only). Nodes whose output shapes depend on input values (dynamic) or that run on the host (control flow) split the
-sequence into segments; they are prepared again and run from Python at invoke time, memoised, and speculated away
-where their values repeat. docs/design/executor.md explains the choices.
-"""
+only). Nodes whose output shapes depend on input values (dynamic) or that run on the host split the sequence into
+segments; they are prepared again and run from Python at invoke time, memoised, and speculated away where their
+values repeat (control flow mostly runs inside the runner: runtime.control). docs/design/executor.md: the choices."""
 
 from __future__ import annotations
 
@@ -609,7 +608,8 @@ class GraphRuntime:
             if self.assumed and _is_guard_failure(e):
                 self._despecialise()
                 return self.invoke()
-            raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.subgraph_index}).") from None
+            where = getattr(self.host_env, "failed_subgraph", int)(self.subgraph_index)  # (lowered control flow)
+            raise InvokeError(f"{e}\nNode failed to invoke (subgraph {where}).") from None
 
     def invoke_with(self, run_steps: Callable[[GraphRuntime], Any]) -> Any:
         """Invoke through `run_steps(self)`, which walks `steps` itself (the profiler timing each node), instead of

@@ -25,6 +25,7 @@ from ..format.plan import ModelPlan
 from ..format.schema import type_name
 from ..ops import OpKernel
 from .composites import inline_composites
+from .control.state import ControlState
 from .errors import InvokeError
 from .executor import GraphRuntime
 from .fusion import fuse
@@ -33,7 +34,8 @@ from .signature_io import SignatureIO
 
 __all__ = ["BoundSubgraph", "ModelRuntime", "check_int"]
 
-_VARIABLE_KEYS = ("variables", "variable_flags")  # resources: rid -> array, pinned once compiled code uses its address
+# resources: key -> array, pinned once compiled code uses its address (restored in place)
+_VARIABLE_KEYS = ("variables", "variable_flags", "call_once_flags")
 MAX_CALL_DEPTH = 64
 
 
@@ -74,7 +76,7 @@ class ModelRuntime:
         self.num_threads = num_threads
         self.preserve_all = preserve_all_tensors
         self.max_arena_bytes = max_arena_bytes  # read by every subgraph's GraphRuntime (arena.memory_limit)
-        self.max_while_iterations: int | None = None  # WHILE raises RuntimeError after this many iterations
+        self.control = ControlState()  # control flow lowered into runners: paths, the WHILE cap (runtime.control)
         self.resources: dict = {}
         self._graphs: dict[int, GraphRuntime] = {}
         self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
@@ -101,6 +103,33 @@ class ModelRuntime:
             plan, kernels = fuse(plan, kernels)
         return GraphRuntime(plan, kernels, num_threads=self.num_threads, preserve_all_tensors=self.preserve_all,
                             subgraph_index=index, host_env=self)
+
+    @property
+    def max_while_iterations(self) -> int | None:
+        """WHILE raises RuntimeError after this many iterations (None: no cap, as officially)."""
+        return self.control.max_while_iterations
+
+    @max_while_iterations.setter
+    def max_while_iterations(self, n: int | None) -> None:
+        self.control.max_while_iterations = n
+
+    def lower_control_flow(self, ctx, parent: GraphRuntime, host_reason: str | None = None) -> bool:
+        """PrepareContext.lower_control_flow: the node inside its graph's compiled runner, or why not."""
+        return self.control.lower(self, ctx, parent, host_reason)
+
+    def failed_subgraph(self, index: int) -> int:
+        """The subgraph to name when graph `index`'s invoke failed (inside lowered control flow: the inner one)."""
+        return self.control.failed_subgraph(index)
+
+    def private_graph(self, index: int, shapes: list[tuple]) -> GraphRuntime:
+        """A runtime of subgraph `index` of its own, allocated for these input shapes, that nothing else runs or
+        prepares again (lowered control flow calls its runners by address: runtime.control.lowering)."""
+        rt = self._new_graph(index)
+        for t_index, shape in zip(rt.plan.inputs, shapes):
+            rt.set_input_shape(t_index, shape)
+        rt.allocate()
+        rt.init_variables()
+        return rt
 
     @property
     def ready(self) -> bool:
@@ -361,7 +390,7 @@ class ModelRuntime:
         host or dynamic node, whose prepared state is per runtime, no speculation) and no resources (resource
         variables hold addresses of per-runtime storage in the segments' tables)."""
         rt = self.main
-        return (rt.ready and not self.resources and not rt.dynamic_nodes and not rt.assumed
+        return (rt.ready and not self.resources and not self.control.lowered and not rt.dynamic_nodes and not rt.assumed
                 and not rt.speculation_allowed and all(kind == "segment" and step.run is not None
                                                        for kind, step in rt.steps))
 

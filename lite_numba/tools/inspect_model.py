@@ -165,12 +165,17 @@ def _python_executor() -> Iterator[None]:
             os.environ["LITE_NUMBA_EXECUTOR"] = old
 
 
-def _arena(data, resolver: OpResolver) -> tuple[int | None, str]:
-    """Activation arena bytes of subgraph 0 after preparing every node, or (None, why not)."""
+def _arena(data, resolver: OpResolver, control: list) -> tuple[int | None, str]:
+    """Activation arena bytes of subgraph 0 after preparing every node, or (None, why not); adds to `control` how
+    each control-flow node prepared runs (lowered into the compiled runner, or on the host) and why."""
     try:
         with _python_executor():
             interp = Interpreter(model_content=data, op_resolver=resolver)
-            interp.allocate_tensors()
+            try:
+                interp.allocate_tensors()
+            finally:
+                control += [{"subgraph": s, "node": n, "path": p, "why": why}
+                            for (s, n), (p, why) in sorted(interp.runtime.control.paths.items())]
         return int(interp.arena_size), ""
     except Exception as e:  # report any failure: inspect must describe models it cannot run
         msg = str(e).strip().splitlines()
@@ -236,10 +241,13 @@ def inspect_model(model: str | os.PathLike | bytes, builtin_only: bool = False, 
 
     can_run = all(e["can_run"] for e in ops.values())
     arena, arena_error = (None, "")
+    control: list[dict] = []
     if allocate and can_run:
-        arena, arena_error = _arena(data, resolver)
+        arena, arena_error = _arena(data, resolver, control)
     elif allocate:
         arena_error = "not planned: the model has ops this installation cannot run"
+    for c in control:
+        c["op"] = plan.subgraphs[c["subgraph"]].nodes[c["node"]].op_name
     return {
         "path": path, "file_size": size, "schema_version": plan.version, "description": plan.description,
         "resolver": "builtin only" if builtin_only else "default (builtins, plugins, @custom_op ops)",
@@ -249,7 +257,7 @@ def inspect_model(model: str | os.PathLike | bytes, builtin_only: bool = False, 
         "inputs": subgraphs[0]["inputs"], "outputs": subgraphs[0]["outputs"],
         "ops": sorted(ops.values(), key=lambda e: (min(e["subgraphs"]), e["kind"], e["op"], e["version"])),
         "composites": composites, "tensors": totals, "arena_size": arena, "arena_error": arena_error or None,
-        "can_run": can_run and not arena_error, "kernel_path": kernel_path(),
+        "can_run": can_run and not arena_error, "kernel_path": kernel_path(), "control_flow": control,
     }
 
 
@@ -325,6 +333,12 @@ def format_inspection(info: dict[str, Any], composites: bool = False) -> str:
                      f"({_kb(info['arena_size'])})")
     elif info["arena_error"]:
         lines.append(f"Activation arena: {info['arena_error']}")
+    if info.get("control_flow"):
+        lines.append("Control flow (how each node runs, and why):")
+        for c in info["control_flow"]:
+            where = "compiled (inside the runner)" if c["path"] == "compiled" else "host (from Python)"
+            why = c["why"].removesuffix(" (LITE_NUMBA_EXECUTOR=python runs it from the host)")  # (inspect plans so)
+            lines.append(f"  subgraph {c['subgraph']} node {c['node']} {c['op']}: {where}: {why}")
     lines.append("This installation can run the model: " + ("yes" if info["can_run"] else "no"))
     if info.get("kernel_path"):
         lines.append(f"Kernel path: {info['kernel_path']}")

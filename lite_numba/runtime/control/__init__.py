@@ -1,0 +1,7 @@
+"""Control flow lowered into the compiled runner of its parent graph (issue 38): `state` (what a model runtime keeps:
+how each control-flow node runs and why, the iteration cap and the running-subgraph cell the compiled loops read),
+`lowering` (the called subgraphs prepared privately, the node's table, its one scheduled call) and `loop_kernels` (the
+compiled WHILE / IF / CALL_ONCE driver calling the subgraphs' runners by native address).
+
+Part of the runtime layer: may import what lite_numba.runtime may.
+"""

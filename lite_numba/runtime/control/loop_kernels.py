@@ -1,0 +1,236 @@
+"""The compiled side of control flow lowered into its parent's runner (lite_numba.runtime.lowering builds the tables).
+
+One kernel, `control_entry(tab, a0, ..., a31)`, runs a WHILE, an IF / STABLEHLO_CASE or a CALL_ONCE node from inside
+the parent's generated runner: `tab` (int64, in the parent's aux) describes the node, a0.. are the node's tensors
+(inputs, then outputs; unused slots repeat a0) as byte vectors, so the parent's runner passes them like any kernel
+argument (and an I/O binding that rebases them is followed: their addresses are read at every call). The called
+subgraphs are private GraphRuntimes planned once for the node; each is a list of compiled runners, called by native
+address with their own tables (a *program*: count, then per runner its address and the (pointer, length) of its
+arena, aux, it, ft and fp).
+
+Table layouts (positions in `tab`):
+
+    WHILE:  [0, n, cond program at, body program at, flag address, limit address, node, moves at, body inputs at,
+             poll, running cell, cond subgraph, body subgraph]
+            body inputs: n x (address, bytes); moves (after each body run): count, then (dst, src, bytes) in order
+    IF:     [1, n inputs (selector included), n outputs, selector kind (0 bool, 1 int32), branches, node,
+             running cell, branch 0 at, branch 1 at, ...]
+            a branch: program at, patches at, copies at, its subgraph; patches: count, then (it address,
+            position, tensor slot, the branch arena's address, bytes): it[position] = address of slot - arena
+            address, it[position + 1] = that + bytes;
+            copies (outputs not bound): count, then (output slot, source slot or -1, source address, bytes)
+    CALL_ONCE: [2, flag address, init program at, running cell, init subgraph]
+
+The running cell (ModelRuntime.control's) holds the subgraph whose runners run, so an error a kernel raises names it.
+
+A WHILE polls Python's signal handlers (PyErr_CheckSignals, under the GIL, in the main thread) every ~2^24 CPU
+cycles and every 2^16 iterations, so Ctrl-C interrupts a loop that never ends (KeyboardInterrupt, as the host loop
+gives); `limit` is the address of the iteration cap (ControlState.limit; 2^63 - 1, or 0 in the table: none), read
+at every run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+MAX_ARRAYS = 32
+
+
+@intrinsic
+def _ptr(typingctx, addr):
+    if not isinstance(addr, types.Integer):
+        raise TypingError("_ptr: an integer address")
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+
+    return types.voidptr(addr), codegen
+
+
+@intrinsic
+def _memcpy(typingctx, dst, src, nbytes):
+    """memcpy(dst, src, nbytes) on integer addresses (memmove: the caller's ranges never overlap but may touch)."""
+    for t in (dst, src, nbytes):
+        if not isinstance(t, types.Integer):
+            raise TypingError("_memcpy: integer addresses and size")
+
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        d, s = (builder.inttoptr(a, i8p) for a in args[:2])
+        cgutils.raw_memcpy(builder, d, s, args[2], ir.IntType(64)(1))
+        return context.get_dummy_value()
+
+    return types.none(dst, src, nbytes), codegen
+
+
+@intrinsic
+def _call_runner(typingctx, addr, arena, aux, it, ft, fp):
+    """Call the runner compiled for (arena, aux, it, ft, fp) at native address `addr`, propagating its exception."""
+    argtys = (arena, aux, it, ft, fp)
+
+    def codegen(context, builder, sig, llargs):
+        fnty = context.call_conv.get_function_type(types.none, argtys)
+        fnptr = builder.inttoptr(llargs[0], fnty.as_pointer())
+        if not hasattr(fnptr, "function_type"):
+            fnptr.function_type = fnty
+        status, _ = context.call_conv.call_function(builder, fnptr, types.none, argtys, llargs[1:])
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+
+    return types.none(addr, arena, aux, it, ft, fp), codegen
+
+
+@intrinsic
+def _cycles(typingctx):
+    """The CPU's cycle counter (llvm.readcyclecounter; 0 where the target has none)."""
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
+                                            "llvm.readcyclecounter")
+        return builder.call(fn, [])
+
+    return types.int64(), codegen
+
+
+@intrinsic
+def _poll_signals(typingctx):
+    """Run Python's pending signal handlers (PyErr_CheckSignals under the GIL); when one raised (Ctrl-C's
+    KeyboardInterrupt) return with that exception set, so it reaches the caller of invoke() as it is."""
+    def codegen(context, builder, sig, args):
+        pyapi = context.get_python_api(builder)
+        gil = pyapi.gil_ensure()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "PyErr_CheckSignals")
+        r = builder.call(fn, [])
+        pyapi.gil_release(gil)
+        with builder.if_then(builder.icmp_signed("!=", r, ir.IntType(32)(0)), likely=False):
+            context.call_conv.return_exc(builder)
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _a(a):
+    return np.int64(a.ctypes.data)
+
+
+@njit(cache=True, nogil=True)
+def _load_i64(addr):
+    return carray(_ptr(addr), 1, np.int64)[0]
+
+
+@njit(cache=True, nogil=True)
+def _load_u8(addr):
+    return carray(_ptr(addr), 1, np.uint8)[0]
+
+
+@njit(cache=True, nogil=True)
+def _run_program(tab, p, cell, sub):
+    """Run the program at tab[p] of subgraph `sub`, noting `sub` in the int64 at `cell` while it runs (left there
+    when a kernel raises: ModelRuntime.invoke names that subgraph in the error)."""
+    where = carray(_ptr(cell), 1, np.int64)
+    outer = where[0]
+    where[0] = sub
+    for r in range(tab[p]):
+        q = p + 1 + 11 * r
+        _call_runner(tab[q], carray(_ptr(tab[q + 1]), tab[q + 2], np.uint8),
+                     carray(_ptr(tab[q + 3]), tab[q + 4], np.uint8), carray(_ptr(tab[q + 5]), tab[q + 6], np.int64),
+                     carray(_ptr(tab[q + 7]), tab[q + 8], np.float64),
+                     carray(_ptr(tab[q + 9]), tab[q + 10], np.int64))
+    where[0] = outer
+
+
+@njit(cache=True, nogil=True)
+def _run_while(tab, ptrs):
+    n = tab[1]
+    bi = tab[8]
+    for k in range(n):
+        if tab[bi + 2 * k + 1] > 0:
+            _memcpy(tab[bi + 2 * k], ptrs[k], tab[bi + 2 * k + 1])
+    limit = _load_i64(tab[5]) if tab[5] != 0 else (1 << 62)
+    count = 0
+    poll = tab[9] != 0
+    last = _cycles()
+    while True:
+        _run_program(tab, tab[2], tab[10], tab[11])
+        if _load_u8(tab[4]) == 0:
+            break
+        _run_program(tab, tab[3], tab[10], tab[12])
+        mv = tab[7]
+        for m in range(tab[mv]):
+            _memcpy(tab[mv + 1 + 3 * m], tab[mv + 2 + 3 * m], tab[mv + 3 + 3 * m])
+        count += 1
+        if count >= limit:
+            raise RuntimeError("WHILE (node " + str(tab[6]) + ") did not finish within " + str(limit)
+                               + " iterations (Interpreter.max_while_iterations)")
+        if poll:
+            now = _cycles()
+            if now - last > (1 << 24) or (count & 0xFFFF) == 0:
+                last = now
+                _poll_signals()
+    for k in range(n):
+        if tab[bi + 2 * k + 1] > 0:
+            _memcpy(ptrs[n + k], tab[bi + 2 * k], tab[bi + 2 * k + 1])
+
+
+@njit(cache=True, nogil=True)
+def _run_branch(tab, ptrs):
+    n_in = tab[1]
+    nb = tab[4]
+    if tab[3] == 0:
+        k = 0 if _load_u8(ptrs[0]) != 0 else 1
+    else:
+        k = carray(_ptr(ptrs[0]), 1, np.int32)[0]
+        if k < 0 or k >= nb:
+            k = nb - 1
+    b = tab[7 + k]
+    pa = tab[b + 1]
+    for m in range(tab[pa]):
+        q = pa + 1 + 5 * m
+        it = carray(_ptr(tab[q]), tab[q + 1] + 2, np.int64)
+        p = tab[q + 1]
+        start = ptrs[tab[q + 2]] - tab[q + 3]
+        if it[p] != start:
+            it[p] = start
+            it[p + 1] = start + tab[q + 4]
+    _run_program(tab, tab[b], tab[6], tab[b + 3])
+    cp = tab[b + 2]
+    for m in range(tab[cp]):
+        q = cp + 1 + 4 * m
+        _memcpy(ptrs[n_in + tab[q]], ptrs[tab[q + 1]] if tab[q + 1] >= 0 else tab[q + 2], tab[q + 3])
+
+
+@njit(cache=True, nogil=True)
+def _run_call_once(tab):
+    flag = carray(_ptr(tab[1]), 1, np.int64)
+    if flag[0] == 0:
+        _run_program(tab, tab[2], tab[3], tab[4])
+        flag[0] = 1
+
+
+@njit(cache=True, nogil=True)
+def _drive(tab, ptrs):
+    kind = tab[0]
+    if kind == 0:
+        _run_while(tab, ptrs)
+    elif kind == 1:
+        _run_branch(tab, ptrs)
+    else:
+        _run_call_once(tab)
+
+
+@njit(cache=True, nogil=True)
+def control_entry(tab, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+                  a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31):
+    """The lowered control-flow node: see the module docstring."""
+    _drive(tab, (_a(a0), _a(a1), _a(a2), _a(a3), _a(a4), _a(a5),
+                 _a(a6), _a(a7), _a(a8), _a(a9), _a(a10), _a(a11),
+                 _a(a12), _a(a13), _a(a14), _a(a15), _a(a16),
+                 _a(a17), _a(a18), _a(a19), _a(a20), _a(a21),
+                 _a(a22), _a(a23), _a(a24), _a(a25), _a(a26),
+                 _a(a27), _a(a28), _a(a29), _a(a30), _a(a31)))
