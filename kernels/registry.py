@@ -407,6 +407,7 @@ REWRITES = {
     "SLICE_UPDATE": slice_ops.SLICE_UPDATE,  # SLICE, SLICE -> CONCATENATION becomes one slice update
     "FUSED_AWAY": slice_ops.FUSED_AWAY,  # the nodes it replaces
     "COPY": reshape.COPY,  # an inlined composite's output that is one of its inputs or a constant
+    "FUSED_NORM": _lazy("reduce.norm_fusion").FUSED_NORM,  # a layer-norm / RMS-norm pattern of elementwise nodes
 }
 
 # Fused kernels of STABLEHLO_COMPOSITE ops, by composite name and version: (name, min version, max version, kernel),

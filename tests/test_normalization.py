@@ -1,10 +1,12 @@
-"""L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION against the official runtime's builtin kernels.
+"""L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION against the official runtime's builtin kernels, and the fused
+layer-norm / RMS-norm node patterns (FUSED_NORM) bit for bit.
 
 Float results must agree within 1e-5 (relative to max(1, |ref|)); quantized results must be bit-exact."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -81,3 +83,72 @@ def test_errors():
                   r"LOCAL_RESPONSE_NORMALIZATION .*4-D", invoke=True)
     prepare_error(unary_op("LOCAL_RESPONSE_NORMALIZATION", np.int8, [1, 2, 3, 4], {"radius": 1}, 1, (0.1, 0), (0.1, 0)),
                   r"LOCAL_RESPONSE_NORMALIZATION .*int8", invoke=True)
+
+
+# --- layer-norm and RMS-norm patterns of elementwise nodes, fused (lite_numba/runtime/fusion.py, FUSED_NORM) ------
+
+
+def _norm_pattern(kind: str, rows: int, c: int, eps: float = 1e-5) -> bytes:
+    """The node patterns converters write: litert-torch's LayerNorm ("mean_shift"), the TF converter's ("gamma"),
+    an RMSNorm ("rms"), over x [1, rows, c]."""
+    from lite_numba.builder import ModelBuilder
+
+    b = ModelBuilder()
+    rng = np.random.default_rng(rows * c)
+    x = b.add_input("x", np.float32, [1, rows, c])
+    op_names = iter(range(100))
+
+    def op(name, ins, shape, **options):
+        t = b.add_tensor(f"t{next(op_names)}", np.float32, shape)
+        b.add_op(name, ins, [t], options=options)
+        return t
+
+    col = [1, rows, 1]
+    shape3 = b.add_const("col", np.array(col, np.int32))
+    if kind == "mean_shift":
+        axes = b.add_const("axes", np.array([0, 2], np.int32))
+        m = op("MEAN", [x, axes], [rows])
+        v = op("MEAN", [op("SQUARED_DIFFERENCE", [x, op("RESHAPE", [m, shape3], col)], [1, rows, c]), axes], [rows])
+        r = op("RSQRT", [op("ADD", [v, b.add_const("eps", np.array(eps, np.float32))], [rows])], [rows])
+        nb = op("SUB", [b.add_const("zero", np.array(0.0, np.float32)), op("MUL", [r, m], [rows])], [rows])
+        y = op("ADD", [op("MUL", [x, op("RESHAPE", [r, shape3], col)], [1, rows, c]),
+                       op("RESHAPE", [nb, shape3], col)], [1, rows, c])
+    elif kind == "gamma":
+        axes = b.add_const("axes", np.array([-1], np.int32))
+        m = op("MEAN", [x, axes], col, keep_dims=True)
+        v = op("MEAN", [op("SQUARED_DIFFERENCE", [x, m], [1, rows, c]), axes], col, keep_dims=True)
+        r = op("RSQRT", [op("ADD", [v, b.add_const("eps", np.array(eps, np.float32))], col)], col)
+        g = op("MUL", [r, b.add_const("gamma", rng.standard_normal((1, 1, c)).astype(np.float32))], [1, rows, c])
+        y = op("ADD", [op("MUL", [x, g], [1, rows, c]), op("MUL", [op("NEG", [m], col), g], [1, rows, c])],
+               [1, rows, c])
+    else:
+        v = op("MEAN", [op("MUL", [x, x], [1, rows, c]), b.add_const("axes", np.array([2], np.int32))], [1, rows])
+        r = op("RSQRT", [op("RESHAPE", [op("ADD", [v, b.add_const("eps", np.array(eps, np.float32))], [1, rows]),
+                                        shape3], col)], col)
+        y = op("MUL", [op("MUL", [x, r], [1, rows, c]), b.add_const("w", rng.standard_normal(c).astype(np.float32))],
+               [1, rows, c])
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("kind", ["mean_shift", "gamma", "rms"])
+@pytest.mark.parametrize("rows,c", [(17, 64), (1, 33), (5, 1), (6, 7)])
+def test_norm_patterns_fused_bit_for_bit(kind, rows, c):
+    """One FUSED_NORM node where the pattern was; its output equals the unfused graph's (kept tensors: no rewrite)
+    and the official runtime's bit for bit, with rows of several scales, a constant row (variance 0) and a row
+    whose squares overflow (ADD / MUL clamp to FLT_MAX)."""
+    from lite_numba import Interpreter
+
+    data = _norm_pattern(kind, rows, c)
+    rng = np.random.default_rng(rows + c)
+    x = (rng.standard_normal((1, rows, c)) * np.logspace(-3, 3, rows)[None, :, None]).astype(np.float32)
+    x[0, 0] = 2.5
+    if rows > 2:
+        x[0, 1, : max(c // 2, 1)] = 3e19
+    fused = Interpreter(model_content=data)
+    fused.allocate_tensors()
+    assert [n.op_name for n in fused.runtime.main.plan.nodes].count("FUSED_NORM") == 1
+    (ours,), (ref,) = run_ours(data, [x]), run_official(data, [x])
+    (kept,) = run_ours(data, [x], experimental_preserve_all_tensors=True)
+    assert ours.tobytes() == kept.tobytes() and ours.tobytes() == ref.tobytes(), \
+        f"{kind}: {np.sum(ours != ref)} values differ from the official, {np.sum(ours != kept)} from the unfused"

@@ -1,4 +1,5 @@
-"""Graph rewrites applied before a subgraph is prepared: patterns whose nodes, run one by one, would be dynamic.
+"""Graph rewrites applied before a subgraph is prepared: patterns whose nodes, run one by one, would be dynamic, and
+the layer-norm / RMS-norm patterns converters write out of elementwise ops.
 
 SLICE, SLICE -> CONCATENATION (Keras 3 RNN loop bodies: `out = concat(x[0:t], y, x[t+1:])`, with the slices'
 begin or size taken from the loop counter). Unfused, both SLICE outputs have counter-dependent shapes, so the three
@@ -117,6 +118,200 @@ def fuse_slice_updates(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan,
     return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
 
 
+# --- normalization patterns -----------------------------------------------------------------------------------
+# litert-torch's LayerNorm (no affine), the TF converter's LayerNorm and an RMSNorm are 8-13 elementwise nodes each
+# (MEAN, SQUARED_DIFFERENCE, ADD eps, RSQRT, MULs, RESHAPEs between); kernels/reduce/norm_fusion.py computes each
+# pattern per row exactly as its nodes do, in one call. A pattern is taken only when every intermediate tensor is
+# read by the pattern alone (no graph output), every tensor is float32 and no ADD / SUB / MUL has a fused
+# activation; the last node becomes FUSED_NORM, the others FUSED_AWAY.
+
+
+class _Graph:
+    def __init__(self, plan: SubgraphPlan, kernels: list):
+        self.plan, self.kernels = plan, kernels
+        self.producers = {o: n for n in plan.nodes for o in n.outputs if o >= 0}
+        self.uses = _consumers(plan)
+        self.pinned = set(plan.outputs) | set(plan.inputs)
+
+    def spec(self, t: int):
+        return self.plan.tensors[t]
+
+    def node(self, t: int, op: str):
+        """The node writing t when it is a plain float32 `op` with one output (no fused activation), else None."""
+        n = self.producers.get(t)
+        if (n is None or n.op_name != op or n.is_custom or len(n.outputs) != 1 or self.kernels[n.index] is None
+                or int(n.options.get("fused_activation_function", 0) or 0)
+                or any(i < 0 or self.spec(i).dtype != np.float32  # MEAN's axes, RESHAPE's shape: integers
+                       for i in (*(n.inputs[:1] if op in ("MEAN", "RESHAPE") else n.inputs), *n.outputs))):
+            return None
+        return n
+
+    def only_use(self, t: int, op: str):
+        """The one node reading t (t no graph input or output) when it is a plain `op`, else None."""
+        u = self.uses.get(t, [])
+        if len(u) != 1 or t in self.pinned:
+            return None
+        n = self.plan.nodes[u[0]]
+        return n if self.node(n.outputs[0], op) is n else None
+
+    def back(self, t: int, chain: list) -> int:
+        """t, or what the RESHAPEs producing it reshape (each read only there), appended to chain."""
+        while True:
+            n = self.node(t, "RESHAPE")
+            if n is None or len(self.uses.get(t, [])) != 1 or t in self.pinned:
+                return t
+            chain.append(n)
+            t = n.inputs[0]
+
+    def forward(self, t: int, chain: list) -> int:
+        """t, or the last of the RESHAPEs reading it alone, appended to chain."""
+        while (n := self.only_use(t, "RESHAPE")) is not None:
+            chain.append(n)
+            t = n.outputs[0]
+        return t
+
+    def scalar(self, t: int) -> float | None:
+        s = self.spec(t)
+        return float(np.asarray(s.data).reshape(-1)[0]) if s.data is not None and np.size(s.data) == 1 else None
+
+    def other(self, n: Node, t: int) -> int | None:
+        """The other input of the binary node n, of which t is one."""
+        a, b = n.inputs[:2]
+        return b if a == t else a if b == t else None
+
+    def row_mean(self, n: Node | None, x: int) -> bool:
+        """n = MEAN(x) over the last axis only (other reduced axes of size 1)."""
+        if n is None or n.op_name != "MEAN" or n.inputs[0] != x or self.spec(n.inputs[1]).data is None:
+            return False
+        shape = self.spec(x).shape
+        rank = len(shape)
+        if rank == 0 or shape[-1] == 0:
+            return False
+        axes = {int(a) + rank if int(a) < 0 else int(a) for a in np.asarray(self.spec(n.inputs[1]).data).reshape(-1)}
+        return rank - 1 in axes and all(0 <= a < rank and (a == rank - 1 or shape[a] == 1) for a in axes)
+
+
+def _match_norm(g: _Graph, sq: Node):
+    """From SQUARED_DIFFERENCE(x, mean) or MUL(x, x): (final node, x, weight or -1, options, nodes) or None."""
+    chain: list[Node] = []
+    if sq.op_name == "MUL":
+        x = sq.inputs[0]
+        if sq.inputs[1] != x:
+            return None
+        kind, m = "rms", -1
+    else:
+        for x, m3 in (sq.inputs[:2], sq.inputs[1::-1]):
+            m = g.back(m3, chain)
+            if g.row_mean(g.producers.get(m), x):
+                break
+            chain.clear()
+        else:
+            return None
+        kind = None
+    mean_v = g.only_use(sq.outputs[0], "MEAN")
+    if mean_v is None or not g.row_mean(mean_v, sq.outputs[0]):
+        return None
+    add = g.only_use(mean_v.outputs[0], "ADD")
+    eps = g.scalar(g.other(add, mean_v.outputs[0])) if add is not None else None
+    rs = g.only_use(g.forward(add.outputs[0], chain), "RSQRT") if eps is not None else None
+    if rs is None:
+        return None
+    r = rs.outputs[0]
+    body = [sq, mean_v, add, rs]
+    if kind == "rms":
+        r3 = g.forward(r, chain)
+        a = g.only_use(r3, "MUL")
+        final = g.only_use(a.outputs[0], "MUL") if a is not None and g.other(a, r3) == x else None
+        w = g.other(final, a.outputs[0]) if final is not None else None
+        body += [a]
+        opts = {}
+    else:
+        mean_x = g.producers[m]
+        uses_m = sorted(g.uses.get(m, []))
+        r_uses = g.uses.get(r, [])
+        body.append(mean_x)
+        neg = next((g.plan.nodes[i] for i in uses_m if g.plan.nodes[i].op_name == "NEG"), None)
+        if neg is not None and g.node(neg.outputs[0], "NEG") is neg:  # the TF converter's
+            kind = "gamma"
+            gm = g.only_use(r, "MUL")
+            w = g.other(gm, r) if gm is not None else None
+            gu = [g.plan.nodes[i] for i in g.uses.get(gm.outputs[0], [])] if gm is not None else []
+            t = next((n for n in gu if g.other(n, gm.outputs[0]) == neg.outputs[0]), None)
+            xg = next((n for n in gu if g.other(n, gm.outputs[0]) == x), None)
+            if (t is None or xg is None or len(gu) != 2 or any(g.node(n.outputs[0], "MUL") is not n for n in gu)
+                    or gm.outputs[0] in g.pinned or sorted([neg.index, sq.index]) != uses_m):
+                return None
+            final = g.only_use(xg.outputs[0], "ADD")
+            if final is None or g.other(final, xg.outputs[0]) != t.outputs[0] or g.only_use(t.outputs[0], "ADD") \
+                    is not final or g.only_use(neg.outputs[0], "MUL") is not t:
+                return None
+            body += [neg, gm, t, xg]
+            opts = {}
+        else:  # litert-torch's
+            kind = "mean_shift"
+            mr = next((g.plan.nodes[i] for i in r_uses if g.other(g.plan.nodes[i], r) == m), None)
+            if mr is None or g.node(mr.outputs[0], "MUL") is not mr or len(r_uses) != 2:
+                return None
+            rest = next(g.plan.nodes[i] for i in r_uses if i != mr.index)
+            r3 = r
+            if g.node(rest.outputs[0], "RESHAPE") is rest:  # r is also read here: a RESHAPE of its own
+                chain.append(rest)
+                r3 = g.forward(rest.outputs[0], chain)
+                rest = g.only_use(r3, "MUL")
+            sub = g.only_use(mr.outputs[0], "SUB")
+            c0 = g.scalar(sub.inputs[0]) if sub is not None and sub.inputs[1] == mr.outputs[0] else None
+            if rest is None or g.node(rest.outputs[0], "MUL") is not rest or g.other(rest, r3) != x or c0 is None:
+                return None
+            nb3 = g.forward(sub.outputs[0], chain)
+            final = g.only_use(rest.outputs[0], "ADD")
+            if final is None or g.other(final, rest.outputs[0]) != nb3 or g.uses.get(nb3) != [final.index] \
+                    or sorted(uses_m) != sorted([mr.index] + [n.index for n in chain if n.inputs[0] == m]
+                                                + ([sq.index] if m in sq.inputs else [])):
+                return None
+            body += [mr, sub, rest]
+            opts = {"c0": c0}
+            w = -1
+    if final is None or w is None or not g.spec(x).shape or g.spec(final.outputs[0]).shape != g.spec(x).shape:
+        return None
+    n = g.spec(x).shape[-1]
+    if w >= 0 and (g.spec(w).data is None or np.size(g.spec(w).data) != n):
+        return None
+    inner = [n for n in body + chain if n is not final]
+    if any(o in g.pinned for n in inner for o in n.outputs):
+        return None
+    return final, x, w, {"kind": kind, "eps": eps, **opts}, inner
+
+
+def fuse_norms(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
+    """Replace the normalization patterns (see above) by FUSED_NORM."""
+    g = _Graph(plan, kernels)
+    nodes, kernels = list(plan.nodes), list(kernels)
+    done: set[int] = set()
+    for sq in plan.nodes:
+        if sq.op_name not in ("SQUARED_DIFFERENCE", "MUL") or sq.index in done or g.node(sq.outputs[0], sq.op_name) \
+                is not sq:
+            continue
+        try:
+            found = _match_norm(g, sq)
+        except (KeyError, IndexError, StopIteration, AttributeError):
+            found = None
+        if found is None:
+            continue
+        final, x, w, opts, inner = found
+        if any(n.index in done for n in inner + [final]):
+            continue
+        nodes[final.index] = dataclasses.replace(final, op_name="FUSED_NORM", inputs=(x, w), options=opts)
+        kernels[final.index] = REWRITES["FUSED_NORM"]
+        for n in inner:
+            nodes[n.index] = dataclasses.replace(n, inputs=(), options={**n.options, "fused_into": final.index})
+            kernels[n.index] = REWRITES["FUSED_AWAY"]
+        done.update(n.index for n in inner + [final])
+    if not done:
+        return plan, kernels
+    return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
+
+
 def fuse(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Every rewrite, in order."""
-    return fuse_slice_updates(plan, kernels)
+    plan, kernels = fuse_slice_updates(plan, kernels)
+    return fuse_norms(plan, kernels)

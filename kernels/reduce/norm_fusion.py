@@ -1,0 +1,100 @@
+"""The layer-norm and RMS-norm patterns converters write out of elementwise ops, as one kernel each (issue 30):
+lite_numba/runtime/fusion.py recognises the node patterns and puts FUSED_NORM in place of the last node (the others
+become FUSED_AWAY). Each kernel replays its pattern's nodes per row, every step rounded (and, for ADD / SUB / MUL,
+clamped to the finite float32 range, as those kernels do) exactly as the node computes it, so the outputs are the
+unfused graph's bit for bit; what goes is ten to twelve kernel calls and their [rows] and [rows, C] intermediates.
+
+Patterns (x [..., C] seen as [R, C]; each MEAN over the last axis, summed as MEAN sums: Eigen's packet order from the
+row's offset over several rows of several values, in order from -0.0 otherwise):
+- "mean_shift" (litert-torch's LayerNorm without affine): m = MEAN(x), v = MEAN(SQUARED_DIFFERENCE(x, m)),
+  r = RSQRT(v + eps), b = c0 - r * m, y = x * r + b;
+- "gamma" (the TF converter's): m = MEAN(x), v = MEAN(SQUARED_DIFFERENCE(x, m)), r = RSQRT(v + eps), g = r * gamma,
+  y = x * g + (-m) * g;
+- "rms" (an RMSNorm): v = MEAN(x * x), r = RSQRT(v + eps), y = (x * r) * w.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lite_numba.kernels.base.activation import F32_MAX
+from lite_numba.kernels.base.vecmath import eigen_sum_f32, wide_vectors
+from numba import njit
+
+from lite_numba.ops import PrepareContext, kernel
+
+KINDS = {"mean_shift": 0, "gamma": 1, "rms": 2}
+
+
+@njit(cache=True, inline="always")
+def _fin(v):
+    """An ADD / SUB / MUL result as those kernels store it: clamped to [-FLT_MAX, FLT_MAX]."""
+    return min(max(v, np.float32(-F32_MAX)), np.float32(F32_MAX))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def fused_norm_f32(x, xf, w, out, kind, eps, c0, s):
+    """out [rows, n] = the pattern `kind` over x [rows, n] (xf: the same values flat); w: gamma or the RMS weight
+    (n values); s: n floats of scratch (one row of the pattern's squares). Rows indexed two-dimensionally and the
+    sums through the eigen_sum_f32 intrinsic: no array view or helper call per row (Numba reference-counts those)."""
+    wide_vectors()
+    rows, n = x.shape
+    e, z = np.float32(eps), np.float32(c0)
+    d = np.float32(n)
+    packets = rows > 1 and n > 1  # MEAN's Eigen order, else in order from -0.0
+    one = np.float32(1.0)
+    for j in range(rows):
+        m = np.float32(0.0)
+        if kind != 2:
+            if packets:
+                m = eigen_sum_f32(xf, j * n, n, j * n) / d
+            else:
+                m = np.float32(-0.0)
+                for i in range(n):
+                    m += x[j, i]
+                m = m / d
+            for i in range(n):
+                t = x[j, i] - m
+                s[i] = t * t
+        else:
+            for i in range(n):
+                s[i] = _fin(x[j, i] * x[j, i])
+        if packets:
+            v = eigen_sum_f32(s, 0, n, j * n) / d
+        else:
+            v = np.float32(-0.0)
+            for i in range(n):
+                v += s[i]
+            v = v / d
+        r = one / np.sqrt(_fin(v + e))
+        if kind == 2:
+            for i in range(n):
+                out[j, i] = _fin(_fin(x[j, i] * r) * w[i])
+        elif kind == 0:
+            b = _fin(z - _fin(r * m))
+            for i in range(n):
+                out[j, i] = _fin(_fin(x[j, i] * r) + b)
+        else:
+            nm = -m
+            for i in range(n):
+                g = _fin(r * w[i])
+                out[j, i] = _fin(_fin(x[j, i] * g) + _fin(nm * g))
+
+
+@kernel("FUSED_NORM")
+def FUSED_NORM(ctx: PrepareContext) -> None:
+    """x [..., C] (and for "gamma" / "rms" a constant [C] weight) -> the pattern's output, x's shape (options: kind,
+    eps, c0, the rows R and width C the pattern was matched with)."""
+    x, w = ctx.input(0), ctx.input(1)
+    ctx.check_dtype(x, np.float32)
+    n = x.shape[-1] if x.ndim else 1
+    rows = x.size // n if n else 0
+    kind = KINDS[ctx.options["kind"]]
+    out = ctx.set_output(0, x.shape, np.float32)
+    if out.size == 0:
+        return
+    weights = ctx.const(np.zeros(n, np.float32)) if w is None else ctx.view(w, (n,))
+    ctx.call(fused_norm_f32, ctx.view(x, (rows, n)), ctx.view(x, (x.size,)), weights, ctx.view(out, (rows, n)),
+             kind, float(ctx.options["eps"]), float(ctx.options.get("c0", 0.0)), ctx.temp((n,), np.float32))
+
+
+__all__ = ["FUSED_NORM", "KINDS", "fused_norm_f32"]
