@@ -18,7 +18,7 @@ import pytest
 from conftest import scaled
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from linear_models import conv2d_model, conv_case_uint8, conv_shapes, fc_model, fc_quant_case, geometry
+from linear_models import bmm_model, conv2d_model, conv_case_uint8, conv_shapes, fc_model, fc_quant_case, geometry
 
 # imported under the name the hypothesis tests' bodies use: a derandomized test's examples are seeded by its
 # source
@@ -303,3 +303,22 @@ def test_conv2d_hybrid(name, isa_level):
                             w_quant={"scales": scales.tolist(), "zero_points": [0] * scales.size,
                                      "quantized_dimension": 0}, version=5 if per_channel else 2)
         check_exact(data, [x], isa_level)
+
+
+@pytest.mark.parametrize("ls, rs, adj_x, adj_y, per_channel, asymmetric", [
+    ([2, 17, 40], [40, 33], False, False, True, True),
+    ([3, 5, 64], [1, 20, 64], False, True, False, False),
+    ([1, 70, 9], [70, 48], True, False, True, False),
+])
+def test_batch_matmul_hybrid(ls, rs, adj_x, adj_y, per_channel, asymmetric, isa_level):
+    """Hybrid BATCH_MATMUL with one constant rhs matrix (hybrid_gemm.hybrid_bmm_*: the reference kernel's
+    zero-point correction truncated to int32 in the tiles' epilogue), bit for bit."""
+    rng = np.random.default_rng(len(ls) * 100 + rs[-1])
+    lhs = hybrid_rows(rng, int(np.prod(ls[:-1])), ls[-1]).reshape(ls)
+    rhs = rng.integers(-127, 128, rs).astype(np.int8)
+    n = rs[-2] if adj_y else rs[-1]
+    rq = ({"scales": rng.uniform(0.002, 0.02, n).astype(np.float32), "zero_points": [0] * n,
+           "quantized_dimension": len(rs) - (2 if adj_y else 1)} if per_channel else (0.01, 0))
+    data = bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y, rhs_dtype=np.int8, rhs_quant=rq, rhs_const=rhs,
+                     version=4 if asymmetric else 1, asymmetric=asymmetric)
+    check_exact(data, [lhs], isa_level)

@@ -22,6 +22,7 @@ from lite_numba.kernels.linear.fully_connected_quantized import (
     schedule_hybrid_rows,
     schedule_igemm,
 )
+from lite_numba.kernels.linear.hybrid_schedule import schedule_hybrid
 from lite_numba.kernels.linear.simd_f32 import schedule_batch_matmul
 from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 from numba import njit
@@ -195,7 +196,6 @@ def _hybrid(ctx: PrepareContext, lhs, rhs, a_t, b_const, of, M, K, N, adj_x: boo
         w = np.swapaxes(w, -1, -2)
     row_sums = w.sum(axis=1).astype(np.int32).reshape(-1)  # per rhs matrix, per output column
     lhs_rows = int(np.prod(lhs.shape[:-2], dtype=np.int64)) * M
-    qa, sf, zp = schedule_hybrid_rows(ctx, a_t, lhs_rows, K)
     # TFLite folds lhs [..., Q, R, K] x rhs [..., 1, K, N] into [..., Q * R, K] x [..., K, N] before this kernel;
     # the result is the same, but the factor lookups below follow the folded shapes
     ls, rs = lhs.shape, rhs.shape
@@ -207,7 +207,14 @@ def _hybrid(ctx: PrepareContext, lhs, rhs, a_t, b_const, of, M, K, N, adj_x: boo
     rb = (1,) * (rank - len(rs)) + rs[:-2]
     out_b = tuple(max(x, y) for x, y in zip(lb, rb))
     a_idx, b_idx = _batch_indices(lb, rb, out_b)
+    sf_base, rs_base = _tflite_hybrid_bases(ls, rs, out_b, M, N)
+    n_out = sf_base.size
+    if (w.shape[0] == 1 and not rs_base.any() and np.array_equal(sf_base, np.arange(n_out) * M)
+            and n_out * M == lhs_rows and schedule_hybrid(
+                ctx, "bmm", ctx.view(a_t, (a_t.size,)), np.ascontiguousarray(w[0].T).astype(np.int8), scales, None,
+                of, rows=lhs_rows, asymmetric=bool(ctx.options.get("asymmetric_quantize_inputs", False)))):
+        return  # one rhs matrix, every row its own factors: the int8 tiles (hybrid_schedule)
+    qa, sf, zp = schedule_hybrid_rows(ctx, a_t, lhs_rows, K)
     acc = ctx.temp((of.tensor.size,), np.int32)
     schedule_igemm(ctx, qa, a_idx * (M * K), 0, np.int8, None, b_const, b_idx * (K * N), 0, acc, M, K, N)
-    sf_base, rs_base = _tflite_hybrid_bases(ls, rs, out_b, M, N)
     ctx.call(bmm_hybrid_finish, acc, sf, zp, row_sums, scales, of, M, N, sf_base, rs_base)

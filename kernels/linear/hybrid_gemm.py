@@ -40,8 +40,8 @@ def _tile_rows(rows, mr, max_rest, stale_ok):
 
 
 @njit(cache=True, inline="always")
-def _block_tiles(scheme, a, a0, lda, kg, nrun, rstride, nrun2, rstride2, wstride, wp, hp, out, ob0, N, rows, rz, rsf,
-                 rs_off, rs_step, lim, stale_ok, n_begin, n_end):
+def _block_tiles(scheme, mode, a, a0, lda, kg, nrun, rstride, nrun2, rstride2, wstride, wp, hp, out, ob0, N, rows, rz,
+                 rsf, rs_off, rs_step, lim, stale_ok, n_begin, n_end):
     """Every tile of one block of rows (their A rows from byte a0 of a, lda apart) over the weight panels of the
     channels [n_begin, n_end) (n_begin a multiple of NR)."""
     mr = WIDE_MR if scheme == 2 else NARROW_MR
@@ -51,22 +51,24 @@ def _block_tiles(scheme, a, a0, lda, kg, nrun, rstride, nrun2, rstride2, wstride
         width = min(NR, Np - j0)
         boff = j0 * wstride
         for i in range(0, full, mr):
-            panel_tiles(scheme, mr, width, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, hp,
-                        j0, out, ob0 + i * N + j0, N, rows - i, N - j0, rz, rsf, rs_off + i * rs_step, rs_step, lim)
+            panel_tiles(scheme, mode, mr, width, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff,
+                        hp, j0, out, ob0 + i * N + j0, N, rows - i, N - j0, rz, rsf, rs_off + i * rs_step, rs_step,
+                        lim)
         for i in range(full, full + rest):
-            panel_tiles(scheme, 1, width, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff, hp, j0,
-                        out, ob0 + i * N + j0, N, 1, N - j0, rz, rsf, rs_off + i * rs_step, rs_step, lim)
+            panel_tiles(scheme, mode, 1, width, a, a0 + i * lda, lda, kg, nrun, rstride, nrun2, rstride2, wp, boff,
+                        hp, j0, out, ob0 + i * N + j0, N, 1, N - j0, rz, rsf, rs_off + i * rs_step, rs_step, lim)
 
 
 @njit(cache=True, inline="always")
-def fc_body(scheme, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch):
-    """Hybrid FULLY_CONNECTED (module doc) on the tiles of `scheme` (a constant in each driver: with the scheme
-    chosen at run time the tiles' array arguments keep their reference counting, 4x slower on small layers): x the
-    float32 input rows (flat [M * K]), wp the packed weights, hpc the constant channel parameters
-    (hybrid_tiles.hybrid_params; the bias, a float32 [N] argument, is written into hp each call), out flat [M * N]
-    float32; geo = [M, K, N, asymmetric, scheme, act, m_begin, m_end, n_begin, n_end] (rows [m_begin, m_end) and
-    channels [n_begin, n_end) are computed: a chunk of the parallel driver, hybrid_par); lim = [lo, hi, nan-to-lo].
-    Scratch: abuf [MB, Kp] uint8, rz int32 / rsf float32 [MB] (the block's rows), hp like hpc, scratch int8 [K]."""
+def fc_body(scheme, mode, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch):
+    """Hybrid FULLY_CONNECTED (module doc; mode 1: BATCH_MATMUL's epilogue, hybrid_tiles) on the tiles of `scheme`
+    (scheme and mode are constants in each driver: with the scheme chosen at run time the tiles' array arguments
+    keep their reference counting, 4x slower on small layers): x the float32 input rows (flat [M * K]), wp the
+    packed weights, hpc the constant channel parameters (hybrid_tiles.hybrid_params; the bias, a float32 [N]
+    argument, is written into hp each call), out flat [M * N] float32; geo = [M, K, N, asymmetric, scheme, act,
+    m_begin, m_end, n_begin, n_end] (rows [m_begin, m_end) and channels [n_begin, n_end) are computed: a chunk of
+    the parallel driver, hybrid_schedule); lim = [lo, hi, nan-to-lo]. Scratch: abuf [MB, Kp] uint8, rz int32 /
+    rsf float32 [MB] (the block's rows), hp like hpc, scratch int8 [K]."""
     K, N, asym = geo[1], geo[2], geo[3] != 0
     fill_bias(hp, hpc, bias)
     MB, Kp = abuf.shape
@@ -77,8 +79,8 @@ def fc_body(scheme, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
             sf, zp = quantize_row(x, (m0 + r) * K, K, asym, a, r * Kp, 128, scratch)
             rz[r] = 128 + zp
             rsf[r] = sf
-        _block_tiles(scheme, a, 0, Kp, Kp // 4, 1, 0, 1, 0, Kp, wp, hp, out, m0 * N, N, rows, rz, rsf, 0, 1, lim,
-                     False, geo[8], geo[9])
+        _block_tiles(scheme, mode, a, 0, Kp, Kp // 4, 1, 0, 1, 0, Kp, wp, hp, out, m0 * N, N, rows, rz, rsf, 0, 1,
+                     lim, False, geo[8], geo[9])
 
 
 @njit(cache=True, nogil=True)
@@ -117,8 +119,8 @@ def conv_blocks(scheme, q4, src, abuf, wp, hp, out, geo, lim, rz, rsf, n, zp, bl
     for blk in range(blk0, min(blk1, nblocks)):
         a0, ob0, rows = start_block(q4, abuf, a, geo, 128, zp, blk, direct, HP, WP, lda, rstride, rstride2, rz, 0, 0,
                                     OH, OW, CO)
-        _block_tiles(scheme, a, a0, lda, kg, nrun, rstride, nrun2, rstride2, wstride, wp, hp, o, n * OH * OW * CO + ob0,
-                     CO, rows, rz, rsf, n, 0, lim, direct, 0, CO)
+        _block_tiles(scheme, 0, a, a0, lda, kg, nrun, rstride, nrun2, rstride2, wstride, wp, hp, o,
+                     n * OH * OW * CO + ob0, CO, rows, rz, rsf, n, 0, lim, direct, 0, CO)
 
 
 @njit(cache=True, inline="always")
@@ -139,19 +141,19 @@ def conv_body(scheme, x, wp, hpc, bias, out, geo, lim, src, abuf, rz, rsf, hp, q
 @njit(cache=True, nogil=True)
 def hybrid_fc_wide(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch):
     """fc_body on the zmm vpdpbusd tiles."""
-    fc_body(2, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
+    fc_body(2, 0, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
 
 
 @njit(cache=True, nogil=True)
 def hybrid_fc_vnni256(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch):
     """fc_body on the 256-bit vpdpbusd tiles."""
-    fc_body(1, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
+    fc_body(1, 0, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
 
 
 @njit(cache=True, nogil=True)
 def hybrid_fc_pairs(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch):
     """fc_body on the 256-bit vpmaddwd tiles (and their generic twins)."""
-    fc_body(0, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
+    fc_body(0, 0, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
 
 
 @njit(cache=True, nogil=True)
@@ -191,6 +193,25 @@ def conv_blocks_pairs(q4, src, abuf, wp, hp, out, geo, lim, rz, rsf, n, zp, blk0
     conv_blocks(0, q4, src, abuf, wp, hp, out, geo, lim, rz, rsf, n, zp, blk0, blk1)
 
 
+@njit(cache=True, nogil=True)
+def hybrid_bmm_wide(x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch):
+    """fc_body with BATCH_MATMUL's epilogue (rs: the weight sums as float32, in the bias slots) on zmm vpdpbusd."""
+    fc_body(2, 1, x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch)
+
+
+@njit(cache=True, nogil=True)
+def hybrid_bmm_vnni256(x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch):
+    """hybrid_bmm_wide on the 256-bit vpdpbusd tiles."""
+    fc_body(1, 1, x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch)
+
+
+@njit(cache=True, nogil=True)
+def hybrid_bmm_pairs(x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch):
+    """hybrid_bmm_wide on the 256-bit vpmaddwd tiles (and their generic twins)."""
+    fc_body(0, 1, x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch)
+
+
 FC_DRIVERS = {2: hybrid_fc_wide, 1: hybrid_fc_vnni256, 0: hybrid_fc_pairs}
+BMM_DRIVERS = {2: hybrid_bmm_wide, 1: hybrid_bmm_vnni256, 0: hybrid_bmm_pairs}
 CONV_DRIVERS = {2: hybrid_conv_wide, 1: hybrid_conv_vnni256, 0: hybrid_conv_pairs}
 BLOCK_DRIVERS = {2: conv_blocks_wide, 1: conv_blocks_vnni256, 0: conv_blocks_pairs}

@@ -26,6 +26,7 @@ from lite_numba.kernels.linear import fc_int4
 from lite_numba.kernels.linear.amx_hybrid import schedule_hybrid_amx
 from lite_numba.kernels.linear.hybrid_gemm import (
     BLOCK_DRIVERS,
+    BMM_DRIVERS,
     CONV_DRIVERS,
     FC_DRIVERS,
     conv_image,
@@ -170,9 +171,10 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
     level or for what the tiles do not compute (FULLY_CONNECTED's TANH and SIGN_BIT activations).
 
     kind "fc": x the input as `rows` rows of K = w.shape[1] floats (flat view), w [N, K] int8, out flat [rows * N],
-    act the fused activation, asymmetric the option. kind "conv": x [N, H, W, CI], w [CO, KH * KW * CI] (OHWI),
-    out [N, OH, OW, CO], geo_conv [sh, sw, dh, dw, pad_t, pad_l, KH, KW], lim the float limits [lo, hi]. scales
-    float32 per output channel; bias a float32 [N] argument (array or view)."""
+    act the fused activation, asymmetric the option. kind "bmm": the same with BATCH_MATMUL's epilogue (its
+    reference kernel's zero-point correction, no bias nor activation; bias ignored). kind "conv": x [N, H, W, CI],
+    w [CO, KH * KW * CI] (OHWI), out [N, OH, OW, CO], geo_conv [sh, sw, dh, dw, pad_t, pad_l, KH, KW], lim the
+    float limits [lo, hi]. scales float32 per output channel; bias a float32 [N] argument (array or view)."""
     scheme = engine()
     if scheme is None or (kind == "fc" and act not in _FC_LIMITS):
         return False
@@ -187,8 +189,12 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
     N, K = w.shape
     Kp, Np = padded_sizes(K, N)
     mr = WIDE_MR if scheme == 2 else NARROW_MR
-    hpc = ctx.const(hybrid_params(_weight_sums(w), scales, bias if isinstance(bias, np.ndarray) else None, Np))
-    if kind == "fc":
+    hpc = ctx.const(hybrid_params(_weight_sums(w), scales, None, Np))
+    if kind == "bmm":  # the bias slots hold the weight sums as float32 (hybrid_tiles._bmm_value)
+        bias = ctx.const(_weight_sums(w).astype(np.float32))
+        act = ACT_NONE
+    if kind in ("fc", "bmm"):
+        drivers = FC_DRIVERS if kind == "fc" else BMM_DRIVERS
         lims = np.array(_FC_LIMITS[act], np.float32)
         geo = np.array([rows, K, N, int(asymmetric), scheme, act, 0, rows, 0, N], np.int64)
         MB = block_rows(Kp, rows, mr)
@@ -197,10 +203,11 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
                 _Shape((K,), np.int8)]
         geos, t = _row_chunks(ctx, rows, N, K, mr, geo, 6)
         if geos:
-            _call_parallel(ctx, hybrid_fc_par, FC_DRIVERS[scheme], args, 5, geos, (7, 8, 9, 10, 11), t)
+            _call_parallel(ctx, hybrid_fc_par, drivers[scheme], args, 5, geos, (7, 8, 9, 10, 11), t)
         else:
-            ctx.call(FC_DRIVERS[scheme], *(ctx.temp(a.shape, a.dtype) if isinstance(a, _Shape) else a for a in args))
-        ctx.call(hybrid_fc_zero, x, bias, out, N, act)
+            ctx.call(drivers[scheme], *(ctx.temp(a.shape, a.dtype) if isinstance(a, _Shape) else a for a in args))
+        if kind == "fc":
+            ctx.call(hybrid_fc_zero, x, bias, out, N, act)
         return True
     B, H, W, CI = x.shape
     _, OH, OW, _ = out.shape

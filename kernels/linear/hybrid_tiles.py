@@ -42,9 +42,9 @@ def _param_row(builder, php, base, k, ty):
     return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
 
 
-def _epilogue(context, builder, sig, args, accs, lanes):
-    """Store the tile's rows (accs: mr x nv allocas of <lanes x i32>) as float32 through the hybrid epilogue (module
-    doc). args are the tile's (see _make_tile)."""
+def _epilogue(context, builder, sig, args, accs, lanes, mode):
+    """Store the tile's rows (accs: mr x nv allocas of <lanes x i32>) as float32 through the hybrid epilogue of
+    `mode` (module doc; 1: BATCH_MATMUL's). args are the tile's (see _make_tile)."""
     (_, _, _, _, _, _, _, _, _, _, _, hp_, c0_, out_, o_off_, ldo_, nrows_, ncols_, rz_, rsf_, rs_off_, rs_step_,
      lim_) = args
     vi = ir.VectorType(I32, lanes)
@@ -71,6 +71,12 @@ def _epilogue(context, builder, sig, args, accs, lanes):
                 at = builder.add(rs_off_, builder.mul(rs_step_, i64(r)))
                 z = splat(builder, builder.load(builder.gep(prz, [at], inbounds=True)), vi)
                 s = splat(builder, builder.load(builder.gep(prs, [at], inbounds=True)), vf)
+                dst = builder.gep(po, [builder.add(builder.add(o_off_, builder.mul(ldo_, i64(r))), i64(first))],
+                                  inbounds=True)
+                if mode == 1:
+                    store_live(builder, _bmm_value(builder, builder.load(accs[r][v]), z, s, ws, cs, bias, vi, vf),
+                               dst, count)
+                    continue
                 dot = builder.sub(builder.load(accs[r][v]), builder.mul(z, ws))
                 y = builder.fadd(builder.fmul(builder.sitofp(dot, vf), builder.fmul(cs, s)), bias)
                 m = builder.select(builder.fcmp_ordered(">", lo, y), lo, y)
@@ -78,12 +84,20 @@ def _epilogue(context, builder, sig, args, accs, lanes):
                 isnan = builder.fcmp_unordered("uno", y, y)
                 m = builder.select(builder.and_(isnan, splat(builder, nan_lo, ir.VectorType(ir.IntType(1), lanes))),
                                    lo, m)
-                dst = builder.gep(po, [builder.add(builder.add(o_off_, builder.mul(ldo_, i64(r))), i64(first))],
-                                  inbounds=True)
                 store_live(builder, m, dst, count)
 
 
-def _make_tile(mr: int, nv: int, scheme: str):
+def _bmm_value(builder, acc, z, s, ws, cs, rs, vi, vf):
+    """BATCH_MATMUL's hybrid epilogue (batch_matmul.bmm_hybrid_finish, the official reference kernel):
+    total = int32(float(sum q * w) - float(row sum) * float(zp)) (truncated), out = (sf * scale) * float(total);
+    acc is sum (q + 128) * w, z the row's 128 + zp, ws the weight sums, rs their float32 values."""
+    c128 = ir.Constant(vi, [128] * vi.count)
+    dot = builder.sub(acc, builder.mul(ws, c128))
+    u = builder.fsub(builder.sitofp(dot, vf), builder.fmul(rs, builder.sitofp(builder.sub(z, c128), vf)))
+    return builder.fmul(builder.fmul(s, cs), builder.sitofp(builder.fptosi(u, vi), vf))
+
+
+def _make_tile(mr: int, nv: int, scheme: str, mode: int = 0):
     """An intrinsic computing an [mr, lanes * nv] tile of a hybrid layer's float32 output, scheme "wide" (vpdpbusd
     on zmm, 16 lanes, weights by simd_int8.pack_weights_vnni), "vnni" (vpdpbusd on ymm, 8 lanes, the same panels)
     or "pairs" (vpmaddwd, 8 lanes, simd_int8_narrow.pack_weights_pairs):
@@ -95,7 +109,8 @@ def _make_tile(mr: int, nv: int, scheme: str):
     simd_int8_narrow._make_tile; unused by "wide"); hp the channel parameters (hybrid_params) of which those of
     channels c0.. (a multiple of 16) are used; rows r < nrows and channels j < ncols are stored as float32 at
     out[o_off + r * ldo + j]; the rows' 128 + zp and sf at rz / rsf[rs_off + r * rs_step]; lim = [lo, hi,
-    nan-to-lo] (module doc)."""
+    nan-to-lo] (module doc). mode 1: BATCH_MATMUL's epilogue (_bmm_value; the bias slots hold the weight sums as
+    float32, lim is unused)."""
     lanes = 16 if scheme == "wide" else 8
 
     @intrinsic
@@ -114,12 +129,12 @@ def _make_tile(mr: int, nv: int, scheme: str):
             else:
                 accs = narrow_accumulate(builder, mr, nv, scheme == "vnni", pa, a_off_, lda_, kg_, nrun_, rstride_,
                                          nrun2_, rstride2_, pb, b_off_, gs_)
-            _epilogue(context, builder, sig, args, accs, lanes)
+            _epilogue(context, builder, sig, args, accs, lanes, mode)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    tile.__name__ = tile.__qualname__ = f"hybrid_{scheme}_tile_{mr}x{lanes * nv}"
+    tile.__name__ = tile.__qualname__ = f"hybrid{'_bmm' if mode else ''}_{scheme}_tile_{mr}x{lanes * nv}"
     return tile
 
 
@@ -129,6 +144,11 @@ _npairs = {(m, v): _make_tile(m, v, "pairs") for m in (NARROW_MR, 1) for v in (2
 _w82, _w81, _w12, _w11 = _wide[(8, 2)], _wide[(8, 1)], _wide[(1, 2)], _wide[(1, 1)]
 _v42, _v41, _v12, _v11 = _nvnni[(4, 2)], _nvnni[(4, 1)], _nvnni[(1, 2)], _nvnni[(1, 1)]
 _p42, _p41, _p12, _p11 = _npairs[(4, 2)], _npairs[(4, 1)], _npairs[(1, 2)], _npairs[(1, 1)]
+# BATCH_MATMUL's epilogue (mode 1)
+_bw82, _bw81, _bw12, _bw11 = (_make_tile(m, v, "wide", 1) for m, v in ((WIDE_MR, 2), (WIDE_MR, 1), (1, 2), (1, 1)))
+_bv42, _bv41, _bv12, _bv11 = (_make_tile(m, v, "vnni", 1) for m, v in ((NARROW_MR, 2), (NARROW_MR, 1), (1, 2), (1, 1)))
+_bp42, _bp41, _bp12, _bp11 = (_make_tile(m, v, "pairs", 1)
+                              for m, v in ((NARROW_MR, 2), (NARROW_MR, 1), (1, 2), (1, 1)))
 
 
 @njit(cache=True, inline="always")
@@ -145,15 +165,19 @@ def _pick(mr_big, mr, nv, t_b2, t_b1, t_12, t_11, args):
 
 
 @njit(cache=True, inline="always")
-def panel_tiles(scheme, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, hp, j0, out, o_off,
-                ldo, nrows, ncols, rz, rsf, rs_off, rs_step, lim):
+def panel_tiles(scheme, mode, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, hp, j0, out,
+                o_off, ldo, nrows, ncols, rz, rsf, rs_off, rs_step, lim):
     """The hybrid tile(s) of mr rows over the weight panel of `width` channels (32, or 16 for a last odd panel) at
     channel j0, ncols live channels from j0: scheme 2 the zmm tiles (mr 8 or 1), 1 / 0 the 256-bit vpdpbusd /
-    vpmaddwd tiles (mr 4 or 1), a panel as two 16-channel halves."""
+    vpmaddwd tiles (mr 4 or 1), a panel as two 16-channel halves; mode 0 the FULLY_CONNECTED / CONV_2D epilogue,
+    1 BATCH_MATMUL's (scheme and mode constants of the driver)."""
     if scheme == 2:
-        _pick(WIDE_MR, mr, width // 16, _w82, _w81, _w12, _w11,
-              (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, 0, hp, j0, out, o_off, ldo, nrows, ncols,
-               rz, rsf, rs_off, rs_step, lim))
+        args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, 0, hp, j0, out, o_off, ldo, nrows, ncols,
+                rz, rsf, rs_off, rs_step, lim)
+        if mode == 1:
+            _pick(WIDE_MR, mr, width // 16, _bw82, _bw81, _bw12, _bw11, args)
+        else:
+            _pick(WIDE_MR, mr, width // 16, _w82, _w81, _w12, _w11, args)
         return
     gs = 4 * width
     hq = 64 if scheme == 1 else 32  # bytes from a group's first channel to its 17th, in either layout
@@ -164,8 +188,12 @@ def panel_tiles(scheme, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstr
         args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff + hq * q, gs, hp, j0 + 16 * q, out,
                 o_off + 16 * q, ldo, nrows, live, rz, rsf, rs_off, rs_step, lim)
         nv = 2 if live > 8 else 1
-        if scheme == 1:
+        if scheme == 1 and mode == 1:
+            _pick(NARROW_MR, mr, nv, _bv42, _bv41, _bv12, _bv11, args)
+        elif scheme == 1:
             _pick(NARROW_MR, mr, nv, _v42, _v41, _v12, _v11, args)
+        elif mode == 1:
+            _pick(NARROW_MR, mr, nv, _bp42, _bp41, _bp12, _bp11, args)
         else:
             _pick(NARROW_MR, mr, nv, _p42, _p41, _p12, _p11, args)
 
