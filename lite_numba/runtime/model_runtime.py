@@ -580,7 +580,7 @@ class ModelRuntime:
         if not 0 <= index < len(self.model.subgraphs):
             raise ValueError(f"Invalid subgraph index {index}; the model has {len(self.model.subgraphs)} subgraphs")
         rt = self._subgraph_runtime(index, tuple(tuple(int(d) for d in s) for s in shapes))
-        if not all(o in rt.fast_views for o in rt.plan.outputs):
+        if not all(o in rt.fast_views or rt.tensors[o].is_const for o in rt.plan.outputs):
             return None
         return [rt.tensors[o].shape for o in rt.plan.outputs]
 

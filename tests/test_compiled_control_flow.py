@@ -1,0 +1,354 @@
+"""Control flow lowered into the compiled runner (issue 38, lite_numba/runtime/control): WHILE, IF and CALL_ONCE run
+inside their parent's runner with the same results as the host path (LITE_NUMBA_EXECUTOR=python keeps every node on
+the host) and as the official runtime; loops whose variables change shape keep the host path and say why; Ctrl-C,
+the iteration cap and shape errors stay clear."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from lite_numba import Interpreter
+from lite_numba.builder import ModelBuilder
+from lite_numba.testing import invoke_with, official_interpreter
+from lite_numba.tools.inspect_model import inspect_model
+
+F32 = np.float32
+
+
+def _loop(b: ModelBuilder, limit: float, body_fn, shapes):
+    """cond `i < limit` and a body `(i + 1, *body_fn(body, vars))` over loop variables (i, *vars)."""
+    cond = b.add_subgraph("cond")
+    ci = cond.add_input("i", F32, [])
+    for k, s in enumerate(shapes):
+        cond.add_input(f"v{k}", F32, s)
+    c = cond.add_tensor("c", np.bool_, [])
+    cond.add_op("LESS", [ci, cond.add_const("limit", np.array(limit, F32))], [c])
+    cond.mark_output(c)
+    body = b.add_subgraph("body")
+    bi = body.add_input("i", F32, [])
+    vs = [body.add_input(f"v{k}", F32, s) for k, s in enumerate(shapes)]
+    ni = body.add_tensor("ni", F32, [])
+    body.add_op("ADD", [bi, body.add_const("one", np.array(1.0, F32))], [ni])
+    body.mark_output(ni)
+    for o in body_fn(body, vs):
+        body.mark_output(o)
+    return cond.index, body.index
+
+
+_NAMES = iter(range(1 << 30))
+
+
+def _op(sg, op, ins, shape, **options):
+    t = sg.add_tensor(f"t{next(_NAMES)}", F32, shape)
+    sg.add_op(op, ins, [t], options=options or None)
+    return t
+
+
+def _while_model(body_fn, shapes, limit=4.0, grow=False) -> bytes:
+    b = ModelBuilder()
+    sig = (lambda s: [-1] * len(s)) if grow else (lambda s: None)
+    ins = [b.add_input("i", F32, [])] + [b.add_input(f"x{k}", F32, s, shape_signature=sig(s))
+                                        for k, s in enumerate(shapes)]
+    outs = [b.add_tensor("oi", F32, [])] + [b.add_tensor(f"o{k}", F32, s, shape_signature=sig(s))
+                                           for k, s in enumerate(shapes)]
+    cond, body = _loop(b, limit, body_fn, shapes)
+    b.add_op("WHILE", ins, outs, options={"cond_subgraph_index": cond, "body_subgraph_index": body})
+    for o in outs:
+        b.mark_output(o)
+    return b.build()
+
+
+def _scale(body, vs):
+    return [_op(body, "MUL", [vs[0], body.add_const("k", np.array([1.5], F32))], [2])]
+
+
+def _swap_and_reuse(body, vs):
+    """a' = a + b; b' = a (another variable passed through: a swap); c' = c * 2, then d' = c + d reads c after
+    c' was written (c cannot be carried in place)."""
+    a, bb, c, d = vs
+    na = _op(body, "ADD", [a, bb], [3])
+    nc = _op(body, "MUL", [c, body.add_const("two", np.array([2.0], F32))], [3])
+    nd = _op(body, "ADD", [c, d], [3])
+    return [na, a, nc, nd]
+
+
+def _grow(body, vs):
+    return [_op(body, "CONCATENATION", [vs[0], vs[0]], [4], axis=0)]
+
+
+def _nested_body(b: ModelBuilder):
+    """A body holding a WHILE of its own (x * 1.5 three times per outer iteration)."""
+    def fn(body, vs):
+        cond, inner = _loop(b, 3.0, _scale, [[2]])
+        zero = body.add_const("zero", np.array(0.0, F32))
+        oi = body.add_tensor("inner_i", F32, [])
+        ox = body.add_tensor("inner_x", F32, [2])
+        body.add_op("WHILE", [zero, vs[0]], [oi, ox], options={"cond_subgraph_index": cond,
+                                                                "body_subgraph_index": inner})
+        return [ox]
+    return fn
+
+
+def _if_model(then_fn=None) -> bytes:
+    """IF(p, x, y) -> (x * 2 or -x, y passed through or y + 1, a constant or x): outputs bound in place, copied."""
+    b = ModelBuilder()
+    p = b.add_input("p", np.bool_, [])
+    x = b.add_input("x", F32, [3])
+    y = b.add_input("y", F32, [2])
+    outs = [b.add_tensor(f"o{k}", F32, s) for k, s in enumerate(([3], [2], [3]))]
+    branches = []
+    for name in ("then", "else"):
+        s = b.add_subgraph(name)
+        sx = s.add_input("x", F32, [3])
+        sy = s.add_input("y", F32, [2])
+        if name == "then":
+            r = (then_fn or (lambda s, sx: _op(s, "MUL", [sx, s.add_const("two", np.array([2.0], F32))], [3])))(s, sx)
+            for t in (r, sy, s.add_const("c", np.array([7.0, 8.0, 9.0], F32))):
+                s.mark_output(t)
+        else:
+            for t in (_op(s, "NEG", [sx], [3]), _op(s, "ADD", [sy, s.add_const("one", np.ones(2, F32))], [2]), sx):
+                s.mark_output(t)
+        branches.append(s.index)
+    b.add_op("IF", [p, x, y], outs, options={"then_subgraph_index": branches[0], "else_subgraph_index": branches[1]})
+    for o in outs:
+        b.mark_output(o)
+    return b.build()
+
+
+def _ring_buffer_model(frame: int = 3, keep: int = 4) -> bytes:
+    """The streaming pattern: state [1, keep, frame] in a resource variable (CALL_ONCE assigns zeros); each invoke
+    concatenates the state with the new frame, keeps the last `keep` frames (STRIDED_SLICE), assigns them back, and
+    returns a weighted sum of the window (FULLY_CONNECTED) and the window's mean."""
+    b = ModelBuilder()
+    x = b.add_input("frame", F32, [1, 1, frame])
+    init = b.add_subgraph("init")
+    h0 = init.add_tensor("h", np.int32, [])
+    init.add_op("VAR_HANDLE", [], [h0], options={"shared_name": "ring"})
+    init.add_op("ASSIGN_VARIABLE", [h0, init.add_const("zeros", np.zeros((1, keep, frame), F32))], [])
+    b.add_op("CALL_ONCE", [], [], options={"init_subgraph_index": init.index})
+    h = b.add_tensor("h", np.int32, [])
+    b.add_op("VAR_HANDLE", [], [h], options={"shared_name": "ring"})
+    state = b.add_tensor("state", F32, [1, keep, frame])
+    b.add_op("READ_VARIABLE", [h], [state])
+    window = b.add_tensor("window", F32, [1, keep + 1, frame])
+    b.add_op("CONCATENATION", [state, x], [window], options={"axis": 1})
+    nxt = b.add_tensor("next", F32, [1, keep, frame])
+    b.add_op("STRIDED_SLICE", [window, b.add_const("begin", np.array([0, 1, 0], np.int32)),
+                               b.add_const("end", np.array([1, keep + 1, frame], np.int32)),
+                               b.add_const("strides", np.array([1, 1, 1], np.int32))], [nxt])
+    b.add_op("ASSIGN_VARIABLE", [h, nxt], [])
+    flat = b.add_tensor("flat", F32, [1, (keep + 1) * frame])
+    b.add_op("RESHAPE", [window, b.add_const("shape", np.array([1, (keep + 1) * frame], np.int32))], [flat])
+    w = np.random.default_rng(3).normal(0, 0.3, (2, (keep + 1) * frame)).astype(F32)
+    out = b.add_tensor("out", F32, [1, 2])
+    b.add_op("FULLY_CONNECTED", [flat, b.add_const("w", w), b.add_const("bias", np.array([0.1, -0.2], F32))], [out])
+    mean = b.add_tensor("mean", F32, [1, frame])
+    b.add_op("MEAN", [window, b.add_const("axis", np.array([1], np.int32))], [mean])
+    b.mark_output(out)
+    b.mark_output(mean)
+    return b.build()
+
+
+def _compare(data: bytes, feeds, monkeypatch, official=True, expect_paths=None):
+    """Run `feeds` (one input list per invoke) compiled, on the host path and in the official runtime: identical
+    (host and compiled bit for bit, the official runtime within 1e-6); returns the compiled interpreter."""
+    runs = {}
+    for mode in ("compiled", "python"):
+        monkeypatch.setenv("LITE_NUMBA_EXECUTOR", mode)
+        it = Interpreter(model_content=data)
+        it.allocate_tensors()
+        runs[mode] = (it, [invoke_with(it, f) for f in feeds])
+    monkeypatch.delenv("LITE_NUMBA_EXECUTOR")
+    for a, b in zip(runs["compiled"][1], runs["python"][1]):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    if official:
+        theirs = official_interpreter(data)
+        for k, f in enumerate(feeds):
+            for x, y in zip(runs["compiled"][1][k], invoke_with(theirs, f)):
+                np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6, err_msg=f"invoke {k}")
+    it = runs["compiled"][0]
+    if expect_paths is not None:
+        assert sorted(p for p, _ in it.runtime.control.paths.values()) == sorted(expect_paths), \
+            it.runtime.control.paths
+    return it
+
+
+@pytest.mark.parametrize("start", [0.0, 3.0, 10.0])
+def test_while_counter_compiled(official, monkeypatch, start):
+    data = _while_model(_scale, [[2]], limit=5.0)
+    it = _compare(data, [[np.array(start, F32), np.array([1.0, -2.0], F32)]] * 2, monkeypatch,
+                  expect_paths=["compiled"])
+    main = it.runtime.graph(0)
+    assert not main.dynamic_nodes and len(main.steps) == 1  # the whole invoke is one compiled call
+
+
+def test_while_swaps_and_reads_after_writes(monkeypatch):
+    """A passed-through variable (staged copy) and a variable read after its successor is written (copied, not
+    carried in place): every body output computed from the iteration's inputs, as the host path and TensorFlow do.
+    (ai-edge-litert 2.3 returns b' = a' here, not the old a: its WHILE shares the passed-through tensor.)"""
+    data = _while_model(_swap_and_reuse, [[3]] * 4, limit=3.0)
+    rng = np.random.default_rng(0)
+    feeds = [[np.array(0.0, F32)] + [rng.normal(size=3).astype(F32) for _ in range(4)] for _ in range(3)]
+    it = _compare(data, feeds, monkeypatch, official=False, expect_paths=["compiled"])
+    for f in feeds:
+        a, b, c, d = (v.astype(np.float64) for v in f[1:])
+        for _ in range(3):
+            a, b, c, d = a + b, a, c * 2, c + d
+        for got, want in zip(invoke_with(it, f)[1:], (a, b, c, d)):
+            np.testing.assert_allclose(got, want, rtol=1e-5)
+    why = it.runtime.control.paths[(0, 0)][1]
+    # every output's writer reads its variable too (i, a, d), b is a swap (staged: 2 copies), c is read after c'
+    assert "0 of 5 loop variables carried in place, 6 copies" in why, why
+
+
+def test_nested_while_compiled(official, monkeypatch):
+    b = ModelBuilder()
+    ins = [b.add_input("i", F32, []), b.add_input("x", F32, [2])]
+    outs = [b.add_tensor("oi", F32, []), b.add_tensor("ox", F32, [2])]
+    cond, body = _loop(b, 2.0, _nested_body(b), [[2]])
+    b.add_op("WHILE", ins, outs, options={"cond_subgraph_index": cond, "body_subgraph_index": body})
+    for o in outs:
+        b.mark_output(o)
+    data = b.build()
+    _compare(data, [[np.array(0.0, F32), np.array([1.0, 2.0], F32)]], monkeypatch,
+             expect_paths=["compiled", "compiled"])
+
+
+@pytest.mark.parametrize("pred", [True, False])
+def test_if_compiled_on_the_parents_tensors(official, monkeypatch, pred):
+    data = _if_model()
+    feeds = [[np.array(pred), np.array([1.0, -2.0, 3.0], F32), np.array([0.5, 4.0], F32)],
+             [np.array(not pred), np.array([2.0, 1.0, 0.0], F32), np.array([-1.0, 1.0], F32)]]
+    it = _compare(data, feeds, monkeypatch, expect_paths=["compiled"])
+    # then: y passed through and a constant; else: x passed through (the computed outputs are written in place)
+    assert "3 output copies" in it.runtime.control.paths[(0, 0)][1]
+
+
+def test_while_in_if_branch_compiled(official, monkeypatch):
+    """IF(p) { WHILE } else { NEG }: the WHILE lowered into the branch's runner, the IF into the main one."""
+    b = ModelBuilder()
+    p = b.add_input("p", np.bool_, [])
+    x = b.add_input("x", F32, [2])
+    out = b.add_tensor("out", F32, [2])
+    then = b.add_subgraph("then")
+    tx = then.add_input("x", F32, [2])
+    cond, body = _loop(b, 4.0, _scale, [[2]])
+    ti, tox = then.add_tensor("ti", F32, []), then.add_tensor("tox", F32, [2])
+    then.add_op("WHILE", [then.add_const("zero", np.array(0.0, F32)), tx], [ti, tox],
+                options={"cond_subgraph_index": cond, "body_subgraph_index": body})
+    then.mark_output(tox)
+    other = b.add_subgraph("else")
+    other.mark_output(_op(other, "NEG", [other.add_input("x", F32, [2])], [2]))
+    b.add_op("IF", [p, x], [out], options={"then_subgraph_index": then.index, "else_subgraph_index": other.index})
+    b.mark_output(out)
+    data = b.build()
+    feeds = [[np.array(v), np.array([2.0, 3.0], F32)] for v in (True, False, True)]
+    _compare(data, feeds, monkeypatch, expect_paths=["compiled", "compiled"])
+
+
+def test_call_once_and_ring_buffer_compiled(official, monkeypatch):
+    """The streaming pattern with a variable: one compiled call per frame, frame after frame as officially; CALL_ONCE
+    does not run again after reset_all_variables() (as officially: resource variables keep their values)."""
+    data = _ring_buffer_model()
+    rng = np.random.default_rng(7)
+    feeds = [[rng.normal(size=(1, 1, 3)).astype(F32)] for _ in range(7)]
+    it = _compare(data, feeds, monkeypatch, expect_paths=["compiled"])
+    main = it.runtime.graph(0)
+    assert not main.dynamic_nodes and len(main.steps) == 1
+    theirs = official_interpreter(data)
+    for f in feeds:  # (the state `it` holds)
+        invoke_with(theirs, f)
+    it.reset_all_variables()
+    theirs.reset_all_variables()
+    for f in feeds[:3]:
+        for x, y in zip(invoke_with(it, f), invoke_with(theirs, f)):
+            np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
+
+
+def test_growing_loop_keeps_the_host_path(official, monkeypatch):
+    data = _while_model(_grow, [[2]], limit=3.0, grow=True)
+    it = _compare(data, [[np.array(0.0, F32), np.array([1.0, 2.0], F32)]] * 2, monkeypatch, expect_paths=["host"])
+    assert it.get_tensor(it.get_output_details()[1]["index"]).shape == (16,)
+    assert "changes a loop variable's shape" in it.runtime.control.paths[(0, 0)][1]
+    report = inspect_model(data)["control_flow"]
+    assert [(c["op"], c["path"]) for c in report] == [("WHILE", "host")]
+    assert [(c["op"], c["path"]) for c in inspect_model(_if_model())["control_flow"]] == [("IF", "compiled")]
+
+
+def test_iteration_cap_names_the_node():
+    it = Interpreter(model_content=_while_model(_scale, [[2]], limit=1e9))
+    it.allocate_tensors()
+    assert it.runtime.control.paths[(0, 0)][0] == "compiled"
+    it.set_tensor(0, np.array(0.0, F32))
+    it.set_tensor(1, np.ones(2, F32))
+    it.max_while_iterations = 50
+    with pytest.raises(RuntimeError, match=r"WHILE \(node 0\) did not finish within 50 iterations"):
+        it.invoke()
+    it.max_while_iterations = None
+    it.set_tensor(0, np.array(1e9 - 3, F32))
+    it.invoke()  # usable afterwards
+
+
+def test_body_changing_a_fixed_shape_is_refused_naming_a_node():
+    """The loop's outputs are declared [2] and read as such; the body doubles the variable: a clear error naming
+    the node that cannot take the shape (as the official runtime's), never a crash."""
+    b = ModelBuilder()
+    ins = [b.add_input("i", F32, []), b.add_input("x", F32, [2])]
+    outs = [b.add_tensor("oi", F32, []), b.add_tensor("ox", F32, [2])]
+    cond, body = _loop(b, 3.0, _grow, [[2]])
+    b.add_op("WHILE", ins, outs, options={"cond_subgraph_index": cond, "body_subgraph_index": body})
+    y = b.add_tensor("y", F32, [2])
+    b.add_op("ADD", [outs[1], b.add_const("k", np.ones(2, F32))], [y])
+    b.mark_output(y)
+    it = Interpreter(model_content=b.build())
+    with pytest.raises(RuntimeError, match=r"Node number 1 \(ADD\) failed to prepare"):
+        it.allocate_tensors()
+        it.set_tensor(0, np.array(0.0, F32))
+        it.set_tensor(1, np.ones(2, F32))
+        it.invoke()
+
+
+_CTRL_C = """
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+from test_compiled_control_flow import _while_model, _scale
+from lite_numba import Interpreter
+it = Interpreter(model_content=_while_model(_scale, [[2]], limit=float("inf")))
+it.allocate_tensors()
+assert it.runtime.control.paths[(0, 0)][0] == "compiled"
+it.set_tensor(0, np.array(0.0, np.float32))
+it.set_tensor(1, np.ones(2, np.float32))
+print("invoking", flush=True)
+try:
+    it.invoke()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(3)
+"""
+
+
+def test_ctrl_c_interrupts_a_compiled_loop_that_never_ends():
+    src = textwrap.dedent(_CTRL_C.format(tests=os.path.dirname(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", src], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "invoking", (line, proc.stderr.read() if proc.poll() is not None else "")
+        time.sleep(0.5)  # inside the compiled loop by now
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        took = time.perf_counter() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3 and "interrupted" in out, (proc.returncode, out, err)
+    assert took < 1.0, took
