@@ -76,11 +76,31 @@ MAX_INPUT_ELEMENTS = 1 << 22
 # inputs (the same in both workers: a function of the seed, the mode and the input details)
 
 
+# the bytes string inputs are made of: letters, spaces and tabs (split on), punctuation (regex, split), UTF-8 and
+# invalid UTF-8, NUL
+STRING_BYTES = np.frombuffer(b"aAbZz  \t,.!-_\x00\xc3\xa9\xff\xfe0123", np.uint8)
+
+
+def make_strings(shape, mode: str, rng: np.random.Generator) -> np.ndarray:
+    """A STRING input (numpy bytes, "S", which both runtimes pack alike): empty strings, NULs inside, invalid UTF-8,
+    and in "extremes" / "wide_ints" long strings. A 0-d one is never empty and fills its itemsize: the official
+    wrapper packs a 0-d array's whole item, padding NULs included (and an object array's pointer)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    longest = 4096 if mode in ("extremes", "wide_ints") and rng.random() < 0.3 else 12
+    items = [rng.choice(STRING_BYTES, int(rng.integers(0, longest + 1))).tobytes().rstrip(b"\x00")
+             for _ in range(n)]
+    if not shape:
+        return np.array(items[0] or b"a", dtype=f"S{max(len(items[0]), 1)}")
+    return np.array(items, dtype="S").reshape(shape) if n else np.zeros(shape, "S1")
+
+
 def make_input(shape, dtype, mode: str, rng: np.random.Generator) -> np.ndarray:
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     if np.prod(shape, dtype=np.float64) > MAX_INPUT_ELEMENTS:
         raise MemoryError(f"input of shape {list(shape)} too large for the campaign")
+    if dtype.kind in "OS":  # STRING (details report numpy.bytes_)
+        return make_strings(shape, mode, rng)
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(np.bool_)
     if dtype.kind in "iu":
@@ -385,7 +405,9 @@ def to_builder(data: bytes):
         sg = b.add_subgraph(sp.name)
         for t in sp.tensors:
             buf = 0
-            if t.data is not None:
+            if t.data is not None and t.type_name == "STRING":  # its packed bytes as the file held them
+                buf = b._add_buffer(np.asarray(t.data, np.uint8).tobytes())
+            elif t.data is not None:
                 buf = b._add_buffer(np.ascontiguousarray(t.data).astype(t.dtype.newbyteorder("<")).tobytes())
             q = t.quantization
             quant = None
@@ -393,7 +415,8 @@ def to_builder(data: bytes):
                 quant = _normalize_quant({"scales": q.scales.tolist(), "zero_points": q.zero_points.tolist(),
                                           "quantized_dimension": q.quantized_dimension})
             sig = list(t.shape_signature) if t.shape_signature != t.shape else None
-            sg.tensors.append(_TensorRec(t.name, t.dtype, list(t.shape), buf, quant, sig, t.is_variable))
+            sg.tensors.append(_TensorRec(t.name, t.dtype, list(t.shape), buf, quant, sig, t.is_variable,
+                                         {"RESOURCE": 13, "VARIANT": 14}.get(t.type_name)))
         sg.inputs, sg.outputs = list(sp.inputs), list(sp.outputs)
         for n in sp.nodes:
             if n.is_custom:
@@ -419,7 +442,7 @@ def to_builder(data: bytes):
 
 SUBGRAPH_OPTION_KEYS = ("subgraph_index", "cond_subgraph_index", "body_subgraph_index", "then_subgraph_index",
                         "else_subgraph_index", "init_subgraph_index")
-TYPES = [np.float32, np.int8, np.uint8, np.int16, np.int32, np.int64, np.bool_, np.float16, np.float64]
+TYPES = [np.float32, np.int8, np.uint8, np.int16, np.int32, np.int64, np.bool_, np.float16, np.float64, object]
 
 
 def _hostile_scalar(f, rng: np.random.Generator):
@@ -533,6 +556,8 @@ def _mutate_buffer(b, rng) -> str:
     t = sg.tensors[i]
     data = bytearray(b.buffers[t.buffer])
     kind = int(rng.integers(0, 5))
+    if kind == 0 and np.dtype(t.dtype) == object:  # a STRING buffer: random bytes (_mutate_strings edits its layout)
+        kind = 3
     if kind == 0:  # hostile values of the tensor's own type: indices, axes, shape constants
         dt = np.dtype(t.dtype)
         n = len(data) // max(dt.itemsize, 1)
@@ -566,6 +591,45 @@ def _mutate_buffer(b, rng) -> str:
         what = "unchanged"
     b.buffers[t.buffer] = bytes(data)
     return f"buffer of {t.name} {what}"
+
+
+def _mutate_strings(b, rng) -> str:
+    """A STRING constant's packed buffer made corrupt (count negative, too large or off by one, offsets out of order
+    or past the buffer, header cut short) or given other strings (odd bytes, a long one, empty ones)."""
+    sg, i = _pick_tensor(b, rng, lambda t: t.buffer > 0 and np.dtype(t.dtype) == object)
+    if sg is None:
+        return ""
+    t = sg.tensors[i]
+    raw = bytearray(b.buffers[t.buffer])
+    n = int.from_bytes(raw[:4], "little", signed=True) if len(raw) >= 4 else 0
+    words = max(0, min(n + 1, (len(raw) - 4) // 4))  # the offsets the header holds
+    kind = int(rng.integers(0, 8))
+    if kind == 0:
+        raw[:4] = int(rng.choice([-1, -(2**31), n + 1, n - 1, 2**31 - 1, 1 << 24])).to_bytes(4, "little", signed=True)
+        what = "count"
+    elif kind in (1, 2) and words >= 2:  # an offset out of order or past the end
+        k = int(rng.integers(0, words))
+        v = int(rng.choice([-1, 0, len(raw) + 1, 2**31 - 1, 4])) if kind == 1 else \
+            int.from_bytes(raw[4 + 4 * (words - 1 - k):8 + 4 * (words - 1 - k)], "little", signed=True)
+        raw[4 + 4 * k:8 + 4 * k] = v.to_bytes(4, "little", signed=True)
+        what = "offset"
+    elif kind == 3:
+        raw = raw[: int(rng.integers(0, 4 * (words + 1) + 1))]
+        what = "header cut"
+    else:  # valid buffers of other strings: the kernels' odd inputs
+        shape = [int(d) for d in t.shape]
+        count = int(np.prod(shape, dtype=np.int64))
+        if count > 4096:
+            return ""
+        items = make_strings((count,), "extremes" if kind == 4 else "normal", rng).tolist()
+        if kind == 5:
+            items = [b""] * count
+        head = 4 * (count + 2)
+        offs = head + np.concatenate([[0], np.cumsum([len(x) for x in items])]).astype(np.int64)
+        raw = bytearray(np.concatenate([[count], offs]).astype("<i4").tobytes() + b"".join(items))
+        what = "strings"
+    b.buffers[t.buffer] = bytes(raw)
+    return f"string buffer of {t.name}: {what}"
 
 
 def _mutate_op_io(b, rng) -> str:
@@ -659,10 +723,10 @@ def _mutate_custom(b, rng) -> str:
 SEMANTIC = {
     "options": _mutate_options, "shape": _mutate_shape, "quantization": _mutate_quant, "type": _mutate_type,
     "buffer": _mutate_buffer, "operator_io": _mutate_op_io, "wiring": _mutate_wiring,
-    "variable": _mutate_variable, "version": _mutate_version, "custom": _mutate_custom,
+    "variable": _mutate_variable, "version": _mutate_version, "custom": _mutate_custom, "strings": _mutate_strings,
 }
 SEMANTIC_WEIGHTS = {"options": 4, "shape": 3, "quantization": 3, "type": 2, "buffer": 4, "operator_io": 3,
-                    "wiring": 2, "variable": 1, "version": 1, "custom": 1}
+                    "wiring": 2, "variable": 1, "version": 1, "custom": 1, "strings": 3}
 
 
 # A float constant beyond this magnitude overflows float32 once multiplied by a value of its own size (as the layers
@@ -746,7 +810,13 @@ def outputs_agree(ours: list, theirs: list) -> tuple[bool, str]:
                 return False, f"invoke {k} output {j}: shape {a.shape} vs {b.shape}"
             if a.dtype != b.dtype and not (a.dtype.kind == "O" or b.dtype.kind == "O"):
                 return False, f"invoke {k} output {j}: dtype {a.dtype} vs {b.dtype}"
-            if a.size == 0 or a.dtype.kind in "OSU":
+            if a.dtype.kind in "OSU" or b.dtype.kind in "OSU":  # STRING: the same bytes
+                if a.tolist() != b.tolist():
+                    bad = next(m for m, (x, y) in enumerate(zip(a.reshape(-1).tolist(), b.reshape(-1).tolist()))
+                               if x != y)
+                    return False, f"invoke {k} output {j}: strings differ, first at flat {bad}"
+                continue
+            if a.size == 0:
                 continue
             if a.dtype.kind == "f" or a.dtype.kind == "c":
                 ok = _float_close(a, b)
@@ -871,8 +941,8 @@ def campaign(args) -> dict:
 
     rng = np.random.default_rng(args.seed)
     sources = source_models()
-    if args.only_model:
-        sources = [s for s in sources if args.only_model in s[0]]
+    if args.only_model:  # (a comma-separated list: sources whose name holds any of them)
+        sources = [s for s in sources if any(m and m in s[0] for m in args.only_model.split(","))]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="fuzz_", dir=out))
@@ -1054,7 +1124,7 @@ def main() -> None:
     ap.add_argument("--structural", type=float, default=0.3)
     ap.add_argument("--semantic", type=float, default=0.45)
     ap.add_argument("--data", type=float, default=0.25)
-    ap.add_argument("--only-model", default="")
+    ap.add_argument("--only-model", default="", help="only sources whose name holds this (comma-separated: any)")
     ap.add_argument("--progress", type=int, default=100, help="write the summary every N mutants")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()

@@ -1,6 +1,7 @@
 """Source models of the fuzzing campaign (scripts/fuzz_campaign.py): the small models in tests/data plus models built
-here with ModelBuilder for what tests/data lacks — int16, hybrid, control flow, resource variables, custom ops and
-ops whose run-time inputs are indices, shapes or sizes (the data fuzzer's targets).
+here with ModelBuilder for what tests/data lacks — int16, hybrid, control flow, resource variables, custom ops,
+ops whose run-time inputs are indices, shapes or sizes (the data fuzzer's targets) and the STRING ops with run-time
+strings, indices and keys.
 
 Every builder model is valid: both runtimes run it unmutated (checked by tests/test_fuzz_campaign.py)."""
 
@@ -584,6 +585,94 @@ def lstm_unidirectional() -> bytes:
     b.add_op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], options={
         "fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0, "time_major": False})
     b.mark_output(y)
+    return b.build()
+
+
+# --- STRING tensors (issue 37): run-time strings, indices, shapes and keys into the string kernels --------------
+
+S = object
+WORDS = np.array([b"a", b"bc", b"", b"d\x00e", b"\xff\xfe", b"the quick fox"], object)
+
+
+@recipe
+def string_gather_runtime() -> bytes:
+    b = ModelBuilder()
+    p = b.add_input("params", S, [6])
+    i = b.add_input("indices", np.int32, [4])
+    y = b.add_tensor("y", S, [4])
+    b.add_op("GATHER", [p, i], [y], options={"axis": 0})
+    g = b.add_input("grid", S, [2, 3])
+    j = b.add_input("nd_indices", np.int32, [3, 2])
+    z = b.add_tensor("z", S, [3])
+    b.add_op("GATHER_ND", [g, j], [z], version=2)
+    b.mark_output(y)
+    b.mark_output(z)
+    return b.build()
+
+
+@recipe
+def string_shape_ops_runtime() -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", S, [2, 3])
+    begin = b.add_input("begin", np.int32, [2])
+    size = b.add_input("size", np.int32, [2])
+    s = b.add_tensor("s", S, [1, 2])
+    b.add_op("SLICE", [x, begin, size], [s], version=3)
+    m = b.add_input("multiples", np.int32, [2])
+    t = b.add_tensor("t", S, [2, 3])
+    b.add_op("TILE", [x, m], [t], version=2)
+    r = b.add_tensor("r", S, [3, 2])
+    b.add_op("STRIDED_SLICE", [x, b.add_const("b", np.array([0, 2], np.int32)),
+                               b.add_const("e", np.array([2, 0], np.int32)),
+                               b.add_const("st", np.array([1, -1], np.int32))], [r], version=5)
+    f = b.add_tensor("f", S, [2, 2])
+    b.add_op("FILL", [b.add_const("dims", np.array([2, 2], np.int32)), b.add_const("v", np.array(b"z", object))],
+             [f], version=2)
+    for o in (s, t, r, f):
+        b.mark_output(o)
+    return b.build()
+
+
+@recipe
+def string_hashtables_runtime() -> bytes:
+    b = ModelBuilder()
+    outs = []
+    for tid, (kt, vt, keys, values, find, out, default) in enumerate([
+            (5, 4, WORDS, np.arange(6, dtype=np.int64), S, np.int64, np.array(-1, np.int64)),
+            (4, 5, np.array([0, 3, 1], np.int64), WORDS[:3].copy(), np.int64, S, np.array(b"?", object))]):
+        h = b.add_tensor(f"table{tid}", np.int32, [1])
+        b.main.tensors[h].type_code = 13  # RESOURCE
+        b.add_op("HASHTABLE", [], [h], options={"table_id": tid + 1, "key_dtype": kt, "value_dtype": vt})
+        b.add_op("HASHTABLE_IMPORT", [h, b.add_const(f"k{tid}", keys), b.add_const(f"v{tid}", values)], [])
+        x = b.add_input(f"x{tid}", find, [4])
+        y = b.add_tensor(f"y{tid}", out, [4])
+        b.add_op("HASHTABLE_FIND", [h, x, b.add_const(f"d{tid}", default)], [y])
+        n = b.add_tensor(f"n{tid}", np.int64, [1])
+        b.add_op("HASHTABLE_SIZE", [h], [n])
+        outs += [y, n]
+    for o in outs:
+        b.mark_output(o)
+    return b.build()
+
+
+@recipe
+def string_compare_and_lookup_runtime() -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", S, [3, 1])
+    y = b.add_input("y", S, [4])
+    eq = b.add_tensor("eq", np.bool_, [3, 4])
+    b.add_op("EQUAL", [x, y], [eq], version=3)
+    ne = b.add_tensor("ne", np.bool_, [3, 4])
+    b.add_op("NOT_EQUAL", [x, y], [ne], version=3)
+    lk = b.add_input("lookup", np.int32, [5])
+    out, hits = b.add_tensor("found", S, [5]), b.add_tensor("hits", np.uint8, [5])
+    b.add_op("HASHTABLE_LOOKUP", [lk, b.add_const("keys", np.array([0, 2, 3], np.int32)),
+                                  b.add_const("values", WORDS[:3].copy())], [out, hits])
+    sentence = b.add_input("sentence", S, [1])
+    grams = b.add_tensor("grams", S, [0])
+    b.add_op("SKIP_GRAM", [sentence], [grams], options={"ngram_size": 2, "max_skip_size": 1})
+    for o in (eq, ne, out, hits, grams):
+        b.mark_output(o)
     return b.build()
 
 

@@ -28,7 +28,7 @@ def test_sources_cover_what_the_campaign_needs():
     built = [n for n in names if n.startswith("built:")]
     assert len(built) >= 40, len(built)
     for family in ("int16", "hybrid", "while", "if_", "variable", "lstm", "svdf", "custom", "gather", "scatter",
-                   "segment", "uint8", "int8"):
+                   "segment", "uint8", "int8", "string"):
         assert any(family in n for n in built), family
 
 
@@ -56,6 +56,9 @@ def test_output_comparison_tells_agreement_from_disagreement():
     assert not fuzz_campaign.outputs_agree(a, [[np.array([1.0, 0.0, 3.0], np.float32), a[0][1]]])[0]
     assert not fuzz_campaign.outputs_agree(a, [[a[0][0], np.array([5, 8], np.int8)]])[0]
     assert not fuzz_campaign.outputs_agree(a, [[a[0][0][:2], a[0][1]]])[0]
+    words = np.array([b"a", b"", b"\xff\x00"], object)
+    assert fuzz_campaign.outputs_agree([[words]], [[words.copy()]])[0]
+    assert not fuzz_campaign.outputs_agree([[words]], [[np.array([b"a", b"", b"\xff"], object)]])[0]  # strings too
     crash = {"status": "crash", "returncode": -11, "signal": "SIGSEGV"}
     assert fuzz_campaign.classify(crash, {"status": "ran", "outputs": a})[0] == "ours_crash"
     assert fuzz_campaign.classify({"status": "hang"}, {"status": "refused"})[0] == "ours_hang"

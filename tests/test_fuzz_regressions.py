@@ -1656,3 +1656,81 @@ def test_tensor_list_shape_of_a_float_tensor_is_named():
     with pytest.raises(ValueError, match=r"FlexEmptyTensorList .*input 0 \(element_shape\) must be an integer tensor, "
                                          r"got float32"):
         it.invoke()
+
+
+def test_string_mutants_are_refused_by_name_or_run(official):
+    """The campaign's string mutants (scripts/fuzz_campaign.py: _mutate_strings: a STRING constant's count made
+    negative, too large or off by one, its offsets out of order or past the buffer, its header cut, or other strings
+    in it; and STRING inputs of odd bytes) on the string sources: each mutant loads, allocates and runs, or is refused
+    with an error naming what is wrong (never a bare Python error, a crash or a read past a buffer); where both
+    runtimes run it they agree byte for byte."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import fuzz_campaign  # lazy: the campaign script, imported by path
+    import fuzz_sources
+
+    sources = [(n, d) for n, d in fuzz_sources.source_models()
+               if n.startswith("built:string") or n in ("gather_1d", "gather_0d", "shape_ops", "vocab_lookup")]
+    assert len(sources) >= 8
+    rng = np.random.default_rng(37)
+    seen = {"ran": 0, "refused": 0}
+    tmp = Path(__file__).resolve().parent / "_string_mutant.tflite"
+    try:
+        for k in range(120):
+            name, src = sources[k % len(sources)]
+            b = fuzz_campaign.to_builder(src)
+            what = fuzz_campaign._mutate_strings(b, rng) or "inputs only"
+            tmp.write_bytes(b.build())
+            req = {"path": str(tmp), "seed": k, "mode": ("normal", "extremes", "resize")[k % 3], "invokes": 2}
+            ours = fuzz_campaign.run_request("ours", req)
+            seen[ours["status"]] += 1
+            if ours["status"] == "refused":
+                assert not fuzz_campaign.BARE.search(ours["error"]), (name, what, ours["error"])
+                continue
+            corrupt = what.endswith(("count", "offset", "header cut"))  # (the official may crash on those)
+            theirs = None if corrupt else fuzz_campaign.run_request("official", req)
+            if theirs is not None and theirs["status"] == "ran":
+                ok, why = fuzz_campaign.outputs_agree(ours["outputs"], theirs["outputs"])
+                assert ok, (name, what, why)
+    finally:
+        tmp.unlink(missing_ok=True)
+    assert seen["ran"] > 20 and seen["refused"] > 20, seen
+
+
+def test_flex_attribute_of_the_wrong_wire_type_is_refused():
+    """Campaign seed 3701 case 1145 (model_textvec, a flipped byte): RaggedTensorToTensor's int attribute written as
+    bytes reached `& (2**64 - 1)` in the NodeDef decoder, a bare TypeError; now the decoder names the field."""
+    from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_node_def
+
+    def field(num, payload):
+        return bytes([num << 3 | 2, len(payload)]) + payload
+
+    attr = field(5, field(1, b"maxsplit") + field(2, field(3, b"\x01\x02")))  # AttrValue.i as a length-delimited
+    with pytest.raises(FlexDecodeError, match="attribute value field 3 has wire type 2, expected 0"):
+        decode_node_def(field(2, b"StringSplitV2") + attr)
+
+
+def test_flex_text_op_with_an_absent_input_is_refused():
+    """Campaign seed 3701 case 1014 (mixed_flex_lookup, operator inputs -> [-1]): LookupTableSizeV2 read the size
+    of an absent input (a bare AttributeError); a text op's absent input is now named at prepare."""
+    from flatbuffers import flexbuffers
+
+    fb = flexbuffers.Builder()
+    with fb.Vector():
+        fb.String("StringLower")
+        fb.Blob(bytes([2 << 3 | 2, 11]) + b"StringLower")
+    b = ModelBuilder()
+    x = b.add_input("x", object, [2])
+    y = b.add_tensor("y", object, [2])
+    b.add_custom_op("FlexStringLower", [-1], [y], options=bytes(fb.Finish()))
+    b.mark_output(y)
+    b.mark_output(x)
+    it = Interpreter(model_content=b.build())
+    with pytest.raises(ValueError, match=r"FlexStringLower \(version 1, node 0\): input 0 is absent"):
+        it.allocate_tensors()
+    # campaign seed 3702 case 1690: an op given fewer inputs than it takes (operator inputs -> [])
+    b.main.operators[0].inputs = []
+    with pytest.raises(ValueError, match="TensorFlow op StringLower takes 1 inputs, the node has 0"):
+        Interpreter(model_content=b.build()).allocate_tensors()

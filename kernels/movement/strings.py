@@ -257,7 +257,7 @@ def _gather_host(ctx: PrepareContext) -> None:
     n = x.shape[axis]
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = int(idx[(idx < 0) | (idx >= n)].reshape(-1)[0])
-        ctx.fail(f"gather index {bad} out of bounds for axis {axis} of size {n} (input {ctx.input(1).name!r})")
+        ctx.fail(f"gather index {bad} is outside axis {axis} (size {n}) of the params (input {ctx.input(1).name!r})")
     numbers = _numbers(x)
     if bd == 0:
         index = np.take(numbers, idx, axis=axis)
@@ -298,7 +298,7 @@ def _gather_nd_host(ctx: PrepareContext) -> None:
         bad = (idx < 0) | (idx >= dims)
         if bad.any():
             row = int(np.nonzero(bad.any(axis=1))[0][0])
-            ctx.fail(f"gather_nd index {idx[row].tolist()} out of bounds for params of shape {list(x.shape)} "
+            ctx.fail(f"gather_nd index {idx[row].tolist()} is outside the params of shape {list(x.shape)} "
                      f"(input {ctx.input(1).name!r})")
         index = numbers[tuple(idx.T)]
     write_take(ctx, 0, shape, buf, offs, np.ascontiguousarray(index).reshape(-1))

@@ -98,5 +98,5 @@ def register(ops) -> None:
     ops.add_custom_prefix("Flex", FLEX)
     ops.add_custom_prefix("FlexTensorList", TENSOR_LIST)
     ops.add_custom_prefix("FlexEmptyTensorList", TENSOR_LIST)
-    for op in text_ops.OPS:
-        ops.add_custom("Flex" + op, TEXT, 1, 1)
+    for op in text_ops.OPS:  # (every version, as the prefix kernel takes them)
+        ops.add_custom("Flex" + op, TEXT, 1, (1 << 31) - 1)

@@ -201,9 +201,16 @@ def _list(buf: bytes) -> list:
     return out
 
 
+# the wire type each AttrValue field is written with (list, s, shape: bytes; i, b, type: varint; f: 32-bit)
+_ATTR_WIRE = {1: 2, 2: 2, 3: 0, 4: 5, 5: 0, 6: 0, 7: 2}
+
+
 def _attr_value(buf: bytes):
     value = None
-    for num, _, v in _fields(buf):
+    for num, wt, v in _fields(buf):
+        if _ATTR_WIRE.get(num, wt) != wt:  # (campaign seed 3701 case 1145: an int attribute's bytes reached & 2**64-1)
+            raise FlexDecodeError(f"NodeDef: attribute value field {num} has wire type {wt}, expected "
+                                  f"{_ATTR_WIRE[num]}")
         if num == 1:
             value = _list(v)
         elif num == 2:

@@ -511,6 +511,13 @@ OPS = {
 }
 
 
+# TF op -> (fewest, most) inputs (campaign seed 3702: a lookup op with an input fewer read None)
+ARITY = {"StringJoin": (1, 1 << 16), "ReduceJoin": (2, 2), "Substr": (3, 3), "RegexReplace": (3, 3),
+         "RegexFullMatch": (2, 2), "StringSplitV2": (2, 2), "StringNGrams": (2, 2),
+         "RaggedTensorToTensor": (4, 1 << 16), "HashTableV2": (0, 0), "LookupTableImportV2": (3, 3),
+         "LookupTableFindV2": (3, 3)}
+
+
 def make_kernel(flex_node, op_status) -> OpKernel:
     """The host kernel of every op of OPS (registered by the exact name Flex<TfOp>): prepare decodes the node (kept
     in its state) and runs the op's prepare; host runs the op at invoke."""
@@ -520,6 +527,13 @@ def make_kernel(flex_node, op_status) -> OpKernel:
         impl = OPS.get(node.op)
         if impl is None:
             ctx.fail(f"TensorFlow op {node.op!r} is not a text op")
+        lo, hi = ARITY.get(node.op, (1, 1))
+        if not lo <= ctx.num_inputs <= hi:
+            ctx.fail(f"TensorFlow op {node.op} takes {lo if lo == hi else f'{lo} or more'} inputs, the node has "
+                     f"{ctx.num_inputs}")
+        for i in range(ctx.num_inputs):  # (no text op has an optional input; campaign seed 3701 case 1014)
+            if ctx.input(i) is None:
+                ctx.fail(f"input {i} is absent (the operator's inputs are {list(ctx.node.inputs)})")
         impl[0](ctx, node)
 
     def host(ctx) -> None:
