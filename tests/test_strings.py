@@ -454,3 +454,22 @@ def test_official_error_texts():
     for cls in (InterpreterWithCustomOps, OfficialWithCustomOps):
         with pytest.raises(ValueError, match="^Looking up symbol 'NoSuchRegisterer' failed"):
             cls(custom_op_registerers=["NoSuchRegisterer"], model_content=model)
+
+
+def test_control_flow_carrying_strings_is_refused_by_name():
+    """An IF whose branches take a STRING tensor: the official runtime runs it; ours refuses it naming the limit
+    (host control flow moves its values as arrays; strings are packed outside the arena: not supported yet)."""
+    b = ModelBuilder()
+    c, x = b.add_input("c", np.bool_, []), b.add_input("x", S, [2])
+    y = b.add_tensor("y", S, [2])
+    for name, idx in (("then", [0, 1]), ("else", [1, 0])):
+        sg = b.add_subgraph(name)
+        sx, sy = sg.add_input("x", S, [2]), sg.add_tensor("y", S, [2])
+        sg.add_op("GATHER", [sx, sg.add_const("i", np.array(idx, np.int32))], [sy])
+        sg.mark_output(sy)
+    b.add_op("IF", [c, x], [y], options={"then_subgraph_index": 1, "else_subgraph_index": 2})
+    b.mark_output(y)
+    feeds = [np.array(False), strs(b"a", b"bb")]
+    assert run(Official, b.build(), feeds)[0].tolist() == [b"bb", b"a"]
+    with pytest.raises(RuntimeError, match="'x' is a STRING tensor: control flow .* is not supported yet"):
+        run(Interpreter, b.build(), feeds)

@@ -558,6 +558,9 @@ class ModelRuntime:
             raise RuntimeError(f"subgraph calls nested more than {MAX_CALL_DEPTH} deep")
         for t_index, value in zip(sg.inputs, inputs):
             t = sg.tensors[t_index]
+            if t.dtype == object:  # (host control flow moves arrays: STRING values are packed, outside the arena)
+                raise RuntimeError(f"subgraph {index} input {t.name!r} is a STRING tensor: control flow (WHILE, IF, "
+                                   f"STABLEHLO_CASE) carrying strings into a subgraph is not supported yet")
             if value.dtype != t.dtype:
                 raise RuntimeError(f"subgraph {index} input {t.name!r} has type {t.dtype.name}, got {value.dtype.name}")
         return self._subgraph_runtime(index, tuple(tuple(v.shape) for v in inputs))
