@@ -152,3 +152,28 @@ def test_norm_patterns_fused_bit_for_bit(kind, rows, c):
     (kept,) = run_ours(data, [x], experimental_preserve_all_tensors=True)
     assert ours.tobytes() == kept.tobytes() and ours.tobytes() == ref.tobytes(), \
         f"{kind}: {np.sum(ours != ref)} values differ from the official, {np.sum(ours != kept)} from the unfused"
+
+
+def test_norm_pattern_after_resize():
+    """A pattern without fixed shapes (the TF converter's: MEANs over [-1] only, no RESHAPE) follows a resized input,
+    bit for bit; one whose RESHAPEs have constant targets refuses another shape, as the official RESHAPE does."""
+    from lite_numba import Interpreter
+    from lite_numba.testing import official_interpreter
+
+    x = np.random.default_rng(3).standard_normal((1, 9, 7)).astype(np.float32)
+    for kind, fits in (("gamma", True), ("mean_shift", False)):
+        data = _norm_pattern(kind, 6, 7)
+        ours, ref = Interpreter(model_content=data), official_interpreter(data, allocate=False)
+        for it in (ours, ref):
+            it.resize_tensor_input(0, [1, 9, 7])
+        if not fits:
+            for it in (ours, ref):
+                with pytest.raises((ValueError, RuntimeError)):
+                    it.allocate_tensors()
+            continue
+        for it in (ours, ref):
+            it.allocate_tensors()
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+        out, want = (it.get_tensor(it.get_output_details()[0]["index"]) for it in (ours, ref))
+        assert out.tobytes() == want.tobytes()

@@ -86,6 +86,10 @@ def FUSED_NORM(ctx: PrepareContext) -> None:
     eps, c0, the rows R and width C the pattern was matched with)."""
     x, w = ctx.input(0), ctx.input(1)
     ctx.check_dtype(x, np.float32)
+    if "shape" in ctx.options:  # the pattern's RESHAPEs / reduced size-1 axes fixed the shape it was matched for
+        want = tuple(ctx.options["shape"])
+        ctx.check(tuple(x.shape) == want, f"input shape {list(x.shape)} differs from the {list(want)} that the "
+                                          f"normalization's RESHAPE / MEAN nodes were written for")
     n = x.shape[-1] if x.ndim else 1
     rows = x.size // n if n else 0
     kind = KINDS[ctx.options["kind"]]

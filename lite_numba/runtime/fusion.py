@@ -279,7 +279,12 @@ def _match_norm(g: _Graph, sq: Node):
     inner = [n for n in body + chain if n is not final]
     if any(o in g.pinned for n in inner for o in n.outputs):
         return None
-    return final, x, w, {"kind": kind, "eps": eps, **opts}, inner
+    # the shapes the pattern was matched for stay required when its MEANs also reduce size-1 axes or its RESHAPEs
+    # have constant targets (a resized input would change what the nodes compute, or fail their RESHAPE)
+    means = [n for n in body if n.op_name == "MEAN"]
+    fixed = bool(chain) or any(np.size(g.spec(n.inputs[1]).data) != 1 for n in means)
+    shape = {"shape": list(g.spec(x).shape)} if fixed else {}
+    return final, x, w, {"kind": kind, "eps": eps, **opts, **shape}, inner
 
 
 def fuse_norms(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
