@@ -1,8 +1,8 @@
 """The compiled side of control flow lowered into its parent's runner (lite_numba.runtime.lowering builds the tables).
 
-One kernel, `control_entry(tab, a0, ..., a31)`, runs a WHILE, an IF / STABLEHLO_CASE or a CALL_ONCE node from inside
+One kernel, `control_entry<N>(tab, a0, ..., a<N-1>)` (N: 1, 2, 4, ... 32), runs a WHILE, an IF / STABLEHLO_CASE or a CALL_ONCE node from inside
 the parent's generated runner: `tab` (int64, in the parent's aux) describes the node, a0.. are the node's tensors
-(inputs, then outputs; unused slots repeat a0) as byte vectors, so the parent's runner passes them like any kernel
+(inputs, then outputs; padded to N with a0) as byte vectors, so the parent's runner passes them like any kernel
 argument (and an I/O binding that rebases them is followed: their addresses are read at every call). The called
 subgraphs are private GraphRuntimes planned once for the node; each is a list of compiled runners, called by native
 address with their own tables (a *program*: count, then per runner its address and the (pointer, length) of its
@@ -11,7 +11,8 @@ arena, aux, it, ft and fp).
 Table layouts (positions in `tab`):
 
     WHILE:  [0, n, cond program at, body program at, flag address, limit address, node, moves at, body inputs at,
-             poll, running cell, cond subgraph, body subgraph]
+             poll (0: never, else 1 + the mask of iterations between looks at the clock), running cell, cond
+             subgraph, body subgraph]
             body inputs: n x (address, bytes); moves (after each body run): count, then (dst, src, bytes) in order
     IF:     [1, n inputs (selector included), n outputs, selector kind (0 bool, 1 int32), branches, node,
              running cell, branch 0 at, branch 1 at, ...]
@@ -23,8 +24,9 @@ Table layouts (positions in `tab`):
 
 The running cell (ModelRuntime.control's) holds the subgraph whose runners run, so an error a kernel raises names it.
 
-A WHILE polls Python's signal handlers (PyErr_CheckSignals, under the GIL, in the main thread) every ~2^24 CPU
-cycles and every 2^16 iterations, so Ctrl-C interrupts a loop that never ends (KeyboardInterrupt, as the host loop
+A WHILE polls Python's signal handlers (PyErr_CheckSignals, under the GIL, in the main thread) when ~2^24 CPU
+cycles have passed (the clock read every iteration, or every 16th for a small body: a cycle-counter read costs
+~20 ns on a virtual machine) and every 2^16 iterations, so Ctrl-C interrupts a loop that never ends (KeyboardInterrupt, as the host loop
 gives); `limit` is the address of the iteration cap (ControlState.limit; 2^63 - 1, or 0 in the table: none), read
 at every run.
 """
@@ -114,9 +116,17 @@ def _poll_signals(typingctx):
     return types.none(), codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _a(a):
-    return np.int64(a.ctypes.data)
+@intrinsic
+def _a(typingctx, arr):
+    """The address of an array's data, as an int64 (no ctypes object, no reference taken)."""
+    if not isinstance(arr, types.Array):
+        raise TypingError("_a: an array")
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+        return builder.ptrtoint(data, ir.IntType(64))
+
+    return types.int64(arr), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -154,7 +164,7 @@ def _run_while(tab, ptrs):
             _memcpy(tab[bi + 2 * k], ptrs[k], tab[bi + 2 * k + 1])
     limit = _load_i64(tab[5]) if tab[5] != 0 else (1 << 62)
     count = 0
-    poll = tab[9] != 0
+    poll = tab[9] - 1  # -1: never; else the mask of iterations between looks at the clock
     last = _cycles()
     while True:
         _run_program(tab, tab[2], tab[10], tab[11])
@@ -168,7 +178,7 @@ def _run_while(tab, ptrs):
         if count >= limit:
             raise RuntimeError("WHILE (node " + str(tab[6]) + ") did not finish within " + str(limit)
                                + " iterations (Interpreter.max_while_iterations)")
-        if poll:
+        if poll >= 0 and (count & poll) == 0:
             now = _cycles()
             if now - last > (1 << 24) or (count & 0xFFFF) == 0:
                 last = now
@@ -224,13 +234,45 @@ def _drive(tab, ptrs):
         _run_call_once(tab)
 
 
+# The entry points: the node's tensors as byte vectors (inputs, then outputs), padded to the next of these arities
+# with the first one (each array argument costs the runner a few loads and a reference count; every arity is compiled
+# once, on first use, and cached).
+ARITIES = (1, 2, 4, 8, 16, 32)
+
+
 @njit(cache=True, nogil=True)
-def control_entry(tab, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
-                  a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31):
-    """The lowered control-flow node: see the module docstring."""
-    _drive(tab, (_a(a0), _a(a1), _a(a2), _a(a3), _a(a4), _a(a5),
-                 _a(a6), _a(a7), _a(a8), _a(a9), _a(a10), _a(a11),
-                 _a(a12), _a(a13), _a(a14), _a(a15), _a(a16),
-                 _a(a17), _a(a18), _a(a19), _a(a20), _a(a21),
-                 _a(a22), _a(a23), _a(a24), _a(a25), _a(a26),
-                 _a(a27), _a(a28), _a(a29), _a(a30), _a(a31)))
+def control_entry1(tab, a0):
+    _drive(tab, (_a(a0),))
+
+
+@njit(cache=True, nogil=True)
+def control_entry2(tab, a0, a1):
+    _drive(tab, (_a(a0), _a(a1)))
+
+
+@njit(cache=True, nogil=True)
+def control_entry4(tab, a0, a1, a2, a3):
+    _drive(tab, (_a(a0), _a(a1), _a(a2), _a(a3)))
+
+
+@njit(cache=True, nogil=True)
+def control_entry8(tab, a0, a1, a2, a3, a4, a5, a6, a7):
+    _drive(tab, (_a(a0), _a(a1), _a(a2), _a(a3), _a(a4), _a(a5), _a(a6), _a(a7)))
+
+
+@njit(cache=True, nogil=True)
+def control_entry16(tab, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15):
+    _drive(tab, (_a(a0), _a(a1), _a(a2), _a(a3), _a(a4), _a(a5), _a(a6), _a(a7), _a(a8), _a(a9), _a(a10), _a(a11),
+                 _a(a12), _a(a13), _a(a14), _a(a15)))
+
+
+@njit(cache=True, nogil=True)
+def control_entry32(tab, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+                    a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31):
+    _drive(tab, (_a(a0), _a(a1), _a(a2), _a(a3), _a(a4), _a(a5), _a(a6), _a(a7), _a(a8), _a(a9), _a(a10), _a(a11),
+                 _a(a12), _a(a13), _a(a14), _a(a15), _a(a16), _a(a17), _a(a18), _a(a19), _a(a20), _a(a21),
+                 _a(a22), _a(a23), _a(a24), _a(a25), _a(a26), _a(a27), _a(a28), _a(a29), _a(a30), _a(a31)))
+
+
+ENTRIES = {1: control_entry1, 2: control_entry2, 4: control_entry4, 8: control_entry8, 16: control_entry16,
+           32: control_entry32}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..codegen import executor_mode
-from .loop_kernels import MAX_ARRAYS, control_entry
+from .loop_kernels import ARITIES, ENTRIES, MAX_ARRAYS
 
 __all__ = ["lower"]
 
@@ -59,9 +59,10 @@ def lower(owner, state, ctx, parent) -> bool:
     views = [ctx.view(t, (t.nbytes,), np.uint8) for t in arrays]
     if not views:  # (CALL_ONCE has no tensors: any uint8 vector fills the slots)
         views = [np.zeros(1, np.uint8)]
-    views += [views[0]] * (MAX_ARRAYS - len(views))
+    n = next(a for a in ARITIES if a >= len(views))
+    views += [views[0]] * (n - len(views))
     ctx.host_data = keep  # the private runtimes and buffers the table points into live as long as this preparation
-    ctx.call(control_entry, np.asarray(tab, np.int64), *views)
+    ctx.call(ENTRIES[n], np.asarray(tab, np.int64), *views)
     state.paths[key] = ("compiled", why)
     return True
 
@@ -220,7 +221,9 @@ def _lower_while(owner, state, ctx, dry):
     table_moves += [(dst, src, nb) for dst, src, nb, st in moves if not st]
     table_moves += scratch
     limit = state.limit.ctypes.data
-    head = [0, n, 0, 0, flag, limit, ctx.node.index, 0, 0, 1, state.running.ctypes.data, cond_i, body_i]
+    calls = sum(len(seg.calls) for kind, seg in b.steps if kind == "segment")
+    poll = 16 if calls <= 64 and b.arena.nbytes <= 1 << 20 else 1  # (a small body: the clock every 16th time)
+    head = [0, n, 0, 0, flag, limit, ctx.node.index, 0, 0, poll, state.running.ctypes.data, cond_i, body_i]
     tab = head[:]
     tab[2] = len(tab)
     tab += prog_c
