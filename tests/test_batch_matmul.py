@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from linear_models import bmm_model, bmm_shapes
 
 from lite_numba.builder import ModelBuilder
-from lite_numba.testing import assert_close, prepare_error, require_official
+from lite_numba.testing import assert_close, prepare_error, require_official, run_both
 
 # imported under the name the hypothesis tests' bodies use: a derandomized test's examples are seeded by its
 # source
@@ -122,3 +122,57 @@ def test_errors():
     b.add_op("BATCH_MATMUL", [x, y], [z])
     b.mark_output(z)
     assert "rank" in _prepare_error(b.build())
+
+
+def _attention_model(T, S, N, H, *, q_perm=(0, 2, 1, 3), k_perm=(0, 2, 3, 1), drop_unit=False, share_k=False,
+                     adj_y=False):
+    """Attention's logits as converters write them: q [1, T, N, H] and k [1, S, N, H] transposed into heads
+    (q_perm, k_perm), maybe reshaped to drop the unit batch dimension, then BATCH_MATMUL. share_k: the transposed k
+    is an output too (the TRANSPOSE then stays)."""
+    b = ModelBuilder()
+    q = b.add_input("q", np.float32, [1, T, N, H])
+    k = b.add_input("k", np.float32, [1, S, N, H])
+    qt_shape = [[1, T, N, H][p] for p in q_perm]
+    kt_shape = [[1, S, N, H][p] for p in k_perm]
+    qt = b.add_tensor("qt", np.float32, qt_shape)
+    kt = b.add_tensor("kt", np.float32, kt_shape)
+    b.add_op("TRANSPOSE", [q, b.add_const("qp", np.array(q_perm, np.int32))], [qt])
+    b.add_op("TRANSPOSE", [k, b.add_const("kp", np.array(k_perm, np.int32))], [kt])
+    if drop_unit:
+        qr = b.add_tensor("qr", np.float32, qt_shape[1:])
+        kr = b.add_tensor("kr", np.float32, kt_shape[1:])
+        b.add_op("RESHAPE", [qt, b.add_const("qs", np.array(qt_shape[1:], np.int32))], [qr])
+        b.add_op("RESHAPE", [kt, b.add_const("ks", np.array(kt_shape[1:], np.int32))], [kr])
+        qt, kt, qt_shape, kt_shape = qr, kr, qt_shape[1:], kt_shape[1:]
+    m, n = qt_shape[-2], kt_shape[-2] if adj_y else kt_shape[-1]
+    z = b.add_tensor("z", np.float32, qt_shape[:-2] + [m, n])
+    b.add_op("BATCH_MATMUL", [qt, kt], [z], options={"adj_x": False, "adj_y": adj_y})
+    b.mark_output(z)
+    if share_k:
+        b.mark_output(kt)
+    return b.build()
+
+
+@pytest.mark.parametrize("case", [
+    dict(T=7, S=9, N=3, H=16), dict(T=5, S=5, N=2, H=8, drop_unit=True), dict(T=1, S=12, N=4, H=32),
+    dict(T=6, S=10, N=2, H=16, k_perm=(0, 2, 1, 3), adj_y=True), dict(T=4, S=6, N=3, H=8, share_k=True),
+    dict(T=3, S=4, N=1, H=24, drop_unit=True)])
+def test_transposed_operands_folded(case):
+    """A TRANSPOSE (and RESHAPEs of unit dimensions) feeding only BATCH_MATMUL is folded into its addressing
+    (lite_numba/runtime/fusion.py fold_transposes): the transposes leave the plan unless their output is read
+    elsewhere, and the logits equal the official runtime's."""
+    from lite_numba import Interpreter
+
+    data = _attention_model(**case)
+    rng = np.random.default_rng(5)
+    T, S, N, H = case["T"], case["S"], case["N"], case["H"]
+    inputs = [rng.standard_normal((1, T, N, H)).astype(np.float32),
+              rng.standard_normal((1, S, N, H)).astype(np.float32)]
+    ours, ref = run_both(data, inputs)
+    for o, r in zip(ours, ref):
+        assert_close(o, r, 1e-6)
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    plan = it.runtime.graph(0).plan
+    folded = [n.op_name for n in plan.nodes if "fused_into" in n.options]
+    assert folded.count("TRANSPOSE") == (1 if case.get("share_k") else 2), folded

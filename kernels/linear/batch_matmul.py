@@ -75,11 +75,75 @@ def _batch_indices(lhs_b: tuple[int, ...], rhs_b: tuple[int, ...], out_b: tuple[
             np.ravel_multi_index(rhs_c, rhs_b).astype(np.int64))
 
 
+def _strides(shape) -> list[int]:
+    st = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        st[d] = st[d + 1] * int(shape[d + 1])
+    return st
+
+
+def _operand(ctx: PrepareContext, slot: int):
+    """(tensor, shape, element strides) of input `slot`: the tensor as it is, or, when lite_numba/runtime/fusion.py
+    folded a TRANSPOSE (and RESHAPEs adding or dropping unit dimensions) into this node (options["views"][slot] =
+    (perm, shape)), the transpose's input seen through the permutation, with that node's output shape."""
+    t = ctx.input(slot)
+    view = (ctx.options.get("views") or {}).get(slot)
+    if view is None or t is None:
+        return t, t.shape if t is not None else (), _strides(t.shape) if t is not None else []
+    perm, shape = view
+    src = _strides(t.shape)
+    dims = [(t.shape[p], src[p]) for p in perm if t.shape[p] != 1]
+    ctx.check([n for n, _ in dims] == [n for n in shape if n != 1],
+              f"input {slot} of shape {list(t.shape)} permuted by {list(perm)} does not fit the shape "
+              f"{list(shape)} the folded TRANSPOSE / RESHAPE nodes were written for")
+    it = iter(dims)
+    return t, tuple(shape), [next(it)[1] if n != 1 else 0 for n in shape]
+
+
+def _batch_offsets(shape, strides, out_b) -> np.ndarray:
+    """Element offset of each output batch's matrix (row-major over out_b) in an operand of `shape` / `strides`
+    (both padded to out_b's rank + 2), broadcast dimensions staying at 0."""
+    n = int(np.prod(out_b, dtype=np.int64))
+    if not out_b:
+        return np.zeros(1, np.int64)
+    coords = np.indices(out_b).reshape(len(out_b), n)
+    st = np.array([0 if d == 1 else s for d, s in zip(shape[:-2], strides[:-2])], np.int64)
+    return (coords * st[:, None]).sum(axis=0).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def gather6(src, shp, st, out):
+    """out (row-major over shp, 6-D) = src at sum_d i_d * st[d]: a folded operand made contiguous (the paths that
+    take contiguous blocks only)."""
+    o = 0
+    for i0 in range(shp[0]):
+        for i1 in range(shp[1]):
+            for i2 in range(shp[2]):
+                for i3 in range(shp[3]):
+                    for i4 in range(shp[4]):
+                        base = i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3] + i4 * st[4]
+                        for i5 in range(shp[5]):
+                            out[o] = src[base + i5 * st[5]]
+                            o += 1
+
+
+def _contiguous(ctx: PrepareContext, t, shape, strides):
+    """A folded operand as a contiguous temporary of `shape` (a plain tensor as it is)."""
+    if list(strides) == _strides(shape):
+        return t
+    pad = 6 - len(shape)
+    out = ctx.temp(tuple(shape), t.dtype)
+    ctx.call(gather6, ctx.view(t, (t.size,)), np.array((1,) * pad + tuple(shape), np.int64),
+             np.array((0,) * pad + tuple(strides), np.int64), ctx.view(out, (out.size,)))
+    return out
+
+
 @kernel("BATCH_MATMUL")
 def BATCH_MATMUL(ctx: PrepareContext) -> None:
     """Validate types, ranks and broadcasting, size the output and schedule the GEMM for the input types."""
     ctx.check_num(inputs=2, outputs=1)
-    lhs, rhs, out = ctx.input(0), ctx.input(1), ctx.output(0)
+    (lhs, lshape, lst), (rhs, rshape, rst) = _operand(ctx, 0), _operand(ctx, 1)
+    out = ctx.output(0)
     ctx.check(lhs is not None and rhs is not None, "both inputs are required")
     ctx.check_dtype(lhs, np.float32, np.int8, np.int16)
     ctx.check_dtype(rhs, np.float32, np.int8, np.int16)
@@ -87,13 +151,14 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
     ctx.check(pair in {(np.float32, np.float32), (np.float32, np.int8), (np.int8, np.int8), (np.int16, np.int16),
                        (np.int16, np.int8)},
               f"unsupported input types {lhs.dtype.name} and {rhs.dtype.name}")
-    ctx.check(2 <= lhs.ndim <= 5 and 2 <= rhs.ndim <= 5,
-              f"inputs must have rank 2 to 5, got {lhs.ndim} and {rhs.ndim}")
+    ctx.check(2 <= len(lshape) <= 5 and 2 <= len(rshape) <= 5,
+              f"inputs must have rank 2 to 5, got {len(lshape)} and {len(rshape)}")
     adj_x = bool(ctx.options.get("adj_x", False))
     adj_y = bool(ctx.options.get("adj_y", False))
-    rank = max(lhs.ndim, rhs.ndim)
-    ls = (1,) * (rank - lhs.ndim) + lhs.shape
-    rs = (1,) * (rank - rhs.ndim) + rhs.shape
+    rank = max(len(lshape), len(rshape))
+    ls = (1,) * (rank - len(lshape)) + tuple(lshape)
+    rs = (1,) * (rank - len(rshape)) + tuple(rshape)
+    lst, rst = [0] * (rank - len(lshape)) + list(lst), [0] * (rank - len(rshape)) + list(rst)
     lhs_b, rhs_b = ls[:-2], rs[:-2]
     for a, b in zip(lhs_b, rhs_b):
         ctx.check(a == b or a == 1 or b == 1,
@@ -112,15 +177,18 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
     o = ctx.set_output(0, out_b + (M, N))
     if o.size == 0:
         return
-    a_idx, b_idx = _batch_indices(lhs_b, rhs_b, out_b)
-    a_off, b_off = a_idx * (M * K), b_idx * (K * N)
-
     drivers = float_drivers()
     if not quantized and rhs.dtype == np.float32 and drivers is not None and not rhs.is_const:
-        # the SIMD GEMM reads a transposed lhs in place and packs a transposed rhs from where it is: no copies
-        schedule_batch_matmul(ctx, ctx.view(lhs, (lhs.size,)), a_off, ctx.view(rhs, (rhs.size,)), b_off,
-                              ctx.view(o, (o.size,)), M, K, N, drivers, adj_x, adj_y)
+        # the SIMD GEMM reads a transposed or folded lhs in place and packs the rhs from where it is: no copies
+        schedule_batch_matmul(ctx, ctx.view(lhs, (lhs.size,)), _batch_offsets(ls, lst, out_b),
+                              ctx.view(rhs, (rhs.size,)), _batch_offsets(rs, rst, out_b), ctx.view(o, (o.size,)),
+                              M, K, N, drivers, (lst[-1], lst[-2]) if adj_x else (lst[-2], lst[-1]),
+                              (rst[-1], rst[-2]) if adj_y else (rst[-2], rst[-1]))
         return
+    lhs, rhs = _contiguous(ctx, lhs, lshape, lst[rank - len(lshape):]), _contiguous(ctx, rhs, rshape,
+                                                                                 rst[rank - len(rshape):])
+    a_idx, b_idx = _batch_indices(lhs_b, rhs_b, out_b)
+    a_off, b_off = a_idx * (M * K), b_idx * (K * N)
     # lhs as [M, K] blocks, rhs as [K, N] blocks (a constant rhs as an array: the integer GEMMs repack it)
     a_t = lhs
     if adj_x and lhs.size:

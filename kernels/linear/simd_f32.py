@@ -434,16 +434,19 @@ def schedule_fully_connected(ctx: PrepareContext, x: Tensor, w: Tensor, w_dense:
 
 
 def schedule_batch_matmul(ctx: PrepareContext, a, a_off: np.ndarray, b, b_off: np.ndarray, out, M: int, K: int,
-                          N: int, drivers: GemmDrivers | None = None, adj_x: bool = False,
-                          adj_y: bool = False) -> None:
-    """BATCH_MATMUL: a, b flat [M, K] and [K, N] blocks at the given offsets (b packed at run time, once per
-    distinct rhs matrix), out the flat output. adj_x: a's blocks are [K, M], read in place (row m at m, one
-    reduction segment of one value per k, M apart); adj_y: b's blocks are [N, K], packed from where they are."""
+                          N: int, drivers: GemmDrivers | None = None, a_strides: tuple[int, int] | None = None,
+                          b_strides: tuple[int, int] | None = None) -> None:
+    """BATCH_MATMUL: a, b flat with A_i[m, k] = a[a_off[i] + m * sm + k * sk] ((sm, sk) = a_strides, default
+    (K, 1)) and B_i[k, n] = b[b_off[i] + k * sk + n * sn] ((sk, sn) = b_strides, default (N, 1)); out the flat
+    output. A is read in place: rows from a row table, k contiguous (one reduction segment) or else one segment of
+    one value per k (a transposed or strided lhs); B is packed at run time from where it is, once per distinct rhs
+    matrix. So transposed operands (adj_x, adj_y, a TRANSPOSE folded into the node) need no copy."""
     d = drivers or ZMM
     lim = np.array([-np.inf, np.inf], np.float32)
-    rows = np.arange(M, dtype=np.int64) * (1 if adj_x else K)
-    segs = np.arange(K, dtype=np.int64) * M if adj_x and K > 0 else np.zeros(1, np.int64)
-    sk, sn = (1, K) if adj_y else (N, 1)
+    am, ak = a_strides or (K, 1)
+    rows = np.arange(M, dtype=np.int64) * am
+    segs = np.arange(K, dtype=np.int64) * ak if ak != 1 and K > 0 else np.zeros(1, np.int64)
+    sk, sn = b_strides or (N, 1)
     B = a_off.size
     t = threads_for(ctx, B * M * K * N)
     if t > 1 and (B >= t or M >= 2 * d.mr * t):

@@ -316,7 +316,56 @@ def fuse_norms(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
 
 
+# --- transposed BATCH_MATMUL operands ---------------------------------------------------------------------------
+# Attention transposes its heads before the products (Q [1, T, N, H] -> [1, N, T, H], K -> [1, N, H, S]); BATCH_MATMUL
+# reads any strided operand (a row table and unit segments for the lhs, a strided pack for the rhs: kernels/linear/
+# batch_matmul.py), so a TRANSPOSE feeding only it, maybe through RESHAPEs that add or drop unit dimensions, is folded
+# into its addressing: the node reads the transpose's input, options["views"][slot] = (perm, the operand's shape).
+
+
+def fold_transposes(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
+    """Fold TRANSPOSE (-> RESHAPE ...) -> BATCH_MATMUL operands into the node (see above); float32 only."""
+    g = _Graph(plan, kernels)
+    nodes, kernels = list(plan.nodes), list(kernels)
+    changed = False
+    for bmm in plan.nodes:
+        if (bmm.op_name != "BATCH_MATMUL" or bmm.is_custom or len(bmm.inputs) != 2 or kernels[bmm.index] is None
+                or any(i < 0 or g.spec(i).dtype != np.float32 for i in (*bmm.inputs, *bmm.outputs))
+                or g.spec(bmm.inputs[1]).data is not None):
+            continue
+        inputs, views, away = list(bmm.inputs), {}, []
+        for slot, t in enumerate(bmm.inputs):
+            chain: list[Node] = []
+            u = g.back(t, chain)
+            tr = g.producers.get(u)
+            if (tr is None or tr.op_name != "TRANSPOSE" or tr.is_custom or len(tr.inputs) != 2 or tr.inputs[0] < 0
+                    or kernels[tr.index] is None or g.spec(tr.inputs[1]).data is None or u in g.pinned
+                    or len(g.uses.get(u, [])) != 1 or g.spec(tr.inputs[0]).data is not None
+                    or g.spec(tr.inputs[0]).dtype != np.float32 or bmm.inputs.count(t) != 1):
+                continue
+            rank = len(g.spec(tr.inputs[0]).shape)
+            perm = [int(p) + rank if int(p) < 0 else int(p) for p in np.asarray(g.spec(tr.inputs[1]).data).reshape(-1)]
+            shape, tshape = list(g.spec(t).shape), list(g.spec(u).shape)
+            if (sorted(perm) != list(range(rank)) or len(shape) < 2 or shape[-2:] != tshape[-2:]
+                    or [n for n in shape if n != 1] != [n for n in tshape if n != 1]):
+                continue
+            inputs[slot] = tr.inputs[0]
+            views[slot] = (tuple(perm), tuple(shape))
+            away += [tr, *chain]
+        if not views:
+            continue
+        nodes[bmm.index] = dataclasses.replace(bmm, inputs=tuple(inputs), options={**bmm.options, "views": views})
+        for n in away:
+            nodes[n.index] = dataclasses.replace(n, inputs=(), options={**n.options, "fused_into": bmm.index})
+            kernels[n.index] = REWRITES["FUSED_AWAY"]
+        changed = True
+    if not changed:
+        return plan, kernels
+    return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
+
+
 def fuse(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Every rewrite, in order."""
     plan, kernels = fuse_slice_updates(plan, kernels)
-    return fuse_norms(plan, kernels)
+    plan, kernels = fuse_norms(plan, kernels)
+    return fold_transposes(plan, kernels)
