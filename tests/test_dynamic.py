@@ -327,11 +327,16 @@ def test_changed_values_fall_back_to_the_general_plan():
     assert not rt.specialised and rt._spec_failures == rt.SPEC_MAX_FAILURES
 
 
-def test_dynamic_nodes_are_not_re_prepared_when_nothing_changed(monkeypatch):
+@pytest.mark.parametrize("executor", ["python", "compiled"])
+def test_dynamic_nodes_are_not_re_prepared_when_nothing_changed(monkeypatch, executor):
     """Host and dynamic nodes keep their preparation while their input arrays, shapes and read values hold
-    (stateful_resource_variable: READ_VARIABLE -> MUL/ADD -> ASSIGN_VARIABLE), with the official results."""
+    (stateful_resource_variable: READ_VARIABLE -> MUL/ADD -> ASSIGN_VARIABLE), with the official results. On the
+    host path (LITE_NUMBA_EXECUTOR=python) the variable nodes are dynamic: prepared at the first invoke, then kept;
+    compiled, they are static segments of the runner (issue 38): no node is prepared by any invoke."""
     from lite_numba.runtime.executor import GraphRuntime
 
+    if executor == "python":
+        monkeypatch.setenv("LITE_NUMBA_EXECUTOR", "python")
     data = _shared_model("stateful_resource_variable")
     ours = Interpreter(model_content=data)
     ours.allocate_tensors()
@@ -348,8 +353,40 @@ def test_dynamic_nodes_are_not_re_prepared_when_nothing_changed(monkeypatch):
         for d_ours, d_theirs in zip(ours.get_output_details(), theirs.get_output_details()):
             np.testing.assert_allclose(ours.get_tensor(d_ours["index"]), theirs.get_tensor(d_theirs["index"]),
                                        rtol=1e-6)
-        if step == 0:
+        if step == 0 and executor == "python":
             assert prepared
         else:
             assert prepared == [], f"invoke {step} re-prepared nodes {prepared}"
         prepared.clear()
+
+
+def test_resize_back_to_a_shape_seen_reuses_its_plan(monkeypatch):
+    """A streaming pipeline resizes its input on every call (runtime/control/plan_cache.py): resized back to a shape
+    it has run, subgraph 0 gets that shape's plan back with no node prepared again; outputs equal the official
+    runtime's at every step, and a resize after reset_all_variables / a fresh shape still prepares."""
+    from lite_numba.runtime.executor import GraphRuntime
+
+    both = Both(_shared_model("dynamic_batch_mlp"))
+    prepared = []
+    real = GraphRuntime._prepare_node
+    monkeypatch.setattr(GraphRuntime, "_prepare_node", lambda self, node: prepared.append(node.index) or
+                        real(self, node))
+    rng = np.random.default_rng(3)
+    seen = {int(both.ours.get_input_details()[0]["shape"][0])}  # (allocated at its stored batch)
+    for batch in (3, 5, 3, 1, 5, 3, 7, 2):
+        prepared.clear()
+        both.resize((0, [batch, 8]))
+        x = rng.normal(size=(batch, 8)).astype(np.float32)
+        both.run(x)
+        both.run(x * 2)  # (the restored plan's arena is live: a second invoke on it)
+        if batch in seen:
+            assert prepared == [], f"batch {batch} seen before, yet nodes {prepared} were prepared again"
+        else:
+            assert prepared, f"batch {batch} is new: its nodes must be prepared"
+        seen.add(batch)
+    # ModelRuntime.invalidate drops the plans
+    both.ours.runtime.invalidate()
+    prepared.clear()
+    both.resize((0, [5, 8]))
+    both.run(rng.normal(size=(5, 8)).astype(np.float32))
+    assert prepared

@@ -16,6 +16,7 @@ It knows nothing of threads or of the official API's view rules: those are the I
 from __future__ import annotations
 
 import copy
+import math
 from collections import OrderedDict
 from typing import TextIO
 
@@ -25,6 +26,7 @@ from ..format.plan import ModelPlan
 from ..format.schema import type_name
 from ..ops import OpKernel
 from .composites import inline_composites
+from .control.plan_cache import PlanCache
 from .control.state import ControlState
 from .errors import InvokeError
 from .executor import GraphRuntime
@@ -77,6 +79,7 @@ class ModelRuntime:
         self.preserve_all = preserve_all_tensors
         self.max_arena_bytes = max_arena_bytes  # read by every subgraph's GraphRuntime (arena.memory_limit)
         self.control = ControlState()  # control flow lowered into runners: paths, the WHILE cap (runtime.control)
+        self.plans = PlanCache()  # subgraph 0's plans per input shapes (runtime.control.plan_cache)
         self.resources: dict = {}
         self._graphs: dict[int, GraphRuntime] = {}
         self._shape_cache: dict[int, OrderedDict] = {}  # called subgraphs prepared per input shapes
@@ -176,11 +179,15 @@ class ModelRuntime:
         resized and invoked again gives what a fresh interpreter of the new shape gives)."""
         rt = self.graph(subgraph)
         if not rt.ready:
-            rt.allocate()
+            if subgraph != 0 or not self.plans.restore(rt):  # (a streaming resize back to a shape seen before)
+                rt.allocate()
+                if subgraph == 0:
+                    self.plans.save(rt)
             rt.init_variables()
 
     def invalidate(self, subgraph: int = 0) -> None:
         """Mark the subgraph as needing allocation (the next allocate() prepares and plans it again)."""
+        self.plans.clear()
         self.graph(subgraph).invalidate()
 
     def resize_input(self, tensor_index: int, shape, strict: bool = False, subgraph: int = 0) -> None:
@@ -193,7 +200,8 @@ class ModelRuntime:
             raise ValueError(f"Invalid tensor index {tensor_index} exceeds max tensor index {n}")
         if tensor_index not in rt.plan.inputs:
             raise ValueError(f"Tensor {tensor_index} is not an input of the graph")
-        shape = tuple(int(d) for d in np.asarray(shape).reshape(-1))
+        shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) and all(  # (a streaming resize:
+            type(d) is int for d in shape) else np.asarray(shape).reshape(-1)))  # no numpy for a list of ints)
         if any(d < 0 for d in shape):  # the official runtime fails with a RuntimeError (its size computation overflows)
             raise RuntimeError(f"Cannot resize input {tensor_index} to {list(shape)}: dimensions must be >= 0 (-1 "
                                f"marks an unknown dimension in shape_signature; give its size)")
@@ -208,7 +216,7 @@ class ModelRuntime:
                     raise RuntimeError(
                         f"Attempting to resize dimension {d} of tensor {tensor_index} with value {t.shape[d]} to "
                         f"{new}. ResizeInputTensorStrict only allows mutating unknown dimensions identified by -1.")
-        if int(np.prod(shape, dtype=np.float64)) * t.dtype.itemsize > (1 << 34):
+        if math.prod(shape) * t.dtype.itemsize > (1 << 34):
             raise ValueError(f"Cannot resize input {tensor_index} to {list(shape)}: too large")
         if shape != t.shape:
             rt.set_input_shape(tensor_index, shape)
@@ -222,6 +230,7 @@ class ModelRuntime:
         """Drop every subgraph's storage and the called-subgraph cache; the next allocate() starts afresh."""
         for rt in self._cached_runtimes():
             rt.release()
+        self.plans.clear()
         self._shape_cache.clear()
         self._shape_hits.clear()
         self._bound.clear()

@@ -1,11 +1,11 @@
 """The compiled side of control flow lowered into its parent's runner (lite_numba.runtime.lowering builds the tables).
 
-One kernel, `control_entry<N>(tab, a0, ..., a<N-1>)` (N: 1, 2, 4, ... 32), runs a WHILE, an IF / STABLEHLO_CASE or a CALL_ONCE node from inside
-the parent's generated runner: `tab` (int64, in the parent's aux) describes the node, a0.. are the node's tensors
-(inputs, then outputs; padded to N with a0) as byte vectors, so the parent's runner passes them like any kernel
-argument (and an I/O binding that rebases them is followed: their addresses are read at every call). The called
-subgraphs are private GraphRuntimes planned once for the node; each is a list of compiled runners, called by native
-address with their own tables (a *program*: count, then per runner its address and the (pointer, length) of its
+One kernel, `control_entry<N>(tab, a0, ..., a<N-1>)` (N: 1, 2, 4, ... 32), runs a WHILE, an IF / STABLEHLO_CASE or a
+CALL_ONCE node from inside the parent's generated runner: `tab` (int64, in the parent's aux) describes the node, a0..
+are the node's tensors (inputs, then outputs; padded to N with a0) as byte vectors, so the parent's runner passes them
+like any kernel argument (and an I/O binding that rebases them is followed: their addresses are read at every call). The
+called subgraphs are private GraphRuntimes planned once for the node; each is a list of compiled runners, called by
+native address with their own tables (a *program*: count, then per runner its address and the (pointer, length) of its
 arena, aux, it, ft and fp).
 
 Table layouts (positions in `tab`):
@@ -24,12 +24,11 @@ Table layouts (positions in `tab`):
 
 The running cell (ModelRuntime.control's) holds the subgraph whose runners run, so an error a kernel raises names it.
 
-A WHILE polls Python's signal handlers (PyErr_CheckSignals, under the GIL, in the main thread) when ~2^24 CPU
-cycles have passed (the clock read every iteration, or every 16th for a small body: a cycle-counter read costs
-~20 ns on a virtual machine) and every 2^16 iterations, so Ctrl-C interrupts a loop that never ends (KeyboardInterrupt, as the host loop
-gives); `limit` is the address of the iteration cap (ControlState.limit; 2^63 - 1, or 0 in the table: none), read
-at every run.
-"""
+A WHILE polls Python's signal handlers (PyErr_CheckSignals, under the GIL, in the main thread) when ~2^24 CPU cycles
+have passed (the clock read every iteration, or every 16th for a small body: a cycle-counter read costs ~20 ns on a
+virtual machine) and every 2^16 iterations, so Ctrl-C interrupts a loop that never ends (KeyboardInterrupt, as the host
+loop gives); `limit` is the address of the iteration cap (ControlState.limit; 2^63 - 1, or 0 in the table: none), read
+at every run."""
 
 from __future__ import annotations
 
