@@ -16,7 +16,15 @@ from flatbuffers import flexbuffers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lite_numba.plugins import flex
-from lite_numba.plugins.flex import builtin_map, complex_ops, linalg, math_ops, supported_flex_ops, tensor_list
+from lite_numba.plugins.flex import (
+    builtin_map,
+    complex_ops,
+    linalg,
+    math_ops,
+    supported_flex_ops,
+    tensor_list,
+    text_ops,
+)
 from lite_numba.plugins.flex.nodedef import FlexDecodeError, decode_flex_options, decode_node_def
 
 from lite_numba import Interpreter
@@ -181,8 +189,8 @@ def test_supported_list_covers_the_issue_minimum():
 def test_each_family_owns_one_table_and_the_kernel_finds_ops_through_them():
     """One table per family (OPS), no merged copy: a TF op is in one family, except the complex forms of builtin_map's
     AddV2, Exp, ..., which complex_ops serves when an input is complex."""
-    families = (*flex.FAMILIES, tensor_list)
-    assert set(families) == {builtin_map, math_ops, linalg, complex_ops, tensor_list}
+    families = (*flex.FAMILIES, tensor_list, text_ops)  # (the last two: host families with kernels of their own)
+    assert set(families) == {builtin_map, math_ops, linalg, complex_ops, tensor_list, text_ops}
     complex_forms = {"AddV2", "Add", "Sub", "Mul", "RealDiv", "Exp", "Neg"}
     for i, a in enumerate(families):
         for b in families[i + 1:]:
