@@ -39,6 +39,7 @@ _SETS = 4  # independent accumulator sets of vector_range
 _V16F = ir.VectorType(F32, LANES)
 _V16I = ir.VectorType(I32, LANES)
 _V16B8 = ir.VectorType(I8, LANES)
+_V16H = ir.VectorType(ir.IntType(16), LANES)
 
 
 def _f32_ptr(context, builder, ty, val, base):
@@ -112,9 +113,11 @@ def vector_range(typingctx, x, base, n):
 @intrinsic
 def vector_quantize(typingctx, x, base, n, inv, off, qlo, qhi, dst, dbase, flip):
     """dst[dbase + k] = q ^ flip for k < n (a multiple of 16) with q the official vector rounding of x[base + k] *
-    inv (module doc): trunc(p + (p < 0 ? -0.5 : 0.5)) + off, clamped to [qlo, qhi] as quantize_rows clamps."""
+    inv (module doc): trunc(p + (p < 0 ? -0.5 : 0.5)) + off, clamped to [qlo, qhi] as quantize_rows clamps. dst
+    holds bytes, or 16-bit values (the byte q ^ flip zero-extended: the int16 activations of the vpmaddwd tiles)."""
     f = types.float32
     sig = types.void(x, types.intp, types.intp, f, f, f, f, dst, types.intp, types.uint8)
+    wide = dst.dtype.bitwidth == 16
 
     def codegen(context, builder, sig, args):
         x_, base_, n_, inv_, off_, qlo_, qhi_, dst_, dbase_, flip_ = args
@@ -136,7 +139,9 @@ def vector_quantize(typingctx, x, base, n, inv, off, qlo, qhi, dst, dbase, flip)
             m = builder.select(builder.fcmp_ordered(">", v, lo), v, lo)
             m = builder.select(builder.fcmp_ordered("<", m, hi), m, hi)
             q = builder.xor(builder.trunc(builder.fptosi(m, _V16I), _V16B8), vflip)
-            builder.store(q, builder.bitcast(builder.gep(pd, [k], inbounds=True), _V16B8.as_pointer()), align=1)
+            if wide:
+                q = builder.zext(q, _V16H)
+            builder.store(q, builder.bitcast(builder.gep(pd, [k], inbounds=True), q.type.as_pointer()), align=1)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -150,8 +155,9 @@ def _store(dst, i, c, flip):
 @njit(cache=True, inline="always")
 def quantize_row(x, base, K, asymmetric, dst, dbase, flip, scratch):
     """Quantize the float32 x[base:base + K] (K >= 1) like hybrid_quant.quantize_rows does a row, storing the int8
-    values XOR flip at dst[dbase:dbase + K] (a uint8 or int8 array); returns (scaling factor, zero point). scratch:
-    an int8 array of at least K values (the non-finite quantizers write there)."""
+    values XOR flip at dst[dbase:dbase + K] (a uint8 or int8 array, or uint16: the byte zero-extended); returns
+    (scaling factor, zero point). scratch: an int8 array of at least K values (the non-finite quantizers write
+    there)."""
     nvec = (K // 8) * 8
     n16 = (K // LANES) * LANES
     fl = np.int64(flip)

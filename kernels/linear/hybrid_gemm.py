@@ -211,7 +211,33 @@ def hybrid_bmm_pairs(x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch):
     fc_body(0, 1, x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch)
 
 
-FC_DRIVERS = {2: hybrid_fc_wide, 1: hybrid_fc_vnni256, 0: hybrid_fc_pairs}
-BMM_DRIVERS = {2: hybrid_bmm_wide, 1: hybrid_bmm_vnni256, 0: hybrid_bmm_pairs}
-CONV_DRIVERS = {2: hybrid_conv_wide, 1: hybrid_conv_vnni256, 0: hybrid_conv_pairs}
-BLOCK_DRIVERS = {2: conv_blocks_wide, 1: conv_blocks_vnni256, 0: conv_blocks_pairs}
+# scheme 3: the vpmaddwd tiles reading 16-bit activations (abuf / src uint16: the quantized bytes zero-extended,
+# so the loop broadcasts pairs as they lie instead of shuffling them out of bytes)
+@njit(cache=True, nogil=True)
+def hybrid_fc_pairs16(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch):
+    """fc_body on the vpmaddwd tiles with 16-bit activations."""
+    fc_body(3, 0, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
+
+
+@njit(cache=True, nogil=True)
+def hybrid_bmm_pairs16(x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch):
+    """hybrid_bmm_wide on the vpmaddwd tiles with 16-bit activations."""
+    fc_body(3, 1, x, wp, hpc, rs, out, geo, lim, abuf, rz, rsf, hp, scratch)
+
+
+@njit(cache=True, nogil=True)
+def hybrid_conv_pairs16(x, wp, hpc, bias, out, geo, lim, src, abuf, rz, rsf, hp, q4, scratch):
+    """conv_body on the vpmaddwd tiles with 16-bit activations (the direct way only: src uint16)."""
+    conv_body(3, x, wp, hpc, bias, out, geo, lim, src, abuf, rz, rsf, hp, q4, scratch)
+
+
+@njit(cache=True, nogil=True)
+def conv_blocks_pairs16(q4, src, abuf, wp, hp, out, geo, lim, rz, rsf, n, zp, blk0, blk1):
+    """conv_blocks on the vpmaddwd tiles with 16-bit activations (direct)."""
+    conv_blocks(3, q4, src, abuf, wp, hp, out, geo, lim, rz, rsf, n, zp, blk0, blk1)
+
+
+FC_DRIVERS = {2: hybrid_fc_wide, 1: hybrid_fc_vnni256, 0: hybrid_fc_pairs, 3: hybrid_fc_pairs16}
+BMM_DRIVERS = {2: hybrid_bmm_wide, 1: hybrid_bmm_vnni256, 0: hybrid_bmm_pairs, 3: hybrid_bmm_pairs16}
+CONV_DRIVERS = {2: hybrid_conv_wide, 1: hybrid_conv_vnni256, 0: hybrid_conv_pairs, 3: hybrid_conv_pairs16}
+BLOCK_DRIVERS = {2: conv_blocks_wide, 1: conv_blocks_vnni256, 0: conv_blocks_pairs, 3: conv_blocks_pairs16}

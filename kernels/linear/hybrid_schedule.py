@@ -118,7 +118,7 @@ def hybrid_conv_par(addr, x, wp, hpc, bias, out, geo, lim, src, abuf, rz, rsf, h
 
 
 def _pack(w: np.ndarray, scheme: int) -> np.ndarray:
-    return pack_weights_pairs(w) if scheme == 0 else pack_weights_vnni(w)
+    return pack_weights_pairs(w) if scheme in (0, 3) else pack_weights_vnni(w)
 
 
 def _weight_sums(w: np.ndarray) -> np.ndarray:
@@ -195,10 +195,13 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
         act = ACT_NONE
     if kind in ("fc", "bmm"):
         drivers = FC_DRIVERS if kind == "fc" else BMM_DRIVERS
+        if scheme == 0:  # the vpmaddwd tiles read the rows as 16-bit values (hybrid_gemm's scheme 3)
+            scheme = 3
         lims = np.array(_FC_LIMITS[act], np.float32)
         geo = np.array([rows, K, N, int(asymmetric), scheme, act, 0, rows, 0, N], np.int64)
         MB = block_rows(Kp, rows, mr)
-        args = [x, ctx.const(_pack(w, scheme)), hpc, bias, out, geo, lims, _Shape((MB, Kp), np.uint8),
+        args = [x, ctx.const(_pack(w, scheme)), hpc, bias, out, geo, lims,
+                _Shape((MB, Kp), np.uint16 if scheme == 3 else np.uint8),
                 _Shape((MB,), np.int32), _Shape((MB,), np.float32), _Shape((Np // 16 * HP_BLOCK,), np.int32),
                 _Shape((K,), np.int8)]
         geos, t = _row_chunks(ctx, rows, N, K, mr, geo, 6)
@@ -214,13 +217,16 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
     sh, sw, dh, dw, pt, pl, KH, KW = (int(v) for v in geo_conv)
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
     direct = not pointwise and (KH > 1 or KW > 1)
+    if scheme == 0 and direct:  # the padded image as 16-bit values for the vpmaddwd tiles (hybrid_gemm's scheme 3)
+        scheme = 3
+    a_dtype = np.uint16 if scheme == 3 else np.uint8
     geo = np.array([sh, sw, dh, dw, pt, pl, KH, KW, OH, OW, int(pointwise), 0, scheme, int(direct), int(asymmetric)],
                    np.int64)
     if direct:
         HP = (OH - 1) * sh + (KH - 1) * dh + 1
         WP = (OW - 1) * sw + (KW - 1) * dw + 1
-        src = ctx.temp((1, HP * WP * CI + mr * sw * CI + 64), np.uint8)
-        MB, abuf = 0, ctx.temp((1, 4), np.uint8)
+        src = ctx.temp((1, HP * WP * CI + mr * sw * CI + 64), a_dtype)
+        MB, abuf = 0, ctx.temp((1, 4), a_dtype)
         wp = _pack(pad_runs(w, KH if dw == 1 else KH * KW), scheme)
         nblocks = OH
     t = threads_for(ctx, OH * OW * N * K, threads.MIN_Q8_MACS)
@@ -240,7 +246,7 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
             ctx.temp((H * W * CI,), np.int8))
     if len(ch) > 1:
         blocks = BLOCK_DRIVERS[scheme]
-        blk_args = (args[12], src, _Shape((MB if not direct else 1, Kp if not direct else 4), np.uint8), args[1],
+        blk_args = (args[12], src, _Shape((MB if not direct else 1, Kp if not direct else 4), a_dtype), args[1],
                     args[11], out, geo, lims, args[9], args[10], 0, 0, 0, 0)
         ctx.call(hybrid_conv_par, serial_address(blocks, blk_args), *args, np.array(ch, np.int64).reshape(-1),
                  ctx.temp((1,), np.int64), t)

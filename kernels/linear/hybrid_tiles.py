@@ -100,7 +100,8 @@ def _bmm_value(builder, acc, z, s, ws, cs, rs, vi, vf):
 def _make_tile(mr: int, nv: int, scheme: str, mode: int = 0):
     """An intrinsic computing an [mr, lanes * nv] tile of a hybrid layer's float32 output, scheme "wide" (vpdpbusd
     on zmm, 16 lanes, weights by simd_int8.pack_weights_vnni), "vnni" (vpdpbusd on ymm, 8 lanes, the same panels)
-    or "pairs" (vpmaddwd, 8 lanes, simd_int8_narrow.pack_weights_pairs):
+    or "pairs" (vpmaddwd, 8 lanes, simd_int8_narrow.pack_weights_pairs; "pairs16" the same with the activations as
+    16-bit values, a a uint16 array: no byte shuffles in the loop):
 
     tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, hp, c0, out, o_off, ldo, nrows, ncols,
     rz, rsf, rs_off, rs_step, lim)
@@ -128,7 +129,7 @@ def _make_tile(mr: int, nv: int, scheme: str, mode: int = 0):
                                        pb, b_off_)
             else:
                 accs = narrow_accumulate(builder, mr, nv, scheme == "vnni", pa, a_off_, lda_, kg_, nrun_, rstride_,
-                                         nrun2_, rstride2_, pb, b_off_, gs_)
+                                         nrun2_, rstride2_, pb, b_off_, gs_, scheme == "pairs16")
             _epilogue(context, builder, sig, args, accs, lanes, mode)
             return context.get_dummy_value()
 
@@ -149,6 +150,10 @@ _bw82, _bw81, _bw12, _bw11 = (_make_tile(m, v, "wide", 1) for m, v in ((WIDE_MR,
 _bv42, _bv41, _bv12, _bv11 = (_make_tile(m, v, "vnni", 1) for m, v in ((NARROW_MR, 2), (NARROW_MR, 1), (1, 2), (1, 1)))
 _bp42, _bp41, _bp12, _bp11 = (_make_tile(m, v, "pairs", 1)
                               for m, v in ((NARROW_MR, 2), (NARROW_MR, 1), (1, 2), (1, 1)))
+# 16-bit activations (scheme 3)
+_h42, _h41, _h12, _h11 = (_make_tile(m, v, "pairs16") for m, v in ((NARROW_MR, 2), (NARROW_MR, 1), (1, 2), (1, 1)))
+_bh42, _bh41, _bh12, _bh11 = (_make_tile(m, v, "pairs16", 1)
+                              for m, v in ((NARROW_MR, 2), (NARROW_MR, 1), (1, 2), (1, 1)))
 
 
 @njit(cache=True, inline="always")
@@ -168,9 +173,9 @@ def _pick(mr_big, mr, nv, t_b2, t_b1, t_12, t_11, args):
 def panel_tiles(scheme, mode, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, hp, j0, out,
                 o_off, ldo, nrows, ncols, rz, rsf, rs_off, rs_step, lim):
     """The hybrid tile(s) of mr rows over the weight panel of `width` channels (32, or 16 for a last odd panel) at
-    channel j0, ncols live channels from j0: scheme 2 the zmm tiles (mr 8 or 1), 1 / 0 the 256-bit vpdpbusd /
-    vpmaddwd tiles (mr 4 or 1), a panel as two 16-channel halves; mode 0 the FULLY_CONNECTED / CONV_2D epilogue,
-    1 BATCH_MATMUL's (scheme and mode constants of the driver)."""
+    channel j0, ncols live channels from j0: scheme 2 the zmm tiles (mr 8 or 1), 1 / 0 / 3 the 256-bit vpdpbusd /
+    vpmaddwd / vpmaddwd-on-16-bit-activations tiles (mr 4 or 1), a panel as two 16-channel halves; mode 0 the
+    FULLY_CONNECTED / CONV_2D epilogue, 1 BATCH_MATMUL's (scheme and mode constants of the driver)."""
     if scheme == 2:
         args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, 0, hp, j0, out, o_off, ldo, nrows, ncols,
                 rz, rsf, rs_off, rs_step, lim)
@@ -180,7 +185,7 @@ def panel_tiles(scheme, mode, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2
             _pick(WIDE_MR, mr, width // 16, _w82, _w81, _w12, _w11, args)
         return
     gs = 4 * width
-    hq = 64 if scheme == 1 else 32  # bytes from a group's first channel to its 17th, in either layout
+    hq = 64 if scheme == 1 else 32  # bytes from a group's first channel to its 17th, in either layout (3: pairs)
     for q in range(width // 16):
         live = ncols - 16 * q
         if live <= 0:
@@ -192,6 +197,10 @@ def panel_tiles(scheme, mode, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2
             _pick(NARROW_MR, mr, nv, _bv42, _bv41, _bv12, _bv11, args)
         elif scheme == 1:
             _pick(NARROW_MR, mr, nv, _v42, _v41, _v12, _v11, args)
+        elif scheme == 3 and mode == 1:
+            _pick(NARROW_MR, mr, nv, _bh42, _bh41, _bh12, _bh11, args)
+        elif scheme == 3:
+            _pick(NARROW_MR, mr, nv, _h42, _h41, _h12, _h11, args)
         elif mode == 1:
             _pick(NARROW_MR, mr, nv, _bp42, _bp41, _bp12, _bp11, args)
         else:

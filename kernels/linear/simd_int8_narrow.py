@@ -101,9 +101,11 @@ _PAIR23 = ir.Constant(ir.VectorType(_i32, 32), [2, 32, 3, 32] * 8)
 
 
 def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg, nrun, rstride, nrun2, rstride2, pb,
-                      b_off, gs):
+                      b_off, gs, a16: bool = False):
     """The loops of an [mr, 8 * nv] tile (the contract of _make_tile's tile, from i8 pointers pa and pb; vnni: the
-    vpdpbusd layout, else the int16 pairs): returns the mr x nv allocas of its <8 x i32> accumulators."""
+    vpdpbusd layout, else the int16 pairs): returns the mr x nv allocas of its <8 x i32> accumulators. a16 (pairs
+    only): pa points to 16-bit activations (the bytes zero-extended; offsets count them), whose pairs are broadcast
+    as they lie instead of being shuffled out of a byte group."""
     zero32 = ir.Constant(_V32B, None)
     half = builder.ashr(gs, _const(1))  # bytes from a group's first depth pair to its second
     accs = [[cgutils.alloca_once_value(builder, ir.Constant(_V8I, None)) for _ in range(nv)] for _ in range(mr)]
@@ -129,9 +131,14 @@ def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg,
                     for v in range(nv):
                         builder.store(dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
                     continue
-                ab = builder.bitcast(av, _V32B)
-                p01 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR01), _V16S)
-                p23 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR23), _V16S)
+                if a16:
+                    p01 = builder.bitcast(av, _V16S)
+                    p23 = builder.bitcast(_splat(builder, load(builder, byte_ptr(builder, arow[r], builder.add(
+                        aoff, _const(2))), _i32), _V8I), _V16S)
+                else:
+                    ab = builder.bitcast(av, _V32B)
+                    p01 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR01), _V16S)
+                    p23 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR23), _V16S)
                 for v in range(nv):
                     s = builder.add(maddwd(builder, p01, bv[0][v]), maddwd(builder, p23, bv[1][v]))
                     builder.store(builder.add(builder.load(accs[r][v]), s), accs[r][v])
