@@ -97,9 +97,28 @@ def isa_params(exclude: tuple[str, ...] = ()) -> list:
     return out
 
 
+# The amx level changes the int8 GEMM family only (int8 CONV_2D / FULLY_CONNECTED / BATCH_MATMUL and their hybrid
+# forms, kernels/linear/simd_amx.py); every other kernel runs avx512vnni's code there. To keep the suite's time, the
+# level runs in these modules only, and there not for float, depthwise or INT4 cases (issue 35: a cold run of the
+# level's share of test_simd_int8 + test_threads is ~4.5 minutes on the 2-vCPU Xeon; test_simd_amx compares the
+# AMX path with the VNNI one case by case).
+AMX_MODULES = {"test_simd_int8", "test_threads", "test_isa"}
+AMX_SKIPPED_CASES = ("f32", "dw_", "int4", "uint8")
+
+
+def amx_covers(request) -> bool:
+    """Whether a test parametrized over the levels runs the amx one (AMX_MODULES, AMX_SKIPPED_CASES)."""
+    if request.module.__name__.rsplit(".", 1)[-1] not in AMX_MODULES:
+        return False
+    return not any(k in request.node.name for k in AMX_SKIPPED_CASES)
+
+
 @pytest.fixture(params=isa_params())
 def isa_level(request, monkeypatch) -> str:
-    """Every ISA level in turn (LITE_NUMBA_ISA set for the test's interpreters)."""
+    """Every ISA level in turn (LITE_NUMBA_ISA set for the test's interpreters); amx only where it changes the
+    kernels (amx_covers)."""
+    if request.param == "amx" and not amx_covers(request):
+        pytest.skip("ISA level amx runs avx512vnni's kernels here (conftest.AMX_MODULES)")
     monkeypatch.setenv("LITE_NUMBA_ISA", request.param)
     return request.param
 
