@@ -12,8 +12,12 @@ Table layouts (positions in `tab`):
 
     WHILE:  [0, n, cond program at, body program at, flag address, limit address, node, moves at, body inputs at,
              poll (0: never, else 1 + the mask of iterations between looks at the clock), running cell, cond
-             subgraph, body subgraph]
-            body inputs: n x (address, bytes); moves (after each body run): count, then (dst, src, bytes) in order
+             subgraph, body subgraph, cond expression at (0: run the cond program)]
+            body inputs: n x (address, bytes); moves (after each body run): count, then (dst, src, bytes) in order;
+            cond expression (a cond of one-element comparisons and logic, evaluated here instead of a runner call):
+            count, then (op, operand kind, a address, b address, result address): op 0-5 LESS, LESS_EQUAL, GREATER,
+            GREATER_EQUAL, EQUAL, NOT_EQUAL of kind 0 int32, 1 int64, 2 float32; 6-8 LOGICAL_AND, OR, NOT of
+            bytes; the result a byte
     IF:     [1, n inputs (selector included), n outputs, selector kind (0 bool, 1 int32), branches, node,
              running cell, branch 0 at, branch 1 at, ...]
             a branch: program at, patches at, copies at, its subgraph; patches: count, then (it address,
@@ -139,6 +143,49 @@ def _load_u8(addr):
 
 
 @njit(cache=True, nogil=True)
+def _copy(dst, src, nbytes):
+    """memcpy, with a loop variable of 4 or 8 bytes (a counter) moved by one load and store."""
+    if nbytes == 4:
+        carray(_ptr(dst), 1, np.int32)[0] = carray(_ptr(src), 1, np.int32)[0]
+    elif nbytes == 8:
+        carray(_ptr(dst), 1, np.int64)[0] = carray(_ptr(src), 1, np.int64)[0]
+    else:
+        _memcpy(dst, src, nbytes)
+
+
+@njit(cache=True, nogil=True)
+def _scalar(kind, addr):
+    if kind == 0:
+        return np.float64(carray(_ptr(addr), 1, np.int32)[0]), np.int64(carray(_ptr(addr), 1, np.int32)[0])
+    if kind == 1:
+        return 0.0, carray(_ptr(addr), 1, np.int64)[0]
+    return np.float64(carray(_ptr(addr), 1, np.float32)[0]), np.int64(0)
+
+
+@njit(cache=True, nogil=True)
+def _eval_cond(tab, p):
+    """Run the cond expression at tab[p] (see the table layouts)."""
+    for m in range(tab[p]):
+        q = p + 1 + 5 * m
+        op = tab[q]
+        kind = tab[q + 1]
+        if op >= 6:
+            a = _load_u8(tab[q + 2]) != 0
+            b = _load_u8(tab[q + 3]) != 0
+            r = (a and b) if op == 6 else (a or b) if op == 7 else not a
+        else:
+            fa, ia = _scalar(kind, tab[q + 2])
+            fb, ib = _scalar(kind, tab[q + 3])
+            if kind == 2:  # (float32 compared as float64: exact, NaN unordered as in float32)
+                r = (fa < fb if op == 0 else fa <= fb if op == 1 else fa > fb if op == 2 else fa >= fb if op == 3
+                     else fa == fb if op == 4 else fa != fb)
+            else:
+                r = (ia < ib if op == 0 else ia <= ib if op == 1 else ia > ib if op == 2 else ia >= ib if op == 3
+                     else ia == ib if op == 4 else ia != ib)
+        carray(_ptr(tab[q + 4]), 1, np.uint8)[0] = 1 if r else 0
+
+
+@njit(cache=True, nogil=True)
 def _run_program(tab, p, cell, sub):
     """Run the program at tab[p] of subgraph `sub`, noting `sub` in the int64 at `cell` while it runs (left there
     when a kernel raises: ModelRuntime.invoke names that subgraph in the error)."""
@@ -165,14 +212,18 @@ def _run_while(tab, ptrs):
     count = 0
     poll = tab[9] - 1  # -1: never; else the mask of iterations between looks at the clock
     last = _cycles()
+    expr = tab[13]
     while True:
-        _run_program(tab, tab[2], tab[10], tab[11])
+        if expr != 0:
+            _eval_cond(tab, expr)
+        else:
+            _run_program(tab, tab[2], tab[10], tab[11])
         if _load_u8(tab[4]) == 0:
             break
         _run_program(tab, tab[3], tab[10], tab[12])
         mv = tab[7]
         for m in range(tab[mv]):
-            _memcpy(tab[mv + 1 + 3 * m], tab[mv + 2 + 3 * m], tab[mv + 3 + 3 * m])
+            _copy(tab[mv + 1 + 3 * m], tab[mv + 2 + 3 * m], tab[mv + 3 + 3 * m])
         count += 1
         if count >= limit:
             raise RuntimeError("WHILE (node " + str(tab[6]) + ") did not finish within " + str(limit)
@@ -223,7 +274,11 @@ def _run_call_once(tab):
 
 
 @njit(cache=True, nogil=True)
-def _drive(tab, ptrs):
+def _drive(table, ptrs):
+    # the table again, without its owner: an array argument's reference count (the parent's aux) is taken and
+    # dropped by every function it passes through (two atomic operations a call, ~10 ns each on this VM: a small
+    # loop's iteration made four such calls); a view made from the address has none
+    tab = carray(_ptr(_a(table)), table.size, np.int64)
     kind = tab[0]
     if kind == 0:
         _run_while(tab, ptrs)

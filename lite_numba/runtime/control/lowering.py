@@ -186,7 +186,11 @@ def _lower_while(owner, state, ctx, dry):
                 raise _Refused(f"cond subgraph {cond_i} writes its input {k}")
             _rebase(c, i, addr[k])
     out_c = c.plan.outputs[0]
-    flag = addr[c.plan.inputs.index(out_c)] if out_c in c.plan.inputs else _address(c, out_c, keep)
+    expr = _cond_expression(c, {i: addr[k] for k, i in enumerate(c.plan.inputs)}, keep)
+    if expr is not None:
+        expr, flag = expr
+    else:
+        flag = addr[c.plan.inputs.index(out_c)] if out_c in c.plan.inputs else _address(c, out_c, keep)
     # body outputs: in place where the body has read the variable before it writes the output's storage
     outs = list(b.plan.outputs)
     order = {node.index: pos for pos, node in enumerate(b.plan.nodes)}
@@ -204,7 +208,7 @@ def _lower_while(owner, state, ctx, dry):
         if ok:
             reads = [order[nd.index] for nd in b.plan.nodes if any(t in _members(b, i) for t in nd.inputs)]
             writes = [order[nd.index] for nd in b.plan.nodes if any(t in _members(b, o) for t in nd.outputs)]
-            ok = bool(writes) and (not reads or max(reads) < min(writes))
+            ok = bool(writes) and (not reads or max(reads) < min(writes) or _counter_step(b, reads, writes, o))
         if ok:
             _rebase(b, o, addr[k])
             in_place += 1
@@ -223,7 +227,7 @@ def _lower_while(owner, state, ctx, dry):
     limit = state.limit.ctypes.data
     calls = sum(len(seg.calls) for kind, seg in b.steps if kind == "segment")
     poll = 16 if calls <= 64 and b.arena.nbytes <= 1 << 20 else 1  # (a small body: the clock every 16th time)
-    head = [0, n, 0, 0, flag, limit, ctx.node.index, 0, 0, poll, state.running.ctypes.data, cond_i, body_i]
+    head = [0, n, 0, 0, flag, limit, ctx.node.index, 0, 0, poll, state.running.ctypes.data, cond_i, body_i, 0]
     tab = head[:]
     tab[2] = len(tab)
     tab += prog_c
@@ -233,9 +237,77 @@ def _lower_while(owner, state, ctx, dry):
     tab += [len(table_moves)] + [v for m in table_moves for v in m]
     tab[8] = len(tab)
     tab += [v for k in range(n) for v in (addr[k], sizes[k])]
-    why = (f"cond {cond_i} and body {body_i} compiled ({prog_c[0]} + {prog_b[0]} runners); {in_place} of {n} "
-           f"loop variables carried in place, {len(table_moves)} copies per iteration")
+    if expr is not None:
+        tab[13] = len(tab)
+        tab += [len(expr)] + [v for e in expr for v in e]
+    cond = (f"cond {cond_i} evaluated in the loop ({len(expr)} scalar operations)" if expr is not None else
+            f"cond {cond_i} compiled ({prog_c[0]} runners)")
+    why = (f"{cond}, body {body_i} compiled ({prog_b[0]} runners); {in_place} of {n} loop variables carried in "
+           f"place, {len(table_moves)} copies per iteration")
     return tab, keep, why
+
+
+_COMPARE = {"LESS": 0, "LESS_EQUAL": 1, "GREATER": 2, "GREATER_EQUAL": 3, "EQUAL": 4, "NOT_EQUAL": 5}
+_LOGIC = {"LOGICAL_AND": 6, "LOGICAL_OR": 7, "LOGICAL_NOT": 8}
+_KINDS = {np.dtype(np.int32): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2}
+
+
+def _cond_expression(c, inputs: dict[int, int], keep: list):
+    """The cond subgraph `c` as a scalar expression the loop evaluates itself ((instructions, result address), see
+    loop_kernels' WHILE table), or None: every node a comparison of one-element int32 / int64 / float32 tensors or
+    a logical operation on one-element booleans, each operand a loop variable (its address in `inputs`), a constant
+    or an earlier node's result; as the converter writes a loop's cond (`i < n`, `i < n and j < max`)."""
+    nodes = c.plan.nodes
+    if not nodes or len(nodes) > 8:
+        return None
+    where: dict[int, int] = {}  # tensor -> address of its value
+    scratch = np.zeros(len(nodes), np.uint8)
+    code = []
+    for k, nd in enumerate(nodes):
+        op = nd.op_name
+        ins = [i for i in nd.inputs]
+        if op not in _COMPARE and op not in _LOGIC or len(nd.outputs) != 1 or any(i < 0 for i in ins):
+            return None
+        if len(ins) != (1 if op == "LOGICAL_NOT" else 2):
+            return None
+        ts = [c.tensors[i] for i in ins]
+        if any(t.size != 1 for t in ts) or c.tensors[nd.outputs[0]].size != 1:
+            return None
+        if op in _COMPARE:
+            kind = _KINDS.get(ts[0].dtype)
+            if kind is None or ts[1].dtype != ts[0].dtype:
+                return None
+        elif any(t.dtype != np.bool_ for t in ts):
+            return None
+        else:
+            kind = 3
+        srcs = []
+        for i, t in zip(ins, ts):
+            if i in where:
+                srcs.append(where[i])
+            elif i in inputs:
+                srcs.append(inputs[i])
+            elif t.data is not None:
+                srcs.append(_address(c, i, keep))
+            else:
+                return None
+        where[nd.outputs[0]] = scratch.ctypes.data + k
+        code.append((_COMPARE.get(op, _LOGIC.get(op)), kind, srcs[0], srcs[-1], where[nd.outputs[0]]))
+    out = c.plan.outputs[0]
+    if out not in where:
+        return None
+    keep.append(scratch)
+    return code, where[out]
+
+
+def _counter_step(b, reads: list[int], writes: list[int], o: int) -> bool:
+    """Whether the one node that both last reads a loop variable and first writes its successor `o` may do so in
+    place: a single write, an elementwise ADD / SUB / MUL of one element (it reads its operands before it writes,
+    as `i + 1` does)."""
+    if len(writes) != 1 or max(reads) != writes[0]:
+        return False
+    nd = b.plan.nodes[writes[0]]
+    return nd.op_name in ("ADD", "SUB", "MUL") and list(nd.outputs) == [o] and b.tensors[o].size == 1
 
 
 # --- IF / STABLEHLO_CASE ----------------------------------------------------------------------------------------
