@@ -36,6 +36,7 @@ from ..runtime.io_binding import IOBinding
 from ..runtime.model_runtime import ModelRuntime
 from ..runtime.resolver import default_op_resolver, resolve_model
 from .litert_options import (
+    ClosedOnExit,
     CpuKernelMode,
     CpuOptions,
     Environment,
@@ -69,21 +70,26 @@ def _run_error(*lines: str) -> RuntimeError:
 
 
 @contextlib.contextmanager
-def _isa(level: str | None):
-    """The kernels' instruction-set path while a REFERENCE-mode model prepares (kernels read LITE_NUMBA_ISA at
-    prepare time; the variable is restored afterwards)."""
-    if level is None:
+def environ_override(name: str, value: str | None):
+    """os.environ[name] = value for the block, restored (or removed) afterwards; None leaves the variable alone."""
+    if value is None:
         yield
         return
-    old = os.environ.get("LITE_NUMBA_ISA")
-    os.environ["LITE_NUMBA_ISA"] = level
+    old = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if old is None:
-            os.environ.pop("LITE_NUMBA_ISA", None)
+            os.environ.pop(name, None)
         else:
-            os.environ["LITE_NUMBA_ISA"] = old
+            os.environ[name] = old
+
+
+def _isa(level: str | None):
+    """The kernels' instruction-set path while a REFERENCE-mode model prepares (kernels read LITE_NUMBA_ISA at
+    prepare time; the variable is restored afterwards)."""
+    return environ_override("LITE_NUMBA_ISA", level)
 
 
 def _called_subgraphs(plan) -> set[int]:
@@ -450,19 +456,13 @@ def _load(model_path) -> Any:
                            f"'{os.fspath(model_path)}': {getattr(e, 'strerror', None) or e}") from None
 
 
-class CompiledModel:
+class CompiledModel(ClosedOnExit):
     """A model compiled for the CPU, run on TensorBuffers (the official ai_edge_litert.compiled_model API; see the
     module docstring for what differs). Not thread-safe: a run while another thread runs it raises RuntimeError."""
 
     def __init__(self, c_model_ptr, environment: Environment):
         self._model = c_model_ptr
         self._environment = environment
-
-    def __enter__(self) -> CompiledModel:
-        return self
-
-    def __exit__(self, exc_type, exc_val, exc_tb):
-        self.close()
 
     def close(self) -> None:
         """Let go of the model; calls on it afterwards raise AttributeError, as officially."""

@@ -77,73 +77,25 @@ class GpuOptions:
     hint_waiting_for_completion: bool = False
 
 
-class QualcommLogLevel(enum.IntEnum):
-    OFF = 0
-    ERROR = 1
-    WARN = 2
-    INFO = 3
-    VERBOSE = 4
-    DEBUG = 5
+def _numbered(name: str, members: str) -> type[enum.IntEnum]:
+    """An IntEnum of the space-separated `members` numbered 0, 1, ... (the official option enums, value for value)."""
+    return enum.IntEnum(name, [(m, i) for i, m in enumerate(members.split())], module=__name__, qualname=name)
 
 
-class QualcommHtpPerformanceMode(enum.IntEnum):
-    DEFAULT = 0
-    SUSTAINED_HIGH_PERFORMANCE = 1
-    BURST = 2
-    HIGH_PERFORMANCE = 3
-    POWER_SAVER = 4
-    LOW_POWER_SAVER = 5
-    HIGH_POWER_SAVER = 6
-    LOW_BALANCED = 7
-    BALANCED = 8
-    EXTREME_POWER_SAVER = 9
-
-
-class QualcommDspPerformanceMode(enum.IntEnum):
-    DEFAULT = 0
-    SUSTAINED_HIGH_PERFORMANCE = 1
-    BURST = 2
-    HIGH_PERFORMANCE = 3
-    POWER_SAVER = 4
-    LOW_POWER_SAVER = 5
-    HIGH_POWER_SAVER = 6
-    LOW_BALANCED = 7
-    BALANCED = 8
-
-
-class QualcommProfiling(enum.IntEnum):
-    OFF = 0
-    BASIC = 1
-    DETAILED = 2
-    LINTING = 3
-    OPTRACE = 4
-
-
-class QualcommOptimizationLevel(enum.IntEnum):
-    OPTIMIZE_FOR_INFERENCE = 0
-    OPTIMIZE_FOR_PREPARE = 1
-    OPTIMIZE_FOR_INFERENCE_O3 = 2
-
-
-class QualcommGraphPriority(enum.IntEnum):
-    DEFAULT = 0
-    LOW = 1
-    NORMAL = 2
-    NORMAL_HIGH = 3
-    HIGH = 4
-
-
-class QualcommBackend(enum.IntEnum):
-    UNDEFINED = 0
-    GPU = 1
-    HTP = 2
-    DSP = 3
-    IR = 4
-
-
-class QualcommGraphIOTensorMemType(enum.IntEnum):
-    RAW = 0
-    MEM_HANDLE = 1
+QualcommLogLevel = _numbered("QualcommLogLevel", "OFF ERROR WARN INFO VERBOSE DEBUG")
+# the DSP has every HTP performance mode but the last one (EXTREME_POWER_SAVER)
+_PERFORMANCE_MODES = ("DEFAULT SUSTAINED_HIGH_PERFORMANCE BURST HIGH_PERFORMANCE POWER_SAVER LOW_POWER_SAVER "
+                      "HIGH_POWER_SAVER LOW_BALANCED BALANCED")
+QualcommHtpPerformanceMode = _numbered("QualcommHtpPerformanceMode", _PERFORMANCE_MODES + " EXTREME_POWER_SAVER")
+QualcommDspPerformanceMode = _numbered("QualcommDspPerformanceMode", _PERFORMANCE_MODES)
+QualcommProfiling = _numbered("QualcommProfiling", "OFF BASIC DETAILED LINTING OPTRACE")
+QualcommOptimizationLevel = _numbered("QualcommOptimizationLevel",
+                                      "OPTIMIZE_FOR_INFERENCE OPTIMIZE_FOR_PREPARE OPTIMIZE_FOR_INFERENCE_O3")
+QualcommGraphPriority = _numbered("QualcommGraphPriority", "DEFAULT LOW NORMAL NORMAL_HIGH HIGH")
+QualcommBackend = _numbered("QualcommBackend", "UNDEFINED GPU HTP DSP IR")
+QualcommGraphIOTensorMemType = _numbered("QualcommGraphIOTensorMemType", "RAW MEM_HANDLE")
+IntelOpenVinoGraphBackend = _numbered("IntelOpenVinoGraphBackend", "CPU GPU NPU")
+IntelOpenVinoPerformanceMode = _numbered("IntelOpenVinoPerformanceMode", "LATENCY THROUGHPUT CUMULATIVE_THROUGHPUT")
 
 
 @dataclasses.dataclass
@@ -179,18 +131,6 @@ class QualcommOptions:
     graph_io_tensor_mem_type: Optional[QualcommGraphIOTensorMemType] = None
 
 
-class IntelOpenVinoGraphBackend(enum.IntEnum):
-    CPU = 0
-    GPU = 1
-    NPU = 2
-
-
-class IntelOpenVinoPerformanceMode(enum.IntEnum):
-    LATENCY = 0
-    THROUGHPUT = 1
-    CUMULATIVE_THROUGHPUT = 2
-
-
 @dataclasses.dataclass
 class IntelOpenVinoOptions:
     """Intel OpenVINO options (accepted; lite-numba has no NPU accelerator)."""
@@ -202,6 +142,19 @@ class IntelOpenVinoOptions:
     performance_mode: Optional[IntelOpenVinoPerformanceMode] = None
     configs_map: dict[str, str] = dataclasses.field(default_factory=dict)
     enable_weight_sharing: Optional[bool] = None
+
+
+def _option_group(attr: str, cls) -> property:
+    """The property of an option group kept in `attr`: made (cls()) on first access, as officially."""
+
+    def group(self):
+        value = getattr(self, attr)
+        if value is None:
+            value = cls()
+            setattr(self, attr, value)
+        return value
+
+    return property(group)
 
 
 @dataclasses.dataclass
@@ -229,28 +182,10 @@ class Options:
         """New default options (the official factory)."""
         return cls()
 
-    def _group(self, attr: str, cls):
-        group = getattr(self, attr)
-        if group is None:
-            group = cls()
-            setattr(self, attr, group)
-        return group
-
-    @property
-    def cpu_options(self) -> CpuOptions:
-        return self._group("_cpu_options", CpuOptions)
-
-    @property
-    def gpu_options(self) -> GpuOptions:
-        return self._group("_gpu_options", GpuOptions)
-
-    @property
-    def qualcomm_options(self) -> QualcommOptions:
-        return self._group("_qualcomm_options", QualcommOptions)
-
-    @property
-    def intel_openvino_options(self) -> IntelOpenVinoOptions:
-        return self._group("_intel_openvino_options", IntelOpenVinoOptions)
+    cpu_options = _option_group("_cpu_options", CpuOptions)
+    gpu_options = _option_group("_gpu_options", GpuOptions)
+    qualcomm_options = _option_group("_qualcomm_options", QualcommOptions)
+    intel_openvino_options = _option_group("_intel_openvino_options", IntelOpenVinoOptions)
 
 
 def resolve_options(options: Optional[Options], hardware_accel) -> Options:
@@ -329,18 +264,22 @@ class EnvironmentHandle:
         return f"<lite-numba environment {self.runtime_path!r}>"
 
 
-class Environment:
+class ClosedOnExit:
+    """`with obj:` gives obj and calls obj.close() at the end (Environment, CompiledModel)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        self.close()
+
+
+class Environment(ClosedOnExit):
     """A shared environment for compiled models (the official API; lite-numba keeps nothing in it)."""
 
     def __init__(self, capsule, options: EnvironmentOptions):
         self._capsule = capsule
         self._options = options
-
-    def __enter__(self) -> Environment:
-        return self
-
-    def __exit__(self, exc_type, exc_val, exc_tb):
-        self.close()
 
     def close(self) -> None:
         self._capsule = None

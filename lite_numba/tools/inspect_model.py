@@ -10,13 +10,13 @@ counts and sizes, and the activation arena of subgraph 0 (planned by preparing t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
+from ..api.compiled_model import environ_override
 from ..api.interpreter import Interpreter
 from ..format.custom_options import decode_composite_attributes
 from ..format.model import load_model, read_model_bytes
@@ -151,18 +151,9 @@ def _composite(plan: ModelPlan, resolver: OpResolver, si: int, n, depth: int = 0
     return info
 
 
-@contextlib.contextmanager
-def _python_executor() -> Iterator[None]:
+def _python_executor():
     """Plan memory without compiling: the executor's debugging mode builds no compiled runner."""
-    old = os.environ.get("LITE_NUMBA_EXECUTOR")
-    os.environ["LITE_NUMBA_EXECUTOR"] = "python"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("LITE_NUMBA_EXECUTOR", None)
-        else:
-            os.environ["LITE_NUMBA_EXECUTOR"] = old
+    return environ_override("LITE_NUMBA_EXECUTOR", "python")
 
 
 def _arena(data, resolver: OpResolver, control: list) -> tuple[int | None, str]:
