@@ -85,11 +85,9 @@ def _gather_inputs(ctx: PrepareContext, what: str):
     return x, idx
 
 
-@kernel("GATHER")
-def GATHER(ctx: PrepareContext) -> None:
-    """out = x.take(indices, axis) with `batch_dims` leading dimensions shared by x and indices."""
-    x, idx = _gather_inputs(ctx, "input")
-    axis = normalize_axis(ctx, int(ctx.options.get("axis", 0)), x.ndim)
+def gather_shape(ctx: PrepareContext, x: Tensor, idx: Tensor, axis: int) -> tuple[list, int]:
+    """(GATHER's output shape, batch_dims): the `batch_dims` option (negative: from the end of the indices' rank)
+    checked against the axis and the leading dimensions x and the indices share (numeric and STRING GATHER)."""
     bd = int(ctx.options.get("batch_dims", 0) or 0)
     if bd < 0:
         bd += idx.ndim
@@ -98,7 +96,15 @@ def GATHER(ctx: PrepareContext) -> None:
               f"indices rank {idx.ndim}")
     for d in range(bd):
         ctx.check(x.shape[d] == idx.shape[d], f"batch dimension {d} differs: {x.shape[d]} vs {idx.shape[d]}")
-    shape = list(x.shape[:axis]) + list(idx.shape[bd:]) + list(x.shape[axis + 1:])
+    return list(x.shape[:axis]) + list(idx.shape[bd:]) + list(x.shape[axis + 1:]), bd
+
+
+@kernel("GATHER")
+def GATHER(ctx: PrepareContext) -> None:
+    """out = x.take(indices, axis) with `batch_dims` leading dimensions shared by x and indices."""
+    x, idx = _gather_inputs(ctx, "input")
+    axis = normalize_axis(ctx, int(ctx.options.get("axis", 0)), x.ndim)
+    shape, bd = gather_shape(ctx, x, idx, axis)
     out = ctx.set_output(0, shape, x.dtype)
     batch = int(np.prod(x.shape[:bd], dtype=np.int64))
     outer = int(np.prod(x.shape[bd:axis], dtype=np.int64))

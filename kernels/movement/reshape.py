@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.copy import schedule_copy
 
-from lite_numba.ops import PrepareContext, kernel
+from lite_numba.ops import PrepareContext, Tensor, kernel
 
 
 def view_or_copy(ctx: PrepareContext, x, out) -> None:
@@ -65,18 +65,22 @@ def COPY(ctx: PrepareContext) -> None:
 def SQUEEZE(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=1, outputs=1)
     x = ctx.input(0)
+    view_or_copy(ctx, x, ctx.set_output(0, squeeze_shape(ctx, x), x.dtype))
+
+
+def squeeze_shape(ctx: PrepareContext, x: Tensor) -> tuple:
+    """SQUEEZE's output shape: x without the `squeeze_dims` (negative: from the end; each must have size 1), or
+    without every size-1 dimension when the option names none (numeric and STRING SQUEEZE)."""
     dims = ctx.options.get("squeeze_dims") or []
-    if dims:
-        axes = set()
-        for d in dims:
-            a = d + x.ndim if d < 0 else d
-            ctx.check(0 <= a < x.ndim, f"squeeze dim {d} out of range for rank {x.ndim}")
-            ctx.check(x.shape[a] == 1, f"cannot squeeze dimension {d} of size {x.shape[a]}")
-            axes.add(a)
-        shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
-    else:
-        shape = tuple(s for s in x.shape if s != 1)
-    view_or_copy(ctx, x, ctx.set_output(0, shape, x.dtype))
+    if not dims:
+        return tuple(s for s in x.shape if s != 1)
+    axes = set()
+    for d in dims:
+        a = d + x.ndim if d < 0 else d
+        ctx.check(0 <= a < x.ndim, f"squeeze dim {d} out of range for rank {x.ndim}")
+        ctx.check(x.shape[a] == 1, f"cannot squeeze dimension {d} of size {x.shape[a]}")
+        axes.add(a)
+    return tuple(s for i, s in enumerate(x.shape) if i not in axes)
 
 
 @kernel("EXPAND_DIMS")

@@ -14,10 +14,28 @@ from lite_numba.kernels.movement.transpose import (
 )
 from numba import njit
 
-from lite_numba.ops import PrepareContext, kernel
+from lite_numba.ops import PrepareContext, Tensor, kernel
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
+
+
+def slice_box(ctx: PrepareContext, x: Tensor) -> tuple[list, list]:
+    """(begin, size) of SLICE with constant inputs 1 and 2, checked against x; a size of -1 resolved to "to the end"
+    (numeric and STRING SLICE)."""
+    begin = index_vector(ctx, 1, "begin")
+    size = index_vector(ctx, 2, "size")
+    ctx.check(len(begin) == len(size) == x.ndim,
+              f"begin {begin} and size {size} must have one entry per input dimension ({x.ndim})")
+    shape = []
+    for d, (b, s) in enumerate(zip(begin, size)):
+        n = x.shape[d]
+        ctx.check(0 <= b <= n, f"begin {b} is out of range for dimension {d} of size {n}")
+        if s == -1:
+            s = n - b
+        ctx.check(0 <= s and b + s <= n, f"begin {b} + size {s} exceeds dimension {d} of size {n}")
+        shape.append(s)
+    return begin, shape
 
 
 @kernel("SLICE")
@@ -37,18 +55,7 @@ def SLICE(ctx: PrepareContext) -> None:
             rows = [(d, MODE_SLICE, n, es[d], 1, s, s) for d, (n, s) in enumerate(zip(x.shape, size))]
             _schedule_at(ctx, x, ctx.set_output(0, size, x.dtype), size, [es[d] for d in range(x.ndim)], rows, 0)
             return
-    begin = index_vector(ctx, 1, "begin")
-    size = index_vector(ctx, 2, "size")
-    ctx.check(len(begin) == len(size) == x.ndim,
-              f"begin {begin} and size {size} must have one entry per input dimension ({x.ndim})")
-    shape = []
-    for d, (b, s) in enumerate(zip(begin, size)):
-        n = x.shape[d]
-        ctx.check(0 <= b <= n, f"begin {b} is out of range for dimension {d} of size {n}")
-        if s == -1:
-            s = n - b
-        ctx.check(0 <= s and b + s <= n, f"begin {b} + size {s} exceeds dimension {d} of size {n}")
-        shape.append(s)
+    begin, shape = slice_box(ctx, x)
     out = ctx.set_output(0, shape, x.dtype)
     xs = contiguous_strides(x.shape)
     schedule_strided_copy(ctx, x, out, shape, xs, contiguous_strides(shape), xb=sum(b * s for b, s in zip(begin, xs)))

@@ -21,8 +21,9 @@ import math
 
 import numpy as np
 from lite_numba.kernels.base.shapes import index_vector, normalize_axis
-from lite_numba.kernels.movement.reshape import infer_shape
-from lite_numba.kernels.movement.slice import expand_masks
+from lite_numba.kernels.movement.gather import gather_shape
+from lite_numba.kernels.movement.reshape import infer_shape, squeeze_shape
+from lite_numba.kernels.movement.slice import expand_masks, slice_box
 
 from lite_numba.format import strings
 from lite_numba.ops import PrepareContext, kernel
@@ -89,16 +90,7 @@ def _reshape(ctx: PrepareContext) -> None:
 def _squeeze(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=1, outputs=1)
     _check_string_io(ctx)
-    x = ctx.input(0)
-    dims = ctx.options.get("squeeze_dims") or []
-    axes = set()
-    for d in dims:
-        a = d + x.ndim if d < 0 else d
-        ctx.check(0 <= a < x.ndim, f"squeeze dim {d} out of range for rank {x.ndim}")
-        ctx.check(x.shape[a] == 1, f"cannot squeeze dimension {d} of size {x.shape[a]}")
-        axes.add(a)
-    shape = [s for i, s in enumerate(x.shape) if (i not in axes if dims else s != 1)]
-    _index_map(ctx, shape, None)
+    _index_map(ctx, squeeze_shape(ctx, ctx.input(0)), None)
 
 
 def _expand_dims(ctx: PrepareContext) -> None:
@@ -119,18 +111,8 @@ def _slice(ctx: PrepareContext) -> None:
     ctx.check_num(inputs=3, outputs=1)
     _check_string_io(ctx)
     x = ctx.input(0)
-    begin = index_vector(ctx, 1, "begin")
-    size = index_vector(ctx, 2, "size")
-    ctx.check(len(begin) == len(size) == x.ndim,
-              f"begin {begin} and size {size} must have one entry per input dimension ({x.ndim})")
-    box = []
-    for d, (b, s) in enumerate(zip(begin, size)):
-        n = x.shape[d]
-        ctx.check(0 <= b <= n, f"begin {b} is out of range for dimension {d} of size {n}")
-        s = n - b if s == -1 else s
-        ctx.check(0 <= s and b + s <= n, f"begin {b} + size {s} exceeds dimension {d} of size {n}")
-        box.append(slice(b, b + s))
-    index = _numbers(x)[tuple(box)]
+    begin, size = slice_box(ctx, x)
+    index = _numbers(x)[tuple(slice(b, b + s) for b, s in zip(begin, size))]
     _index_map(ctx, index.shape, index)
 
 
@@ -230,21 +212,20 @@ FILL = kernel("FILL", host=_fill_host)(_fill)
 
 # --- GATHER, GATHER_ND: indices known at run time ----------------------------------------------------------------
 
-def _gather(ctx: PrepareContext) -> None:
+def _gather_inputs(ctx: PrepareContext):
+    """(params, indices) of the STRING GATHER / GATHER_ND: STRING params of rank 1 or more, integer indices."""
     ctx.check_num(inputs=2, outputs=1)
     _check_string_io(ctx)
     x, idx = ctx.input(0), ctx.input(1)
     ctx.check_dtype(idx, *INDEX_TYPES)
     ctx.check(x.ndim >= 1, "params must be at least a vector")
+    return x, idx
+
+
+def _gather(ctx: PrepareContext) -> None:
+    x, idx = _gather_inputs(ctx)
     axis = normalize_axis(ctx, int(ctx.options.get("axis", 0)), x.ndim)
-    bd = int(ctx.options.get("batch_dims", 0) or 0)
-    bd = bd + idx.ndim if bd < 0 else bd
-    ctx.check(0 <= bd <= axis and bd < x.ndim and bd <= idx.ndim,
-              f"batch_dims {ctx.options.get('batch_dims')} is invalid for axis {axis}, input rank {x.ndim} and "
-              f"indices rank {idx.ndim}")
-    for d in range(bd):
-        ctx.check(x.shape[d] == idx.shape[d], f"batch dimension {d} differs: {x.shape[d]} vs {idx.shape[d]}")
-    shape = list(x.shape[:axis]) + list(idx.shape[bd:]) + list(x.shape[axis + 1:])
+    shape, bd = gather_shape(ctx, x, idx, axis)
     ctx.set_output(0, shape)
     ctx.host_data = (tuple(shape), axis, bd)
 
@@ -271,11 +252,7 @@ def _gather_host(ctx: PrepareContext) -> None:
 
 
 def _gather_nd(ctx: PrepareContext) -> None:
-    ctx.check_num(inputs=2, outputs=1)
-    _check_string_io(ctx)
-    x, idx = ctx.input(0), ctx.input(1)
-    ctx.check_dtype(idx, *INDEX_TYPES)
-    ctx.check(x.ndim >= 1, "params must be at least a vector")
+    x, idx = _gather_inputs(ctx)
     ctx.check(idx.ndim >= 1, "indices must be at least a vector")
     nd = idx.shape[-1]
     ctx.check(0 <= nd <= x.ndim, f"indices innermost dimension {nd} must be in [0, {x.ndim}]")
