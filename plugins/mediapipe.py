@@ -145,11 +145,17 @@ def _flex_options(ctx, required: tuple[str, ...]) -> dict:
     return opts
 
 
-def _check_matrix(ctx, m) -> None:
+def _data_and_matrix(ctx, what: str):
+    """(input 0, input 1) of the two Transform ops: float32 data (`what` names it) and a float32 4x4 matrix."""
+    ctx.check_num(inputs=2, outputs=1)
+    x, m = ctx.input(0), ctx.input(1)
+    ctx.check(x is not None, f"{ctx.op_name}: the {what} input is missing")
+    ctx.check_dtype(x, np.float32)
     ctx.check(m is not None, f"{ctx.op_name}: the transformation matrix input is missing")
     ctx.check_dtype(m, np.float32)
     ctx.check(m.size >= 8, f"{ctx.op_name}: the transformation matrix needs at least 8 values (a [1, 4, 4] "
                            f"matrix), got shape {list(m.shape)}")
+    return x, m
 
 
 def _landmarks_to_matrix_prepare(ctx):
@@ -241,11 +247,7 @@ def landmarks_to_transform_matrix(lm, out, subset, left, right, target, out_h, o
 
 
 def _transform_tensor_prepare(ctx):
-    ctx.check_num(inputs=2, outputs=1)
-    x, m = ctx.input(0), ctx.input(1)
-    ctx.check(x is not None, "TransformTensorBilinear: the data input is missing")
-    ctx.check_dtype(x, np.float32)
-    _check_matrix(ctx, m)
+    x, _ = _data_and_matrix(ctx, "data")
     ctx.check(len(x.shape) == 4 and x.shape[0] == 1, f"TransformTensorBilinear: the data input must be "
                                                      f"[1, H, W, C], got shape {list(x.shape)}")
     o = _flex_options(ctx, ())
@@ -306,11 +308,7 @@ def transform_tensor_bilinear(x, m, out):
 
 
 def _transform_landmarks_prepare(ctx):
-    ctx.check_num(inputs=2, outputs=1)
-    lm, m = ctx.input(0), ctx.input(1)
-    ctx.check(lm is not None, "TransformLandmarks: the landmarks input is missing")
-    ctx.check_dtype(lm, np.float32)
-    _check_matrix(ctx, m)
+    lm, _ = _data_and_matrix(ctx, "landmarks")
     ctx.check(len(lm.shape) == 3, f"TransformLandmarks: landmarks must be 3-D [1, N, D], got {list(lm.shape)}")
     ctx.check(lm.shape[0] == 1, f"TransformLandmarks: batch {lm.shape[0]} (MediaPipe's kernel handles batch 1 only)")
     ctx.check(lm.shape[2] in (2, 3), f"TransformLandmarks: landmarks must have 2 or 3 values each, got "

@@ -94,13 +94,19 @@ def float64_loop(f):
 _UNARY_LOOPS = {f: float64_loop(f) for f in dict.fromkeys(UNARY.values())}
 
 
-def _unary(ctx, node: FlexNode) -> None:
+def _float_map(ctx, out_dtype, loop, *args) -> None:
+    """Output 0 (input 0's shape, `out_dtype` or None for the input's) = loop(flat x, flat out, *args) over a float
+    input: the Flex elementwise ops of one float input."""
     ctx.check_num(inputs=1, outputs=1)
     x = ctx.input(0)
     ctx.check_dtype(x, *_FLOATS)
-    out = ctx.set_output(0, x.shape, x.dtype)
+    out = ctx.set_output(0, x.shape, x.dtype if out_dtype is None else out_dtype)
     if x.size:
-        ctx.call(_UNARY_LOOPS[UNARY[node.op]], ctx.view(x, (x.size,)), ctx.view(out, (out.size,)))
+        ctx.call(loop, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), *args)
+
+
+def _unary(ctx, node: FlexNode) -> None:
+    _float_map(ctx, None, _UNARY_LOOPS[UNARY[node.op]])
 
 
 PREDICATE_CODES = {"IsNan": 0, "IsFinite": 2}  # IsInf: refused by the converter as a Flex op
@@ -118,12 +124,7 @@ def float_predicate(x, out, code):
 
 
 def _predicate(ctx, node: FlexNode) -> None:
-    ctx.check_num(inputs=1, outputs=1)
-    x = ctx.input(0)
-    ctx.check_dtype(x, *_FLOATS)
-    out = ctx.set_output(0, x.shape, np.bool_)
-    if x.size:
-        ctx.call(float_predicate, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), PREDICATE_CODES[node.op])
+    _float_map(ctx, np.bool_, float_predicate, PREDICATE_CODES[node.op])
 
 
 @njit(cache=True, nogil=True)
