@@ -16,14 +16,15 @@ from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.linear.amx_output import store_block_i32
 from lite_numba.kernels.linear.int8_rows import copy_flipped
 from lite_numba.kernels.linear.simd_amx import (
-    AMX_MIN_MACS,
-    AMX_MIN_ROWS,
-    C_SIZE,
     KSTEP,
+    SCRATCH_HEAD,
     TM,
     TN,
     block_products,
+    configure_tiles,
+    gemm_pays,
     pack_weights_amx,
+    split_scratch,
 )
 from numba import njit
 
@@ -66,13 +67,9 @@ def bmm_amx(a, a_off, azp, b, b_off, bzp, acc, M, K, N, bpc, bp_off, coffc, cf_o
     ks = (K + KSTEP - 1) // KSTEP
     Kp = ks * KSTEP
     Np = (N + 15) // 16 * 16
-    c = scratch[:C_SIZE]
-    cfg = scratch[2 * C_SIZE:2 * C_SIZE + 16]
-    t = scratch[2 * C_SIZE + 16:]
-    dst = t.reshape(t.size).view(np.int64)
+    c, cfg, dst = split_scratch(scratch)
     af = abuf.reshape(abuf.size)
-    amx.fill_config(cfg.view(np.uint8))
-    amx.load_config(cfg)
+    configure_tiles(cfg)
     aa = np.int64(a.ctypes.data)
     ab = np.int64(abuf.ctypes.data)
     for bi in range(a_off.size):
@@ -141,7 +138,7 @@ def schedule_bmm_amx(ctx, a, a_off, azp: int, a_dtype, b, b_const, b_off, bzp: i
     Kp, Np = -(-K // KSTEP) * KSTEP, -(-N // 16) * 16
     if not (has("amx") and np.dtype(a_dtype) == np.int8 and np.dtype(b_dtype) == np.int8 and acc.dtype == np.int32):
         return False
-    if M < AMX_MIN_ROWS or K == 0 or M * Kp * Np < AMX_MIN_MACS:
+    if not gemm_pays(M, K, N):
         return False
     a_off = np.asarray(a_off, np.int64)
     b_off = np.asarray(b_off, np.int64)
@@ -167,5 +164,5 @@ def schedule_bmm_amx(ctx, a, a_off, azp: int, a_dtype, b, b_const, b_off, bzp: i
     table = -(-(M + 2 * TM) * 2 // 16) * 16
     ctx.call(bmm_amx, a, a_off, int(azp), b, b_off, int(bzp), acc, M, K, N, bpc, bp_off, coffc, cf_off, bp, coff,
              ctx.temp((M + 2 * TM,), np.int32), ctx.temp((2 * TM, Kp), np.uint8),
-             ctx.temp((2 * C_SIZE + 16 + table,), np.int32))
+             ctx.temp((SCRATCH_HEAD + table,), np.int32))
     return True

@@ -21,26 +21,27 @@ from lite_numba.kernels.base.hybrid_rows import quantize_row
 from lite_numba.kernels.base.llvm_ir import F32, I32, data_ptr, store_live
 from lite_numba.kernels.base.llvm_ir import i64 as const64
 from lite_numba.kernels.base.llvm_ir import splat as splat_vector
-from lite_numba.kernels.linear.amx_output import C_STRIDE_I32
+from lite_numba.kernels.linear.amx_output import for_live_blocks
 from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, fill_bias, hybrid_params
 from lite_numba.kernels.linear.simd_amx import (
-    AMX_MIN_MACS,
-    AMX_MIN_ROWS,
-    C_SIZE,
+    AMX_MIN_DEPTH,
     KSTEP,
+    SCRATCH_HEAD,
     TM,
     TN,
     amx_pays,
     block_products,
+    configure_tiles,
+    gemm_pays,
     groups_of,
     layer_plan,
     pack_weights_amx,
     prepare_source,
+    split_scratch,
     start_group,
 )
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 _V16F = ir.VectorType(F32, 16)
@@ -59,46 +60,36 @@ def store_block_hybrid(typingctx, c, rows, nb, hp, c0, out, dst, d0, ncols, rz, 
     sig = types.void(c, ip, ip, hp, ip, out, dst, ip, ip, rz, rsf, ip, ip, lim)
 
     def codegen(context, builder, sig, args):
-        (c_, rows_, nb_, hp_, c0_, out_, dst_, d0_, ncols_, rz_, rsf_, rs_off_, rs_step_, lim_) = args
-        pc = data_ptr(context, builder, sig.args[0], c_)
-        php = data_ptr(context, builder, sig.args[3], hp_)
-        po = data_ptr(context, builder, sig.args[5], out_)
-        pd = data_ptr(context, builder, sig.args[6], dst_)
-        prz = data_ptr(context, builder, sig.args[9], rz_)
-        prs = data_ptr(context, builder, sig.args[10], rsf_)
-        plim = data_ptr(context, builder, sig.args[13], lim_)
-        lo = splat_vector(builder, builder.load(plim), _V16F)
-        hi = splat_vector(builder, builder.load(builder.gep(plim, [const64(1)], inbounds=True)), _V16F)
-        nan_lo = builder.fcmp_unordered("!=", builder.load(builder.gep(plim, [const64(2)], inbounds=True)),
-                                        ir.Constant(F32, 0.0))
-        nan_lo = splat_vector(builder, nan_lo, ir.VectorType(ir.IntType(1), 16))
-        with cgutils.for_range(builder, nb_) as vl:
-            v16 = builder.mul(vl.index, const64(16))
-            count = builder.sub(ncols_, v16)
-            with builder.if_then(builder.icmp_signed(">", count, const64(0))):
-                cv = builder.add(c0_, v16)
-                base = builder.mul(builder.sdiv(cv, const64(16)), const64(HP_BLOCK))
+        _, rows_, nb_, _, c0_, _, _, d0_, ncols_, _, _, rs_off_, rs_step_, _ = args
+        pc, php, po, pd, prz, prs, plim = (data_ptr(context, builder, sig.args[k], args[k])
+                                           for k in (0, 3, 5, 6, 9, 10, 13))
+        lo, hi, nl = (builder.load(builder.gep(plim, [const64(k)], inbounds=True)) for k in range(3))
+        lo, hi = splat_vector(builder, lo, _V16F), splat_vector(builder, hi, _V16F)
+        nan_lo = splat_vector(builder, builder.fcmp_unordered("!=", nl, ir.Constant(F32, 0.0)),
+                              ir.VectorType(ir.IntType(1), 16))
 
-                def param(k, ty):
-                    p = builder.gep(php, [builder.add(base, const64(16 * k))], inbounds=True)
-                    return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
+        def tile(cv):
+            base = builder.mul(builder.sdiv(cv, const64(16)), const64(HP_BLOCK))
 
-                ws, cs, bias = param(0, _V16I), param(1, _V16F), param(2, _V16F)
-                with cgutils.for_range(builder, rows_) as rl:
-                    r = rl.index
-                    d = builder.load(builder.gep(pd, [builder.add(d0_, r)], inbounds=True))
-                    with builder.if_then(builder.icmp_signed(">=", d, const64(0))):
-                        src = builder.gep(pc, [builder.add(builder.mul(r, const64(C_STRIDE_I32)), v16)], inbounds=True)
-                        acc = builder.load(builder.bitcast(src, _V16I.as_pointer()), align=4)
-                        at = builder.add(rs_off_, builder.mul(rs_step_, r))
-                        z = splat_vector(builder, builder.load(builder.gep(prz, [at], inbounds=True)), _V16I)
-                        s = splat_vector(builder, builder.load(builder.gep(prs, [at], inbounds=True)), _V16F)
-                        dot = builder.sub(acc, builder.mul(z, ws))
-                        y = builder.fadd(builder.fmul(builder.sitofp(dot, _V16F), builder.fmul(cs, s)), bias)
-                        m = builder.select(builder.fcmp_ordered(">", lo, y), lo, y)
-                        m = builder.select(builder.fcmp_ordered("<", hi, m), hi, m)
-                        m = builder.select(builder.and_(builder.fcmp_unordered("uno", y, y), nan_lo), lo, m)
-                        store_live(builder, m, builder.gep(po, [builder.add(d, cv)], inbounds=True), count)
+            def param(k, ty):
+                p = builder.gep(php, [builder.add(base, const64(16 * k))], inbounds=True)
+                return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
+
+            return param(0, _V16I), param(1, _V16F), param(2, _V16F)
+
+        def row(wcb, r, d, acc, cv, count):
+            ws, cs, bias = wcb
+            at = builder.add(rs_off_, builder.mul(rs_step_, r))
+            z = splat_vector(builder, builder.load(builder.gep(prz, [at], inbounds=True)), _V16I)
+            s = splat_vector(builder, builder.load(builder.gep(prs, [at], inbounds=True)), _V16F)
+            dot = builder.sub(acc, builder.mul(z, ws))
+            y = builder.fadd(builder.fmul(builder.sitofp(dot, _V16F), builder.fmul(cs, s)), bias)
+            m = builder.select(builder.fcmp_ordered(">", lo, y), lo, y)
+            m = builder.select(builder.fcmp_ordered("<", hi, m), hi, m)
+            m = builder.select(builder.and_(builder.fcmp_unordered("uno", y, y), nan_lo), lo, m)
+            store_live(builder, m, builder.gep(po, [builder.add(d, cv)], inbounds=True), count)
+
+        for_live_blocks(builder, pc, pd, nb_, c0_, d0_, rows_, ncols_, tile, row)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -128,13 +119,9 @@ def hybrid_fc_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qscratch, 
     MB, Kp = abuf.shape
     Np = (N + 15) // 16 * 16
     fill_bias(hp, hpc, bias)
-    c = scratch[:C_SIZE]
-    cfg = scratch[2 * C_SIZE:2 * C_SIZE + 16]
-    t = scratch[2 * C_SIZE + 16:]
-    dst = t.reshape(t.size).view(np.int64)
+    c, cfg, dst = split_scratch(scratch)
     af = abuf.reshape(abuf.size)
-    amx.fill_config(cfg.view(np.uint8))
-    amx.load_config(cfg)
+    configure_tiles(cfg)
     ab = np.int64(abuf.ctypes.data)
     wa = np.int64(wp.ctypes.data)
     for m0 in range(0, M, MB):
@@ -163,10 +150,7 @@ def hybrid_conv_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qimg, qs
     Np = (CO + 15) // 16 * 16
     asym = geo[15] != 0
     fill_bias(hp, hpc, bias)
-    c = scratch[:C_SIZE]
-    cfg = scratch[2 * C_SIZE:2 * C_SIZE + 16]
-    t = scratch[2 * C_SIZE + 16:]
-    dst = t.reshape(t.size).view(np.int64)
+    c, cfg, dst = split_scratch(scratch)
     xf = x.reshape(x.size)
     q4 = qimg.reshape((1, H, W, CI))
     wa = np.int64(wp.ctypes.data)
@@ -177,8 +161,7 @@ def hybrid_conv_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qimg, qs
         o1 = out[n:n + 1]
         of = o1.reshape(o1.size)
         prepare_source(q4, o1, geo, zp, abuf)
-        amx.fill_config(cfg.view(np.uint8))
-        amx.load_config(cfg)
+        configure_tiles(cfg)
         ngroups, u, pr = groups_of(q4, o1, geo, abuf)
         for g in range(ngroups):
             a, lda, a2, rstride, nrun, ks, rows = start_group(g, q4, o1, geo, zp, abuf, dst, u, pr)
@@ -202,13 +185,13 @@ def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bi
     hpc = ctx.const(hybrid_params(_weight_sums(w), scales, bias if isinstance(bias, np.ndarray) else None, Np))
     hp = ctx.temp((Np // 16 * HP_BLOCK,), np.int32)
     if kind == "fc":
-        if rows < AMX_MIN_ROWS or rows * Kp * Np < AMX_MIN_MACS or K < 40:
+        if not gemm_pays(rows, K, N, AMX_MIN_DEPTH):
             return False
         MB = min(max(TM, (64 * 1024 // Kp) // TM * TM), -(-rows // TM) * TM)
         ctx.call(hybrid_fc_amx, x, ctx.const(pack_weights_amx(w)), hpc, bias, out,
                  np.array([rows, K, N, int(asymmetric)], np.int64), lims, ctx.temp((MB, Kp), np.uint8),
                  ctx.temp((MB,), np.int32), ctx.temp((MB,), np.float32), hp, ctx.temp((K,), np.int8),
-                 ctx.temp((2 * C_SIZE + 16 + 2 * (MB + 2 * TM),), np.int32))
+                 ctx.temp((SCRATCH_HEAD + 2 * (MB + 2 * TM),), np.int32))
         return True
     B, H, W, CI = x.shape
     if not amx_pays((1, H, W, CI), (1,) + tuple(out.shape[1:]), geo_conv):
@@ -218,5 +201,5 @@ def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bi
     per = H * W * CI
     ctx.call(hybrid_conv_amx, x, ctx.const(wp), hpc, bias, out, geo, lims, ctx.temp(abuf_shape, np.uint8),
              ctx.temp((B,), np.int32), ctx.temp((B,), np.float32), hp, ctx.temp((per,), np.int8),
-             ctx.temp((per,), np.int8), ctx.temp((2 * C_SIZE + 16 + 2 * table,), np.int32))
+             ctx.temp((per,), np.int8), ctx.temp((SCRATCH_HEAD + 2 * table,), np.int32))
     return True

@@ -139,6 +139,26 @@ def _requantize(builder, acc, params, lo, hi, general: bool):
     return builder.select(builder.icmp_signed(">", y, hi), hi, y)
 
 
+def for_live_blocks(builder, pc, pd, nb, c0, d0, rows, ncols, tile_fn, row_fn):
+    """The loops of a store_block* intrinsic over a C block (pc: its int32, C_STRIDE_I32 per row; pd: the int64 row
+    table): for each tile v of nb (16 channels from v16 = 16 v) with count = ncols - v16 > 0 channels, ctx =
+    tile_fn(cv = c0 + v16); then for each of the first `rows` rows r with d = dst[d0 + r] >= 0, row_fn(ctx, r, d,
+    acc, cv, count) with acc the row's 16 int32 of the tile (<16 x i32>)."""
+    with cgutils.for_range(builder, nb) as vl:
+        v16 = builder.mul(vl.index, const64(16))
+        count = builder.sub(ncols, v16)
+        with builder.if_then(builder.icmp_signed(">", count, const64(0))):
+            cv = builder.add(c0, v16)
+            ctx = tile_fn(cv)
+            with cgutils.for_range(builder, rows) as rl:
+                r = rl.index
+                d = builder.load(builder.gep(pd, [builder.add(d0, r)], inbounds=True))
+                with builder.if_then(builder.icmp_signed(">=", d, const64(0))):
+                    src = builder.gep(pc, [builder.add(builder.mul(r, const64(C_STRIDE_I32)), v16)], inbounds=True)
+                    acc = builder.load(builder.bitcast(src, V16I.as_pointer()), align=4)
+                    row_fn(ctx, r, d, acc, cv, count)
+
+
 @intrinsic
 def store_block(typingctx, c, rows, nb, prm, c0, out, dst, d0, ncols, qmin, qmax, general):
     """store_block(c, rows, nb, prm, c0, out, dst, d0, ncols, qmin, qmax, general): requantize the first `rows` rows
@@ -159,21 +179,11 @@ def store_block(typingctx, c, rows, nb, prm, c0, out, dst, d0, ncols, qmin, qmax
         v16i8 = ir.VectorType(I8, 16)
 
         def body(general: bool):
-            with cgutils.for_range(builder, nb_) as vl:
-                v16 = builder.mul(vl.index, const64(16))
-                count = builder.sub(ncols_, v16)
-                with builder.if_then(builder.icmp_signed(">", count, const64(0))):
-                    cv = builder.add(c0_, v16)
-                    params = _params(builder, pp, cv)
-                    with cgutils.for_range(builder, rows_) as rl:
-                        r = rl.index
-                        d = builder.load(builder.gep(pd, [builder.add(d0_, r)], inbounds=True))
-                        with builder.if_then(builder.icmp_signed(">=", d, const64(0))):
-                            at = builder.add(builder.mul(r, const64(C_STRIDE_I32)), v16)
-                            src = builder.gep(pc, [at], inbounds=True)
-                            acc = builder.load(builder.bitcast(src, V16I.as_pointer()), align=4)
-                            y = builder.trunc(_requantize(builder, acc, params, lo, hi, general), v16i8)
-                            store_live(builder, y, builder.gep(po, [builder.add(d, cv)], inbounds=True), count)
+            def row(params, r, d, acc, cv, count):
+                y = builder.trunc(_requantize(builder, acc, params, lo, hi, general), v16i8)
+                store_live(builder, y, builder.gep(po, [builder.add(d, cv)], inbounds=True), count)
+
+            for_live_blocks(builder, pc, pd, nb_, c0_, d0_, rows_, ncols_, lambda cv: _params(builder, pp, cv), row)
 
         with builder.if_else(builder.icmp_signed("!=", general_, const64(0))) as (gen, fast):
             with gen:
@@ -202,22 +212,16 @@ def store_block_i32(typingctx, c, rows, nb, coff, c0, acc, dst, d0, ncols, rterm
         pa = data_ptr(context, builder, sig.args[5], acc_)
         pd = data_ptr(context, builder, sig.args[6], dst_)
         pr = data_ptr(context, builder, sig.args[9], rterm_)
-        with cgutils.for_range(builder, nb_) as vl:
-            v16 = builder.mul(vl.index, const64(16))
-            count = builder.sub(ncols_, v16)
-            with builder.if_then(builder.icmp_signed(">", count, const64(0))):
-                cv = builder.add(c0_, v16)
-                co = builder.load(builder.bitcast(builder.gep(pco, [cv], inbounds=True), V16I.as_pointer()), align=4)
-                with cgutils.for_range(builder, rows_) as rl:
-                    r = rl.index
-                    d = builder.load(builder.gep(pd, [builder.add(d0_, r)], inbounds=True))
-                    with builder.if_then(builder.icmp_signed(">=", d, const64(0))):
-                        src = builder.gep(pc, [builder.add(builder.mul(r, const64(C_STRIDE_I32)), v16)], inbounds=True)
-                        v = builder.load(builder.bitcast(src, V16I.as_pointer()), align=4)
-                        t = splat_vector(builder, builder.load(builder.gep(pr, [builder.add(d0_, r)], inbounds=True)),
-                                         V16I)
-                        v = builder.add(builder.add(v, co), t)
-                        store_live(builder, v, builder.gep(pa, [builder.add(d, cv)], inbounds=True), count)
+
+        def tile(cv):
+            return builder.load(builder.bitcast(builder.gep(pco, [cv], inbounds=True), V16I.as_pointer()), align=4)
+
+        def row(co, r, d, v, cv, count):
+            t = splat_vector(builder, builder.load(builder.gep(pr, [builder.add(d0_, r)], inbounds=True)), V16I)
+            v = builder.add(builder.add(v, co), t)
+            store_live(builder, v, builder.gep(pa, [builder.add(d, cv)], inbounds=True), count)
+
+        for_live_blocks(builder, pc, pd, nb_, c0_, d0_, rows_, ncols_, tile, row)
         return context.get_dummy_value()
 
     return sig, codegen

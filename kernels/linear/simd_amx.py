@@ -49,6 +49,7 @@ IM2COL_MIN_DEPTH = 256  # K x K windows at least this deep run on the tiles even
 GROUP_BYTES = 512 * 1024  # activation bytes of a group of rows (L2-resident while every panel passes over it)
 MODE_GEMM, MODE_WINDOWS, MODE_IM2COL = 0, 1, 2
 C_SIZE = TM * amx.C_STRIDE // 4  # int32 of one C block
+SCRATCH_HEAD = 2 * C_SIZE + 16  # int32 before the row table in split_scratch's layout
 C_ROWS = 2 * C_SIZE // PRM_BLOCK  # scratch rows (of PRM_BLOCK int32) holding two C blocks (one being stored)
 EXTRA_ROWS = C_ROWS + 1  # the C blocks and the tile configuration, after the output-stage parameters
 
@@ -190,6 +191,23 @@ def start_group(g, x, out, geo, zp_in, abuf, dst, u, per):
     return ab, Kp, 16 * Kp, 0, 1, Kp // KSTEP, rows
 
 
+@njit(cache=True, inline="always")
+def split_scratch(scratch):
+    """(c, cfg, dst) of the BATCH_MATMUL and hybrid drivers' flat int32 scratch: two C blocks (c: the first, C_SIZE
+    int32), the tile configuration (cfg: 16 int32, 64 bytes), then the row table (dst: int64)."""
+    c = scratch[:C_SIZE]
+    cfg = scratch[2 * C_SIZE:2 * C_SIZE + 16]
+    t = scratch[2 * C_SIZE + 16:]
+    return c, cfg, t.reshape(t.size).view(np.int64)
+
+
+@njit(cache=True, inline="always")
+def configure_tiles(cfg):
+    """Fill the tile configuration in cfg (int32 [16]) and load it on this thread (amx.release undoes it)."""
+    amx.fill_config(cfg.view(np.uint8))
+    amx.load_config(cfg)
+
+
 @njit(cache=True, nogil=True)
 def qconv_amx(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch):
     """Quantized CONV_2D (one group) / FULLY_CONNECTED of int8 activations on the AMX tiles: simd_int8.qconv_vnni's
@@ -217,8 +235,7 @@ def qconv_amx(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmi
     o = out.reshape(out.size)
     lo, hi = np.int32(qmin), np.int32(qmax)
     prepare_source(x, out, geo, zp_in, abuf)
-    amx.fill_config(cfg.view(np.uint8))
-    amx.load_config(cfg)
+    configure_tiles(cfg)
     wa = np.int64(wp.ctypes.data)
     ngroups, u, per = groups_of(x, out, geo, abuf)
     for g in range(ngroups):
@@ -291,6 +308,14 @@ def amx_pays(x_shape, out_shape, geo_conv) -> bool:
     if (KW * CI if mode == MODE_WINDOWS else KH * KW * CI) < AMX_MIN_DEPTH:
         return False
     return mode != MODE_IM2COL or (KH == 1 and KW == 1) or KH * KW * CI >= IM2COL_MIN_DEPTH
+
+
+def gemm_pays(rows: int, K: int, N: int, min_depth: int = 1) -> bool:
+    """Whether a GEMM of `rows` rows, depth K and N channels pays on the tiles (the FULLY_CONNECTED / BATCH_MATMUL
+    users; amx_pays for convolutions): AMX_MIN_ROWS rows, AMX_MIN_MACS multiply-adds with K and N padded to the
+    tiles, and a depth of at least min_depth."""
+    Kp, Np = -(-K // KSTEP) * KSTEP, -(-N // 16) * 16
+    return rows >= AMX_MIN_ROWS and K >= max(min_depth, 1) and rows * Kp * Np >= AMX_MIN_MACS
 
 
 def group_rows(row_bytes: int) -> int:
