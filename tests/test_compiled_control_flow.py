@@ -197,7 +197,8 @@ _COMPARES = ["LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQU
 def _cond_model(op: str, dt, form: str) -> bytes:
     """WHILE over (i of dtype `dt`, j int32, x [2]): cond `op(i, 3) and j < 6` written as the converter does
     (form "and"), through LOGICAL_OR / LOGICAL_NOT (De Morgan, "demorgan"), or with an ADD inside the cond ("add":
-    not a scalar expression, the cond keeps its runner); body i - (-1) (float) or i + 1 (int), j + 1, x * 1.5."""
+    not a scalar expression, the cond keeps its runner; x' also adds i'); body i - (-1) (float) or i + 1 (int),
+    j + 1, x * 1.5."""
     b = ModelBuilder()
     ins = [b.add_input("i", dt, []), b.add_input("j", np.int32, []), b.add_input("x", F32, [2])]
     outs = [b.add_tensor("oi", dt, []), b.add_tensor("oj", np.int32, []), b.add_tensor("ox", F32, [2])]
@@ -222,9 +223,14 @@ def _cond_model(op: str, dt, form: str) -> bytes:
     body = b.add_subgraph("body")
     bi, bj, bx = body.add_input("i", dt, []), body.add_input("j", np.int32, []), body.add_input("x", F32, [2])
     steps = [("SUB", bi, dt, -1) if dt == F32 else ("ADD", bi, dt, 1), ("ADD", bj, np.int32, 1), ("MUL", bx, F32, 1.5)]
+    made = []
     for k, (opname, src, t_dt, v) in enumerate(steps):
         t = body.add_tensor(f"n{k}", t_dt, [2] if k == 2 else [])
         body.add_op(opname, [src, body.add_const(f"k{k}", np.array(v, t_dt))], [t])
+        made.append(t)
+    if form == "add":  # x' = x * 1.5 + i': i' read in the body (in place: its SUB reads i, then writes; x too)
+        made[2] = _op(body, "ADD", [made[2], made[0]], [2])
+    for t in made:
         body.mark_output(t)
     b.add_op("WHILE", ins, outs, options={"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
     for o in outs:
@@ -245,14 +251,17 @@ def test_while_cond_evaluated_in_the_loop(official, monkeypatch, op, dt):
     it = _compare(_cond_model(op, dt, form), feeds, monkeypatch, expect_paths=["compiled"])
     why = it.runtime.control.paths[(0, 0)][1]
     assert f"cond 1 evaluated in the loop ({3 if form == 'and' else 6} scalar operations)" in why, why
-    assert "2 of 3 loop variables carried in place, 1 copies" in why, why  # (x: MUL reads and writes it)
+    # i and j stepped by the loop; x copied (its MUL reads and writes it)
+    assert "2 counters stepped by the loop, 0 of 3 loop variables carried in place, 1 copies" in why, why
 
 
 def test_while_cond_with_other_ops_keeps_its_runner(official, monkeypatch):
     it = _compare(_cond_model("LESS", F32, "add"), [[np.array(0.0, F32), np.array(0, np.int32),
                                                      np.array([1.0, 2.0], F32)]], monkeypatch,
                   expect_paths=["compiled"])
-    assert "cond 1 compiled (1 runners)" in it.runtime.control.paths[(0, 0)][1]
+    why = it.runtime.control.paths[(0, 0)][1]
+    assert "cond 1 compiled (1 runners)" in why, why
+    assert "1 counters stepped by the loop, 2 of 3 loop variables carried in place, 0 copies" in why, why
 
 
 def test_while_swaps_and_reads_after_writes(monkeypatch):
@@ -270,9 +279,9 @@ def test_while_swaps_and_reads_after_writes(monkeypatch):
         for got, want in zip(invoke_with(it, f)[1:], (a, b, c, d)):
             np.testing.assert_allclose(got, want, rtol=1e-5)
     why = it.runtime.control.paths[(0, 0)][1]
-    # the counter is carried in place (one element: i + 1 reads it before writing it); every other output's writer
-    # reads its variable too (a, d: three elements, copied), b is a swap (staged: 2 copies), c is read after c'
-    assert "1 of 5 loop variables carried in place, 5 copies" in why, why
+    # the counter is stepped by the loop (i + 1, read by nothing else); every other output's writer reads its
+    # variable too (a, d: three elements, copied), b is a swap (staged: 2 copies), c is read after c'
+    assert "1 counters stepped by the loop, 0 of 5 loop variables carried in place, 5 copies" in why, why
     assert "cond 1 evaluated in the loop (1 scalar operations)" in why, why
 
 

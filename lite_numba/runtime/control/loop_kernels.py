@@ -12,12 +12,14 @@ Table layouts (positions in `tab`):
 
     WHILE:  [0, n, cond program at, body program at, flag address, limit address, node, moves at, body inputs at,
              poll (0: never, else 1 + the mask of iterations between looks at the clock), running cell, cond
-             subgraph, body subgraph, cond expression at (0: run the cond program)]
+             subgraph, body subgraph, cond expression at (0: run the cond program), counters at (0: none)]
             body inputs: n x (address, bytes); moves (after each body run): count, then (dst, src, bytes) in order;
             cond expression (a cond of one-element comparisons and logic, evaluated here instead of a runner call):
             count, then (op, operand kind, a address, b address, result address): op 0-5 LESS, LESS_EQUAL, GREATER,
             GREATER_EQUAL, EQUAL, NOT_EQUAL of kind 0 int32, 1 int64, 2 float32; 6-8 LOGICAL_AND, OR, NOT of
-            bytes; the result a byte
+            bytes; the result a byte. Counters (loop variables stepped here after each body run, before the moves;
+            their nodes are out of the body's runner): count, then (op 9 ADD or 10 SUB, kind, a, b, result) in the
+            operands' type (int32 wrapping, float32 rounded as float32)
     IF:     [1, n inputs (selector included), n outputs, selector kind (0 bool, 1 int32), branches, node,
              running cell, branch 0 at, branch 1 at, ...]
             a branch: program at, patches at, copies at, its subgraph; patches: count, then (it address,
@@ -186,6 +188,27 @@ def _eval_cond(tab, p):
 
 
 @njit(cache=True, nogil=True)
+def _step_counters(tab, p):
+    """Run the counters at tab[p] (see the table layouts)."""
+    for m in range(tab[p]):
+        q = p + 1 + 5 * m
+        sub = tab[q] == 10
+        kind = tab[q + 1]
+        if kind == 0:
+            a = carray(_ptr(tab[q + 2]), 1, np.int32)[0]
+            b = carray(_ptr(tab[q + 3]), 1, np.int32)[0]
+            carray(_ptr(tab[q + 4]), 1, np.int32)[0] = np.int32(a - b if sub else a + b)
+        elif kind == 1:
+            a = carray(_ptr(tab[q + 2]), 1, np.int64)[0]
+            b = carray(_ptr(tab[q + 3]), 1, np.int64)[0]
+            carray(_ptr(tab[q + 4]), 1, np.int64)[0] = a - b if sub else a + b
+        else:
+            x = carray(_ptr(tab[q + 2]), 1, np.float32)[0]
+            y = carray(_ptr(tab[q + 3]), 1, np.float32)[0]
+            carray(_ptr(tab[q + 4]), 1, np.float32)[0] = x - y if sub else x + y
+
+
+@njit(cache=True, nogil=True)
 def _run_program(tab, p, cell, sub):
     """Run the program at tab[p] of subgraph `sub`, noting `sub` in the int64 at `cell` while it runs (left there
     when a kernel raises: ModelRuntime.invoke names that subgraph in the error)."""
@@ -221,6 +244,8 @@ def _run_while(tab, ptrs):
         if _load_u8(tab[4]) == 0:
             break
         _run_program(tab, tab[3], tab[10], tab[12])
+        if tab[14] != 0:
+            _step_counters(tab, tab[14])
         mv = tab[7]
         for m in range(tab[mv]):
             _copy(tab[mv + 1 + 3 * m], tab[mv + 2 + 3 * m], tab[mv + 3 + 3 * m])

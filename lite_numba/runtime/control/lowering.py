@@ -196,9 +196,14 @@ def _lower_while(owner, state, ctx, dry):
     order = {node.index: pos for pos, node in enumerate(b.plan.nodes)}
     moves: list[tuple[int, int, int, bool]] = []  # (dst, src, bytes, src is a loop variable's storage)
     in_place = 0
+    counters = []  # (op, kind, a, b, result) computed by the loop after the body ran (a counter's step)
     for k, o in enumerate(outs):
         i = b_in[k]
         if not sizes[k] or o == i or (o in b.offsets and _root(b, o) == _root(b, i)):
+            continue
+        step = _counter(b, k, outs, addr, keep)
+        if step is not None:
+            counters.append(step)
             continue
         if o in b_in:  # another variable passed through: its storage is overwritten by the moves
             moves.append((addr[k], addr[b_in.index(o)], sizes[k], True))
@@ -227,7 +232,7 @@ def _lower_while(owner, state, ctx, dry):
     limit = state.limit.ctypes.data
     calls = sum(len(seg.calls) for kind, seg in b.steps if kind == "segment")
     poll = 16 if calls <= 64 and b.arena.nbytes <= 1 << 20 else 1  # (a small body: the clock every 16th time)
-    head = [0, n, 0, 0, flag, limit, ctx.node.index, 0, 0, poll, state.running.ctypes.data, cond_i, body_i, 0]
+    head = [0, n, 0, 0, flag, limit, ctx.node.index, 0, 0, poll, state.running.ctypes.data, cond_i, body_i, 0, 0]
     tab = head[:]
     tab[2] = len(tab)
     tab += prog_c
@@ -240,10 +245,13 @@ def _lower_while(owner, state, ctx, dry):
     if expr is not None:
         tab[13] = len(tab)
         tab += [len(expr)] + [v for e in expr for v in e]
+    if counters:
+        tab[14] = len(tab)
+        tab += [len(counters)] + [v for e in counters for v in e]
     cond = (f"cond {cond_i} evaluated in the loop ({len(expr)} scalar operations)" if expr is not None else
             f"cond {cond_i} compiled ({prog_c[0]} runners)")
-    why = (f"{cond}, body {body_i} compiled ({prog_b[0]} runners); {in_place} of {n} loop variables carried in "
-           f"place, {len(table_moves)} copies per iteration")
+    why = (f"{cond}, body {body_i} compiled ({prog_b[0]} runners); {len(counters)} counters stepped by the loop, "
+           f"{in_place} of {n} loop variables carried in place, {len(table_moves)} copies per iteration")
     return tab, keep, why
 
 
@@ -298,6 +306,45 @@ def _cond_expression(c, inputs: dict[int, int], keep: list):
         return None
     keep.append(scratch)
     return code, where[out]
+
+
+def _counter(b, k: int, outs: list[int], addr: list[int], keep: list):
+    """Loop variable k's successor as the loop computes it itself ((op, kind, variable, constant, variable), see
+    loop_kernels' WHILE table), its node's step taken out of the body's runner; or None. The converter's counter:
+    `i + c` or `i - c` (ADD / SUB, no activation) of one-element int32 / int64 / float32, whose result is read by
+    nothing but the loop (no other node of the body, no other output) and whose variable is not passed through to
+    another output (the body's other nodes read the variable's old value: the loop steps it after the body ran)."""
+    o, i = outs[k], b.plan.inputs[k]
+    writers = [nd for nd in b.plan.nodes if o in nd.outputs]
+    if len(writers) != 1 or outs.count(o) != 1 or i in outs or _members(b, o) != {o} or o in b.plan.inputs:
+        return None
+    nd = writers[0]
+    if nd.op_name not in ("ADD", "SUB") or list(nd.outputs) != [o] or len(nd.inputs) != 2:
+        return None
+    if (nd.options or {}).get("fused_activation_function", 0) not in (0, None, "NONE"):
+        return None
+    if any(o in other.inputs for other in b.plan.nodes):
+        return None
+    t = b.tensors[o]
+    kind = _KINDS.get(t.dtype)
+    a, c = nd.inputs
+    if nd.op_name == "ADD" and c == i:
+        a, c = c, a
+    if kind is None or t.size != 1 or a != i or c < 0 or b.tensors[c].data is None:
+        return None
+    if b.tensors[c].dtype != t.dtype or b.tensors[c].size != 1 or b.tensors[i].dtype != t.dtype:
+        return None
+    hits = [(seg, s) for kind_, seg in b.steps if kind_ == "segment"
+            for s, (ni, _) in enumerate(seg.calls) if ni == nd.index]
+    if len(hits) != 1 or hits[0][0].arena_args is None or int(hits[0][0].it[1]) != len(hits[0][0].calls):
+        return None
+    seg, s = hits[0]
+    it = seg.it  # the runner's step table (codegen._step_loop): it[0] where it starts, it[1] steps of 3 entries
+    start, count = int(it[0]), int(it[1])
+    it[start + 3 * s:start + 3 * (count - 1)] = it[start + 3 * (s + 1):start + 3 * count].copy()
+    it[1] = count - 1
+    seg.calls = [cl for cl in seg.calls if cl[0] != nd.index]
+    return (9 if nd.op_name == "ADD" else 10, kind, addr[k], _address(b, c, keep), addr[k])
 
 
 def _counter_step(b, reads: list[int], writes: list[int], o: int) -> bool:
