@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import threading
 import types
 from dataclasses import dataclass, field
@@ -34,6 +35,17 @@ import numpy as np
 from .format import strings
 from .format.plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
 from .jit.symbols import stable_kernel
+
+
+def forwarded(path: str, doc: str | None = None, settable: bool = False) -> property:
+    """A property that reads the attribute at the dotted `path` from the instance (`settable`: and writes it there);
+    for the accessors that only hand on a member's attribute."""
+    get = operator.attrgetter(path)
+    if not settable:
+        return property(get, doc=doc)
+    owner, _, name = path.rpartition(".")
+    holder = operator.attrgetter(owner)
+    return property(get, lambda self, value: setattr(holder(self), name, value), doc=doc)
 
 
 class NeedsValue(Exception):
@@ -59,13 +71,8 @@ class Tensor:
     def quantization(self) -> Quantization:
         return self.spec.quantization if self.spec is not None else NO_QUANTIZATION
 
-    @property
-    def scale(self) -> float:
-        return self.quantization.scale
-
-    @property
-    def zero_point(self) -> int:
-        return self.quantization.zero_point
+    scale = forwarded("quantization.scale")
+    zero_point = forwarded("quantization.zero_point")
 
     @property
     def is_const(self) -> bool:
@@ -220,17 +227,9 @@ class PrepareContext:
         self.views: list[tuple] = []  # (output, input, its copy's calls): the output is the input's bytes (view_of)
 
     # --- what the node is -------------------------------------------------------------------------------------
-    @property
-    def op_name(self) -> str:
-        return self.node.op_name
-
-    @property
-    def version(self) -> int:
-        return self.node.version
-
-    @property
-    def options(self) -> dict:
-        return self.node.options
+    op_name = forwarded("node.op_name")
+    version = forwarded("node.version")
+    options = forwarded("node.options")
 
     @property
     def num_inputs(self) -> int:

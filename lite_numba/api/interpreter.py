@@ -12,7 +12,7 @@ import numpy as np
 
 from ..format.model import ModelError, load_model, read_model_bytes, unpack_bits
 from ..format.plan import ModelPlan
-from ..ops import CustomOp
+from ..ops import CustomOp, forwarded
 from ..runtime.model_runtime import ModelRuntime, check_int
 from ..runtime.profile_report import Profile
 from ..runtime.resolver import MutableOpResolver, OpResolver, default_op_resolver, resolve_model
@@ -181,14 +181,8 @@ class Interpreter:
     def trace(self, on: bool) -> None:
         self._trace = bool(on)
 
-    @property
-    def max_while_iterations(self) -> int | None:
-        """WHILE raises RuntimeError after this many iterations (None, the default: no cap, as officially)."""
-        return self._rt.max_while_iterations
-
-    @max_while_iterations.setter
-    def max_while_iterations(self, n: int | None) -> None:
-        self._rt.max_while_iterations = n
+    max_while_iterations = forwarded("_rt.max_while_iterations", "WHILE raises RuntimeError after this many "
+                                     "iterations (None, the default: no cap, as officially).", settable=True)
 
     @property
     def max_arena_bytes(self) -> int | None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..format.plan import ModelPlan
 from ..format.schema import type_name
-from ..ops import OpKernel
+from ..ops import OpKernel, forwarded
 from .composites import inline_composites
 from .control.plan_cache import PlanCache
 from .control.state import ControlState
@@ -107,14 +107,8 @@ class ModelRuntime:
         return GraphRuntime(plan, kernels, num_threads=self.num_threads, preserve_all_tensors=self.preserve_all,
                             subgraph_index=index, host_env=self)
 
-    @property
-    def max_while_iterations(self) -> int | None:
-        """WHILE raises RuntimeError after this many iterations (None: no cap, as officially)."""
-        return self.control.max_while_iterations
-
-    @max_while_iterations.setter
-    def max_while_iterations(self, n: int | None) -> None:
-        self.control.max_while_iterations = n
+    max_while_iterations = forwarded("control.max_while_iterations", "WHILE raises RuntimeError after this many "
+                                     "iterations (None: no cap, as officially).", settable=True)
 
     def lower_control_flow(self, ctx, parent: GraphRuntime, host_reason: str | None = None) -> bool:
         """PrepareContext.lower_control_flow: the node inside its graph's compiled runner, or why not."""
@@ -134,20 +128,9 @@ class ModelRuntime:
         rt.init_variables()
         return rt
 
-    @property
-    def ready(self) -> bool:
-        """Whether subgraph 0 is allocated for its current input shapes."""
-        return self.main.ready
-
-    @property
-    def arena_size(self) -> int:
-        """Bytes of subgraph 0's activation arena (after allocate)."""
-        return self.main.arena_size
-
-    @property
-    def arena(self) -> np.ndarray:
-        """Subgraph 0's arena (replaced by every allocation)."""
-        return self.main.arena
+    ready = forwarded("main.ready", "Whether subgraph 0 is allocated for its current input shapes.")
+    arena_size = forwarded("main.arena_size", "Bytes of subgraph 0's activation arena (after allocate).")
+    arena = forwarded("main.arena", "Subgraph 0's arena (replaced by every allocation).")
 
     @property
     def io_views(self) -> dict[int, np.ndarray]:

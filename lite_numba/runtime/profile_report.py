@@ -16,6 +16,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..ops import forwarded
+
 __all__ = ["NodeRecord", "Profile", "RunStats", "format_stats_tables", "init_rows"]
 
 
@@ -159,17 +161,9 @@ class NodeRecord:
     group: str = ""
     stats: _Acc = field(default_factory=_Acc, repr=False)
 
-    @property
-    def count(self) -> int:
-        return self.stats.count
-
-    @property
-    def first_us(self) -> float:
-        return self.stats.first
-
-    @property
-    def avg_us(self) -> float:
-        return self.stats.avg
+    count = forwarded("stats.count")
+    first_us = forwarded("stats.first")
+    avg_us = forwarded("stats.avg")
 
     @property
     def min_us(self) -> float:
@@ -179,26 +173,12 @@ class NodeRecord:
     def max_us(self) -> float:
         return self.stats.max if self.stats.count else 0.0
 
-    @property
-    def std_us(self) -> float:
-        return self.stats.std
-
-    @property
-    def total_us(self) -> float:
-        return self.stats.sum
-
+    std_us = forwarded("stats.std")
+    total_us = forwarded("stats.sum")
     # what the official tables need (see format_stats_tables)
-    @property
-    def node_type(self) -> str:
-        return self.op_name
-
-    @property
-    def run_order(self) -> int:
-        return self.index
-
-    @property
-    def mem_bytes(self) -> int:
-        return self.output_bytes
+    node_type = forwarded("op_name")
+    run_order = forwarded("index")
+    mem_bytes = forwarded("output_bytes")
 
     def to_dict(self) -> dict:
         """Plain Python values (JSON-serialisable)."""
@@ -247,12 +227,9 @@ def format_stats_tables(rows: list, num_runs: int, csv_format: bool = False, tim
 
     def header(title: str) -> None:
         out.write(f"============================== {title} ==============================\n")
-        if csv_format:
-            out.write("node type, first, avg_ms, %, cdf%, mem KB, times called, name\n")
-        else:
-            out.write(_fmt_field("[node type]", 24) + _fmt_field("[first]", 9) + _fmt_field("[avg ms]", 9)
-                      + _fmt_field("[%]", 8) + _fmt_field("[cdf%]", 8) + _fmt_field("[mem KB]", 10)
-                      + _fmt_field("[times called]", 9) + "\t[Name]\n")
+        _column_titles(out, csv_format, "node type, first, avg_ms, %, cdf%, mem KB, times called, name\n",
+                       (("[node type]", 24), ("[first]", 9), ("[avg ms]", 9), ("[%]", 8), ("[cdf%]", 8),
+                        ("[mem KB]", 10), ("[times called]", 9)), "\t[Name]\n")
 
     def table(title: str, ordered: list) -> None:
         header(title)
@@ -278,12 +255,9 @@ def format_stats_tables(rows: list, num_runs: int, csv_format: bool = False, tim
     out.write(f"Number of nodes executed: {len(rows)}\n")
     out.write("============================== Summary by node type ==============================\n")
     types = _by_type(rows, num_runs)
-    if csv_format:
-        out.write("node type, count, avg_ms, avg %, cdf %, mem KB, times called\n")
-    else:
-        out.write(_fmt_field("[Node type]", 24) + _fmt_field("[count]", 9) + _fmt_field("[avg ms]", 10)
-                  + _fmt_field("[avg %]", 11) + _fmt_field("[cdf %]", 11) + _fmt_field("[mem KB]", 10)
-                  + _fmt_field("[times called]", 10) + "\n")
+    _column_titles(out, csv_format, "node type, count, avg_ms, avg %, cdf %, mem KB, times called\n",
+                   (("[Node type]", 24), ("[count]", 9), ("[avg ms]", 10), ("[avg %]", 11), ("[cdf %]", 11),
+                    ("[mem KB]", 10), ("[times called]", 10)), "\n")
     for t in types:
         if csv_format:
             out.write(f"{t['node_type']}, {t['count']}, {t['avg_ms']:.6g}, {t['percent']:.6g}%, {t['cdf']:.6g}%, "
@@ -298,6 +272,11 @@ def format_stats_tables(rows: list, num_runs: int, csv_format: bool = False, tim
         out.write("Memory (bytes): count=0\n")
         out.write(f"{len(rows)} nodes observed\n")
     return out.getvalue()
+
+
+def _column_titles(out, csv_format: bool, csv_line: str, fields, tail: str) -> None:
+    """A table's title line: `csv_line`, or the (title, width) `fields` padded as _fmt_field does, then `tail`."""
+    out.write(csv_line if csv_format else "".join(_fmt_field(f, w) for f, w in fields) + tail)
 
 
 def _by_type(rows: list, num_runs: int) -> list[dict]:
