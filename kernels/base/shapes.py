@@ -74,3 +74,13 @@ def index_vector(ctx: PrepareContext, i: int, what: str) -> list[int]:
     ctx.check(t.dtype in (np.int32, np.int64), f"{what} has type {t.dtype.name}, expected int32 or int64")
     ctx.check(t.ndim == 1, f"{what} must be 1-D, got shape {list(t.shape)}")
     return [int(v) for v in np.asarray(ctx.value(i)).reshape(-1)]
+
+
+def two_inputs_of_one_type(ctx: PrepareContext, dtypes, what: str = "input"):
+    """(input 0, input 1) of an op with two inputs and one output: input 0 of one of `dtypes`, input 1 of its type
+    (`what` names them in the message)."""
+    ctx.check_num(inputs=2, outputs=1)
+    a, b = ctx.input(0), ctx.input(1)
+    ctx.check_dtype(a, *dtypes)
+    ctx.check(b.dtype == a.dtype, f"{what} types differ: {a.dtype.name} and {b.dtype.name}")
+    return a, b

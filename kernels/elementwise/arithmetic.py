@@ -20,7 +20,12 @@ from pathlib import Path
 
 import numpy as np
 from lite_numba.kernels.base.activation import F32_MAX, float_activation_range, int_activation_range
-from lite_numba.kernels.base.shapes import MAX_BROADCAST_RANK, broadcast_shape, collapse_broadcast
+from lite_numba.kernels.base.shapes import (
+    MAX_BROADCAST_RANK,
+    broadcast_shape,
+    collapse_broadcast,
+    two_inputs_of_one_type,
+)
 from lite_numba.kernels.base.strided import box_walk, next_row
 from lite_numba.kernels.base.vecmath import wide_vectors
 from numba import njit
@@ -546,10 +551,7 @@ def _atan2(y, x):
 @kernel("ATAN2")
 def ATAN2(ctx: PrepareContext) -> None:
     """out = atan2(y, x) elementwise (float32 / float64, same shapes, libm's atan2f / atan2 as the official kernel)."""
-    ctx.check_num(inputs=2, outputs=1)
-    y, x = ctx.input(0), ctx.input(1)
-    ctx.check_dtype(y, np.float32, np.float64)
-    ctx.check(x.dtype == y.dtype, f"input types differ: {y.dtype.name} and {x.dtype.name}")
+    y, x = two_inputs_of_one_type(ctx, (np.float32, np.float64))
     # the official kernel checks only the ranks and pairs elements by flat index: equal element counts suffice
     ctx.check(x.ndim == y.ndim and x.size == y.size, f"input shapes {list(y.shape)} and {list(x.shape)} differ in "
               "rank or element count")

@@ -17,7 +17,7 @@ from lite_numba.kernels.base.fixedpoint import (
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
-from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape
+from lite_numba.kernels.base.shapes import broadcast_shape, broadcast_strides, padded_shape, two_inputs_of_one_type
 from lite_numba.kernels.base.sort import upper_bound
 from lite_numba.kernels.base.strided import box_walk, next_row
 from lite_numba.kernels.elementwise.arithmetic import (
@@ -297,10 +297,7 @@ RSHIFT_LOOPS = {1: make_binary(_rshift8, clamp=False), 2: make_binary(_rshift16,
 
 
 def _int_binary_shape(ctx: PrepareContext):
-    ctx.check_num(inputs=2, outputs=1)
-    a, b = ctx.input(0), ctx.input(1)
-    ctx.check_dtype(a, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)
-    ctx.check(b.dtype == a.dtype, f"input types differ: {a.dtype.name} and {b.dtype.name}")
+    a, b = two_inputs_of_one_type(ctx, (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32))
     if a.shape == b.shape:
         return a, b, a.shape
     try:

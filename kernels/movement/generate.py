@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 from lite_numba.kernels.base.copy import schedule_copy, write_const
+from lite_numba.kernels.base.shapes import two_inputs_of_one_type
 from lite_numba.kernels.movement.space import row_unit
 from lite_numba.kernels.movement.transpose import schedule_fill, schedule_strided_copy
 from numba import njit
@@ -256,10 +257,7 @@ def broadcast_args(s1, s2, out):
 @kernel("BROADCAST_ARGS")
 def BROADCAST_ARGS(ctx: PrepareContext) -> None:
     """The broadcast shape of two shape vectors (int32 or int64)."""
-    ctx.check_num(inputs=2, outputs=1)
-    s1, s2 = ctx.input(0), ctx.input(1)
-    ctx.check_dtype(s1, np.int32, np.int64)
-    ctx.check(s2.dtype == s1.dtype, f"shape types differ: {s1.dtype.name} and {s2.dtype.name}")
+    s1, s2 = two_inputs_of_one_type(ctx, (np.int32, np.int64), "shape")
     ctx.check(s1.ndim == 1 and s2.ndim == 1, f"shapes must be vectors, got {list(s1.shape)} and {list(s2.shape)}")
     out = ctx.set_output(0, (max(s1.shape[0], s2.shape[0]),), s1.dtype)
     # shapes known at prepare (constants, SHAPE of static tensors): the result is known too, so a BROADCAST_TO
