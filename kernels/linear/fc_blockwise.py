@@ -30,7 +30,7 @@ from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, AC
 from lite_numba.kernels.base.hybrid_quant import quantize_rows
 from lite_numba.kernels.base.packed_ints import unpack_run
 from lite_numba.kernels.linear.fc_hybrid import hybrid_fc_finish, hybrid_fc_zero_input, schedule_hybrid_rows
-from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill
+from lite_numba.kernels.linear.fully_connected import float_fc_output, schedule_zero_fill
 from lite_numba.kernels.linear.hybrid_schedule import schedule_int4
 from numba import njit
 
@@ -164,12 +164,7 @@ def prepare_blockwise_fc(ctx: PrepareContext, x, w, b, out) -> None:
     act = ctx.options.get("fused_activation_function", 0)
     ctx.check(act in (ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6, ACT_TANH, ACT_SIGN_BIT),
               f"fused activation {act} is not supported")
-    units, k = w.shape
-    shape, batch = fc_output_shape(ctx, x, units, k)
-    o = ctx.set_output(0, shape, np.float32)
-    if b is not None:
-        ctx.check_dtype(b, np.float32)
-        ctx.check(b.size == units, f"bias has {b.size} elements, expected {units}")
+    o, units, k, batch = float_fc_output(ctx, x, w, b)
     if o.size == 0:
         return
     if k == 0:

@@ -37,6 +37,18 @@ def fc_output_shape(ctx: PrepareContext, x, units: int, k: int) -> tuple[tuple[i
     return (batch, units), batch
 
 
+def float_fc_output(ctx: PrepareContext, x, w, b):
+    """(output, units, depth, batch) of a FULLY_CONNECTED with a float32 output (float and blockwise weights): the
+    output shaped (fc_output_shape) and the optional bias checked (float32, one value per unit)."""
+    units, k = w.shape
+    shape, batch = fc_output_shape(ctx, x, units, k)
+    out = ctx.set_output(0, shape, np.float32)
+    if b is not None:
+        ctx.check_dtype(b, np.float32)
+        ctx.check(b.size == units, f"bias has {b.size} elements, expected {units}")
+    return out, units, k, batch
+
+
 def weights_array(ctx: PrepareContext, w) -> np.ndarray | None:
     """Constant weights as a dense [units, depth] array (sparse constants densified), or None if not constant."""
     sparsity = w.spec.sparsity if w.spec is not None else None
@@ -71,12 +83,7 @@ def FULLY_CONNECTED(ctx: PrepareContext) -> None:
     if x.dtype != np.float32 or w.dtype != np.float32:
         return ctx.prepare_quantized()
     ctx.check_dtype(ctx.output(0), np.float32)
-    units, k = w.shape
-    shape, batch = fc_output_shape(ctx, x, units, k)
-    out = ctx.set_output(0, shape, np.float32)
-    if b is not None:
-        ctx.check_dtype(b, np.float32)
-        ctx.check(b.size == units, f"bias has {b.size} elements, expected {units}")
+    out, units, k, batch = float_fc_output(ctx, x, w, b)
     lo, hi = float_activation_range(ctx, ctx.options.get("fused_activation_function", 0))
     if out.size == 0:
         return
