@@ -55,6 +55,28 @@ def is_zero_span(v, start, n):
     return official_is_zero_vector(v, start, n)
 
 
+@njit(cache=True, inline="always")
+def sequence_step(it, time_major, forward, max_time, n_batch):
+    """(batch row, time step, input row) of step `it` of a sequence walked in TFLite's order: time major, every batch
+    row of a time step before the next step; batch major, each row's whole sequence in turn. The time step runs
+    backwards when not forward; the input row indexes the flat [T, B, .] (time major) or [B, T, .] input."""
+    if time_major:
+        t, b = it // n_batch, it % n_batch
+    else:
+        b, t = it // max_time, it % max_time
+    t_rel = t if forward else max_time - 1 - t
+    return b, t_rel, t_rel * n_batch + b if time_major else b * max_time + t_rel
+
+
+@njit(cache=True, inline="always")
+def step_is_zero(v, time_major, t_rel, row, n_batch, n):
+    """The all-zero test (is_zero_span) a sequence step makes of its input v of n values a row: the whole time step
+    t_rel (every batch row) when time major, the step's own input row when batch major."""
+    if time_major:
+        return is_zero_span(v, t_rel * n_batch * n, n_batch * n)
+    return is_zero_span(v, row * n, n)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def int8_matvec_t(x, xo, x_zp, w_t, n, n_rows, acc):
     """acc[j] = sum_k w[j, k] * (x[xo + k] - x_zp) in int32 for j < n_rows, the weights stored transposed

@@ -47,6 +47,8 @@ from lite_numba.kernels.sequence.cell import (
     hybrid_product,
     is_zero_span,
     sequence_dims,
+    sequence_step,
+    step_is_zero,
     step_rows,
     t_i8,
 )
@@ -215,24 +217,14 @@ def lstm_float(x, aux, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac, w_ao, w_hi, w_h
     time_major, forward = p[_P_TIME_MAJOR] != 0, p[_P_FORWARD] != 0
     out_off, out_lead, state_lead = p[_P_OUT_OFFSET], p[_P_OUT_LEAD], p[_P_STATE_LEAD]
     cell_clip, proj_clip = clips[0], clips[1]
-    outer = max_time if time_major else n_batch
-    inner = n_batch if time_major else max_time
-    for a in range(outer):
-        for bb in range(inner):
-            t = a if time_major else bb
-            b = bb if time_major else a
-            t_rel = t if forward else max_time - 1 - t
-            row = t_rel * n_batch + b if time_major else b * max_time + t_rel
-            if time_major:
-                x_zero = is_zero_span(x, t_rel * n_batch * n_in, n_batch * n_in)
-                aux_zero = is_zero_span(aux, t_rel * n_batch * n_aux, n_batch * n_aux)
-            else:
-                x_zero = is_zero_span(x, row * n_in, n_in)
-                aux_zero = is_zero_span(aux, row * n_aux, n_aux)
-            _lstm_step(x, row * n_in, x_zero, aux, row * n_aux, aux_zero, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac,
-                       w_ao, w_hi, w_hf, w_hc, w_ho, w_ci, w_cf, w_co, ln_i, ln_f, ln_c, ln_o, b_i, b_f, b_c, b_o,
-                       w_p, b_p, h, b * state_lead, c, b * n_cell, out, row * out_lead + out_off, scratch, p,
-                       cell_clip, proj_clip)
+    for it in range(n_batch * max_time):
+        b, t_rel, row = sequence_step(it, time_major, forward, max_time, n_batch)
+        x_zero = step_is_zero(x, time_major, t_rel, row, n_batch, n_in)
+        aux_zero = step_is_zero(aux, time_major, t_rel, row, n_batch, n_aux)
+        _lstm_step(x, row * n_in, x_zero, aux, row * n_aux, aux_zero, w_xi, w_xf, w_xc, w_xo, w_ai, w_af, w_ac,
+                   w_ao, w_hi, w_hf, w_hc, w_ho, w_ci, w_cf, w_co, ln_i, ln_f, ln_c, ln_o, b_i, b_f, b_c, b_o,
+                   w_p, b_p, h, b * state_lead, c, b * n_cell, out, row * out_lead + out_off, scratch, p,
+                   cell_clip, proj_clip)
 
 
 @njit(cache=True, nogil=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.activation import ACT_NONE, ACT_TANH
 from lite_numba.kernels.base.vecmath import sigmoid_f32, tanh_f32, wide_vectors
-from lite_numba.kernels.sequence.cell import activate, is_zero_span
+from lite_numba.kernels.sequence.cell import activate, sequence_step, step_is_zero
 from numba import njit
 
 from lite_numba.ops import PrepareContext
@@ -65,85 +65,76 @@ def lstm_gemm_step_loop(x, x2, wx_t, gx, wh_t, w_ci, w_cf, w_co, bias, wp_t, b_p
     hacc = s[gn:2 * gn]
     tmp = s[2 * gn:2 * gn + n_cell]
     pacc = s[2 * gn + n_cell:2 * gn + n_cell + n_out]
-    outer = max_time if time_major else n_batch
-    inner = n_batch if time_major else max_time
-    for a in range(outer):
-        for bb in range(inner):
-            t = a if time_major else bb
-            b = bb if time_major else a
-            t_rel = t if forward else max_time - 1 - t
-            row = t_rel * n_batch + b if time_major else b * max_time + t_rel
-            if time_major:
-                x_zero = is_zero_span(x, t_rel * n_batch * n_in, n_batch * n_in)
-            else:
-                x_zero = is_zero_span(x, row * n_in, n_in)
-            ho, co = b * state_lead, b * n_cell
+    for it in range(n_batch * max_time):
+        b, t_rel, row = sequence_step(it, time_major, forward, max_time, n_batch)
+        x_zero = step_is_zero(x, time_major, t_rel, row, n_batch, n_in)
+        ho, co = b * state_lead, b * n_cell
+        for j in range(gn):
+            hacc[j] = np.float32(0.0)
+        for k in range(n_out):
+            hk = h[ho + k]
             for j in range(gn):
-                hacc[j] = np.float32(0.0)
-            for k in range(n_out):
-                hk = h[ho + k]
-                for j in range(gn):
-                    hacc[j] += hk * wh_t[k, j]
-            if x_zero:
-                for j in range(gn):
-                    g[j] = hacc[j] + bias[j]
-            else:
-                for j in range(gn):
-                    g[j] = hacc[j] + (gx[row, j] + bias[j])
-            cs = c[co:co + n_cell]
-            if peep:
-                if not cifg:
-                    for j in range(n_cell):
-                        g[gi + j] += w_ci[j] * cs[j]
-                for j in range(n_cell):
-                    g[gf + j] += w_cf[j] * cs[j]
+                hacc[j] += hk * wh_t[k, j]
+        if x_zero:
+            for j in range(gn):
+                g[j] = hacc[j] + bias[j]
+        else:
+            for j in range(gn):
+                g[j] = hacc[j] + (gx[row, j] + bias[j])
+        cs = c[co:co + n_cell]
+        if peep:
             if not cifg:
                 for j in range(n_cell):
-                    g[gi + j] = sigmoid_f32(g[gi + j])
+                    g[gi + j] += w_ci[j] * cs[j]
             for j in range(n_cell):
-                g[gf + j] = sigmoid_f32(g[gf + j])
-            if act == ACT_TANH:
-                for j in range(n_cell):
-                    g[gc + j] = tanh_f32(g[gc + j])
-            else:
-                for j in range(n_cell):
-                    g[gc + j] = activate(g[gc + j], act)
-            one = np.float32(1.0)
+                g[gf + j] += w_cf[j] * cs[j]
+        if not cifg:
             for j in range(n_cell):
-                v = g[gf + j] * cs[j]
-                i_gate = one - g[gf + j] if cifg else g[gi + j]
-                v += g[gc + j] * i_gate
-                if cell_clip > 0:
-                    v = _clip(v, cell_clip)
-                cs[j] = v
-            if peep:
-                for j in range(n_cell):
-                    g[go + j] += w_co[j] * cs[j]
+                g[gi + j] = sigmoid_f32(g[gi + j])
+        for j in range(n_cell):
+            g[gf + j] = sigmoid_f32(g[gf + j])
+        if act == ACT_TANH:
             for j in range(n_cell):
-                g[go + j] = sigmoid_f32(g[go + j])
-            if act == ACT_TANH:
-                for j in range(n_cell):
-                    tmp[j] = g[go + j] * tanh_f32(cs[j])
-            else:
-                for j in range(n_cell):
-                    tmp[j] = g[go + j] * activate(cs[j], act)
-            hs = h[ho:ho + n_out]
-            if p[_PROJ] != 0:
-                for k in range(n_out):
-                    pacc[k] = np.float32(0.0)
-                for i in range(n_cell):
-                    ti = tmp[i]
-                    for k in range(n_out):
-                        pacc[k] += ti * wp_t[i, k]
-                for k in range(n_out):
-                    v = pacc[k] + b_p[k] if b_p.size else pacc[k]
-                    hs[k] = _clip(v, proj_clip) if proj_clip > 0 else v
-            else:
-                for k in range(n_out):
-                    hs[k] = tmp[k]
-            oo = row * out_lead + out_off
+                g[gc + j] = tanh_f32(g[gc + j])
+        else:
+            for j in range(n_cell):
+                g[gc + j] = activate(g[gc + j], act)
+        one = np.float32(1.0)
+        for j in range(n_cell):
+            v = g[gf + j] * cs[j]
+            i_gate = one - g[gf + j] if cifg else g[gi + j]
+            v += g[gc + j] * i_gate
+            if cell_clip > 0:
+                v = _clip(v, cell_clip)
+            cs[j] = v
+        if peep:
+            for j in range(n_cell):
+                g[go + j] += w_co[j] * cs[j]
+        for j in range(n_cell):
+            g[go + j] = sigmoid_f32(g[go + j])
+        if act == ACT_TANH:
+            for j in range(n_cell):
+                tmp[j] = g[go + j] * tanh_f32(cs[j])
+        else:
+            for j in range(n_cell):
+                tmp[j] = g[go + j] * activate(cs[j], act)
+        hs = h[ho:ho + n_out]
+        if p[_PROJ] != 0:
             for k in range(n_out):
-                out[oo + k] = hs[k]
+                pacc[k] = np.float32(0.0)
+            for i in range(n_cell):
+                ti = tmp[i]
+                for k in range(n_out):
+                    pacc[k] += ti * wp_t[i, k]
+            for k in range(n_out):
+                v = pacc[k] + b_p[k] if b_p.size else pacc[k]
+                hs[k] = _clip(v, proj_clip) if proj_clip > 0 else v
+        else:
+            for k in range(n_out):
+                hs[k] = tmp[k]
+        oo = row * out_lead + out_off
+        for k in range(n_out):
+            out[oo + k] = hs[k]
 
 
 def _const(t) -> np.ndarray | None:
