@@ -236,6 +236,15 @@ def _run_while(tab, ptrs):
     poll = tab[9] - 1  # -1: never; else the mask of iterations between looks at the clock
     last = _cycles()
     expr = tab[13]
+    # a body of one runner (the usual case) is called with its tables made once, not per iteration
+    one = tab[tab[3]] == 1
+    q = tab[3] + 1 if one else 0  # (else the head's first entries: read, never used)
+    arena = carray(_ptr(tab[q + 1]), tab[q + 2] if one else 0, np.uint8)
+    aux = carray(_ptr(tab[q + 3]), tab[q + 4] if one else 0, np.uint8)
+    itab = carray(_ptr(tab[q + 5]), tab[q + 6] if one else 0, np.int64)
+    ftab = carray(_ptr(tab[q + 7]), tab[q + 8] if one else 0, np.float64)
+    fptab = carray(_ptr(tab[q + 9]), tab[q + 10] if one else 0, np.int64)
+    where = carray(_ptr(tab[10]), 1, np.int64)
     while True:
         if expr != 0:
             _eval_cond(tab, expr)
@@ -243,7 +252,13 @@ def _run_while(tab, ptrs):
             _run_program(tab, tab[2], tab[10], tab[11])
         if _load_u8(tab[4]) == 0:
             break
-        _run_program(tab, tab[3], tab[10], tab[12])
+        if one:
+            outer = where[0]
+            where[0] = tab[12]
+            _call_runner(tab[q], arena, aux, itab, ftab, fptab)
+            where[0] = outer
+        else:
+            _run_program(tab, tab[3], tab[10], tab[12])
         if tab[14] != 0:
             _step_counters(tab, tab[14])
         mv = tab[7]
