@@ -33,7 +33,7 @@ from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.hybrid_rows import quantize_row
 from lite_numba.kernels.base.llvm_ir import F32, I8, I16, I32, byte_ptr, data_ptr, i64, load, splat, store_live
 from lite_numba.kernels.linear import simd_int8_narrow
-from lite_numba.kernels.linear.simd_int8_narrow import dpbusd
+from lite_numba.kernels.linear.simd_int8_narrow import dpbusd, pick_tile
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -238,27 +238,14 @@ _m22, _m21, _m12, _m11 = (_make_tile(m, v, "maddubs") for m, v in ((NARROW_MR, 2
 
 
 @njit(cache=True, inline="always")
-def _pick(mr_big, mr, nv, t_b2, t_b1, t_12, t_11, args):
-    if mr == mr_big:
-        if nv == 2:
-            t_b2(*args)
-        else:
-            t_b1(*args)
-    elif nv == 2:
-        t_12(*args)
-    else:
-        t_11(*args)
-
-
-@njit(cache=True, inline="always")
 def _panel(kind, mr, width, q, q_off, ldq, nb, bs, qs, qs_off, ldqs, w, w_off, st, ldst, kf, bb, n0, out, o_off, ldo,
            nrows, ncols, rzp, rsf, r_off, has_bias):
     """The tile(s) of mr rows over the panel of `width` units (32 or 16) at unit n0 (ncols live units from n0)."""
     cstride = 4 * width
     if kind == 2:
-        _pick(WIDE_MR, mr, width // 16, _w42, _w41, _w12, _w11,
-              (q, q_off, ldq, nb, bs, qs, qs_off, ldqs, w, w_off, cstride, st, ldst, kf, bb, n0, out, o_off, ldo, nrows,
-               ncols, rzp, rsf, r_off, has_bias))
+        wide = (q, q_off, ldq, nb, bs, qs, qs_off, ldqs, w, w_off, cstride, st, ldst, kf, bb, n0, out, o_off, ldo,
+                nrows, ncols, rzp, rsf, r_off, has_bias)
+        pick_tile(WIDE_MR, mr, width // 16, _w42, _w41, _w12, _w11, wide)
         return
     for h in range(width // 16):  # 16-unit halves
         live = ncols - 16 * h
@@ -268,9 +255,9 @@ def _panel(kind, mr, width, q, q_off, ldq, nb, bs, qs, qs_off, ldqs, w, w_off, s
                 out, o_off + 16 * h, ldo, nrows, live, rzp, rsf, r_off, has_bias)
         nv = 2 if live > 8 else 1
         if kind == 1:
-            _pick(NARROW_MR, mr, nv, _v22, _v21, _v12, _v11, args)
+            pick_tile(NARROW_MR, mr, nv, _v22, _v21, _v12, _v11, args)
         else:
-            _pick(NARROW_MR, mr, nv, _m22, _m21, _m12, _m11, args)
+            pick_tile(NARROW_MR, mr, nv, _m22, _m21, _m12, _m11, args)
 
 
 @njit(cache=True, inline="always")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.llvm_ir import F32, I32, data_ptr, i64, splat, store_live
 from lite_numba.kernels.linear.simd_int8 import vnni_accumulate
-from lite_numba.kernels.linear.simd_int8_narrow import narrow_accumulate
+from lite_numba.kernels.linear.simd_int8_narrow import narrow_accumulate, pick_tile
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
@@ -157,19 +157,6 @@ _bh42, _bh41, _bh12, _bh11 = (_make_tile(m, v, "pairs16", 1)
 
 
 @njit(cache=True, inline="always")
-def _pick(mr_big, mr, nv, t_b2, t_b1, t_12, t_11, args):
-    if mr == mr_big:
-        if nv == 2:
-            t_b2(*args)
-        else:
-            t_b1(*args)
-    elif nv == 2:
-        t_12(*args)
-    else:
-        t_11(*args)
-
-
-@njit(cache=True, inline="always")
 def panel_tiles(scheme, mode, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, hp, j0, out,
                 o_off, ldo, nrows, ncols, rz, rsf, rs_off, rs_step, lim):
     """The hybrid tile(s) of mr rows over the weight panel of `width` channels (32, or 16 for a last odd panel) at
@@ -180,9 +167,9 @@ def panel_tiles(scheme, mode, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2
         args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, 0, hp, j0, out, o_off, ldo, nrows, ncols,
                 rz, rsf, rs_off, rs_step, lim)
         if mode == 1:
-            _pick(WIDE_MR, mr, width // 16, _bw82, _bw81, _bw12, _bw11, args)
+            pick_tile(WIDE_MR, mr, width // 16, _bw82, _bw81, _bw12, _bw11, args)
         else:
-            _pick(WIDE_MR, mr, width // 16, _w82, _w81, _w12, _w11, args)
+            pick_tile(WIDE_MR, mr, width // 16, _w82, _w81, _w12, _w11, args)
         return
     gs = 4 * width
     hq = 64 if scheme == 1 else 32  # bytes from a group's first channel to its 17th, in either layout (3: pairs)
@@ -194,17 +181,17 @@ def panel_tiles(scheme, mode, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2
                 o_off + 16 * q, ldo, nrows, live, rz, rsf, rs_off, rs_step, lim)
         nv = 2 if live > 8 else 1
         if scheme == 1 and mode == 1:
-            _pick(NARROW_MR, mr, nv, _bv42, _bv41, _bv12, _bv11, args)
+            pick_tile(NARROW_MR, mr, nv, _bv42, _bv41, _bv12, _bv11, args)
         elif scheme == 1:
-            _pick(NARROW_MR, mr, nv, _v42, _v41, _v12, _v11, args)
+            pick_tile(NARROW_MR, mr, nv, _v42, _v41, _v12, _v11, args)
         elif scheme == 3 and mode == 1:
-            _pick(NARROW_MR, mr, nv, _bh42, _bh41, _bh12, _bh11, args)
+            pick_tile(NARROW_MR, mr, nv, _bh42, _bh41, _bh12, _bh11, args)
         elif scheme == 3:
-            _pick(NARROW_MR, mr, nv, _h42, _h41, _h12, _h11, args)
+            pick_tile(NARROW_MR, mr, nv, _h42, _h41, _h12, _h11, args)
         elif mode == 1:
-            _pick(NARROW_MR, mr, nv, _bp42, _bp41, _bp12, _bp11, args)
+            pick_tile(NARROW_MR, mr, nv, _bp42, _bp41, _bp12, _bp11, args)
         else:
-            _pick(NARROW_MR, mr, nv, _p42, _p41, _p12, _p11, args)
+            pick_tile(NARROW_MR, mr, nv, _p42, _p41, _p12, _p11, args)
 
 
 def hybrid_params(ws: np.ndarray, scales: np.ndarray, bias, Np: int) -> np.ndarray:

@@ -214,17 +214,18 @@ def pack_weights_pairs(w: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, inline="always")
-def _tile_of(mr, nv, t_mr16, t_mr8, t_1x16, t_1x8, args):
-    """Call the tile of mr rows (MR or 1) and nv vectors of 8 channels among one scheme's four."""
-    if mr == MR:
+def pick_tile(mr_big, mr, nv, t_big2, t_big1, t_1x2, t_1x1, args):
+    """Call, among one scheme's four tiles, the one of mr rows (mr_big or 1) and nv vectors (2 or 1) on args (the
+    int8, hybrid and INT4 drivers' common dispatch; inlined, so the tiles stay direct calls)."""
+    if mr == mr_big:
         if nv == 2:
-            t_mr16(*args)
+            t_big2(*args)
         else:
-            t_mr8(*args)
+            t_big1(*args)
     elif nv == 2:
-        t_1x16(*args)
+        t_1x2(*args)
     else:
-        t_1x8(*args)
+        t_1x1(*args)
 
 
 @njit(cache=True, inline="always")
@@ -234,9 +235,9 @@ def _tile(vnni, mr, nv, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_
     args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo, nrows, ncols,
             qmin, qmax, rs_on, rs_off)
     if vnni:
-        _tile_of(mr, nv, _vnni_4x16, _vnni_4x8, _vnni_1x16, _vnni_1x8, args)
+        pick_tile(MR, mr, nv, _vnni_4x16, _vnni_4x8, _vnni_1x16, _vnni_1x8, args)
     else:
-        _tile_of(mr, nv, _pairs_4x16, _pairs_4x8, _pairs_1x16, _pairs_1x8, args)
+        pick_tile(MR, mr, nv, _pairs_4x16, _pairs_4x8, _pairs_1x16, _pairs_1x8, args)
 
 
 @njit(cache=True, inline="always")
