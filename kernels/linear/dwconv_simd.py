@@ -527,16 +527,43 @@ def _interior(H, W, KH, KW, OH, OW, WP, geo):
 
 
 @njit(cache=True, inline="always")
-def _pad_for(xb, sb, geo, KH, n, oy0, nb, y0, y1, c_lo, c_hi):
-    """Build the band scratch of output rows [oy0, oy0 + nb) of image n: only the edge columns [0, c_lo) and
-    [c_hi, WP) when the band lies in the rows [y0, y1) whose windows are inside the image (returns True: its interior
-    pixels read the input in place, see _interior), else every padded row."""
+def _banded_geometry(x, s, w, out, geo):
+    """The banded drivers' sizes: (N, OH, OW, C, H, W, KH, WP) of out [N, OH, OW, C], x, w [KH, KW, ...] and the
+    band scratch s [.., .., WP, ..], then _interior's (y0, y1, xa, xe, c_lo, c_hi)."""
+    N, OH, OW, C = out.shape
+    H, W = x.shape[1], x.shape[2]
+    KH, KW = w.shape[0], w.shape[1]
+    WP = s.shape[2]
+    y0, y1, xa, xe, c_lo, c_hi = _interior(H, W, KH, KW, OH, OW, WP, geo)
+    return N, OH, OW, C, H, W, KH, WP, y0, y1, xa, xe, c_lo, c_hi
+
+
+@njit(cache=True, inline="always")
+def _flat(a):
+    return a.reshape(a.size)
+
+
+@njit(cache=True, inline="always")
+def _pad_for(xb, sb, geo, KH, n, oy0, end, y0, y1, c_lo, c_hi):
+    """Build the band scratch of the nb = min(band, end - oy0) output rows from oy0 of image n: only the edge
+    columns [0, c_lo) and [c_hi, WP) when the band lies in the rows [y0, y1) whose windows are inside the image
+    (inner: its interior pixels read the input in place, see _interior), else every padded row. Returns
+    (nb, inner)."""
+    nb = min(geo[9], end - oy0)
     inner = oy0 >= y0 and oy0 + nb <= y1
     if inner:
         pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi)
     else:
         pad_band(xb, sb, geo, KH, n, oy0, nb)
-    return inner
+    return nb, inner
+
+
+@njit(cache=True, inline="always")
+def _row_offsets(n, oy, r, geo, H, W, WP, OH, OW, C):
+    """(band scratch, output, input) element offsets of output row oy of image n, row r of its band (the input
+    offset: where the row's windows start in x, for the pixels read in place)."""
+    sh, pt, pl = geo[0], geo[4], geo[5]
+    return r * sh * WP * C, ((n * OH + oy) * OW) * C, ((n * H + oy * sh - pt) * W - pl) * C
 
 
 @njit(cache=True, nogil=True)
@@ -544,30 +571,18 @@ def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
     """dwconv_f32_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), the
     interior of the image read where it is (as dwconv_q_simd_banded: edge columns padded, toff_x the taps' offsets
     in x). Every output is computed by the same tile arithmetic either way."""
-    N, OH, OW, C = out.shape
-    H, W = x.shape[1], x.shape[2]
-    KH, KW = w.shape[0], w.shape[1]
-    sh, sw, pt, pl, band = geo[0], geo[1], geo[4], geo[5], geo[9]
-    WP = s.shape[2]
-    y0, y1, xa, xe, c_lo, c_hi = _interior(H, W, KH, KW, OH, OW, WP, geo)
-    xf = x.reshape(x.size)
-    sf = s.reshape(s.size)
-    wf = w.reshape(w.size)
-    of = out.reshape(out.size)
-    xstep = sw * C
+    N, OH, OW, C, H, W, KH, WP, y0, y1, xa, xe, c_lo, c_hi = _banded_geometry(x, s, w, out, geo)
+    xf, sf, wf, of = _flat(x), _flat(s), _flat(w), _flat(out)
+    xstep = geo[1] * C
     z = OW - OW  # 0 as a run-time int64
     for n in range(N):
-        for oy0 in range(0, OH, band):
-            nb = min(band, OH - oy0)
-            inner = _pad_for(xb, sb, geo, KH, n, oy0, nb, y0, y1, c_lo, c_hi)
+        for oy0 in range(0, OH, geo[9]):
+            nb, inner = _pad_for(xb, sb, geo, KH, n, oy0, OH, y0, y1, c_lo, c_hi)
             for r in range(nb):
-                oy = oy0 + r
-                srow = r * sh * WP * C
-                orow = ((n * OH + oy) * OW) * C
+                srow, orow, xrow = _row_offsets(n, oy0 + r, r, geo, H, W, WP, OH, OW, C)
                 if inner:
                     _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, z, xa, z, lim)
-                    _f_pixels(xf, ((n * H + oy * sh - pt) * W - pl) * C, xstep, toff_x, wf, C, bias, of, orow, xa,
-                              xe, xa, lim)
+                    _f_pixels(xf, xrow, xstep, toff_x, wf, C, bias, of, orow, xa, xe, xa, lim)
                     _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, xe, OW, z, lim)
                 else:
                     _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, z, OW, z, lim)
@@ -589,33 +604,22 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
     re-emits all of it (~1.5 CPU s of a cold compile)."""
     if fill:
         _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
-    N, OH, OW, C = out.shape
-    H, W = x.shape[1], x.shape[2]
-    KH, KW = w.shape[0], w.shape[1]
-    sh, sw, pt, pl, band = geo[0], geo[1], geo[4], geo[5], geo[9]
-    WP = s.shape[2]
     # pixels [xa, xe) of rows [y0, y1) read x: whole tiles; [0, xa) and [xe, OW) the padded edge columns, in tiles
     # too (the last one moved back, not before OW - PT)
-    y0, y1, xa, xe, c_lo, c_hi = _interior(H, W, KH, KW, OH, OW, WP, geo)
-    xf = x.reshape(x.size)
-    sf = s.reshape(s.size)
-    wf = w.reshape(w.size)
-    of = out.reshape(out.size)
-    xstep = sw * C
+    N, OH, OW, C, H, W, KH, WP, y0, y1, xa, xe, c_lo, c_hi = _banded_geometry(x, s, w, out, geo)
+    xf, sf, wf, of = _flat(x), _flat(s), _flat(w), _flat(out)
+    xstep = geo[1] * C
     z = OW - OW  # 0 as a run-time int64: a literal 0 argument would compile another _q_pixels
     for n in range(n0, n1):
-        for oy0 in range(r0, r1, band):
-            nb = min(band, r1 - oy0)
-            inner = _pad_for(xb, sb, geo, KH, n, oy0, nb, y0, y1, c_lo, c_hi)
+        for oy0 in range(r0, r1, geo[9]):
+            nb, inner = _pad_for(xb, sb, geo, KH, n, oy0, r1, y0, y1, c_lo, c_hi)
             for r in range(nb):
-                oy = oy0 + r
-                srow = r * sh * WP * C
-                orow = ((n * OH + oy) * OW) * C
+                srow, orow, xrow = _row_offsets(n, oy0 + r, r, geo, H, W, WP, OH, OW, C)
                 if inner:
                     _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, z,
                               xa, z, prm)
-                    _q_pixels(xf, ((n * H + oy * sh - pt) * W - pl) * C, xstep, toff_x, wf, C, be, mult, shift,
-                              nvec, zp_out, qmin, qmax, of, orow, xa, xe, xa, prm)
+                    _q_pixels(xf, xrow, xstep, toff_x, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow,
+                              xa, xe, xa, prm)
                     _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, xe,
                               OW, z, prm)
                 else:
