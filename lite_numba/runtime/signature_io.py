@@ -36,6 +36,7 @@ class SignatureIO:
         self.marked: set[int] = set()
         self.inputs = set(rt.plan.inputs)
         self._layouts: dict[tuple, tuple] = {}  # ((tensor, id(array)), ...) -> (IOBinding layout, the arrays)
+        self._plain: dict[tuple, tuple] = {}  # (input tensors, output tensors) -> _plain_copies
         # a class of tensors sharing a writable input's storage moves only with its buffer: passed as plain arrays,
         # the input is copied in and the output out (pointing one at the caller's array would move the other too)
         self.tied = {m for m, r in rt.aliases.items() if r in rt.writable_inputs} | rt.writable_inputs
@@ -51,6 +52,12 @@ class SignatureIO:
         aligned; buffers writable). Returns ({output tensor: a new array}, {tensor: bytes copied into it (an input)
         or out of it (an output)})."""
         rt, io = self.rt, self.binding
+        if not buffers:  # the same small inputs and outputs every step (a decode step): the copies planned once
+            plain = self._plain.get((tuple(inputs), tuple(outputs), min_bytes))
+            if plain is None:
+                plain = self._plain_copies(inputs, outputs, min_bytes)
+            if plain:
+                return self._run_plain(plain, inputs)
         self.clear_marks()
         copied: dict[int, int] = {}
         targets: dict[int, np.ndarray] = {}
@@ -98,6 +105,45 @@ class SignatureIO:
             elif o not in results:
                 results[o] = np.array(rt.array(o), copy=True)
                 copied[o] = results[o].nbytes
+        return results, copied
+
+    def _plain_copies(self, inputs: dict[int, np.ndarray], outputs: list[int], min_bytes: int):
+        """For run() without buffers, when every input and output is copied (none of them bound: each smaller than
+        min_bytes, tied or not bindable; no STRING, no dynamic tensor): ([(input, its arena view)], [(output, its
+        arena view)]); else False (run() takes its general way). Remembered for these tensors (the views stay while
+        this state is valid: the same allocation)."""
+        rt, io = self.rt, self.binding
+        plain = False
+        copies = True
+        for i in [*inputs, *outputs]:
+            t = rt.tensors[i]
+            nbytes = inputs[i].nbytes if i in inputs else t.nbytes
+            if t.dtype == object or i in rt.dynamic_tensors or (nbytes >= min_bytes and i not in self.tied
+                                                                 and io.bindable(i)):
+                copies = False
+                break
+        if copies:
+            plain = ([(i, rt.array(i)) for i in inputs], [(o, rt.array(o)) for o in dict.fromkeys(outputs)])
+        if len(self._plain) >= 8:
+            self._plain.pop(next(iter(self._plain)))
+        self._plain[(tuple(inputs), tuple(outputs), min_bytes)] = plain
+        return plain
+
+    def _run_plain(self, plain, inputs: dict[int, np.ndarray]) -> tuple[dict[int, np.ndarray], dict[int, int]]:
+        """run() with every input copied into its arena view and every output copied out of it (_plain_copies)."""
+        if self.marked or self._step():
+            self.clear_marks()
+        into, outof = plain
+        copied = {}
+        for i, view in into:
+            a = inputs[i]
+            np.copyto(view, a)
+            copied[i] = a.nbytes
+        self.rt.invoke()
+        results = {}
+        for o, view in outof:
+            results[o] = r = view.copy()
+            copied[o] = r.nbytes
         return results, copied
 
     def _layout(self, targets: dict[int, np.ndarray | None]):
