@@ -91,7 +91,7 @@ def test_checked_mode_checks_the_simd_generators_loads_and_stores(tmp_path):
         import numpy as np
         from numba import njit
         import lite_numba  # noqa: F401 - configures the checked mode
-        from lite_numba.kernels.linear.simd_int8 import _copy16
+        from lite_numba.kernels.linear.int8_rows import _copy16
 
         @njit
         def copy(dst, d, src, s):

@@ -423,9 +423,11 @@ SLICE_UPDATE = kernel("SLICE_UPDATE")(_prepare_slice_update)
 
 
 def _prepare_fused_away(ctx: PrepareContext) -> None:
-    """A node whose work another node does (lite_numba/runtime/fusion.py): its outputs are empty and never read."""
+    """A node whose work another node does (lite_numba/runtime/fusion.py): its outputs are never written nor read
+    (the fused node reads the pattern's inputs); they keep the shape the model gives them, which the tensor details
+    report as the official runtime does (an unknown dimension, -1, as 0: no storage)."""
     for i in range(ctx.num_outputs):
-        ctx.set_output(i, (0,) * len(ctx.output(i).shape))
+        ctx.set_output(i, tuple(max(int(d), 0) for d in ctx.output(i).shape))
 
 
 FUSED_AWAY = kernel("FUSED_AWAY")(_prepare_fused_away)
