@@ -163,3 +163,22 @@ def test_folders_and_files_stay_small():
         if n > MAX_LINES:
             long[str(path.relative_to(ROOT))] = n
     assert not long, f"product files over {MAX_LINES} lines (split along the seam): {long}"
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists every package by name (kernels/ and plugins/ install under lite_numba.): a folder with an
+    __init__.py missing from the list is absent from a wheel or a non-editable install, whose import then fails
+    (lite_numba.llm and lite_numba.runtime.control were, found by building the aarch64 check's wheel)."""
+    import pytest  # lazy: this test alone
+
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python >= 3.11's")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = set()
+    for name, folder in config["package-dir"].items():
+        base = ROOT / folder
+        for init in base.rglob("__init__.py"):
+            rel = init.parent.relative_to(base).parts
+            if "__pycache__" not in rel:
+                found.add(".".join((name, *rel)))
+    assert found <= listed, f"package folders missing from pyproject.toml's packages: {sorted(found - listed)}"
