@@ -26,15 +26,15 @@ from numba.extending import intrinsic
 
 
 @intrinsic
-def _call_runner(typingctx, addr, arena, aux, it, ft, fp):
+def call_runner(typingctx, addr, arena, aux, it, ft, fp):
     """Call the runner compiled for (arena, aux, it, ft, fp) whose native entry address is `addr` (Numba's calling
     convention, as lite_numba.jit.native_call calls kernels), propagating an exception it raised."""
     argtys = (arena, aux, it, ft, fp)
     if not isinstance(addr, types.Integer):
-        raise TypingError("_call_runner: the address must be an integer")
+        raise TypingError("call_runner: the address must be an integer")
     for t in argtys:
         if not (isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C"):
-            raise TypingError("_call_runner: a runner takes contiguous vectors")
+            raise TypingError("call_runner: a runner takes contiguous vectors")
 
     def codegen(context, builder, sig, llargs):
         fnty = context.call_conv.get_function_type(types.none, argtys)
@@ -78,7 +78,7 @@ def run_rows(addrs, arena, auxs, its, fts, fps, ins, in_offs, outs, out_offs, at
             a = ins[j]
             _copy_bytes(arena, in_offs[j], a, s * a.shape[1], a.shape[1])
         for k in range(len(addrs)):
-            _call_runner(addrs[k], arena, auxs[k], its[k], fts[k], fps[k])
+            call_runner(addrs[k], arena, auxs[k], its[k], fts[k], fps[k])
         for j in range(len(outs)):
             d = outs[j]
             _copy_bytes(d, s * d.shape[1], arena, out_offs[j], d.shape[1])

@@ -45,6 +45,8 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
+from ..rows import call_runner
+
 MAX_ARRAYS = 32
 
 
@@ -73,24 +75,6 @@ def _memcpy(typingctx, dst, src, nbytes):
         return context.get_dummy_value()
 
     return types.none(dst, src, nbytes), codegen
-
-
-@intrinsic
-def _call_runner(typingctx, addr, arena, aux, it, ft, fp):
-    """Call the runner compiled for (arena, aux, it, ft, fp) at native address `addr`, propagating its exception."""
-    argtys = (arena, aux, it, ft, fp)
-
-    def codegen(context, builder, sig, llargs):
-        fnty = context.call_conv.get_function_type(types.none, argtys)
-        fnptr = builder.inttoptr(llargs[0], fnty.as_pointer())
-        if not hasattr(fnptr, "function_type"):
-            fnptr.function_type = fnty
-        status, _ = context.call_conv.call_function(builder, fnptr, types.none, argtys, llargs[1:])
-        with cgutils.if_unlikely(builder, status.is_error):
-            context.call_conv.return_status_propagate(builder, status)
-        return context.get_dummy_value()
-
-    return types.none(addr, arena, aux, it, ft, fp), codegen
 
 
 @intrinsic
@@ -217,7 +201,7 @@ def _run_program(tab, p, cell, sub):
     where[0] = sub
     for r in range(tab[p]):
         q = p + 1 + 11 * r
-        _call_runner(tab[q], carray(_ptr(tab[q + 1]), tab[q + 2], np.uint8),
+        call_runner(tab[q], carray(_ptr(tab[q + 1]), tab[q + 2], np.uint8),
                      carray(_ptr(tab[q + 3]), tab[q + 4], np.uint8), carray(_ptr(tab[q + 5]), tab[q + 6], np.int64),
                      carray(_ptr(tab[q + 7]), tab[q + 8], np.float64),
                      carray(_ptr(tab[q + 9]), tab[q + 10], np.int64))
@@ -255,7 +239,7 @@ def _run_while(tab, ptrs):
         if one:
             outer = where[0]
             where[0] = tab[12]
-            _call_runner(tab[q], arena, aux, itab, ftab, fptab)
+            call_runner(tab[q], arena, aux, itab, ftab, fptab)
             where[0] = outer
         else:
             _run_program(tab, tab[3], tab[10], tab[12])
