@@ -14,6 +14,11 @@ Run it from a separate environment (torch and its wheels take gigabytes), e.g.
     /work/venv-torch/bin/pip uninstall -y kernels      # transformers 5.25 + `kernels` fails to import gemma3
     /work/venv-torch/bin/python scripts/make_litert_torch_models.py --out tests/data/litert_torch [--only NAME,...]
 
+(the torch wheel used: /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl). --only makes only the
+named models (stems or stem prefixes) and leaves the folder's other files alone; README.md and manifest.json are
+rewritten with the new entries and the others' as recorded in manifest.json (so a model can be added without
+remaking the rest: decoder_dynamic_wi8_afp32 was added so, on 2026-12-06).
+
 Offline: nothing is downloaded (the tiny Qwen3 is made from a `Qwen3Config` with seeded random weights and saved
 with a word-level tokenizer to a temporary folder that `export_hf` reads). Two workarounds are applied here:
 litert-torch 0.10's generative code imports `tensorflow.lite.python.schema_py_generated` (tensorflow is not a
@@ -31,14 +36,16 @@ Models (V = vocab, the decoder: 2 layers, dim 64, 4 heads of 16, 2 KV groups, ga
   qwen3_composites_f32    the same with export_hf's use_sdpa_composite and use_swiglu_composite: odml.cache_update,
                           odml.sdpa_transposed, odml.swiglu composites and a param_tensor input
   <model>_<recipe>        ai-edge-quantizer 0.10 recipes applied to the float model <model>_f32 (export_hf's
-                          quantization_recipe for qwen3): dynamic_wi8_afp32 (cnn, vit, qwen3), weight_only_wi8_afp32
-                          (cnn), static_wi8_ai8 (cnn, vit; calibrated on 8 seeded random inputs; int8 model I/O),
-                          dynamic_wi4b32_afp32 (INT4, BlockwiseQuantization block 32: decoder, decoder_kv, qwen3),
-                          dynamic_wi2b32_afp32 (INT2 blockwise: decoder; XNNPACK refuses it)
+                          quantization_recipe for qwen3): dynamic_wi8_afp32 (cnn, vit, decoder, qwen3),
+                          weight_only_wi8_afp32 (cnn), static_wi8_ai8 (cnn, vit; calibrated on 8 seeded random
+                          inputs; int8 model I/O), dynamic_wi4b32_afp32 (INT4, BlockwiseQuantization block 32:
+                          decoder, decoder_kv, qwen3), dynamic_wi2b32_afp32 (INT2 blockwise: decoder; XNNPACK
+                          refuses it)
   not made                weight-only int4 blockwise (ai-edge-quantizer 0.10 writes the model back unchanged), static
-                          int8 of the decoder (ai-edge-litert 2.3.0 aborts in AllocateTensors), decoder_kv with
-                          dynamic_wi8_afp32 (byte-identical to decoder_kv_q8), export_hf's use_rope_composite /
-                          use_qkv_norm_rope_composite / apply_gpu_composites (the export fails on a shape mismatch)
+                          int8 of the decoder (ai-edge-litert 2.3.0 aborts in AllocateTensors; retried 2026-12-06
+                          with the same versions: still SIGABRT), decoder_kv with dynamic_wi8_afp32 (byte-identical
+                          to decoder_kv_q8), export_hf's use_rope_composite / use_qkv_norm_rope_composite /
+                          apply_gpu_composites (the export fails on a shape mismatch)
 
 Oracles (`meta` in each npz is a JSON string saying which key is which):
   single-signature models: in_<i> (input i, in the order of get_input_details; static int8 models take int8),
@@ -677,10 +684,10 @@ def build_decoders(single, generation, want, group) -> None:
     dec_f32 = convert_plain(prefill, (torch.from_numpy(tokens),))
     ref = _torch_np(prefill, tokens)
     single("decoder_f32", dec_f32, [tokens], ref, "litert_torch.convert (prefill form, 16 tokens)")
-    # Blockwise weights without composites. Left out to keep the folder small: dynamic_wi8_afp32 and
-    # weight_only_wi8_afp32 (the CNN, ViT, decoder_kv_q8 and qwen3 have them); static_wi8_ai8, on which ai-edge-litert
-    # 2.3.0 aborts (SIGABRT) in AllocateTensors.
-    for r in ("dynamic_wi4b32_afp32", "dynamic_wi2b32_afp32"):
+    # Per-channel int8 (issue 35's prefill rows) and blockwise weights, without composites. Left out to keep the folder
+    # small: weight_only_wi8_afp32 (the CNN has it); static_wi8_ai8, on which ai-edge-litert 2.3.0 aborts (SIGABRT) in
+    # AllocateTensors.
+    for r in ("dynamic_wi8_afp32", "dynamic_wi4b32_afp32", "dynamic_wi2b32_afp32"):
         if want(f"decoder_{r}"):
             cal = {"serving_default": [{"args_0": c} for c in calib]}
             single(f"decoder_{r}", quantize(dec_f32, r, cal), [tokens], ref,
@@ -744,7 +751,9 @@ def _tensor_list(tensors: dict) -> str:
     return ", ".join(f"{n} {t[0].lower()}{t[1]}" for n, t in tensors.items())
 
 
-def write_readme(out: Path, made: dict) -> None:
+def write_readme(out: Path, made: dict, kept: dict | None = None) -> None:
+    """README.md and manifest.json of `made` (stem -> (meta, inventory)); `kept` (stem -> lines) gives the README
+    sections of models not remade (--only), written as they were."""
     lines = [
         "# litert-torch / ai-edge-quantizer test models (issue 29)",
         "",
@@ -774,6 +783,9 @@ def write_readme(out: Path, made: dict) -> None:
         lines.append(f"| {stem} | {inv['bytes']} | {meta['kind']} | {meta['expected']} |")
     lines.append("")
     for stem, (meta, inv) in made.items():
+        if kept and stem in kept:
+            lines.extend(kept[stem])
+            continue
         lines.append(f"## {stem}")
         lines.append("")
         lines.append(f"{inv['bytes']} bytes, {inv['subgraphs']} subgraphs; made by {meta['how']}.")
@@ -803,17 +815,47 @@ def write_readme(out: Path, made: dict) -> None:
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
+# every stem build() makes, in its order (the README's); --only keeps the others' entries of manifest.json
+STEMS = (
+    "cnn_f32", "cnn_dynamic_wi8_afp32", "cnn_weight_only_wi8_afp32", "cnn_static_wi8_ai8", "vit_f32",
+    "vit_dynamic_wi8_afp32", "vit_static_wi8_ai8", "decoder_f32", "decoder_dynamic_wi8_afp32",
+    "decoder_dynamic_wi4b32_afp32", "decoder_dynamic_wi2b32_afp32", "decoder_kv_f32", "decoder_kv_q8",
+    "decoder_kv_dynamic_wi8_afp32", "decoder_kv_dynamic_wi4b32_afp32", "qwen3_f32", "qwen3_composites_f32",
+    "qwen3_dynamic_wi8_afp32", "qwen3_dynamic_wi4b32_afp32",
+)
+
+
+def merge_recorded(out: Path, made: dict) -> tuple[dict, dict]:
+    """The models just made plus the entries of the folder's manifest.json that were not remade (--only), in
+    STEMS order, and the README sections of the latter (stem -> lines, as written before): README and manifest
+    then still list every model of the folder, the others' entries as recorded (their files are not touched)."""
+    path = out / "manifest.json"
+    recorded = json.loads(path.read_text())["models"] if path.exists() else {}
+    entries = {k: (v.pop("meta"), v) for k, v in recorded.items() if k not in made and (out / f"{k}.tflite").exists()}
+    entries.update(made)
+    rank = {s: i for i, s in enumerate(STEMS)}
+    readme = (out / "README.md").read_text().split("\n") if (out / "README.md").exists() else []
+    starts = [i for i, line in enumerate(readme) if line.startswith("## ")] + [len(readme)]
+    sections = {readme[a][3:]: readme[a:b] for a, b in zip(starts, starts[1:])}
+    kept = {k: sections[k] for k in entries if k not in made and k in sections}
+    return dict(sorted(entries.items(), key=lambda kv: rank.get(kv[0], len(rank)))), kept
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="tests/data/litert_torch")
-    ap.add_argument("--only", default=None, help="comma-separated stems or stem prefixes (the README then lists only"
-                    " those: use it for trials, not for the committed folder)")
+    ap.add_argument("--only", default=None, help="comma-separated stems or stem prefixes: only those are made; the"
+                    " folder's other models keep their files and their manifest.json entries (README and manifest"
+                    " are rewritten with both)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     made = build(out, set(args.only.split(",")) if args.only else None)
-    write_readme(out, made)
+    if args.only:
+        write_readme(out, *merge_recorded(out, made))
+    else:
+        write_readme(out, made)
 
 
 if __name__ == "__main__":
