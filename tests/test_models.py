@@ -22,8 +22,8 @@ from lite_numba.testing import assert_close, run_official, run_ours
 # in ../shared/models only (too large for tests/data); extras on the development machines
 LARGE = ["mobilenet_v2_035_96_f32", "mobilenet_v2_100_224_int8"]
 WHOLE_MODELS = {"small_cnn_f32", "small_cnn_fp16", "small_cnn_int8", "small_cnn_int8_uint8io",
-                "small_cnn_dynamic_range",
-                "transformer_block_f32", "lstm_text_tfkeras", "dynamic_batch_mlp", "control_flow_while_cond",
+                "small_cnn_dynamic_range", "transformer_block_f32", "transformer_block_int8",
+                "lstm_text_tfkeras", "dynamic_batch_mlp", "control_flow_while_cond",
                 "stateful_resource_variable", "mobilenet_v2_035_96_int8", *LARGE}
 # Models that need ops not implemented yet: name -> reason. Keep this list honest and short.
 NOT_YET: dict[str, str] = {}
