@@ -3,10 +3,10 @@ XNNPACK and the official builtin kernels, same process, same recorded inputs, in
 
 Single-signature models run invoke(); the KV-cache models run one decode step through the signature runners (the
 official Python way: every call passes the caches in and gets them back), after a prefill. Also the converter's
-transformer block (GELU, float32) and the text LSTMs of tests/data/models (the legacy tf_keras LSTM fused into
-UNIDIRECTIONAL_SEQUENCE_LSTM, and Keras 3's WHILE loop) on random inputs, and 2-thread rows (ours, XNNPACK and the
-builtin kernels all with 2 threads). Outputs are checked against the builtin kernels first (the parity tests'
-tolerances); no case asserts on time."""
+transformer block (GELU; float32, and full int8 from scripts/make_tf_int8_models.py) and the text LSTMs of
+tests/data/models (the legacy tf_keras LSTM fused into UNIDIRECTIONAL_SEQUENCE_LSTM, and Keras 3's WHILE loop) on
+random inputs, and 2-thread rows (ours, XNNPACK and the builtin kernels all with 2 threads). Outputs are checked
+against the builtin kernels first (the parity tests' tolerances); no case asserts on time."""
 
 from __future__ import annotations
 
@@ -23,11 +23,12 @@ from lite_numba.testing import assert_close
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "litert_torch"
 SINGLE = ["cnn_f32", "cnn_dynamic_wi8_afp32", "cnn_weight_only_wi8_afp32", "cnn_static_wi8_ai8", "vit_f32",
-          "vit_dynamic_wi8_afp32", "vit_static_wi8_ai8", "decoder_f32", "decoder_dynamic_wi4b32_afp32",
-          "decoder_dynamic_wi2b32_afp32"]
+          "vit_dynamic_wi8_afp32", "vit_static_wi8_ai8", "decoder_f32", "decoder_dynamic_wi8_afp32",
+          "decoder_dynamic_wi4b32_afp32", "decoder_dynamic_wi2b32_afp32"]
 KV = ["decoder_kv_f32", "decoder_kv_q8", "decoder_kv_dynamic_wi4b32_afp32", "qwen3_f32", "qwen3_dynamic_wi8_afp32",
       "qwen3_dynamic_wi4b32_afp32"]
-OTHER = ["transformer_block_f32", "lstm_text_tfkeras", "keras_lstm"]  # tests/data/models, random inputs
+# tests/data/models, random inputs; transformer_block_int8: the converter's full int8 (scripts/make_tf_int8_models.py)
+OTHER = ["transformer_block_f32", "transformer_block_int8", "lstm_text_tfkeras", "keras_lstm"]
 TWO_THREADS = ["vit_f32", "decoder_f32", "transformer_block_f32", "lstm_text_tfkeras"]
 
 
@@ -103,10 +104,10 @@ def _single(benchmark, name: str, threads: int) -> None:
     if path.with_suffix(".npz").exists():
         ref = np.load(path.with_suffix(".npz"))
         inputs = [(d["index"], ref[f"in_{k}"]) for k, d in enumerate(ours.get_input_details())]
-    else:  # tests/data/models: token ids 1..3 (an embedding lookup), else normal floats
+    else:  # tests/data/models: quantized inputs uniform in [-100, 100), other integers token ids 1..3 (an embedding
+        # lookup), floats normal
         rng = np.random.default_rng(0)
-        inputs = [(d["index"], rng.integers(1, 4, size=d["shape"]).astype(d["dtype"]) if np.dtype(d["dtype"]).kind
-                   in "iu" else rng.standard_normal(d["shape"]).astype(d["dtype"])) for d in ours.get_input_details()]
+        inputs = [(d["index"], _random_input(rng, d)) for d in ours.get_input_details()]
     for it in runtimes.values():
         for i, x in inputs:
             it.set_tensor(i, x)
@@ -117,6 +118,15 @@ def _single(benchmark, name: str, threads: int) -> None:
     ROWS.append(row)
     benchmark.extra_info.update(row)
     benchmark(ours.invoke)
+
+
+def _random_input(rng, d: dict) -> np.ndarray:
+    dt = np.dtype(d["dtype"])
+    if dt.kind in "iu" and d["quantization"][0]:
+        return rng.integers(-100, 100, size=d["shape"]).astype(dt)
+    if dt.kind in "iu":
+        return rng.integers(1, 4, size=d["shape"]).astype(dt)
+    return rng.standard_normal(d["shape"]).astype(dt)
 
 
 def _decode_call(it, ref):
