@@ -66,6 +66,7 @@ def transformer_block():
     """Post-norm self-attention + GELU MLP block on [1, 16, 32] (transformer_block_f32's architecture)."""
     import keras
 
+    keras.backend.clear_session()  # name counters from zero: the same file whichever models ran before
     keras.utils.set_random_seed(SEED)
     x = keras.Input((16, 32), batch_size=1, name="tokens_emb")
     att = keras.layers.MultiHeadAttention(num_heads=4, key_dim=8, name="mha")(x, x)
@@ -82,6 +83,7 @@ def mobilenet_v3_small():
     """MobileNetV3-Small 224 x 224 with seeded random weights and batch-norm statistics."""
     import keras
 
+    keras.backend.clear_session()  # name counters from zero: the same file whichever models ran before
     keras.utils.set_random_seed(SEED + 1)
     model = keras.applications.MobileNetV3Small(weights=None, input_shape=(224, 224, 3))
     rs = np.random.RandomState(SEED + 1)
