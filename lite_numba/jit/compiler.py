@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -109,16 +110,22 @@ def compile_runner(body: str, kernels: list) -> Any:
         d = cache_dir() / "runners"
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"lnb_{key}.py"
-        if not path.exists() or path.read_text() != src:
+        # The file is Numba's key to the runner's disk cache (its path and a hash of its bytes); the code run is
+        # `src` itself, never the file's bytes or bytecode, so a damaged file is only rewritten.
+        try:
+            same = path.read_bytes() == src.encode()
+        except OSError:
+            same = False
+        if not same:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(src)
             os.replace(tmp, path)
         name = f"lite_numba_runner_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
+        mod = types.ModuleType(name)
+        mod.__file__ = str(path)
         mod._K = list(kernels)
         sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+        exec(compile(src, str(path), "exec"), mod.__dict__)
         _RUNNERS[key] = mod.run
         return mod.run
 

@@ -17,13 +17,21 @@ processes, and two writers could give two signatures one data file. `configure` 
 
 LITE_NUMBA_BOUNDSCHECK=1 (the checked mode, SECURITY.md) compiles every njit kernel with Numba's bounds checks
 (an out-of-range index raises IndexError) into its own directory, HASH-boundscheck: Numba's cache index does not
-record the flag, so checked and unchecked machine code must never share a directory."""
+record the flag, so checked and unchecked machine code must never share a directory.
+
+A damaged cache file (a full disk, a killed writer on a filesystem without atomic rename, a bad copy) must cost a
+compile, never a crash: Numba's own load raises on a truncated index or data file (EOFError, UnpicklingError) and
+hands a data file with changed bytes to LLVM, which aborts the process or could run the changed code. Every index and
+data file is therefore written as MAGIC + sha256(payload) + payload and checked before it is unpickled; a file that
+fails the check, or fails to unpickle, is a miss (the compile that follows overwrites it)."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -133,21 +141,89 @@ def install(version: str) -> None:
         sys.meta_path.insert(0, numba_speedups.AfterImport("numba", lambda: ensure(version)))
 
 
+MAGIC = b"lite-numba cache 1\n"
+_DIGEST = 32
+
+
+def seal(payload: bytes) -> bytes:
+    """A cache file's bytes: MAGIC, the sha256 of the payload, the payload."""
+    return MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def unseal(blob: bytes) -> bytes | None:
+    """The payload of a sealed cache file, or None when the file is not one or its payload was changed or cut."""
+    head = len(MAGIC) + _DIGEST
+    if len(blob) < head or not blob.startswith(MAGIC):
+        return None
+    payload = blob[head:]
+    return payload if hashlib.sha256(payload).digest() == blob[len(MAGIC):head] else None
+
+
+def _read_sealed(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return unseal(f.read())
+    except OSError:  # missing (not written yet, or removed since the index named it) or unreadable: a miss
+        return None
+
+
+def save_index_sealed(self, overloads) -> None:
+    payload = pickle.dumps(self._version, protocol=-1) + self._dump((self._source_stamp, overloads))
+    with self._open_for_write(self._index_path) as f:
+        f.write(seal(payload))
+
+
+def load_index_sealed(self) -> dict:
+    """Numba's index (key -> data file name) for this function, or {} when missing, damaged, of another Numba
+    version or of other source."""
+    payload = _read_sealed(self._index_path)
+    if payload is None:
+        return {}
+    try:
+        f = io.BytesIO(payload)
+        if pickle.load(f) != self._version:
+            return {}
+        stamp, overloads = pickle.loads(f.read())
+    except Exception:  # noqa: BLE001 - a file that passed the checksum but does not unpickle: a miss
+        return {}
+    return overloads if stamp == self._source_stamp and isinstance(overloads, dict) else {}
+
+
+def save_data_sealed(self, name, data) -> None:
+    with self._open_for_write(self._data_path(name)) as f:
+        f.write(seal(self._dump(data)))
+
+
+def load_data_sealed(self, name):
+    payload = _read_sealed(self._data_path(name))
+    if payload is None:
+        return None  # Numba's load returns it: a miss
+    try:
+        return pickle.loads(payload)
+    except Exception:  # noqa: BLE001 - as in load_index_sealed
+        return None
+
+
 _PATCHED = False
 
 
 def _patch_numba_caching() -> None:
-    """Two changes to Numba's disk cache, once per process:
+    """Three changes to Numba's disk cache, once per process:
 
     - its cache-entry save holds an exclusive lock on `<index>.lock` (see the module's docstring);
     - the check that a function's cache directory is writable (makedirs and a temporary file, done for every
-      decorated function: ~230 when the kernels of a MobileNet are imported) runs once per directory."""
+      decorated function: ~230 when the kernels of a MobileNet are imported) runs once per directory;
+    - index and data files are sealed with a checksum, and any damaged or unreadable file is a miss (see the
+      module's docstring)."""
     global _PATCHED
     if _PATCHED:
         return
     _PATCHED = True
     from numba.core import caching  # lazy: Numba
 
+    files = caching.IndexDataCacheFile
+    files._save_index, files._load_index = save_index_sealed, load_index_sealed
+    files._save_data, files._load_data = save_data_sealed, load_data_sealed
     checked: set[str] = set()
     ensure_cache_path = caching._CacheLocator.ensure_cache_path
 
