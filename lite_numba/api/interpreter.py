@@ -16,6 +16,7 @@ from ..ops import CustomOp, forwarded
 from ..runtime.model_runtime import ModelRuntime, check_int
 from ..runtime.profile_report import Profile
 from ..runtime.resolver import MutableOpResolver, OpResolver, default_op_resolver, resolve_model
+from ..runtime.signature_io import CallPlan
 from .delegates import Delegate, DelegateError, delegate_refused, load_delegate
 
 
@@ -528,11 +529,11 @@ class SignatureRunner:
         self._states = {n: o for n, i in s.inputs.items() if (o := s.outputs.get(n)) is not None and spec(i) == spec(o)}
         self._names = list(dict.fromkeys([*s.inputs, *s.outputs]))
         self._names_of = {i: (n, "in") for n, i in s.inputs.items()} | {o: (n, "out") for n, o in s.outputs.items()}
-        # bytes the last call copied: into the graph, out of it, and of state (an input and its same-named output,
-        # such as a KV cache) that the graph wrote to storage of its own instead of updating it where it lives; and
-        # the same by name (in + out + graph)
+        # bytes the last call copied: into the graph, out of it, and of state (an input and its same-named output, a
+        # KV cache) the graph wrote to storage of its own instead of where it lives; by name: in + out + graph
         self.last_copies = {"in": 0, "out": 0, "graph": 0}
         self.last_copies_by_name: dict[str, int] = {}
+        self._plan: CallPlan | None = None  # the last call, planned: a call like it takes the fast path
 
     def get_input_details(self) -> dict[str, dict]:
         return {name: tensor_details(self._rt.tensor(i, self._k)) for name, i in self._sig.inputs.items()}
@@ -552,8 +553,10 @@ class SignatureRunner:
         it (the output written into the input's storage: DYNAMIC_UPDATE_SLICE), so a step copies nothing. Bind the
         same buffer on the prefill and decode runners to share a cache. The buffer must have the input's dtype and
         shape and be C-contiguous and writable; binding re-plans the signature's subgraph at its next call."""
-        i = self._input_index(name)
-        t = self._rt.tensor(i, self._k)
+        if name not in self._sig.inputs:
+            raise ValueError(f"{name!r} is not an input of signature {self._sig.key!r}; its inputs are "
+                             f"{sorted(self._sig.inputs)}")
+        t = self._rt.tensor(self._sig.inputs[name], self._k)
         if buffer is None:
             raw = np.zeros(t.nbytes + 64, np.uint8)
             start = (-raw.ctypes.data) % 64
@@ -568,10 +571,12 @@ class SignatureRunner:
         if not (buffer.flags.c_contiguous and buffer.flags.writeable and buffer.flags.aligned):
             raise ValueError(f"SignatureRunner.bind({name!r}): the buffer must be C-contiguous, aligned and writable")
         self._buffers[name] = buffer
+        self._plan = None
         return buffer
 
     def unbind(self, name: str | None = None) -> None:
         """Forget the buffer bound to `name` (every buffer when None): calls pass that input again."""
+        self._plan = None
         if name is None:
             self._buffers.clear()
         else:
@@ -582,13 +587,18 @@ class SignatureRunner:
         """{name: buffer} bound with bind()."""
         return dict(self._buffers)
 
-    def _input_index(self, name: str) -> int:
-        if name not in self._sig.inputs:
-            raise ValueError(f"{name!r} is not an input of signature {self._sig.key!r}; its inputs are "
-                             f"{sorted(self._sig.inputs)}")
-        return self._sig.inputs[name]
-
     def __call__(self, **kwargs) -> dict[str, np.ndarray]:
+        plan = self._plan  # the last planned call again: its checks, copies and counts are known (CallPlan)
+        if plan is not None and (arrays := plan.arrays(kwargs, self.IN_PLACE_BYTES)) is not None:
+            self._interp._enter("SignatureRunner.__call__")
+            try:
+                self._interp._ensure_safe()
+                if plan.run.valid():  # (else allocated again since: the full path below)
+                    out = plan(arrays)
+                    self.last_copies, self.last_copies_by_name = dict(plan.copies), dict(plan.copies_by_name)
+                    return out
+            finally:
+                self._interp._slot.append(None)
         sig, buffers, states = self._sig, self._buffers, self._states
         if len(kwargs) != len(sig.inputs) and not (buffers and set(sig.inputs) <= set(kwargs) | set(buffers)
                                                    and len(kwargs) <= len(sig.inputs)):
@@ -626,6 +636,7 @@ class SignatureRunner:
                 inputs[t.index] = value
             outs = [o for name, o in sig.outputs.items() if name not in buffers or name not in states]
             bound = {sig.inputs[n]: (states.get(n), b) for n, b in buffers.items()}
+            plannable = not any(by_name.values()) and all(type(v) is np.ndarray for v in kwargs.values())
             results, copied = rt.run_in_place(k, inputs, outs, bound, self.IN_PLACE_BYTES)
             total = {"in": sum(by_name.values()), "out": 0, "graph": 0}
             for i, n in copied.items():
@@ -637,8 +648,10 @@ class SignatureRunner:
                     by_name[name] += rt.tensor(o, k).nbytes
                     total["graph"] += rt.tensor(o, k).nbytes
             self.last_copies, self.last_copies_by_name = total, by_name
-            return {name: buffers[name] if name in buffers and name in states else results[o]
-                    for name, o in sig.outputs.items()}
+            run = rt.run_plan(k, inputs, outs, bound, self.IN_PLACE_BYTES) if plannable else None
+            ret = [(n, o, buffers[n] if n in buffers and n in states else None) for n, o in sig.outputs.items()]
+            self._plan = run and CallPlan(values, buffers, self.IN_PLACE_BYTES, run, ret, dict(total), dict(by_name))
+            return {name: results[o] if buf is None else buf for name, o, buf in ret}
         finally:
             interp._slot.append(None)
 

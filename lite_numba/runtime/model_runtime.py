@@ -376,6 +376,14 @@ class ModelRuntime:
             io = self._io[subgraph] = SignatureIO(self.graph(subgraph))
         return io.run(inputs, outputs, buffers, min_bytes)
 
+    def run_plan(self, subgraph: int, inputs: dict[int, np.ndarray], outputs: list[int],
+                 buffers: dict[int, tuple[int | None, np.ndarray]], min_bytes: int):
+        """What run_in_place does with these tensors and buffers, decided once (signature_io.RunPlan: `run(arrays)`
+        while `valid()`), or None (not plannable, or the subgraph never ran in place)."""
+        io = self._io.get(subgraph)
+        return io.plan(inputs, outputs, buffers, min_bytes) if io is not None and io.valid(self.graph(subgraph)) \
+            else None
+
     # --- copies: clone(), copy/deepcopy, pickling ---------------------------------------------------------------
     def shareable(self) -> bool:
         """Whether subgraph 0's preparation can be shared with a copy: allocated, every step a compiled segment (no

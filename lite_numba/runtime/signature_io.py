@@ -9,6 +9,12 @@ plan put that output in the input's storage (arena.plan_aliases, after ModelRunt
 read in place and copied back once. Whatever cannot be pointed elsewhere (host or dynamic nodes, Python mode,
 speculation, a small tensor) is copied as SignatureRunner always did, and counted.
 
+What run() does depends only on the tensors, the buffers' identities and `min_bytes`, so it is decided once per such
+key (`plan()`: a RunPlan holding the arena views copied into and out of, the layouts, the bytes copied, the tensors
+left marked) and replayed while the allocation lasts. SignatureRunner keeps the last call's as a CallPlan: a call
+with the same names, dtypes, shapes and buffers skips its checks and counting and runs the RunPlan directly (a
+decode step's ~24 µs of Python down to a few; docs/design/llm.md).
+
 The official runtime keeps a copy of every input and output in the interpreter after a call; here the tensors
 that lived in the caller's arrays have stale storage instead. They are marked: reading them through
 ModelRuntime.get_tensor / storage raises RuntimeError (the Interpreter's set/get fast path loses them from
@@ -23,7 +29,7 @@ import numpy as np
 from .executor import GraphRuntime
 from .io_binding import IOBinding
 
-__all__ = ["SignatureIO"]
+__all__ = ["CallPlan", "RunPlan", "SignatureIO"]
 
 
 class SignatureIO:
@@ -36,7 +42,9 @@ class SignatureIO:
         self.marked: set[int] = set()
         self.inputs = set(rt.plan.inputs)
         self._layouts: dict[tuple, tuple] = {}  # ((tensor, id(array)), ...) -> (IOBinding layout, the arrays)
-        self._plain: dict[tuple, tuple] = {}  # (input tensors, output tensors) -> _plain_copies
+        self._plans: dict[tuple, RunPlan | None] = {}  # (inputs, outputs, buffers, min_bytes) -> plan()
+        self.guard_step = (self.guard, ())  # (the program's first step while tensors are marked)
+        self.idle_step = (self.idle, ())
         # a class of tensors sharing a writable input's storage moves only with its buffer: passed as plain arrays,
         # the input is copied in and the output out (pointing one at the caller's array would move the other too)
         self.tied = {m for m, r in rt.aliases.items() if r in rt.writable_inputs} | rt.writable_inputs
@@ -51,13 +59,10 @@ class SignatureIO:
         same-named output tensor or None, buffer)}: arrays checked by the caller (dtype, shape, C-contiguous,
         aligned; buffers writable). Returns ({output tensor: a new array}, {tensor: bytes copied into it (an input)
         or out of it (an output)})."""
+        plan = self.plan(inputs, outputs, buffers, min_bytes)
+        if plan is not None:
+            return plan.run(list(inputs.values())), dict(plan.copied)
         rt, io = self.rt, self.binding
-        if not buffers:  # the same small inputs and outputs every step (a decode step): the copies planned once
-            plain = self._plain.get((tuple(inputs), tuple(outputs), min_bytes))
-            if plain is None:
-                plain = self._plain_copies(inputs, outputs, min_bytes)
-            if plain:
-                return self._run_plain(plain, inputs)
         self.clear_marks()
         copied: dict[int, int] = {}
         targets: dict[int, np.ndarray] = {}
@@ -86,12 +91,12 @@ class SignatureIO:
             if o not in results and t.nbytes >= min_bytes and o not in tied and io.bindable(o):
                 targets[o] = results[o] = np.empty(t.shape, t.dtype)
         if targets:
-            io.use(self._layout(targets))
+            io.use(self.layout(targets))
         try:
             rt.invoke()
         finally:
             if targets:
-                io.use(self._layout(dict.fromkeys(targets)))  # every tensor back in the arena
+                io.use(self.layout(dict.fromkeys(targets)))  # every tensor back in the arena
             held = set(targets)
             held.update(buffers[i][0] for i in targets if i in buffers and buffers[i][0] is not None)
             self.mark(held - {o for o, _ in back})
@@ -107,46 +112,54 @@ class SignatureIO:
                 copied[o] = results[o].nbytes
         return results, copied
 
-    def _plain_copies(self, inputs: dict[int, np.ndarray], outputs: list[int], min_bytes: int):
-        """For run() without buffers, when every input and output is copied (none of them bound: each smaller than
-        min_bytes, tied or not bindable; no STRING, no dynamic tensor): ([(input, its arena view)], [(output, its
-        arena view)]); else False (run() takes its general way). Remembered for these tensors (the views stay while
-        this state is valid: the same allocation)."""
+    def plan(self, inputs: dict[int, np.ndarray], outputs: list[int],
+             buffers: dict[int, tuple[int | None, np.ndarray]], min_bytes: int) -> RunPlan | None:
+        """What run() does with these tensors and buffers, decided once (RunPlan), or None when it depends on more
+        than they are: a STRING or dynamic tensor among them (their storage and sizes change from run to run).
+        Remembered for the tensors, the buffers' identities and min_bytes while this state is valid (the views are
+        the allocation's)."""
+        key = (tuple(inputs), tuple(outputs), tuple((i, o, id(b)) for i, (o, b) in buffers.items()), min_bytes)
+        hit = self._plans.get(key, False)
+        if hit is not False:
+            return hit
         rt, io = self.rt, self.binding
-        plain = False
-        copies = True
-        for i in [*inputs, *outputs]:
-            t = rt.tensors[i]
-            nbytes = inputs[i].nbytes if i in inputs else t.nbytes
-            if t.dtype == object or i in rt.dynamic_tensors or (nbytes >= min_bytes and i not in self.tied
-                                                                 and io.bindable(i)):
-                copies = False
-                break
-        if copies:
-            plain = ([(i, rt.array(i)) for i in inputs], [(o, rt.array(o)) for o in dict.fromkeys(outputs)])
-        if len(self._plain) >= 8:
-            self._plain.pop(next(iter(self._plain)))
-        self._plain[(tuple(inputs), tuple(outputs), min_bytes)] = plain
-        return plain
+        plan = None
+        if not any(rt.tensors[i].dtype == object or i in rt.dynamic_tensors for i in [*inputs, *outputs, *buffers]):
+            plan, back = RunPlan(self), set()
+            for i, (o, buf) in buffers.items():
+                if io.bindable(i):
+                    plan.targets[i] = buf
+                    if o is not None and rt.aliases.get(o, o) != rt.aliases.get(i, i):
+                        plan.back.append((rt.array(o), buf))
+                        plan.copied[o] = buf.nbytes
+                        back.add(o)
+                else:
+                    plan.buffer_in.append((rt.array(i), buf))
+                    plan.copied[i] = buf.nbytes
+                    if o is not None:
+                        plan.back.append((rt.array(o), buf))
+                        plan.copied[o] = buf.nbytes
+                        back.add(o)
+            for n, (i, a) in enumerate(inputs.items()):
+                if a.nbytes >= min_bytes and i not in self.tied and io.bindable(i):
+                    plan.bound_in.append((n, i))
+                else:
+                    plan.copy_in.append((n, rt.array(i)))
+                    plan.copied[i] = a.nbytes
+            for o in dict.fromkeys(outputs):
+                t = rt.tensors[o]
+                if t.nbytes >= min_bytes and o not in self.tied and io.bindable(o):
+                    plan.bound_out.append((o, t.shape, t.dtype))
+                else:
+                    plan.copy_out.append((o, rt.array(o)))
+                    plan.copied[o] = t.nbytes
+            plan.finish(buffers, back)
+        if len(self._plans) >= 8:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = plan
+        return plan
 
-    def _run_plain(self, plain, inputs: dict[int, np.ndarray]) -> tuple[dict[int, np.ndarray], dict[int, int]]:
-        """run() with every input copied into its arena view and every output copied out of it (_plain_copies)."""
-        if self.marked or self._step():
-            self.clear_marks()
-        into, outof = plain
-        copied = {}
-        for i, view in into:
-            a = inputs[i]
-            np.copyto(view, a)
-            copied[i] = a.nbytes
-        self.rt.invoke()
-        results = {}
-        for o, view in outof:
-            results[o] = r = view.copy()
-            copied[o] = r.nbytes
-        return results, copied
-
-    def _layout(self, targets: dict[int, np.ndarray | None]):
+    def layout(self, targets: dict[int, np.ndarray | None]):
         """IOBinding.layout(targets), the last few reused (the same buffers every step, the arena after it)."""
         key = tuple((i, id(a)) for i, a in targets.items())  # (a cached layout keeps its arrays: ids stay theirs)
         hit = self._layouts.get(key)
@@ -173,9 +186,9 @@ class SignatureIO:
             rt.fast_views.pop(i, None)  # (the Interpreter's set/get fast path then goes through ModelRuntime)
         if self.marked:
             if self._step():
-                rt.program[0] = (self.guard, ())
+                rt.program[0] = self.guard_step
             else:
-                rt.program.insert(0, (self.guard, ()))
+                rt.program.insert(0, self.guard_step)
 
     def clear_marks(self, tensors=None) -> None:
         """Tensors set again (every one, and the guard step removed, when `tensors` is None): their arena storage
@@ -207,7 +220,122 @@ class SignatureIO:
                                f"arrays by the last SignatureRunner call and are not kept in the interpreter: set "
                                f"them again before invoke()")
         self.clear_marks(list(self.marked))
-        self.rt.program[0] = (self.idle, ())  # (replaced, not removed: the invoke is iterating the program)
+        self.rt.program[0] = self.idle_step  # (replaced, not removed: the invoke is iterating the program)
 
     def idle(self) -> None:
         pass
+
+
+class RunPlan:
+    """SignatureIO.run() for one set of input and output tensors and bound buffers, decided once (SignatureIO.plan):
+    the arena views copied into and out of, the buffers and the caller's arrays the runners are pointed at, the
+    bytes copied (the same every run), the tensors left marked. Valid while its SignatureIO is (`valid()`)."""
+
+    __slots__ = ("io", "targets", "back", "buffer_in", "bound_in", "copy_in", "bound_out", "copy_out", "copied",
+                 "held", "layout", "restore")
+
+    def __init__(self, io: SignatureIO):
+        self.io = io
+        self.targets: dict[int, np.ndarray] = {}  # bound buffers the runners read (and write) where they live
+        self.back: list[tuple[np.ndarray, np.ndarray]] = []  # (output's arena view, its buffer): copied back
+        self.buffer_in: list[tuple[np.ndarray, np.ndarray]] = []  # (input's arena view, its buffer): copied in
+        self.bound_in: list[tuple[int, int]] = []  # (position in run()'s arrays, input) read in the caller's array
+        self.copy_in: list[tuple[int, np.ndarray]] = []  # (position in run()'s arrays, the input's arena view)
+        self.bound_out: list[tuple[int, tuple, np.dtype]] = []  # outputs written straight into a new array
+        self.copy_out: list[tuple[int, np.ndarray]] = []  # (output, its arena view): copied out
+        self.copied: dict[int, int] = {}  # {tensor: bytes copied into or out of it}, as run() returns it
+        self.held = frozenset()
+        self.layout = self.restore = None
+
+    def finish(self, buffers: dict[int, tuple[int | None, np.ndarray]], back: set[int]) -> None:
+        io = self.io
+        moved = [*self.targets, *(i for _, i in self.bound_in), *(o for o, _, _ in self.bound_out)]
+        held = set(moved) | {buffers[i][0] for i in self.targets if buffers[i][0] is not None}
+        self.held = frozenset(held - back)
+        if moved:
+            self.restore = io.layout(dict.fromkeys(moved))
+        if self.targets and len(moved) == len(self.targets):  # only bound buffers: the same layout every run
+            self.layout = io.layout(dict(self.targets))
+
+    def valid(self) -> bool:
+        """Whether the runtime is still allocated as when this plan was made (else SignatureIO.run plans again)."""
+        return self.io.binding.valid()
+
+    def run(self, arrays: list[np.ndarray]) -> dict[int, np.ndarray]:
+        """run() with the input arrays in the order of the inputs the plan was made for (checked by the caller as
+        for run()); returns {output tensor: a new array} (not the bound buffers' outputs)."""
+        io, held = self.io, self.held
+        rt, binding = io.rt, io.binding
+        # the last run left exactly these marks: they stay (the guard step idles through this run's own invoke)
+        keep = held and io.marked == held and bool(rt.program) and rt.program[0] is io.guard_step
+        if not keep and (io.marked or io._step()):
+            io.clear_marks()
+        for view, buf in self.buffer_in:
+            view[...] = buf
+        for n, view in self.copy_in:
+            view[...] = arrays[n]
+        results = {}
+        layout = self.layout
+        if self.bound_in or self.bound_out:  # the caller's arrays and new ones: a layout per set of arrays
+            targets = dict(self.targets)
+            for n, i in self.bound_in:
+                targets[i] = arrays[n]
+            for o, shape, dtype in self.bound_out:
+                targets[o] = results[o] = np.empty(shape, dtype)
+            layout = io.layout(targets)
+        if layout is not None:
+            binding.use(layout)
+        if keep:
+            rt.program[0] = io.idle_step
+        try:
+            rt.invoke()
+        finally:
+            if layout is not None:
+                binding.use(self.restore)  # every tensor back in the arena
+            if keep:
+                rt.program[0] = io.guard_step
+            elif held:
+                io.mark(held)
+        for view, buf in self.back:
+            buf[...] = view
+        for o, view in self.copy_out:
+            results[o] = view.copy()
+        return results
+
+
+class CallPlan:
+    """A SignatureRunner call repeated as a generation loop repeats it: the same input names in the same order,
+    arrays of the same dtypes and shapes (C-contiguous and aligned), bound buffers passed as themselves or not at
+    all — everything its checks and its copy counts depend on — run by the RunPlan the first such call followed.
+    `arrays(kwargs)` is None for any other call (the runner's full path then checks, resizes and plans it)."""
+
+    __slots__ = ("names", "specs", "min_bytes", "run", "returns", "copies", "copies_by_name")
+
+    def __init__(self, kwargs: dict[str, np.ndarray], buffers: dict[str, np.ndarray], min_bytes: int, run: RunPlan,
+                 returns: list[tuple[str, int, np.ndarray | None]], copies: dict, copies_by_name: dict):
+        self.names = tuple(kwargs)
+        self.min_bytes = min_bytes  # (SignatureRunner.IN_PLACE_BYTES, which an instance may change)
+        self.specs = [(v.dtype, v.shape, buffers.get(n)) for n, v in kwargs.items()]
+        self.run = run
+        self.returns = returns  # [(output name, output tensor, its bound buffer or None)]
+        self.copies, self.copies_by_name = copies, copies_by_name
+
+    def arrays(self, kwargs: dict, min_bytes: int) -> list[np.ndarray] | None:
+        """The arrays RunPlan.run takes, when `kwargs` is a call this plan was made for; else None."""
+        if tuple(kwargs) != self.names or min_bytes != self.min_bytes:
+            return None
+        arrays = []
+        for v, (dtype, shape, buf) in zip(kwargs.values(), self.specs):
+            if buf is not None:
+                if v is not buf:
+                    return None
+            elif type(v) is np.ndarray and v.dtype == dtype and v.shape == shape and (f := v.flags).c_contiguous \
+                    and f.aligned:
+                arrays.append(v)
+            else:
+                return None
+        return arrays
+
+    def __call__(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+        results = self.run.run(arrays)
+        return {name: results[o] if buf is None else buf for name, o, buf in self.returns}
