@@ -34,6 +34,14 @@ def pad_rows(x, xp, n, y0, pt, pl, dm, B, fill):
         if dm == 1:
             for k in range(inner):
                 dst[k] = src[k]
+        elif B == 4:  # float32: whole elements (byte by byte, a 2 x 2 x 32 input took 2.6 us of 3.2)
+            s4 = src.view(np.uint32)
+            d4 = dst[:inner].view(np.uint32)
+            for i in range(inner // COB):
+                for c in range(CI):
+                    v = s4[i * CI + c]
+                    for m in range(dm):
+                        d4[(i * CI + c) * dm + m] = v
         else:
             for i in range(inner // COB):
                 d = dst[i * COB:]
