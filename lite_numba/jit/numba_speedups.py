@@ -29,7 +29,10 @@ import os
 import sys
 import threading
 
+from . import fast_reshape
+
 _APPLIED = False
+_RESHAPE = False
 _local = threading.local()
 
 
@@ -54,7 +57,13 @@ def _scope_deepcopy(self, memo):
 def apply() -> None:
     """Install both changes, once per process (called right after Numba's import). The inlining change waits for
     Numba's inliner module, which a process that only loads cached code never imports (47 ms)."""
-    global _APPLIED
+    global _APPLIED, _RESHAPE
+    if not _RESHAPE:  # not a compile-time change (fast_reshape): on whatever LITE_NUMBA_FAST_INLINE says
+        _RESHAPE = True
+        if "numba.np.arrayobj" in sys.modules:
+            fast_reshape.apply()
+        else:
+            sys.meta_path.insert(0, AfterImport("numba.np.arrayobj", fast_reshape.apply))
     if _APPLIED or os.environ.get("LITE_NUMBA_FAST_INLINE", "1") == "0":
         return
     _APPLIED = True
