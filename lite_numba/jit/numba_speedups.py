@@ -18,7 +18,9 @@ sys.stderr every time: 3.5 % of a cold compile's profile. With Numba's default c
 markup only adds a bold escape code, so `apply` gives Numba a scheme that returns the text as it is (the same
 text Numba shows when colorama is absent or NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING is set).
 
-LITE_NUMBA_FAST_INLINE=0 leaves Numba as it is (both changes off), for comparing compile times."""
+LITE_NUMBA_FAST_INLINE=0 leaves Numba as it is (both changes off), for comparing compile times. `apply` also installs
+lite_numba.jit.fast_reshape, which does change the compiled code (a faster reshape, the same views) and so is on
+in every process whatever that variable says."""
 
 from __future__ import annotations
 
