@@ -9,6 +9,8 @@ array, a list — must fall back to the full path: the official error texts, the
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from kv_models import causal_mask, kv_model
@@ -183,3 +185,38 @@ def test_reallocation_and_held_views_between_calls():
         runner(x=x3)
     del view
     np.testing.assert_array_equal(runner(x=x3)["y"], official(x=x3)["y"])
+
+
+def test_the_fast_path_holds_the_interpreter_against_other_threads():
+    b = ModelBuilder()  # a chain of 12 FULLY_CONNECTED layers of 64 x 512: tens of ms per call
+    x = t = b.add_input("x", np.float32, [64, 512])
+    w = b.add_const("w", (np.random.default_rng(0).standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32))
+    for k in range(12):
+        o = b.add_tensor(f"h{k}", np.float32, [64, 512])
+        b.add_op("FULLY_CONNECTED", [t, w, -1], [o], options={"fused_activation_function": "RELU"})
+        t = o
+    b.mark_output(t)
+    b.add_signature("serving_default", {"x": x}, {"y": t})
+    it = Interpreter(model_content=b.build())
+    runner = it.get_signature_runner("serving_default")
+    xv = np.random.default_rng(1).standard_normal((64, 512)).astype(np.float32)
+    expected = runner(x=xv)["y"]
+    counted = Counting(it)
+    refused = []
+    for _attempt in range(5):
+        worker = threading.Thread(target=runner, kwargs={"x": xv})  # the fast path, in another thread
+        worker.start()
+        while it._slot and worker.is_alive():  # until the worker is inside the call
+            pass
+        for call in (it.invoke, lambda: runner(x=xv), lambda: it.get_tensor(0)):
+            try:
+                call()
+            except RuntimeError as e:
+                assert "one Interpreter per thread" in str(e), e
+                refused.append(e)
+        worker.join()
+        if refused:
+            break
+    assert refused, "no call was refused while another thread was inside the signature call"
+    assert counted.calls == 0  # (every call of the worker's was the fast path)
+    np.testing.assert_array_equal(runner(x=xv)["y"], expected)
