@@ -31,7 +31,12 @@ def step_inputs(spec: KVSpec, tokens: list[int], length: int, start: int) -> dic
     ids[0, :len(tokens)] = tokens
     pos = np.arange(start, start + length, dtype=np.int32)
     ins = {"tokens": ids, "input_pos": pos}
-    if spec.mask is not None:
+    if spec.mask is not None and length == 1:  # a decode step's row, filled directly (half the time of the below)
+        mask = np.zeros((1, 1, 1, spec.cache_length), np.bool_) if spec.mask == np.bool_ else np.full(
+            (1, 1, 1, spec.cache_length), -np.inf, np.float32)
+        mask[..., :start + 1] = True if mask.dtype == np.bool_ else 0.0
+        ins["mask"] = mask
+    elif spec.mask is not None:
         seen = np.arange(spec.cache_length)[None, :] <= pos[:, None]
         mask = seen if spec.mask == np.bool_ else np.where(seen, 0.0, -np.inf).astype(np.float32)
         ins["mask"] = mask.reshape(1, 1, length, spec.cache_length)
