@@ -387,6 +387,7 @@ BUILTINS += [
 # --- object detection (detection.py): float32 NMS (int8/int16 quantized NMS: no); audio features (audio.py) ---
 audio = _lazy("signal.audio")
 detection = _lazy("signal.detection")
+hadamard = _lazy("signal.hadamard")
 
 BUILTINS += [
     ("NON_MAX_SUPPRESSION_V4", 1, 1, detection.NON_MAX_SUPPRESSION_V4),
@@ -399,6 +400,7 @@ CUSTOMS = [
     ("TFLite_Detection_PostProcess", 1, 1, detection.DETECTION_POSTPROCESS),  # float32 / uint8 inputs
     ("AudioSpectrogram", 1, 1, audio.AUDIO_SPECTROGRAM),  # float32
     ("Mfcc", 1, 1, audio.MFCC),  # float32, int32 sample rate
+    ("aeq.hadamard_rotation", 1, 1, hadamard.HADAMARD_ROTATION),  # float32; ai-edge-quantizer's rotation
 ]
 
 # Kernels of ops that graph rewrites (lite_numba/runtime/fusion.py, composites.py) put in place of a model's nodes;
