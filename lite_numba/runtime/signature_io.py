@@ -292,9 +292,9 @@ class RunPlan:
         finally:
             if layout is not None:
                 binding.use(self.restore)  # every tensor back in the arena
-            if keep:
+            if keep and rt.program and rt.program[0] is io.idle_step:
                 rt.program[0] = io.guard_step
-            elif held:
+            elif held:  # (also when the invoke made its program again)
                 io.mark(held)
         for view, buf in self.back:
             buf[...] = view
