@@ -504,7 +504,8 @@ class SignatureRunner:
     `Interpreter.get_tensor` / `tensor()` on them raise RuntimeError until they are set again (the official runtime
     keeps copies there). `bind(name, buffer)` makes a buffer the storage of an input and its same-named output (a
     KV cache): calls then need not pass it, the graph updates it where it lives, and nothing is copied
-    (docs/design/llm.md). `last_copies` counts what the last call copied."""
+    (docs/design/llm.md). `last_copies` counts what the last call copied. A call like the last one (the same names,
+    dtypes, shapes and buffers) runs the plan that call left instead of checking again (signature_io.CallPlan)."""
 
     IN_PLACE_BYTES = 1 << 18
 
