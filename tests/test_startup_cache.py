@@ -42,7 +42,10 @@ it.allocate_tensors()
 it.set_tensor(it.get_input_details()[0]["index"], np.load(sys.argv[2]))
 it.invoke()
 y = it.get_tensor(it.get_output_details()[0]["index"])
-print(json.dumps({"compiled": compiled, "stats": STATS, "y": y.tolist()}))
+from numba.core.registry import cpu_target
+from lite_numba.kernels.base import isa
+print(json.dumps({"compiled": compiled, "stats": STATS, "y": y.tolist(), "level": isa.isa_level(),
+                  "codegen": list(cpu_target.target_context.codegen().magic_tuple()[1:])}))
 """
 
 
@@ -53,8 +56,29 @@ def _env(tmp_path, **extra) -> dict:
     return {**env, **extra}
 
 
+# Prepended to FRESH: the process sees another CPU, {"name": LLVM's CPU name, "features": {LLVM feature: bool}}
+# changed from the host's (llvmlite's answers, which Numba and kernels/base/isa.py both ask).
+OTHER_CPU = r"""
+import json as _json, os as _os
+import llvmlite.binding as _ll
+_cpu = _json.loads(_os.environ["LN_TEST_OTHER_CPU"])
+_host_features = _ll.get_host_cpu_features
+
+
+def _features():
+    f = _host_features()
+    f.update(_cpu["features"])
+    return f
+
+
+_ll.get_host_cpu_features = _features
+_ll.get_host_cpu_name = lambda: _cpu["name"]
+"""
+
+
 def _fresh(model, x_path, env) -> dict:
-    out = subprocess.run([sys.executable, "-c", FRESH, str(model), str(x_path)], capture_output=True, text=True,
+    code = (OTHER_CPU if "LN_TEST_OTHER_CPU" in env else "") + FRESH
+    out = subprocess.run([sys.executable, "-c", code, str(model), str(x_path)], capture_output=True, text=True,
                          env=env, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -188,3 +212,98 @@ def test_prepare_time_compiled_call_loads_without_the_lowering_registries(tmp_pa
     assert warm["stats"]["compiled"] == 0 and warm["stats"]["loaded"] >= 2, warm["stats"]
     assert not warm["registries"], "the warm process loaded Numba's lowering registries"
     assert warm["y"] == cold["y"]
+
+
+def _host_features() -> dict:
+    import llvmlite.binding as ll
+
+    return {k: bool(v) for k, v in ll.get_host_cpu_features().items()}
+
+
+def _needs_avx512():
+    import pytest
+    from lite_numba.kernels.base import isa
+
+    if isa.missing_features("avx512"):
+        pytest.skip(f"simulates a CPU with fewer features than this one, which lacks {isa.missing_features('avx512')}")
+
+
+def test_level_target_covers_every_kernel_path():
+    """The codegen's features include everything each kernel path this CPU runs needs, and nothing the host lacks;
+    a CPU without x86-64-v3 keeps Numba's host target."""
+    from lite_numba.kernels.base import isa
+
+    from lite_numba.jit.numba_cache import level_target
+
+    host = _host_features()
+    target = level_target(host)
+    if isa.missing_features("avx2"):
+        assert target is None
+        return
+    level, _, features = target
+    on = {f[1:] for f in features.split(",") if f[0] == "+"}
+    assert all(host.get(f) for f in on), sorted(f for f in on if not host.get(f))
+    for lv in isa.supported_levels(host):
+        assert set(isa.NEEDS[lv]) <= on, (lv, sorted(set(isa.NEEDS[lv]) - on))
+    assert level == isa.supported_levels(host)[-1] or level == "amx"  # (amx: the features, whatever the grant)
+    assert level_target({**host, "avx2": False}) is None
+    no512 = level_target({**host, **{f: False for f in host if f.startswith(("avx512", "amx"))}})
+    assert no512[0] in ("avx2", "avxvnni") and "-avx512f" in no512[2].split(",")
+
+
+def test_a_cache_is_shared_by_cpus_of_one_level(tmp_path):
+    """A process on another CPU model with the same ladder features (another LLVM CPU name, other non-ladder
+    features) loads everything the host compiled; with LITE_NUMBA_CODEGEN=host (Numba's own key: the exact CPU)
+    the same process compiles again."""
+    require_official()
+    _needs_avx512()
+    host = _host_features()
+    model = tmp_path / "m.tflite"
+    model.write_bytes(kernel_chain_model())
+    x = np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ref = run_official(model.read_bytes(), [x])[0]
+    other = json.dumps({"name": "icelake-server" if ll_name() != "icelake-server" else "sapphirerapids",
+                        "features": {f: not host.get(f, False) for f in ("sha", "gfni", "vaes", "avx512fp16", "rtm")}})
+    for mode in ("level", "host"):
+        env = _env(tmp_path / mode, LITE_NUMBA_COMPILE_WORKERS="1", LITE_NUMBA_CODEGEN=mode)
+        made = _fresh(model, tmp_path / "x.npy", env)
+        assert made["compiled"], "the first process compiled nothing: the caches were not empty"
+        elsewhere = _fresh(model, tmp_path / "x.npy", {**env, "LN_TEST_OTHER_CPU": other})
+        assert_close(np.array(elsewhere["y"], np.float32), ref)
+        assert elsewhere["level"] == made["level"]
+        if mode == "level":
+            assert elsewhere["codegen"] == made["codegen"]
+            assert elsewhere["compiled"] == [], f"the other CPU recompiled {elsewhere['compiled']}"
+        else:  # the control: Numba's key is the exact CPU
+            assert elsewhere["codegen"] != made["codegen"] and elsewhere["compiled"]
+
+
+def test_a_cache_of_another_level_is_not_used(tmp_path):
+    """A process on a CPU without AVX-512 and AMX (simulated) does not load the host's cache: it compiles its own,
+    for its own level, with the official outputs; the host's next process still loads the host's."""
+    require_official()
+    _needs_avx512()
+    host = _host_features()
+    model = tmp_path / "m.tflite"
+    model.write_bytes(kernel_chain_model())
+    x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ref = run_official(model.read_bytes(), [x])[0]
+    env = _env(tmp_path, LITE_NUMBA_COMPILE_WORKERS="1")
+    made = _fresh(model, tmp_path / "x.npy", env)
+    smaller = json.dumps({"name": "alderlake", "features": {f: False for f in host if f.startswith(("avx512", "amx"))}})
+    lower = _fresh(model, tmp_path / "x.npy", {**env, "LN_TEST_OTHER_CPU": smaller})
+    assert lower["level"] in ("avx2", "avxvnni") and made["level"] not in ("avx2", "avxvnni")
+    assert "-avx512f" in lower["codegen"][1].split(",")
+    assert lower["compiled"], "the process without AVX-512 used code compiled with it"
+    assert_close(np.array(lower["y"], np.float32), ref)
+    again = _fresh(model, tmp_path / "x.npy", env)
+    assert again["compiled"] == [] and again["codegen"] == made["codegen"]
+    assert_close(np.array(again["y"], np.float32), ref)
+
+
+def ll_name() -> str:
+    import llvmlite.binding as ll
+
+    return ll.get_host_cpu_name()

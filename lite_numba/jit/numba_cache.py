@@ -141,6 +141,68 @@ def install(version: str) -> None:
         sys.meta_path.insert(0, numba_speedups.AfterImport("numba", lambda: ensure(version)))
 
 
+# What Numba compiles for (issue 33): Numba keys each cached function on the CPU name and feature string it
+# compiled for, the host's by default, so a cache made on one CPU model was never used on another with the same
+# instructions, and every new machine type compiled everything again. On an x86-64 CPU with at least x86-64-v3 (the
+# `avx2` kernel path), lite-numba compiles instead for x86-64-v3's instructions plus the host's ladder features (those
+# the kernel paths of kernels/base/isa.py use: AVX-VNNI, AVX-512 F/BW/CD/DQ/VL, AVX-512 VNNI, AMX int8), every other
+# LLVM feature off, with LLVM's generic tuning of the psABI level (x86-64-v3 / x86-64-v4: no slower than the host's
+# own tuning, where `sapphirerapids` was 6-8 % slower; docs/design/startup.md): CPUs with the same ladder features
+# share one cache. The string is made from the host's own features, so the code uses no instruction the host lacks,
+# and another set of ladder features is another key. LITE_NUMBA_CODEGEN=host compiles for the host CPU as Numba does
+# by default; a user's NUMBA_CPU_NAME / NUMBA_CPU_FEATURES or NUMBA_ENABLE_AVX=0 are Numba's as well.
+X86_64_V3 = ("64bit", "cmov", "cx8", "cx16", "fxsr", "mmx", "sahf", "popcnt", "crc32", "sse", "sse2", "sse3", "ssse3",
+             "sse4.1", "sse4.2", "avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+_AVX512 = ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+LADDER = ("avxvnni",) + _AVX512 + ("avx512vnni", "amx-tile", "amx-int8")
+LEVEL_CPUS = (  # the best level first: the ladder features it needs, the CPU model LLVM tunes its code for
+    ("amx", _AVX512 + ("avx512vnni", "amx-tile", "amx-int8"), "x86-64-v4"),
+    ("avx512vnni", _AVX512 + ("avx512vnni",), "x86-64-v4"),
+    ("avx512", _AVX512, "x86-64-v4"),
+    ("avxvnni", ("avxvnni",), "x86-64-v3"),
+    ("avx2", (), "x86-64-v3"),
+)
+
+
+def level_target(host: dict[str, bool]) -> tuple[str, str, str] | None:
+    """(level, CPU name, LLVM feature string) to compile for on a CPU with the features `host` (LLVM's names), or
+    None to leave Numba's choice: the host itself (not x86-64-v3)."""
+    if not all(host.get(f, False) for f in X86_64_V3):
+        return None
+    on = set(X86_64_V3) | {f for f in LADDER if host.get(f, False)}
+    level, _, cpu = next(c for c in LEVEL_CPUS if on.issuperset(c[1]))
+    return level, cpu, ",".join(("+" if f in on else "-") + f for f in sorted(set(host) | on))
+
+
+def _compile_for_level(codegen_class) -> None:
+    """Make Numba's JIT codegen target level_target's CPU name and features unless the user set their own."""
+    from numba.core import config  # lazy: Numba (see install)
+
+    mode = os.environ.get("LITE_NUMBA_CODEGEN", "").strip().lower()
+    if mode not in ("", "level", "host"):
+        raise ValueError(f"LITE_NUMBA_CODEGEN={mode!r}: expected 'level' (the default) or 'host'")
+    if mode == "host" or config.CPU_NAME is not None or config.CPU_FEATURES is not None or not config.ENABLE_AVX:
+        return
+    from numba.core import registry  # lazy: Numba
+
+    if "_toplevel_target_context" in vars(registry.cpu_target):  # Numba compiled before lite-numba configured it
+        return
+    import llvmlite.binding as ll  # lazy: imported by Numba already
+
+    try:
+        target = level_target({k: bool(v) for k, v in ll.get_host_cpu_features().items()})
+    except RuntimeError:  # LLVM cannot tell the host's features: Numba's default
+        return
+    if target is None:
+        return
+    _, cpu, features = target
+    host_name, host_features = codegen_class._get_host_cpu_name, codegen_class._get_host_cpu_features
+    # (read at each call: a user's NUMBA_CPU_* set later, which Numba's config reload picks up, still wins)
+    codegen_class._get_host_cpu_name = lambda self: cpu if config.CPU_NAME is None else host_name(self)
+    codegen_class._get_host_cpu_features = lambda self: (features if config.CPU_FEATURES is None
+                                                         else host_features(self))
+
+
 MAGIC = b"lite-numba cache 1\n"
 _DIGEST = 32
 
@@ -208,19 +270,24 @@ _PATCHED = False
 
 
 def _patch_numba_caching() -> None:
-    """Three changes to Numba's disk cache, once per process:
+    """Four changes to Numba's disk cache, once per process:
 
     - its cache-entry save holds an exclusive lock on `<index>.lock` (see the module's docstring);
     - the check that a function's cache directory is writable (makedirs and a temporary file, done for every
       decorated function: ~230 when the kernels of a MobileNet are imported) runs once per directory;
     - index and data files are sealed with a checksum, and any damaged or unreadable file is a miss (see the
-      module's docstring)."""
+      module's docstring);
+    - code is compiled for the CPU's ISA level, not its model (level_target)."""
     global _PATCHED
     if _PATCHED:
         return
     _PATCHED = True
-    from numba.core import caching  # lazy: Numba
+    from numba.core import (
+        caching,  # lazy: Numba
+        codegen,  # lazy: Numba
+    )
 
+    _compile_for_level(codegen.JITCPUCodegen)
     files = caching.IndexDataCacheFile
     files._save_index, files._load_index = save_index_sealed, load_index_sealed
     files._save_data, files._load_data = save_data_sealed, load_data_sealed
