@@ -37,9 +37,6 @@ REL = 2e-2
 # Where we knowingly differ from the named oracle (see docs/design/llm.md, "Quantized LiteRT-LM recipes"): the test
 # still asserts the figure we do reach, and the strict xfail of the oracle comparison fails once the gap is closed.
 KNOWN_GAPS = {
-    # INT4 channelwise weights run as int8 hybrid FULLY_CONNECTED (EvalHybridDense's arithmetic); the official
-    # builtin runs its optimized 4-bit hybrid path, which sums in another float order: 3.6e-7 relative off.
-    "gemma3s_mixed48": ("builtin", 1e-6),
     # INT2 blockwise: we answer what the official kernels answer (zeros, kernels/linear/fc_blockwise.py), not the
     # dequantized model the README names as oracle.
     "gemma3s_dynamic_wi2b64_afp32": ("builtin", 0.0),
@@ -133,7 +130,7 @@ def test_rotation_custom_op_equals_its_decomposed_twin():
     """The same quantized weights with the rotation as one custom op or as builtin ops: the same figures against
     the reference. The rotations agree to float rounding, not bit for bit (the decomposition is a matrix product),
     and a rounding that moves an activation across an int8 step of the next dynamic-range layer shows at the logits:
-    1.9e-3 relative measured, bound 1e-2, the same greedy tokens."""
+    3.2e-3 relative measured, bound 1e-2, the same greedy tokens."""
     a, _ = recorded("gemma3s_mixed48_hr")
     b, _ = recorded("gemma3s_mixed48_hr_custom")
     assert rel(b["logits"], a["logits"]) <= 1e-2

@@ -29,7 +29,12 @@ import numpy as np
 from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_SIGN_BIT, ACT_TANH
 from lite_numba.kernels.base.hybrid_quant import quantize_rows
 from lite_numba.kernels.base.packed_ints import unpack_run
-from lite_numba.kernels.linear.fc_hybrid import hybrid_fc_finish, hybrid_fc_zero_input, schedule_hybrid_rows
+from lite_numba.kernels.linear.fc_hybrid import (
+    apply_float_activation,
+    hybrid_fc_finish,
+    hybrid_fc_zero_input,
+    schedule_hybrid_rows,
+)
 from lite_numba.kernels.linear.fully_connected import float_fc_output, schedule_zero_fill
 from lite_numba.kernels.linear.hybrid_schedule import schedule_int4
 from numba import njit
@@ -148,6 +153,63 @@ def blockwise_dots(q, packed, M, K, N, bits, acc, row_sums, wrow):
             for k in range(K):
                 d += np.int64(q[base + k]) * wrow[k]
             acc[m * N + n] = np.int32(d)
+
+
+@njit(cache=True, nogil=True)
+def quantize_rows_4bit(x, M, K, q, sf, offsets):
+    """The official optimized 4-bit path's input quantization (BatchQuantizeFloats4Bit), for INT4 weights with
+    per-channel (or per-tensor) scales: per row, d = max |x| (NaNs skipped; 127 when 0), q = int8(round half away
+    (x * float(127 / d))), sf = float(d / 127) (both divisions in double), offsets = -7 * sum q (its zero point)."""
+    for m in range(M):
+        base = m * K
+        d = np.float32(0.0)
+        for k in range(K):
+            a = abs(x[base + k])
+            if d < a:
+                d = a
+        if d == 0:
+            d = np.float32(127.0)
+        scale = np.float32(127.0 / np.float64(d))
+        sf[m] = np.float32(np.float64(d) / 127.0)
+        s = 0
+        for k in range(K):
+            v = np.float32(x[base + k] * scale)
+            if v != v:
+                t = 0  # a NaN converts to int32's minimum, whose low byte is 0
+            else:
+                r = np.trunc(v)
+                if v - r >= 0.5:
+                    r += 1
+                elif v - r <= -0.5:
+                    r -= 1
+                t = np.int64(r)
+            qv = np.int8((t + 128) % 256 - 128)
+            q[base + k] = qv
+            s += qv
+        offsets[m] = np.int32(s * -7)
+
+
+@njit(cache=True, nogil=True)
+def int4_channel_finish(acc, sf, offsets, fscales, bias, has_bias, out, N, act):
+    """EvalHybridDense4Bit's float side: out = float(offset) * sf * fscale [+ bias], then += float(dst) * sf * fscale
+    with dst = acc + 7 * sum q (the official sum over nibbles w + 7; acc = sum q * w), then the activation."""
+    for m in range(acc.size // N):
+        base = m * N
+        s = sf[m]
+        val = np.float32(np.float32(offsets[m]) * s)
+        for n in range(N):
+            o = np.float32(val * fscales[n])
+            if has_bias:
+                o = np.float32(o + bias[n])
+            dst = np.int32(acc[base + n] - offsets[m])
+            o = np.float32(o + np.float32(np.float32(np.float32(dst) * s) * fscales[n]))
+            out[base + n] = apply_float_activation(o, act)
+
+
+def uses_int4_channel_path(type_name: str, batch: int, k: int, units: int) -> bool:
+    """Whether the official kernel runs EvalHybridDense4Bit for constant INT4 weights with affine (per-channel or
+    per-tensor) scales: the optimized 4-bit path's conditions, as for blockwise weights."""
+    return type_name == "INT4" and batch > 0 and k % 2 == 0 and units >= FILTER_WIDTH and k >= FILTER_DEPTH
 
 
 def uses_4bit_path(bits: int, batch: int, k: int, units: int) -> bool:

@@ -35,7 +35,12 @@ from lite_numba.kernels.base.fixedpoint import (
     round_half_away,
 )
 from lite_numba.kernels.base.hybrid_quant import refuse_minus_128
-from lite_numba.kernels.linear.fc_blockwise import prepare_blockwise_fc
+from lite_numba.kernels.linear.fc_blockwise import (
+    int4_channel_finish,
+    prepare_blockwise_fc,
+    quantize_rows_4bit,
+    uses_int4_channel_path,
+)
 from lite_numba.kernels.linear.fc_hybrid import hybrid_fc_finish, hybrid_fc_zero_input, schedule_hybrid_rows
 from lite_numba.kernels.linear.fc_loops import row_block, transpose_batches
 from lite_numba.kernels.linear.fully_connected import fc_output_shape, schedule_zero_fill, weights_array
@@ -396,13 +401,24 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
     if k == 0:
         return schedule_zero_fill(ctx, o)
     bias = ctx.view(b, (units,)) if b is not None else np.zeros(units, np.float32)
+    zero = np.zeros(1, np.int64)
+    if w.spec is not None and uses_int4_channel_path(w.spec.type_name, batch, k, units):
+        # INT4 weights widened at load: the official optimized 4-bit path's arithmetic (fc_blockwise); the value -8,
+        # which that path's packing garbles, is read as the reference kernels read it (docs/design/llm.md)
+        q, sf, offs = ctx.temp((batch * k,), np.int8), ctx.temp((batch,), np.float32), ctx.temp((batch,), np.int32)
+        ctx.call(quantize_rows_4bit, ctx.view(x, (x.size,)), batch, k, q, sf, offs)
+        acc = ctx.temp((batch * units,), np.int32)
+        schedule_igemm(ctx, q, zero, 0, np.int8, None, np.ascontiguousarray(dense.reshape(units, k).T), zero, 0,
+                       acc, batch, k, units)
+        ctx.call(int4_channel_finish, acc, sf, offs, scales, bias, int(b is not None), ctx.view(o, (o.size,)),
+                 units, act)
+        return
     asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
     if schedule_hybrid(ctx, "fc", ctx.view(x, (x.size,)), np.asarray(dense, np.int8).reshape(units, k), scales, bias,
                        ctx.view(o, (o.size,)), rows=batch, act=act, asymmetric=asym):
         return  # the int8 tiles of the level in force (hybrid_gemm), else the portable loops below
     q, sf, zp = schedule_hybrid_rows(ctx, x, batch, k)
     acc = ctx.temp((batch * units,), np.int32)
-    zero = np.zeros(1, np.int64)
     schedule_igemm(ctx, q, zero, 0, np.int8, None, np.ascontiguousarray(dense.T), zero, 0, acc, batch, k, units)
     row_sums = dense.astype(np.int64).sum(axis=1).astype(np.int32)
     ctx.call(hybrid_fc_finish, acc, sf, zp, row_sums, scales, bias, ctx.view(o, (o.size,)), units, act)
