@@ -183,3 +183,38 @@ def test_hadamard_rotation_refuses_int32():
     it = Interpreter(model_content=_rotation_model((2, 8), 8, dtype=np.int32))
     with pytest.raises(ValueError, match="aeq.hadamard_rotation.*int32"):
         it.allocate_tensors()
+
+
+# --- FULLY_CONNECTED with INT4 per-channel weights (the official optimized 4-bit path), one op --------------------
+
+
+def _int4_fc_model(m, k, n, bias, low, seed) -> bytes:
+    rng = np.random.default_rng(seed)
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [m, k])
+    w = b.add_packed_const("w", rng.integers(low, 8, (n, k)), "INT4",
+                           quant={"scales": list(rng.uniform(0.01, 0.1, n)), "zero_points": [0] * n})
+    ins = [x, w] + ([b.add_const("b", rng.standard_normal(n).astype(np.float32))] if bias else [])
+    y = b.add_tensor("y", np.float32, [m, n])
+    b.add_op("FULLY_CONNECTED", ins, [y], {}, version=5)
+    b.mark_output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("m,k,n,bias", [(1, 128, 32, False), (16, 128, 512, True), (3, 64, 4, True),
+                                        (1, 256, 130, False), (5, 34, 7, True), (1, 32, 3, False)])
+def test_int4_channelwise_fc(m, k, n, bias):
+    """Without the value -8: bit-exact with the builtin kernels (the 4-bit path, or EvalHybrid below 4 units). With
+    -8: near the reference kernels, which read it as -8 (the builtin 4-bit path's packing garbles it)."""
+    tfl = require_official()
+    x = np.random.default_rng(m * k).standard_normal((m, k)).astype(np.float32)
+    model = _int4_fc_model(m, k, n, bias, -7, k + n)
+    assert np.array_equal(run_ours(model, [x])[0], run_official(model, [x])[0])
+    model = _int4_fc_model(m, k, n, bias, -8, k + n)
+    it = tfl.Interpreter(model_content=model, num_threads=1,
+                         experimental_op_resolver_type=tfl.OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    ref = it.get_tensor(it.get_output_details()[0]["index"])
+    assert rel(run_ours(model, [x])[0], ref) <= 1e-5

@@ -37,6 +37,7 @@ from lite_numba.kernels.base.fixedpoint import (
 from lite_numba.kernels.base.hybrid_quant import refuse_minus_128
 from lite_numba.kernels.linear.fc_blockwise import (
     int4_channel_finish,
+    int4_row_dots,
     prepare_blockwise_fc,
     quantize_rows_4bit,
     uses_int4_channel_path,
@@ -408,8 +409,7 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
         q, sf, offs = ctx.temp((batch * k,), np.int8), ctx.temp((batch,), np.float32), ctx.temp((batch,), np.int32)
         ctx.call(quantize_rows_4bit, ctx.view(x, (x.size,)), batch, k, q, sf, offs)
         acc = ctx.temp((batch * units,), np.int32)
-        schedule_igemm(ctx, q, zero, 0, np.int8, None, np.ascontiguousarray(dense.reshape(units, k).T), zero, 0,
-                       acc, batch, k, units)
+        ctx.call(int4_row_dots, q, ctx.const(np.asarray(dense, np.int8).reshape(-1)), batch, k, units, acc)
         ctx.call(int4_channel_finish, acc, sf, offs, scales, bias, int(b is not None), ctx.view(o, (o.size,)),
                  units, act)
         return
