@@ -13,7 +13,9 @@ MEAN, FULLY_CONNECTED, SOFTMAX, RESHAPE, CONCATENATION), built in code.
 The caches are where the runtime looks (`cache_locations()`): kernels in Numba's cache directory for these sources
 ($NUMBA_CACHE_DIR/lite_numba-HASH, else $LITE_NUMBA_CACHE_DIR/numba/HASH, default ~/.cache/lite_numba/numba/HASH),
 runners in $LITE_NUMBA_CACHE_DIR/runners. Kernels are compiled for the kernel path of the machine warming up
-(`LITE_NUMBA_ISA`) and Numba's host CPU: warm up on the machine type that runs the models.
+(`LITE_NUMBA_ISA`) and its instruction-set level (a generic x86-64-v3 / v4 target with the kernel-path instructions
+the CPU has, design/startup.md; `LITE_NUMBA_CODEGEN=host`: the exact CPU): warm up on a machine of the level that
+runs the models, with the package at the same install path (Numba keys its cache folders on the source path).
 """
 
 from __future__ import annotations
