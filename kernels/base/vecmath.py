@@ -4,9 +4,12 @@ math.erfc, np.tanh are one libm call per element, which no loop vectorizer can w
 exp: exp(t) = p(f) * 2**k with k = round(t / ln 2), f = t - k ln 2 (|f| <= ln 2 / 2, ln 2 split in two parts so
 k ln 2 is exact), p a degree-6 Taylor polynomial (truncation ~1e-7 relative) and 2**k built from its exponent bits.
 erfc: the Chebyshev-fitted form t exp(-z^2 + poly(t)), t = 1 / (1 + z/2), whose fractional error is below 1.2e-7
-for every z >= 0 (Press et al., Numerical Recipes, section 6.2); both are compared with the official runtime's libm
-results by the activation and softmax tests. tanh and the logistic function are the official build's own (Eigen's
-float approximations, reproduced step by step), so TANH, LOGISTIC and the sequence ops' gates are bit-exact."""
+for every z >= 0 (Press et al., Numerical Recipes, section 6.2), its two polynomials in fused multiply-adds where the
+target has them (fmadd: GELU 2.9 -> 1.6 us for 2176 floats on the Xeon model 167, the same worst relative error
+against float64 erfc, 2.3e-6 for x > -5 and 1.9e-5 down to x = -20, where float32 exp nears its subnormals); both
+are compared with the official runtime's libm results by the activation and softmax tests. tanh and the logistic
+function are the official build's own (Eigen's float approximations, reproduced step by step), so TANH, LOGISTIC and
+the sequence ops' gates are bit-exact."""
 
 from __future__ import annotations
 
@@ -109,23 +112,55 @@ def exp_f32(t):
     return r if t == t else t
 
 
+@intrinsic
+def fmadd(typingctx, a, b, c):
+    """a * b + c for float32 as llvm.fmuladd: one fused multiply-add (one rounding) where the target has FMA (every
+    x86 level from avx2 up, NEON), else a multiply and an add. Only for maths that need not match another
+    implementation bit for bit (erfc_f32's polynomials): the result's last bit depends on the target."""
+    if not (a == b == c == types.float32):
+        return None
+
+    def codegen(context, builder, sig, args):
+        fn = builder.module.declare_intrinsic("llvm.fmuladd", [F32], ir.FunctionType(F32, [F32, F32, F32]))
+        return builder.call(fn, args)
+
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@njit(cache=True, inline="always")
+def _exp_nonpositive_f32(t):
+    """exp(t) for the arguments erfc_f32 gives (t <= 0.03: no overflow side), exp_f32's steps with its polynomial
+    in fused multiply-adds; 0 below -87.3. NaN is the caller's (erfc_f32 returns its NaN argument)."""
+    c = max(t, np.float32(-87.3))
+    k = np.floor(c * _LOG2E + np.float32(0.5))
+    f = c - k * _LN2_HI - k * _LN2_LO
+    p = fmadd(np.float32(1.0 / 720), f, np.float32(1.0 / 120))
+    p = fmadd(p, f, np.float32(1.0 / 24))
+    p = fmadd(p, f, np.float32(1.0 / 6))
+    p = fmadd(p, f, np.float32(0.5))
+    p = fmadd(p, f, np.float32(1.0))
+    p = fmadd(p, f, np.float32(1.0))
+    r = f32_from_bits(f32_bits(p) + (np.int32(k) << 23))  # a normal float: see exp_f32
+    return r if t >= np.float32(-87.3) else np.float32(0.0)
+
+
 @njit(cache=True, inline="always")
 def erfc_f32(z):
-    """erfc(z) for float32 z (both signs): fractional error ~1.2e-7 plus float32 rounding."""
+    """erfc(z) for float32 z (both signs): fractional error ~1.2e-7 plus float32 rounding; NaN for NaN."""
     a = abs(z)
     t = fdiv(np.float32(1.0), np.float32(1.0) + np.float32(0.5) * a)
-    q = np.float32(0.17087277)
-    q = q * t + np.float32(-0.82215223)
-    q = q * t + np.float32(1.48851587)
-    q = q * t + np.float32(-1.13520398)
-    q = q * t + np.float32(0.27886807)
-    q = q * t + np.float32(-0.18628806)
-    q = q * t + np.float32(0.09678418)
-    q = q * t + np.float32(0.37409196)
-    q = q * t + np.float32(1.00002368)
-    q = q * t + np.float32(-1.26551223)
-    e = t * exp_f32(q - a * a)
-    return e if z >= 0 else np.float32(2.0) - e
+    q = fmadd(np.float32(0.17087277), t, np.float32(-0.82215223))
+    q = fmadd(q, t, np.float32(1.48851587))
+    q = fmadd(q, t, np.float32(-1.13520398))
+    q = fmadd(q, t, np.float32(0.27886807))
+    q = fmadd(q, t, np.float32(-0.18628806))
+    q = fmadd(q, t, np.float32(0.09678418))
+    q = fmadd(q, t, np.float32(0.37409196))
+    q = fmadd(q, t, np.float32(1.00002368))
+    q = fmadd(q, t, np.float32(-1.26551223))
+    e = t * _exp_nonpositive_f32(q - a * a)
+    r = e if z >= 0 else np.float32(2.0) - e
+    return r if z == z else z
 
 
 @njit(cache=True, inline="always")
