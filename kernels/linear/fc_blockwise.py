@@ -205,6 +205,24 @@ def int4_row_dots(q, w, M, K, N, acc):
 
 
 @njit(cache=True, nogil=True)
+def int8_as_float(q, out):
+    """out = float32(q) (the quantized rows handed to the hybrid tiles, see int4_dots_on_tiles)."""
+    for i in range(q.size):
+        out[i] = np.float32(q[i])
+
+
+@njit(cache=True, nogil=True)
+def float_as_int32(v, out):
+    """out = int32(v) for the exact integer floats the hybrid tiles stored (int4_dots_on_tiles)."""
+    for i in range(v.size):
+        out[i] = np.int32(v[i])
+
+
+# |sum q * w| <= 127 * 8 * K must stay below 2**24, where every integer is a float32
+INT4_TILE_DOTS_MAX_K = (1 << 24) // (127 * 8)
+
+
+@njit(cache=True, nogil=True)
 def int4_channel_finish(acc, sf, offsets, fscales, bias, has_bias, out, N, act):
     """EvalHybridDense4Bit's float side: out = float(offset) * sf * fscale [+ bias], then += float(dst) * sf * fscale
     with dst = acc + 7 * sum q (the official sum over nibbles w + 7; acc = sum q * w), then the activation."""

@@ -36,8 +36,11 @@ from lite_numba.kernels.base.fixedpoint import (
 )
 from lite_numba.kernels.base.hybrid_quant import refuse_minus_128
 from lite_numba.kernels.linear.fc_blockwise import (
+    INT4_TILE_DOTS_MAX_K,
+    float_as_int32,
     int4_channel_finish,
     int4_row_dots,
+    int8_as_float,
     prepare_blockwise_fc,
     quantize_rows_4bit,
     uses_int4_channel_path,
@@ -409,7 +412,17 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
         q, sf, offs = ctx.temp((batch * k,), np.int8), ctx.temp((batch,), np.float32), ctx.temp((batch,), np.int32)
         ctx.call(quantize_rows_4bit, ctx.view(x, (x.size,)), batch, k, q, sf, offs)
         acc = ctx.temp((batch * units,), np.int32)
-        ctx.call(int4_row_dots, q, ctx.const(np.asarray(dense, np.int8).reshape(-1)), batch, k, units, acc)
+        # The exact int32 products on the hybrid int8 tiles: q as floats quantizes back to itself there (symmetric,
+        # max |q| = 127: scale 127 / 127 = 1), and their epilogue with unit scales and zero bias stores
+        # float(sum q * w), exact while |sum| < 2**24; else (or without tiles: portable) the plain loop.
+        qf, accf = ctx.temp((batch * k,), np.float32), ctx.temp((batch * units,), np.float32)
+        ctx.call(int8_as_float, q, qf)
+        if k <= INT4_TILE_DOTS_MAX_K and schedule_hybrid(
+                ctx, "fc", qf, np.asarray(dense, np.int8).reshape(units, k), np.ones(units, np.float32),
+                np.zeros(units, np.float32), accf, rows=batch, act=ACT_NONE, asymmetric=False):
+            ctx.call(float_as_int32, accf, acc)
+        else:
+            ctx.call(int4_row_dots, q, ctx.const(np.asarray(dense, np.int8).reshape(-1)), batch, k, units, acc)
         ctx.call(int4_channel_finish, acc, sf, offs, scales, bias, int(b is not None), ctx.view(o, (o.size,)),
                  units, act)
         return
