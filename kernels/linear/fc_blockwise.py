@@ -189,21 +189,6 @@ def quantize_rows_4bit(x, M, K, q, sf, offsets):
         offsets[m] = np.int32(s * -7)
 
 
-@njit(cache=True, nogil=True, fastmath=True)
-def int4_row_dots(q, w, M, K, N, acc):
-    """acc[m, n] = sum_k q[m, k] * w[n, k] (int32, exact: |q * w| <= 127 * 8) of the int8 rows q [M * K] and the
-    INT4 values widened to int8, w [N * K]; each weight row is read once for all rows (a matrix-vector product in
-    decode steps)."""
-    for n in range(N):
-        wr = w[n * K:(n + 1) * K]
-        for m in range(M):
-            qr = q[m * K:(m + 1) * K]
-            s = np.int32(0)
-            for k in range(K):
-                s += np.int16(qr[k]) * np.int16(wr[k])
-            acc[m * N + n] = s
-
-
 @njit(cache=True, nogil=True)
 def int8_as_float(q, out):
     """out = float32(q) (the quantized rows handed to the hybrid tiles, see int4_dots_on_tiles)."""

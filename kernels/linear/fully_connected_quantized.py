@@ -39,7 +39,6 @@ from lite_numba.kernels.linear.fc_blockwise import (
     INT4_TILE_DOTS_MAX_K,
     float_as_int32,
     int4_channel_finish,
-    int4_row_dots,
     int8_as_float,
     prepare_blockwise_fc,
     quantize_rows_4bit,
@@ -414,7 +413,7 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
         acc = ctx.temp((batch * units,), np.int32)
         # The exact int32 products on the hybrid int8 tiles: q as floats quantizes back to itself there (symmetric,
         # max |q| = 127: scale 127 / 127 = 1), and their epilogue with unit scales and zero bias stores
-        # float(sum q * w), exact while |sum| < 2**24; else (or without tiles: portable) the plain loop.
+        # float(sum q * w), exact while |sum| < 2**24; else (or without tiles: portable) schedule_igemm.
         qf, accf = ctx.temp((batch * k,), np.float32), ctx.temp((batch * units,), np.float32)
         ctx.call(int8_as_float, q, qf)
         if k <= INT4_TILE_DOTS_MAX_K and schedule_hybrid(
@@ -422,7 +421,8 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
                 np.zeros(units, np.float32), accf, rows=batch, act=ACT_NONE, asymmetric=False):
             ctx.call(float_as_int32, accf, acc)
         else:
-            ctx.call(int4_row_dots, q, ctx.const(np.asarray(dense, np.int8).reshape(-1)), batch, k, units, acc)
+            schedule_igemm(ctx, q, zero, 0, np.int8, None, np.ascontiguousarray(dense.reshape(units, k).T), zero, 0,
+                           acc, batch, k, units)
         ctx.call(int4_channel_finish, acc, sf, offs, scales, bias, int(b is not None), ctx.view(o, (o.size,)),
                  units, act)
         return
