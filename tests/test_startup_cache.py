@@ -251,18 +251,23 @@ def test_level_target_covers_every_kernel_path():
     assert no512[0] in ("avx2", "avxvnni") and "-avx512f" in no512[2].split(",")
 
 
+def _chain_case(tmp_path, seed: int):
+    """The level tests' case: the host's features, a small kernel chain written to tmp_path/m.tflite, its input in
+    tmp_path/x.npy and the official runtime's output (these tests need the oracle and an AVX-512 host)."""
+    require_official()
+    _needs_avx512()
+    model = tmp_path / "m.tflite"
+    model.write_bytes(kernel_chain_model())
+    x = np.random.default_rng(seed).standard_normal((2, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    return _host_features(), model, run_official(model.read_bytes(), [x])[0]
+
+
 def test_a_cache_is_shared_by_cpus_of_one_level(tmp_path):
     """A process on another CPU model with the same ladder features (another LLVM CPU name, other non-ladder
     features) loads everything the host compiled; with LITE_NUMBA_CODEGEN=host (Numba's own key: the exact CPU)
     the same process compiles again."""
-    require_official()
-    _needs_avx512()
-    host = _host_features()
-    model = tmp_path / "m.tflite"
-    model.write_bytes(kernel_chain_model())
-    x = np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    ref = run_official(model.read_bytes(), [x])[0]
+    host, model, ref = _chain_case(tmp_path, 2)
     other = json.dumps({"name": "icelake-server" if ll_name() != "icelake-server" else "sapphirerapids",
                         "features": {f: not host.get(f, False) for f in ("sha", "gfni", "vaes", "avx512fp16", "rtm")}})
     for mode in ("level", "host"):
@@ -282,14 +287,7 @@ def test_a_cache_is_shared_by_cpus_of_one_level(tmp_path):
 def test_a_cache_of_another_level_is_not_used(tmp_path):
     """A process on a CPU without AVX-512 and AMX (simulated) does not load the host's cache: it compiles its own,
     for its own level, with the official outputs; the host's next process still loads the host's."""
-    require_official()
-    _needs_avx512()
-    host = _host_features()
-    model = tmp_path / "m.tflite"
-    model.write_bytes(kernel_chain_model())
-    x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    ref = run_official(model.read_bytes(), [x])[0]
+    host, model, ref = _chain_case(tmp_path, 3)
     env = _env(tmp_path, LITE_NUMBA_COMPILE_WORKERS="1")
     made = _fresh(model, tmp_path / "x.npy", env)
     smaller = json.dumps({"name": "alderlake", "features": {f: False for f in host if f.startswith(("avx512", "amx"))}})
