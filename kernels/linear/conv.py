@@ -214,13 +214,16 @@ def _check_ranks(ctx: PrepareContext, x: Tensor, f: Tensor, rank: int) -> None:
 
 def _window_geometry(ctx: PrepareContext, H: int, W: int, KH: int, KW: int):
     """(OH, OW, geo = [sh, sw, dh, dw, pad_t, pad_l]) of a 2-D window from the node's stride, dilation and padding
-    options."""
+    options. options["explicit_padding"] = (top, bottom, left, right): a PAD folded into the node
+    (lite_numba/runtime/fusion.py fold_pads), the window then slides over the input padded by those amounts (the
+    kernels read every position outside the input as padding; the trailing amount follows from OH / OW)."""
     sh, sw = _positive_option(ctx, "stride_h"), _positive_option(ctx, "stride_w")
     dh, dw = _positive_option(ctx, "dilation_h_factor"), _positive_option(ctx, "dilation_w_factor")
     pad = int(ctx.options.get("padding", 0))
-    OH, pt, _ = out_size_and_padding(ctx, pad, H, KH, sh, dh, "height")
-    OW, pl, _ = out_size_and_padding(ctx, pad, W, KW, sw, dw, "width")
-    return OH, OW, np.array([sh, sw, dh, dw, pt, pl], np.int64)
+    top, bottom, left, right = ctx.options.get("explicit_padding") or (0, 0, 0, 0)
+    OH, pt, _ = out_size_and_padding(ctx, pad, H + top + bottom, KH, sh, dh, "height")
+    OW, pl, _ = out_size_and_padding(ctx, pad, W + left + right, KW, sw, dw, "width")
+    return OH, OW, np.array([sh, sw, dh, dw, pt + top, pl + left], np.int64)
 
 
 def _hybrid_filter(ctx: PrepareContext, f: Tensor, b, CO: int, axis: int):

@@ -364,8 +364,84 @@ def fold_transposes(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, li
     return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
 
 
+# --- PAD folded into the convolution reading it ------------------------------------------------------------------
+# An explicit PAD / PADV2 of the spatial axes before CONV_2D / DEPTHWISE_CONV_2D (Keras' ZeroPadding2D before a
+# stride-2 convolution, MediaPipe's models) is the convolution's own padding when the padded value is what the
+# kernels read outside the image: +0.0 for float (a padded tap adds 0 * w there, or is skipped, which is the same for
+# a finite filter: the sums start from +0 or the bias and never become -0 by it), the input zero point for int8 /
+# uint8 (a padded tap contributes (zp - zp) * w = 0). The convolution then reads the PAD's input, with
+# options["explicit_padding"] = (top, bottom, left, right) added to its own padding at prepare (kernels/linear/
+# conv.py _window_geometry; a SAME consumer's amounts computed on the padded size, so the output shape is the
+# unfused one); the PAD becomes FUSED_AWAY. Not for hybrid (float input, int8 filter: the run-time input
+# quantization) or int16 layers, a filter that is not constant, or a 1x1 filter.
+
+
+def _pad_foldable(g: _Graph, pad: Node, conv: Node) -> tuple | None:
+    """(top, bottom, left, right) when PAD / PADV2 `pad` may be folded into `conv`, which alone reads it."""
+    t = pad.outputs[0] if len(pad.outputs) == 1 else -1
+    if (pad.is_custom or len(pad.inputs) not in (2, 3) or any(i < 0 for i in pad.inputs) or t < 0
+            or g.kernels[pad.index] is None or t in g.pinned or g.uses.get(t, []) != [conv.index]
+            or conv.inputs.count(t) != 1 or conv.inputs[0] != t):
+        return None
+    x, p, out = g.spec(pad.inputs[0]), g.spec(pad.inputs[1]), g.spec(t)
+    f = g.spec(conv.inputs[1])
+    if (x.data is not None or len(x.shape) != 4 or x.dtype != out.dtype or f.data is None or f.dtype != x.dtype
+            or x.dtype not in (np.float32, np.int8, np.uint8) or p.data is None
+            or p.dtype not in (np.int32, np.int64) or np.size(p.data) != 8
+            or len(f.shape) != 4 or tuple(f.shape[1:3]) == (1, 1)):
+        return None  # (a 1x1 filter: the kernels' pointwise paths read no padding)
+    pairs = np.asarray(p.data, np.int64).reshape(4, 2)
+    if pairs.min() < 0 or pairs[0].any() or pairs[3].any():
+        return None
+    quantized = x.dtype != np.float32
+    if quantized:
+        zq = out.quantization
+        if zq.zero_points.size != 1 or not _same_quantization([x, out]):
+            return None
+        fill = int(zq.zero_points[0])
+    else:
+        if not np.isfinite(np.asarray(f.data)).all():
+            return None  # a padded tap's 0 * inf is NaN; kernels skipping padded taps would not see it
+        fill = 0.0
+    if len(pad.inputs) == 3:
+        c = g.spec(pad.inputs[2])
+        if c.data is None or c.dtype != x.dtype or np.size(c.data) != 1:
+            return None
+        v = np.asarray(c.data).reshape(-1)[0]
+        if (not _same_quantization([c, out]) if quantized else bool(np.signbit(v))) or v != fill:
+            return None  # -0.0 is not the +0.0 the kernels pad with
+    return tuple(int(v) for v in pairs[1:3].reshape(-1))
+
+
+def fold_pads(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
+    """Fold a spatial PAD / PADV2 read only by a CONV_2D / DEPTHWISE_CONV_2D into its padding (see above)."""
+    g = _Graph(plan, kernels)
+    nodes, kernels = list(plan.nodes), list(kernels)
+    changed = False
+    for conv in plan.nodes:
+        if (conv.op_name not in ("CONV_2D", "DEPTHWISE_CONV_2D") or conv.is_custom or len(conv.inputs) < 2
+                or kernels[conv.index] is None or conv.inputs[0] < 0 or conv.inputs[1] < 0
+                or "explicit_padding" in conv.options):
+            continue
+        pad = g.producers.get(conv.inputs[0])
+        if pad is None or pad.op_name not in ("PAD", "PADV2"):
+            continue
+        amounts = _pad_foldable(g, pad, conv)
+        if amounts is None:
+            continue
+        nodes[conv.index] = dataclasses.replace(conv, inputs=(pad.inputs[0], *conv.inputs[1:]),
+                                                options={**conv.options, "explicit_padding": amounts})
+        nodes[pad.index] = dataclasses.replace(pad, inputs=(), options={**pad.options, "fused_into": conv.index})
+        kernels[pad.index] = REWRITES["FUSED_AWAY"]
+        changed = True
+    if not changed:
+        return plan, kernels
+    return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
+
+
 def fuse(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Every rewrite, in order."""
     plan, kernels = fuse_slice_updates(plan, kernels)
     plan, kernels = fuse_norms(plan, kernels)
+    plan, kernels = fold_pads(plan, kernels)
     return fold_transposes(plan, kernels)
