@@ -339,8 +339,11 @@ class PrepareContext:
         value = np.asarray(value)
         if value.dtype != t.dtype:
             self.fail(f"output {t.name!r} has type {t.dtype.name}, got {value.dtype.name}")
-        self.set_output(i, value.shape)
-        np.copyto(self._rt.array(t.index), value)
+        dst = self._rt.array(t.index)
+        if dst.shape != value.shape or t.shape != value.shape:  # (the same shape as last time: nothing to plan)
+            self.set_output(i, value.shape)
+            dst = self._rt.array(t.index)
+        np.copyto(dst, value)
 
     def output_array(self, i: int) -> np.ndarray:
         """The storage of output i when prepare fixed its shape (host ops only); None if it is dynamic."""
@@ -404,6 +407,12 @@ class PrepareContext:
         `host_reason` it only records that reason (the prepare already knows the node must run on the host)."""
         lower = getattr(self._rt.host_env, "lower_control_flow", None)
         return bool(lower is not None and lower(self, self._rt, host_reason))
+
+    def while_trace(self, cond: int, body: int, first: list, steps: list):
+        """The iterations of a WHILE whose loop variables change shape, replayed by one compiled call (host ops only;
+        lite_numba.runtime.control.lowering.WhileTrace), or None when a step is not compiled code only."""
+        control = getattr(self._rt.host_env, "control", None)
+        return None if control is None else control.trace(cond, body, first, steps)
 
     def restart_subgraph_variables(self, index: int) -> None:
         """Reset the variable tensors of subgraph `index` before a WHILE or IF runs it, as the official runtime's

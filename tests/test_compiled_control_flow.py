@@ -359,6 +359,77 @@ def test_growing_loop_keeps_the_host_path(official, monkeypatch):
     assert [(c["op"], c["path"]) for c in inspect_model(_if_model())["control_flow"]] == [("IF", "compiled")]
 
 
+def _grow_gather_model() -> bytes:
+    """while i < 3: i += 1; x = concat(x, x); y = x[idx] (GATHER: its index checked at run time); idx passed on."""
+    b = ModelBuilder()
+    sigs = ([], [-1], [1], [1])
+    types_ = (F32, F32, F32, np.int32)
+    names = ("i", "x", "y", "idx")
+    cond = b.add_subgraph("cond")
+    cv = [cond.add_input(n, t, [2] if n == "x" else s, shape_signature=[-1] if n == "x" else None)
+          for n, t, s in zip(names, types_, sigs)]
+    c = cond.add_tensor("c", np.bool_, [])
+    cond.add_op("LESS", [cv[0], cond.add_const("limit", np.array(3.0, F32))], [c])
+    cond.mark_output(c)
+    body = b.add_subgraph("body")
+    i, x, _, idx = [body.add_input(n, t, [2] if n == "x" else s, shape_signature=[-1] if n == "x" else None)
+                    for n, t, s in zip(names, types_, sigs)]
+    for o in (_op(body, "ADD", [i, body.add_const("one", np.array(1.0, F32))], []),
+              _op(body, "CONCATENATION", [x, x], [4], axis=0), _op(body, "GATHER", [x, idx], [1], axis=0), idx):
+        body.mark_output(o)
+    ins = [b.add_input(n, t, [2] if n == "x" else s, shape_signature=[-1] if n == "x" else None)
+           for n, t, s in zip(names, types_, sigs)]
+    outs = [b.add_tensor("o" + n, t, [2] if n == "x" else s, shape_signature=[-1] if n == "x" else None)
+            for n, t, s in zip(names, types_, sigs)]
+    b.add_op("WHILE", ins, outs, options={"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
+    for o in outs:
+        b.mark_output(o)
+    return b.build()
+
+
+def test_growing_loop_replays_its_iterations_compiled(official, monkeypatch):
+    """The growing WHILE keeps the host path, but the iterations its general loop went through (cond and body bound
+    per shape) are replayed from the next run on by one compiled call: no subgraph runs from Python then. Runs
+    shorter than the recorded one, longer (continued on the host and recorded again), an iteration cap below the
+    recorded length and results identical to the host path's and the official runtime's."""
+    from lite_numba.runtime.model_runtime import BoundSubgraph
+
+    data = _while_model(_grow, [[2]], limit=3.0, grow=True)
+    starts = [0.0, 0.0, 2.0, -2.0, -2.0, 3.0, 1.0, -4.0]
+    feeds = [[np.array(s, F32), np.array([1.0, -2.0], F32)] for s in starts]
+    it = _compare(data, feeds, monkeypatch, expect_paths=["host"])
+    calls = []
+    run = BoundSubgraph.run
+    monkeypatch.setattr(BoundSubgraph, "run", lambda self: (calls.append(self), run(self))[1])
+    for s, n in ((0.0, 3), (-4.0, 7), (2.5, 1)):
+        out = invoke_with(it, [np.array(s, F32), np.array([1.0, -2.0], F32)])
+        assert out[1].shape == (2 << n,) and not calls
+    out = invoke_with(it, [np.array(-6.0, F32), np.array([1.0, -2.0], F32)])  # past the recorded steps
+    assert out[1].shape == (2 << 9,) and calls
+    it.max_while_iterations = 2
+    with pytest.raises(RuntimeError, match=r"WHILE \(node 0\) did not finish within 2 iterations"):
+        invoke_with(it, [np.array(0.0, F32), np.array([1.0, -2.0], F32)])
+    it.max_while_iterations = None
+    calls.clear()
+    assert invoke_with(it, [np.array(0.0, F32), np.array([1.0, -2.0], F32)])[1].shape == (16,) and not calls
+
+
+def test_growing_loop_replay_error_names_the_subgraph(official):
+    """A kernel raising inside the compiled replay (GATHER's index checked at run time) gives invoke()'s error
+    naming the body subgraph, as the host loop does, and the interpreter stays usable."""
+    it = Interpreter(model_content=_grow_gather_model())
+    it.allocate_tensors()
+    feed = [np.array(0.0, F32), np.array([1.0, -2.0], F32), np.zeros(1, F32), np.array([1], np.int32)]
+    first = invoke_with(it, feed)
+    theirs = official_interpreter(_grow_gather_model())
+    for x, y in zip(first, invoke_with(theirs, feed)):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(RuntimeError, match=r"GATHER: index out of range[\s\S]*subgraph 2"):
+        invoke_with(it, feed[:3] + [np.array([2], np.int32)])  # x has 2 elements at the first iteration
+    for x, y in zip(invoke_with(it, feed), first):
+        np.testing.assert_array_equal(x, y)
+
+
 def test_iteration_cap_names_the_node():
     it = Interpreter(model_content=_while_model(_scale, [[2]], limit=1e9))
     it.allocate_tensors()

@@ -9,7 +9,10 @@ WHILE: prepare prepares the body for the loop's input shapes (as TFLite does); w
 variable with the shape it came with, the outputs are static (what follows stays compiled) and the loop runs in
 place: the body's outputs are copied into its own inputs and into the cond's, nothing else (_InPlaceLoop); when
 cond and body are each one compiled call, they are called directly. Otherwise (tensors that change shape) the
-general loop binds cond and body per loop-variable shapes (_Step). IF has static outputs when both branches return
+general loop binds cond and body per loop-variable shapes (_Step), and records the steps it went through from the
+loop's start: from the next run with the same input shapes one compiled call replays them (PrepareContext.
+while_trace: every body's output shapes follow from its input shapes, so only where the cond turns false varies; a
+run past the recorded steps goes on here and is recorded again). IF has static outputs when both branches return
 the same static shapes for its inputs."""
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ def _prepare_while(ctx: PrepareContext) -> None:
         ctx.lower_control_flow()  # cond and body inside the compiled runner, when they are compiled code only
         return
     ctx.lower_control_flow("the body changes a loop variable's shape (or its outputs are known only at run time): "
-                           "the host loop prepares cond and body per shape" if cond != body else
+                           "the host loop prepares cond and body per shape, and replays the steps it went "
+                           "through compiled at the next run from the same shapes" if cond != body else
                            "cond and body are one subgraph")
     ctx.defer()
 
@@ -70,10 +74,26 @@ def _run_while(ctx: PrepareContext) -> None:
     if cond != body:
         values, iterations = _while_in_place(ctx, cond, body, values, limit)
     # general loop: the loop variables may change shape (the called subgraphs are prepared per input shapes, the
-    # preparations kept: see Interpreter.bind_subgraph and _Step)
+    # preparations kept: see Interpreter.bind_subgraph and _Step); from the loop's start, the steps it goes through
+    # are recorded and replayed by one compiled call at the next run (PrepareContext.while_trace)
     if values is None:
         return
-    steps = _state(ctx).steps
+    path = None
+    if values is st.inputs and cond != body:
+        trace = st.trace
+        usable = trace is not None and (limit is None or limit > len(trace.steps))
+        if usable and trace.valid():
+            r = trace.run()
+            if r >= 0:
+                for i, v in enumerate(trace.values[r]):
+                    ctx.set_output_array(i, v)
+                return
+            iterations = -1 - r
+            values = [np.array(v, copy=True) for v in trace.values[iterations]]
+            path = list(trace.steps)
+        elif st.traceable and (trace is None or usable):  # (recorded again when the runtimes were re-prepared)
+            path = []
+    steps = st.steps
     while True:
         key = tuple(v.shape for v in values)
         step = steps.get(key)
@@ -83,6 +103,11 @@ def _run_while(ctx: PrepareContext) -> None:
             if len(steps) >= 64:
                 steps.clear()
             step = steps[key] = _Step(ctx, cond, body, values)
+        if path is not None:
+            if len(path) < _MAX_TRACE:
+                path.append(step)
+            else:
+                path = None
         c, b = step.c, step.b
         for k in c.used_inputs:
             np.copyto(c.inputs[k], values[k])
@@ -109,21 +134,29 @@ def _run_while(ctx: PrepareContext) -> None:
         iterations += 1
         if limit is not None and iterations >= limit:
             _too_many(ctx, limit)
+    if path is not None:
+        st.trace = ctx.while_trace(cond, body, st.inputs, path)
+        st.traceable = st.trace is not None
     for i, v in enumerate(values):
         ctx.set_output_array(i, v)
+
+
+_MAX_TRACE = 64  # steps recorded for the compiled replay (the bound runtimes kept per subgraph: 64 shapes)
 
 
 class _WhileState:
     """What a WHILE node keeps between invokes (its host_data): the in-place loop for the shapes it was made for,
     input shapes known to need the general loop, and the general loop's steps per loop-variable shapes."""
 
-    __slots__ = ("inputs", "in_place", "general", "steps")
+    __slots__ = ("inputs", "in_place", "general", "steps", "trace", "traceable")
 
     def __init__(self):
         self.inputs = None
         self.in_place = None
         self.general = None
         self.steps = {}
+        self.trace = None  # the general loop's steps from the start, replayed compiled (while_trace)
+        self.traceable = True  # False once a recorded path could not be compiled
 
 
 def _state(ctx: PrepareContext) -> _WhileState:

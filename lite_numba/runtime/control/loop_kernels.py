@@ -28,6 +28,9 @@ Table layouts (positions in `tab`):
             copies (outputs not bound): count, then (output slot, source slot or -1, source address, bytes)
     CALL_ONCE: [2, flag address, init program at, running cell, init subgraph]
 
+`run_trace(tab)` replays a host WHILE's recorded iterations (lowering.WhileTrace: a loop whose variables change
+shape, each step's cond and body bound for its shapes; layout in its docstring).
+
 The running cell (ModelRuntime.control's) holds the subgraph whose runners run, so an error a kernel raises names it.
 
 A WHILE polls Python's signal handlers (PyErr_CheckSignals, under the GIL, in the main thread) when ~2^24 CPU cycles
@@ -295,6 +298,30 @@ def _run_call_once(tab):
     if flag[0] == 0:
         _run_program(tab, tab[2], tab[3], tab[4])
         flag[0] = 1
+
+
+@njit(cache=True, nogil=True)
+def run_trace(table):
+    """A host WHILE's recorded iterations (lowering.WhileTrace). Table: [steps, running cell, cond subgraph, body
+    subgraph, step 0 at, step 1 at, ...]; a step: [cond program at, flag address, copies into the cond (count, then
+    (dst, src, bytes)), body program at, copies into the body (count, then (dst, src, bytes))]. Returns s when the
+    cond of step s was false, -1 - steps when every recorded body ran."""
+    tab = carray(_ptr(_a(table)), table.size, np.int64)
+    n = tab[0]
+    for s in range(n):
+        p = tab[4 + s]
+        for m in range(tab[p + 2]):
+            q = p + 3 + 3 * m
+            _copy(tab[q], tab[q + 1], tab[q + 2])
+        _run_program(tab, tab[p], tab[1], tab[2])
+        if _load_u8(tab[p + 1]) == 0:
+            return s
+        p += 3 + 3 * tab[p + 2]
+        for m in range(tab[p + 1]):
+            q = p + 2 + 3 * m
+            _copy(tab[q], tab[q + 1], tab[q + 2])
+        _run_program(tab, tab[p], tab[1], tab[3])
+    return -1 - n
 
 
 @njit(cache=True, nogil=True)

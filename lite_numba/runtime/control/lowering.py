@@ -25,9 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..codegen import executor_mode
-from .loop_kernels import ARITIES, ENTRIES, MAX_ARRAYS
+from ..executor import InvokeError
+from .loop_kernels import ARITIES, ENTRIES, MAX_ARRAYS, run_trace
 
-__all__ = ["lower"]
+__all__ = ["WhileTrace", "lower", "while_trace"]
 
 
 class _Refused(Exception):
@@ -432,3 +433,72 @@ def _lower_call_once(owner, state, ctx, dry):
     flag = state.call_once_flag(owner.resources, init)
     tab = [2, flag.ctypes.data, 5, state.running.ctypes.data, init] + prog
     return tab, [rt, flag], f"init subgraph {init} compiled, run once (flag)"
+
+
+# --- a WHILE whose loop variables change shape: the host loop's iterations replayed -----------------------------
+
+class WhileTrace:
+    """The iterations a host WHILE went through (kernels/host/control_flow.py's general loop, for loop variables that
+    change shape), replayed by one compiled call (loop_kernels.run_trace): each step's cond and body bound for that
+    iteration's shapes (BoundSubgraph; every runtime distinct), their runners called by native address, the loop
+    variables copied from the previous body's outputs. A body's output shapes follow from its input shapes (static
+    outputs), so the steps are the same at every run from the same input shapes; only where the cond turns false
+    varies. run() returns r >= 0 when the cond of step r was false (the results are values[r]), or -1 - s when the
+    loop goes on past the recorded steps (values[s], after s iterations). Usable while valid()."""
+
+    __slots__ = ("tab", "values", "steps", "held", "state", "body")
+
+    def __init__(self, state, cond: int, body: int, first: list, steps: list, progs: list):
+        self.state, self.body, self.steps = state, body, steps
+        self.held = [(x.rt, x.rt.arena) for st in steps for x in (st.c, st.b)]
+        self.values = [first] + [st.b.outputs for st in steps]
+        tab = [len(steps), state.running.ctypes.data, cond, body] + [0] * len(steps)
+        for s, (st, (pc, pb)) in enumerate(zip(steps, progs)):
+            src = self.values[s]
+            cc = [(st.c.inputs[k].ctypes.data, src[k].ctypes.data, src[k].nbytes) for k in st.c.used_inputs
+                  if src[k].nbytes]
+            bc = [(st.b.inputs[k].ctypes.data, v.ctypes.data, v.nbytes) for k, v in enumerate(src) if v.nbytes]
+            tab[4 + s] = at = len(tab)
+            tab += [0, st.c.outputs[0].ctypes.data, len(cc)] + [v for m in cc for v in m]
+            tab += [0, len(bc)] + [v for m in bc for v in m]
+            tab[at] = len(tab)
+            tab += pc
+            tab[at + 3 + 3 * len(cc)] = len(tab)
+            tab += pb
+        self.tab = np.asarray(tab, np.int64)
+
+    def valid(self) -> bool:
+        for rt, arena in self.held:
+            if not rt.ready or rt.arena is not arena:
+                return False
+        return True
+
+    def run(self) -> int:
+        try:
+            return run_trace(self.tab)
+        except (ValueError, IndexError, ZeroDivisionError) as e:
+            raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.state.failed_subgraph(self.body)}).") \
+                from None
+
+
+def while_trace(state, cond: int, body: int, first: list, steps: list) -> WhileTrace | None:
+    """A WhileTrace of these steps (objects with .c and .b, bound subgraphs, from the loop's first iteration on;
+    `first`: the loop variables' storage before it), or None when one is not compiled runners only with static
+    outputs, two share a runtime, or an array is not contiguous."""
+    seen = set()
+    for st in steps:
+        for x in (st.c, st.b):
+            if x.program is None or not x.calls_nothing or not x.static_outputs or id(x.rt) in seen:
+                return None
+            seen.add(id(x.rt))
+        flag = st.c.outputs[0]
+        if flag.dtype != np.bool_ or flag.size != 1:
+            return None
+    for vals in [first] + [st.b.outputs for st in steps]:
+        if not all(v.flags.c_contiguous for v in vals):
+            return None
+    try:
+        progs = [(_program(state, st.c.rt, False), _program(state, st.b.rt, False)) for st in steps]
+    except _Refused:
+        return None
+    return WhileTrace(state, cond, body, first, steps, progs)

@@ -42,6 +42,12 @@ class ControlState:
 
         return lowering.lower(owner, self, ctx, parent)
 
+    def trace(self, cond: int, body: int, first: list, steps: list):
+        """PrepareContext.while_trace (lowering.while_trace)."""
+        from . import lowering  # lazy: as in lower
+
+        return lowering.while_trace(self, cond, body, first, steps)
+
     def failed_subgraph(self, index: int) -> int:
         """The subgraph whose kernel raised when a graph's invoke failed: the one lowered control flow was running,
         else `index`. Clears the note."""
