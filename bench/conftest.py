@@ -157,6 +157,11 @@ def pytest_terminal_summary(terminalreporter):
             w(f"{r['case']:42s} {r.get('path', path):>10s} ours {r['ours']:.2f} s, official builtin "
               f"{r['builtin']:.2f} s  {r.get('note', '')}")
             continue
+        if "openvino" in r:  # the OpenVINO peer's rows (bench/test_openvino.py)
+            w(f"{r['case']:42s} {r.get('path', path):>10s} {r['ours']:10.1f} {r['xnnpack']:11.1f} OpenVINO "
+              f"{r['openvino']:.1f}, ours / XNNPACK {r['ours'] / r['xnnpack']:.2f}, ours / OpenVINO "
+              f"{r['ours'] / r['openvino']:.2f}  {r.get('note', '')}")
+            continue
         xr = r["ours"] / r["xnnpack"] if r.get("xnnpack") else float("nan")
         br = r["ours"] / r["builtin"] if r.get("builtin") else float("nan")
         w(f"{r['case']:42s} {r.get('path', path):>10s} {r['ours']:10.1f} {r.get('xnnpack', float('nan')):11.1f} "
