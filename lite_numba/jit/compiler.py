@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..version import __version__
+from . import numba_cache
 from .symbols import fingerprint, symbol_name
 
 
@@ -165,7 +166,7 @@ def in_disk_cache(run, sig) -> bool:
     try:
         cache = run._cache
         key = cache._index_key(sig, run.targetctx.codegen())
-        return key in cache._cache_file._load_index()
+        return numba_cache.indexed(cache._cache_file, key)  # or in a precompiled directory
     except Exception:  # noqa: BLE001 - a private API: on any doubt, compile normally
         return False
 

@@ -27,6 +27,7 @@ fails the check, or fails to unpickle, is a miss (the compile that follows overw
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import io
@@ -45,17 +46,20 @@ RECENT_S = 24 * 3600  # ... and any used within a day: another installation or w
 
 
 def _sources() -> list[Path]:
+    """Every source file of lite_numba, its kernels and plugins, ordered by its path inside the installed package, so
+    that an editable install (kernels/ and plugins/ beside lite_numba/, mapped by package-dir) and a wheel (inside
+    lite_numba/) of the same sources give the same hash, and so the same cache directory."""
     package = Path(__file__).parents[1]
-    files = sorted(package.rglob("*.py"))
+    files = {p.relative_to(package).as_posix(): p for p in package.rglob("*.py")}
     for sub in ("kernels", "plugins"):
         spec = importlib.util.find_spec(f"lite_numba.{sub}")
         if spec is not None and spec.submodule_search_locations:
             for d in spec.submodule_search_locations:
-                files += sorted(Path(d).rglob("*.py"))
-    return files
+                files.update({f"{sub}/{p.relative_to(d).as_posix()}": p for p in Path(d).rglob("*.py")})
+    return [files[k] for k in sorted(files)]
 
 
-def _numba_version() -> str:
+def numba_version() -> str:
     """Numba's version, without importing Numba when it is not imported yet."""
     numba = sys.modules.get("numba")
     if numba is not None and hasattr(numba, "__version__"):
@@ -67,11 +71,17 @@ def _numba_version() -> str:
 
 def source_hash(version: str) -> str:
     """Hash of lite-numba's version, Numba's version and every source file of lite_numba, its kernels and plugins."""
-    h = hashlib.sha256(f"{version}|{_numba_version()}".encode())
+    h = hashlib.sha256(f"{version}|{numba_version()}".encode())
     for p in _sources():
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
+
+
+def cache_key(version: str) -> str:
+    """The name of the cache directory of these sources: source_hash, with -boundscheck in the checked mode."""
+    key = source_hash(version)
+    return key + "-boundscheck" if os.environ.get("LITE_NUMBA_BOUNDSCHECK", "") not in ("", "0") else key
 
 
 def configure(version: str) -> str:
@@ -81,13 +91,12 @@ def configure(version: str) -> str:
     _patch_numba_caching()
     numba_speedups.apply()
 
-    key = source_hash(version)
-    if os.environ.get("LITE_NUMBA_BOUNDSCHECK", "") not in ("", "0"):
+    key = cache_key(version)
+    if key.endswith("-boundscheck"):
         # through the environment too: Numba's compiler re-reads NUMBA_* variables when they change
         os.environ["NUMBA_BOUNDSCHECK"] = "1"
         config.reload_config()
         config.BOUNDSCHECK = 1
-        key += "-boundscheck"
     user = os.environ.get("NUMBA_CACHE_DIR")
     if user:
         base, prefix = user, "lite_numba-"
@@ -96,6 +105,8 @@ def configure(version: str) -> str:
         base, prefix = os.path.join(root, "numba"), ""
     d = os.path.join(base, prefix + key)
     config.CACHE_DIR = d
+    _SEARCH["primary"] = d
+    _SEARCH["precompiled"] = precompiled_dirs(key)
     try:
         os.makedirs(d, exist_ok=True)
         os.utime(d)  # marks it recently used for _prune
@@ -174,6 +185,37 @@ def level_target(host: dict[str, bool]) -> tuple[str, str, str] | None:
     return level, cpu, ",".join(("+" if f in on else "-") + f for f in sorted(set(host) | on))
 
 
+LEVEL_ALIASES = {"x86-64-v3": "avx2", "x86-64-v4": "avx512"}
+
+
+def spec_target(spec: str, host: dict[str, bool]) -> tuple[str, str, str]:
+    """level_target's (level, CPU name, LLVM features) for a CPU whose ladder features `spec` names, compiled on a
+    CPU with the features `host`: `host` (this CPU's own ladder), or a level of LEVEL_CPUS (x86-64-v3 = avx2,
+    x86-64-v4 = avx512) with optional `+feature`s of LADDER, e.g. `avx512vnni+avxvnni` (AMD Zen 5) or
+    `amx+avxvnni` (Intel Sapphire Rapids). A ValueError names an unknown level or feature, or the features `host`
+    lacks (code for them could not be run, nor its outputs checked, here)."""
+    levels = {c[0]: c[1] for c in LEVEL_CPUS}
+    if spec.strip().lower() == "host":
+        ladder = {f for f in LADDER if host.get(f, False)}
+    else:
+        base, *extra = spec.strip().lower().split("+")
+        base = LEVEL_ALIASES.get(base, base)
+        if base not in levels:
+            raise ValueError(f"level {spec!r}: expected host or one of {', '.join([*levels, *LEVEL_ALIASES])}, "
+                             f"optionally with +FEATURE ({', '.join(LADDER)})")
+        unknown = [f for f in extra if f not in LADDER]
+        if unknown:
+            raise ValueError(f"level {spec!r}: {', '.join(unknown)} not among the ladder features {', '.join(LADDER)}")
+        ladder = set(levels[base]) | set(extra)
+    missing = [f for f in (*X86_64_V3, *sorted(ladder)) if not host.get(f, False)]
+    if missing:
+        raise ValueError(f"level {spec!r} needs {', '.join(missing)}, which this CPU lacks: precompile it on a CPU "
+                         "that has them")
+    target = level_target({f: (v if f not in LADDER else f in ladder) for f, v in host.items()})
+    assert target is not None  # x86-64-v3 is there (checked above)
+    return target
+
+
 def _compile_for_level(codegen_class) -> None:
     """Make Numba's JIT codegen target level_target's CPU name and features unless the user set their own."""
     from numba.core import config  # lazy: Numba (see install)
@@ -238,17 +280,23 @@ def save_index_sealed(self, overloads) -> None:
 def load_index_sealed(self) -> dict:
     """Numba's index (key -> data file name) for this function, or {} when missing, damaged, of another Numba
     version or of other source."""
-    payload = _read_sealed(self._index_path)
+    return read_index(self._index_path, self._version, self._source_stamp)
+
+
+def read_index(path: str, version: str, stamp) -> dict:
+    """The overloads of the sealed index file `path` when it was written by Numba `version` for the source `stamp`,
+    else {} (also when missing or damaged)."""
+    payload = _read_sealed(path)
     if payload is None:
         return {}
     try:
         f = io.BytesIO(payload)
-        if pickle.load(f) != self._version:
+        if pickle.load(f) != version:
             return {}
-        stamp, overloads = pickle.loads(f.read())
+        found, overloads = pickle.loads(f.read())
     except Exception:  # noqa: BLE001 - a file that passed the checksum but does not unpickle: a miss
         return {}
-    return overloads if stamp == self._source_stamp and isinstance(overloads, dict) else {}
+    return overloads if found == stamp and isinstance(overloads, dict) else {}
 
 
 def save_data_sealed(self, name, data) -> None:
@@ -257,27 +305,220 @@ def save_data_sealed(self, name, data) -> None:
 
 
 def load_data_sealed(self, name):
-    payload = _read_sealed(self._data_path(name))
+    return read_data(self._data_path(name))
+
+
+def read_data(path: str):
+    """The unpickled payload of the sealed data file `path`, or None (a miss) when missing or damaged."""
+    payload = _read_sealed(path)
     if payload is None:
         return None  # Numba's load returns it: a miss
     try:
         return pickle.loads(payload)
-    except Exception:  # noqa: BLE001 - as in load_index_sealed
+    except Exception:  # noqa: BLE001 - as in read_index
         return None
+
+
+# Where a function's cache files are (issue 33). Numba names each source directory's cache subdirectory by a hash
+# of its absolute path (and, before Numba 0.61, stamps its index with the source file's mtime and size), so the
+# same sources installed at another path (a wheel in a new virtual environment, a copied image, another worktree)
+# found nothing and compiled everything again. module_locator(), tried before Numba's own locators, serves the
+# functions of lite-numba's own modules (lite_numba.*, with its kernels and plugins) and of the generated runners
+# (lite_numba_runner_<hash of the source>): the subdirectory is named by the module's package
+# (`lite_numba.kernels.linear`, RUNNERS) and the index is stamped with the sha256 of the file's bytes. The
+# directory above them is already keyed by the hash of every source (cache_key), laid out by path inside the
+# package. Anything else (a user's custom op, a notebook cell) keeps Numba's locators.
+RUNNERS = "runners_by_module"
+_SEARCH: dict = {"primary": None, "precompiled": []}
+
+
+def module_subdir(module: str, py_file: str) -> str | None:
+    """The cache subdirectory of a function of `module` defined in `py_file` when both are lite-numba's own (the
+    module's package name), else None (Numba's own locators)."""
+    if module.startswith("lite_numba_runner_"):
+        return RUNNERS
+    if not (module == "lite_numba" or module.startswith("lite_numba.")):
+        return None
+    mod = sys.modules.get(module)
+    where = getattr(mod, "__file__", None)
+    if not where or os.path.realpath(where) != os.path.realpath(py_file):
+        return None  # code made elsewhere (exec with a file name of its own): not this module's source
+    return module if os.path.basename(where) == "__init__.py" else module.rpartition(".")[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _file_hash(path: str, mtime_ns: int, size: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def file_stamp(path: str) -> str:
+    """The source stamp of a cached function's file: the sha256 of its bytes (not its path, mtime or size)."""
+    st = os.stat(path)
+    return _file_hash(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=1)
+def _package_roots() -> tuple[tuple[str, str], ...]:
+    """(absolute directory, its name inside the package) of lite_numba, its kernels and plugins, longest first."""
+    package = Path(__file__).parents[1]
+    roots = {str(package): "<lite_numba>"}
+    for sub in ("kernels", "plugins"):
+        spec = importlib.util.find_spec(f"lite_numba.{sub}")
+        for d in (spec.submodule_search_locations or []) if spec is not None else []:
+            roots[str(d)] = f"<lite_numba>/{sub}"
+    roots.update({os.path.realpath(d): name for d, name in list(roots.items())})
+    return tuple(sorted(roots.items(), key=lambda r: -len(r[0])))
+
+
+def _in_package(text: str) -> str | None:
+    for d, name in _package_roots():
+        if text == d or text.startswith(d + os.sep):
+            return name + text[len(d):]
+    return None
+
+
+_CLOSURE_PICKLER = None
+
+
+def closure_hash(py_func) -> str:
+    """Numba's index-key hash of a closure's captured values, without the install path: Numba pickles them, and the
+    pickle of a captured closure (a dispatcher's py_func) holds its code's file name and its module's __file__. Here
+    every string naming a file or folder of the package is pickled as its path inside the package instead (the
+    bytes are only hashed, never unpickled)."""
+    global _CLOSURE_PICKLER
+    if _CLOSURE_PICKLER is None:
+        from numba.core.serialize import NumbaPickler  # lazy: Numba
+
+        class ClosurePickler(NumbaPickler):
+            def persistent_id(self, obj):
+                return _in_package(obj) if type(obj) is str else None
+
+        _CLOSURE_PICKLER = ClosurePickler
+    with io.BytesIO() as buf:
+        _CLOSURE_PICKLER(buf, protocol=4).dump(tuple(c.cell_contents for c in py_func.__closure__))
+        return hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+_LOCATOR = None
+
+
+def module_locator():
+    """The locator class of lite-numba's own functions (see RUNNERS above); made once, when Numba is imported."""
+    global _LOCATOR
+    if _LOCATOR is not None:
+        return _LOCATOR
+    from numba.core import caching, config  # lazy: Numba
+
+    class ModuleLocator(caching._CacheLocator):
+        def __init__(self, py_func, py_file, subdir):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(config.CACHE_DIR, subdir)
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        def get_source_stamp(self):
+            return file_stamp(self._py_file)
+
+        def get_disambiguator(self):
+            return str(self._lineno)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            subdir = module_subdir(getattr(py_func, "__module__", None) or "", py_file)
+            if subdir is None or not config.CACHE_DIR or not os.path.isfile(py_file):
+                return None
+            self = cls(py_func, py_file, subdir)
+            try:
+                self.ensure_cache_path()
+            except OSError:  # not writable: Numba's next locator
+                return None
+            return self
+
+    _LOCATOR = ModuleLocator
+    return ModuleLocator
+
+
+# Precompiled caches (issue 33): `lite-numba warmup --into DIR --levels ...` fills DIR/<cache_key>/ with the same
+# files as a cache directory, for one or more ISA levels. Such directories are searched, read-only, after the
+# writable cache, for lite-numba's own functions only: those named in LITE_NUMBA_PRECOMPILED_DIR (os.pathsep between
+# them), then the package's own `lite_numba/_precompiled/` (shipped in a wheel built after a warm-up into it);
+# LITE_NUMBA_PRECOMPILED=0 turns them off. An entry is used only for the key the running codegen asks for (its CPU
+# name and feature string, level_target's) and only when every feature that key turns on is one this CPU has
+# (runs_here): never code for instructions the CPU lacks. What a miss compiles is saved to the writable cache.
+def precompiled_dirs(key: str) -> list[str]:
+    """The precompiled directories of the cache key `key` that exist, in search order."""
+    if os.environ.get("LITE_NUMBA_PRECOMPILED", "").strip() == "0":
+        return []
+    roots = [r for r in os.environ.get("LITE_NUMBA_PRECOMPILED_DIR", "").split(os.pathsep) if r.strip()]
+    roots.append(str(Path(__file__).parents[1] / "_precompiled"))
+    return [d for d in (os.path.join(r, key) for r in roots) if os.path.isdir(d)]
+
+
+_OWN_SUBDIR = re.compile(r"lite_numba(\.\w+)*$")  # (Numba's own subdirectories are <folder>_<sha1 of its path>)
+
+
+def module_keyed(cache_path: str) -> bool:
+    """Whether `cache_path` is a subdirectory module_locator gives (in the configured cache directory)."""
+    name = os.path.basename(cache_path)
+    return os.path.dirname(cache_path) == _SEARCH["primary"] and (name == RUNNERS or bool(_OWN_SUBDIR.match(name)))
+
+
+def _fallbacks(cache_path: str) -> tuple[str, ...]:
+    """The precompiled twins of the writable cache subdirectory `cache_path` (one of module_locator's)."""
+    if not _SEARCH["precompiled"] or not module_keyed(cache_path):
+        return ()
+    name = os.path.basename(cache_path)
+    return tuple(p for p in (os.path.join(d, name) for d in _SEARCH["precompiled"]) if os.path.isdir(p))
+
+
+@functools.lru_cache(maxsize=None)
+def runs_here(magic: tuple) -> bool:
+    """Whether code compiled for Numba's codegen key `magic` (target triple, CPU name, LLVM features) can run on
+    this CPU: the same architecture, and every feature the key turns on is one LLVM finds on the host."""
+    import llvmlite.binding as ll  # lazy: imported by Numba already
+
+    try:
+        triple, _, features = magic
+        host = ll.get_host_cpu_features()
+        on = [f[1:] for f in features.split(",") if f.startswith("+")]
+    except (TypeError, ValueError, RuntimeError, AttributeError):
+        return False
+    same_arch = triple.split("-")[0] == ll.get_process_triple().split("-")[0]
+    return bool(on) and same_arch and all(host.get(f, False) for f in on)
+
+
+def _precompiled_entry(self, key) -> tuple[str, str] | None:
+    """(directory, data file name) of `key` in a precompiled twin of this cache file's directory, or None."""
+    for d in getattr(self, "_ln_fallbacks", ()):
+        name = read_index(os.path.join(d, self._index_name), self._version, self._source_stamp).get(key)
+        if name is not None and runs_here(key[1]):
+            return d, name
+    return None
+
+
+def indexed(cache_file, key) -> bool:
+    """Whether Numba's cache file object holds `key`: in its own index or in a precompiled twin."""
+    return key in cache_file._load_index() or _precompiled_entry(cache_file, key) is not None
 
 
 _PATCHED = False
 
 
 def _patch_numba_caching() -> None:
-    """Four changes to Numba's disk cache, once per process:
+    """Six changes to Numba's disk cache, once per process:
 
     - its cache-entry save holds an exclusive lock on `<index>.lock` (see the module's docstring);
     - the check that a function's cache directory is writable (makedirs and a temporary file, done for every
       decorated function: ~230 when the kernels of a MobileNet are imported) runs once per directory;
     - index and data files are sealed with a checksum, and any damaged or unreadable file is a miss (see the
       module's docstring);
-    - code is compiled for the CPU's ISA level, not its model (level_target)."""
+    - code is compiled for the CPU's ISA level, not its model (level_target);
+    - lite-numba's own functions are cached by module and source hash, not install path (module_locator), and
+      their closures' key hashes the captured values without the install path (closure_hash);
+    - a miss in the writable cache looks in the precompiled directories (precompiled_dirs), read-only."""
     global _PATCHED
     if _PATCHED:
         return
@@ -288,9 +529,34 @@ def _patch_numba_caching() -> None:
     )
 
     _compile_for_level(codegen.JITCPUCodegen)
+    caching.CacheImpl._locator_classes.insert(0, module_locator())
+    index_key = caching.Cache._index_key
+
+    def index_key_by_module(self, sig, codegen):
+        key = index_key(self, sig, codegen)
+        if self._py_func.__closure__ is None or not module_keyed(self.cache_path):
+            return key
+        return key[0], key[1], (key[2][0], closure_hash(self._py_func))
+
+    caching.Cache._index_key = index_key_by_module
     files = caching.IndexDataCacheFile
     files._save_index, files._load_index = save_index_sealed, load_index_sealed
     files._save_data, files._load_data = save_data_sealed, load_data_sealed
+    init, load = files.__init__, files.load
+
+    def init_with_fallbacks(self, cache_path, filename_base, source_stamp):
+        init(self, cache_path, filename_base, source_stamp)
+        self._ln_fallbacks = _fallbacks(cache_path)
+
+    def load_or_precompiled(self, key):
+        data = load(self, key)
+        if data is None and self._ln_fallbacks:
+            found = _precompiled_entry(self, key)
+            if found is not None:
+                data = read_data(os.path.join(*found))
+        return data
+
+    files.__init__, files.load = init_with_fallbacks, load_or_precompiled
     checked: set[str] = set()
     ensure_cache_path = caching._CacheLocator.ensure_cache_path
 

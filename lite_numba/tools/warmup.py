@@ -3,6 +3,7 @@ installers), so that the first `allocate_tensors()` of a later process only load
 
     lite-numba warmup MODEL.tflite [MODEL ...] [--num-threads N] [--no-invoke]
     lite-numba warmup --all
+    lite-numba warmup --all --into DIR [--levels host,x86-64-v3,x86-64-v4,...]
 
 Each model is loaded, allocated (every static kernel and the runner are compiled, in parallel worker processes when
 several are missing; see lite_numba.jit.compiler.precompile) and invoked once on zeros, which also compiles what only
@@ -14,14 +15,29 @@ The caches are where the runtime looks (`cache_locations()`): kernels in Numba's
 ($NUMBA_CACHE_DIR/lite_numba-HASH, else $LITE_NUMBA_CACHE_DIR/numba/HASH, default ~/.cache/lite_numba/numba/HASH),
 runners in $LITE_NUMBA_CACHE_DIR/runners. Kernels are compiled for the kernel path of the machine warming up
 (`LITE_NUMBA_ISA`) and its instruction-set level (a generic x86-64-v3 / v4 target with the kernel-path instructions
-the CPU has, design/startup.md; `LITE_NUMBA_CODEGEN=host`: the exact CPU): warm up on a machine of the level that
-runs the models, with the package at the same install path (Numba keys its cache folders on the source path).
+the CPU has, design/startup.md; `LITE_NUMBA_CODEGEN=host`: the exact CPU). The cache does not depend on where the
+package is installed (lite-numba's functions are cached by module and source hash), so it can be copied with an
+image or to another virtual environment of the same lite-numba, Numba and Python versions.
+
+`--into DIR` writes a precompiled directory instead (DIR/HASH/, with a manifest.json): one process per level of
+`--levels` (default `host`, this CPU's own) compiles and runs the models with that level's codegen target and kernel
+path (numba_cache.spec_target: `avx2` = `x86-64-v3`, `avxvnni`, `avx512` = `x86-64-v4`, `avx512vnni`, `amx`, each
+with optional `+feature`s such as `avx512vnni+avxvnni`; only levels this CPU has, so that the code is run and
+checked here). A later installation reads such a directory, read-only, after its own cache: named in
+LITE_NUMBA_PRECOMPILED_DIR, or as the package's `lite_numba/_precompiled/` (a wheel built after
+`lite-numba warmup --all --into lite_numba/_precompiled` ships it). Its code is used only on a CPU whose key is the
+level's and which has every feature the key turns on; anything else compiles as without it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -145,7 +161,55 @@ def _common_model(dtype) -> bytes:
 
 
 def _bundled_models() -> list[str]:
-    return sorted(str(p) for p in (Path(__file__).parent / "examples").glob("*.tflite"))
+    return sorted(str(p) for p in (Path(__file__).parents[1] / "examples").glob("*.tflite"))
+
+
+def warm_into(target: str, levels: list[str], args: list[str], out=sys.stdout) -> int:
+    """`--into`: fill the precompiled directory `target`/HASH for each level spec of `levels`, one child process
+    each (this command's `args` without --into / --levels); returns the number of failed levels."""
+    import llvmlite.binding as ll  # lazy: only for --into (the host's features; Numba's compiler is not imported)
+
+    host = {k: bool(v) for k, v in ll.get_host_cpu_features().items()}
+    targets = [(spec, numba_cache.spec_target(spec, host)) for spec in levels]  # ValueError: a level not here
+    key = numba_cache.cache_key(__version__)
+    final = Path(target) / key
+    manifest = {"lite_numba": __version__, "numba": numba_cache.numba_version(), "key": key,
+                "python": f"{sys.version_info[0]}.{sys.version_info[1]}", "levels": []}
+    if (final / "manifest.json").is_file():
+        manifest["levels"] = json.loads((final / "manifest.json").read_text()).get("levels", [])
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="lite-numba-warmup-") as tmp:
+        staging = Path(tmp) / "numba" / key
+        if final.is_dir():  # extend what is there (other levels or models)
+            shutil.copytree(final, staging)
+        for spec, (level, cpu, features) in targets:
+            env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "LITE_NUMBA_CODEGEN")}
+            env.update(LITE_NUMBA_CACHE_DIR=tmp, LITE_NUMBA_PRECOMPILED="0", NUMBA_CPU_NAME=cpu,
+                       NUMBA_CPU_FEATURES=features, LITE_NUMBA_ISA=level)
+            ladder = [f[1:] for f in features.split(",") if f[0] == "+" and f[1:] in numba_cache.LADDER]
+            print(f"{spec}: {level} kernel path, codegen {cpu} + {', '.join(ladder) or 'x86-64-v3 only'}", file=out,
+                  flush=True)
+            run = subprocess.run([sys.executable, "-m", "lite_numba.tools.warmup", *args], env=env,
+                                 capture_output=True, text=True)
+            print(run.stdout, end="", file=out)
+            if run.returncode != 0:
+                print(f"ERROR: level {spec}: {run.stderr[-2000:]}", file=sys.stderr)
+                failed += 1
+                continue
+            manifest["levels"] = [lv for lv in manifest["levels"] if lv["spec"] != spec]
+            manifest["levels"].append({"spec": spec, "kernel_path": level, "cpu": cpu, "ladder": ladder,
+                                       "features": features})
+        if not staging.is_dir():
+            return failed or 1
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        fresh = final.with_name(f"{key}.{os.getpid()}.tmp")
+        shutil.copytree(staging, fresh, ignore=shutil.ignore_patterns("*.lock", "*.compiling", "*.tmp.*"))
+        if final.is_dir():
+            shutil.rmtree(final)
+        os.replace(fresh, final)
+    print(f"precompiled cache: {final} ({sum(p.stat().st_size for p in final.rglob('*') if p.is_file()) / 2**20:.1f} "
+          "MiB)", file=out)
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,11 +222,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-threads", type=int, default=1, help="compile the parallel variants too (as "
                     "Interpreter(num_threads=N) would use them)")
     ap.add_argument("--no-invoke", action="store_true", help="allocate only (do not run once on zeros)")
+    ap.add_argument("--into", metavar="DIR", help="write a precompiled directory DIR/HASH for other installations "
+                    "(read-only, see LITE_NUMBA_PRECOMPILED_DIR) instead of this machine's cache")
+    ap.add_argument("--levels", default="host", help="with --into: the ISA levels to compile for, comma-separated: "
+                    "host, avx2 (= x86-64-v3), avxvnni, avx512 (= x86-64-v4), avx512vnni, amx, each with optional "
+                    "+feature (e.g. avx512vnni+avxvnni); only levels this CPU has (default: host)")
     a = ap.parse_args(argv)
     if not a.models and not a.all:
         ap.error("give MODEL files or --all")
     if a.num_threads < 1:
         ap.error("--num-threads must be >= 1")
+    if a.into:
+        args = [*a.models, *(["--all"] if a.all else []), "--num-threads", str(a.num_threads),
+                *(["--no-invoke"] if a.no_invoke else [])]
+        try:
+            return 1 if warm_into(a.into, [v for v in a.levels.split(",") if v.strip()], args) else 0
+        except ValueError as e:
+            ap.error(str(e))
     targets: list[tuple[str, str | bytes]] = [(m, m) for m in a.models]
     if a.all:
         targets += [(m, m) for m in _bundled_models()]
