@@ -26,8 +26,13 @@ def _child(conn, path: str, threads: int) -> None:
     import openvino as ov  # lazy: only the child process loads OpenVINO
 
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(path), "CPU", {
-        "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"})
+    try:  # f32 precision: on a CPU with AMX or AVX-512 BF16 the plugin would run float layers in bfloat16
+        compiled = core.compile_model(core.read_model(path), "CPU", {
+            "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_PRECISION_HINT": "f32"})
+    except RuntimeError as e:  # a model its TensorFlow Lite frontend cannot read (litert-torch's ResNet-18s)
+        conn.send(("error", " ".join(line.strip() for line in str(e).splitlines()[1:4])))
+        return
     req = compiled.create_infer_request()
     conn.send(([i.get_any_name() for i in compiled.inputs], [o.get_any_name() for o in compiled.outputs]))
     feed = []
@@ -49,6 +54,10 @@ def _child(conn, path: str, threads: int) -> None:
             return
 
 
+class Unsupported(RuntimeError):
+    """OpenVINO cannot read or compile the model (its message)."""
+
+
 class OpenVINOPeer:
     """The model compiled by OpenVINO for its CPU plugin with `threads` inference threads, in a child process."""
 
@@ -58,7 +67,11 @@ class OpenVINOPeer:
         self._proc = ctx.Process(target=_child, args=(child, str(path), threads), daemon=True)
         self._proc.start()
         child.close()
-        self.input_names, self.output_names = self._recv()
+        names = self._recv()
+        if names[0] == "error":
+            self._proc.join(10)
+            raise Unsupported(names[1])
+        self.input_names, self.output_names = names
 
     def _recv(self):
         if not self._conn.poll(300):

@@ -2,7 +2,8 @@
 this process and OpenVINO in its own (bench/openvino_peer.py), interleaved round by round; the medians are printed
 side by side. Skipped, by name, when the `openvino` package is not installed (a peer, not an oracle: its outputs are
 only checked loosely against the official builtin kernels', so that a wrong OpenVINO result is noticed). In light mode
-two small models, 1 thread."""
+two small models, 1 thread. A wrong OpenVINO result (openvino 2026.4.1 with 1 thread on small_cnn_int8) keeps
+its row, marked, and the case is an xfail naming it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 import numpy as np
 import pytest
 from conftest import ROWS, find_model, light, rounds
-from openvino_peer import OpenVINOPeer, available, deviation
+from openvino_peer import OpenVINOPeer, Unsupported, available, deviation
 from test_latency import MADE_BY, MODELS
 
 from lite_numba import Interpreter
@@ -69,17 +70,20 @@ def test_openvino_peer(name, threads):
         for i, x in inputs:
             it.set_tensor(i, x)
         it.invoke()
-    peer = OpenVINOPeer(str(path), threads)
+    try:
+        peer = OpenVINOPeer(str(path), threads)
+    except Unsupported as e:
+        pytest.skip(f"OpenVINO cannot run {name}: {e}")
     try:
         details = builtin.get_output_details()
         names = {d["index"]: d["name"] for d in ours.get_input_details()}
         outs = peer.run({names[i]: x for i, x in inputs}, [d["name"] for d in details])
-        devs = []
+        devs, wrong = [], []
         for k, (o, d) in enumerate(zip(outs, details)):
             dev, scale = deviation(o, builtin.get_tensor(d["index"]), d["quantization"])
             devs.append(dev / max(scale, 1e-30))
-            assert dev <= LOOSE * scale, (f"{name}: OpenVINO's output {k} is {dev:.3g} from the official one (scale "
-                                          f"{scale:.3g}): a wrong OpenVINO result")
+            if not dev <= LOOSE * scale:
+                wrong.append(f"output {k} is {dev:.3g} from the official one (scale {scale:.3g})")
         t0 = time.perf_counter()
         ours.invoke()
         inner = max(1, int(2e-3 / max(time.perf_counter() - t0, 1e-7)))
@@ -99,5 +103,9 @@ def test_openvino_peer(name, threads):
     finally:
         peer.close()
     m = {k: float(np.median(v)) for k, v in meds.items()}
-    ROWS.append({"case": name if threads == 1 else f"{name} ({threads} threads)", **m,
-                 "note": f"max |OpenVINO - builtin| {max(devs):.2g} of the output's scale"})
+    note = f"max |OpenVINO - builtin| {max(devs):.2g} of the output's scale"
+    if wrong:
+        note = "OpenVINO's result is WRONG: " + "; ".join(wrong)
+    ROWS.append({"case": name if threads == 1 else f"{name} ({threads} threads)", **m, "note": note})
+    if wrong:  # its bug, not ours: the row stays, marked, and the case says so
+        pytest.xfail(f"{name}, {threads} thread(s): {note}")
