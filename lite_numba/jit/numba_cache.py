@@ -360,9 +360,12 @@ def file_stamp(path: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _package_roots() -> tuple[tuple[str, str], ...]:
-    """(absolute directory, its name inside the package) of lite_numba, its kernels and plugins, longest first."""
+    """(absolute directory, its name inside the package) of lite_numba, its kernels and plugins, and Numba's package
+    (its pickles of dispatchers hold functions of numba.core by value), longest first."""
+    import numba  # lazy: imported already (closure_hash runs in Numba's cache)
+
     package = Path(__file__).parents[1]
-    roots = {str(package): "<lite_numba>"}
+    roots = {str(package): "<lite_numba>", str(Path(numba.__file__).parent): "<numba>"}
     for sub in ("kernels", "plugins"):
         spec = importlib.util.find_spec(f"lite_numba.{sub}")
         for d in (spec.submodule_search_locations or []) if spec is not None else []:
@@ -383,9 +386,10 @@ _CLOSURE_PICKLER = None
 
 def closure_hash(py_func) -> str:
     """Numba's index-key hash of a closure's captured values, without the install path: Numba pickles them, and the
-    pickle of a captured closure (a dispatcher's py_func) holds its code's file name and its module's __file__. Here
-    every string naming a file or folder of the package is pickled as its path inside the package instead (the
-    bytes are only hashed, never unpickled)."""
+    pickle of a captured closure (a dispatcher's py_func) holds its code's file name and its module's __file__, and
+    that of a dispatcher some of Numba's own functions. Here every string naming a file or folder of lite-numba's or
+    Numba's package is pickled as its path inside the package instead (the bytes are only hashed, never
+    unpickled)."""
     global _CLOSURE_PICKLER
     if _CLOSURE_PICKLER is None:
         from numba.core.serialize import NumbaPickler  # lazy: Numba
