@@ -345,6 +345,18 @@ class PrepareContext:
             dst = self._rt.array(t.index)
         np.copyto(dst, value)
 
+    def bind_output_arrays(self, values: list[np.ndarray]) -> None:
+        """Output i becomes values[i] itself when its shape is dynamic (the caller leaves the array unchanged while it
+        is the output's), else gets a copy, as set_output_array (host ops only; arrays of the outputs' dtypes)."""
+        rt = self._rt
+        for i, (o, value) in enumerate(zip(self.node.outputs, values)):
+            t = rt.tensor(o)
+            if o in rt.dynamic_tensors and value.dtype == t.dtype != object:
+                t.shape = value.shape
+                rt.dynamic_arrays[o] = value
+            else:
+                self.set_output_array(i, value)
+
     def output_array(self, i: int) -> np.ndarray:
         """The storage of output i when prepare fixed its shape (host ops only); None if it is dynamic."""
         o = self.node.outputs[i]

@@ -62,37 +62,38 @@ def _prepare_while(ctx: PrepareContext) -> None:
 
 
 def _run_while(ctx: PrepareContext) -> None:
-    cond, body = ctx.options["cond_subgraph_index"], ctx.options["body_subgraph_index"]
     st = _state(ctx)
+    trace = st.trace
+    if trace is not None and trace.valid():  # the general loop's steps from these inputs, recorded before
+        r = trace.run()
+        if r >= 0:
+            ctx.bind_output_arrays(trace.results[r])
+            return
+        if r == trace.LIMIT:
+            _too_many(ctx, ctx.max_while_iterations)
+        n = -1 - r  # past the recorded steps: the general loop goes on (and records the longer path)
+        _general_loop(ctx, [np.array(v, copy=True) for v in trace.values[n]], n, list(trace.steps))
+        return
+    cond, body = ctx.options["cond_subgraph_index"], ctx.options["body_subgraph_index"]
     values = st.inputs  # the node's input storage is fixed while it keeps its preparation (and this state)
     if values is None:
         values = st.inputs = [ctx.input_array(i) for i in range(ctx.num_inputs)]
-    limit = ctx.max_while_iterations
     iterations = 0
     ctx.restart_subgraph_variables(cond)  # officially both are allocated again at every run: variables restart
     ctx.restart_subgraph_variables(body)
     if cond != body:
-        values, iterations = _while_in_place(ctx, cond, body, values, limit)
-    # general loop: the loop variables may change shape (the called subgraphs are prepared per input shapes, the
-    # preparations kept: see Interpreter.bind_subgraph and _Step); from the loop's start, the steps it goes through
-    # are recorded and replayed by one compiled call at the next run (PrepareContext.while_trace)
-    if values is None:
-        return
-    path = None
-    if values is st.inputs and cond != body:
-        trace = st.trace
-        usable = trace is not None and (limit is None or limit > len(trace.steps))
-        if usable and trace.valid():
-            r = trace.run()
-            if r >= 0:
-                for i, v in enumerate(trace.values[r]):
-                    ctx.set_output_array(i, v)
-                return
-            iterations = -1 - r
-            values = [np.array(v, copy=True) for v in trace.values[iterations]]
-            path = list(trace.steps)
-        elif st.traceable and (trace is None or usable):  # (recorded again when the runtimes were re-prepared)
-            path = []
+        values, iterations = _while_in_place(ctx, cond, body, values, ctx.max_while_iterations)
+    if values is not None:
+        _general_loop(ctx, values, iterations, [] if values is st.inputs and cond != body and st.traceable else None)
+
+
+def _general_loop(ctx: PrepareContext, values: list, iterations: int, path: list | None) -> None:
+    """The loop variables may change shape: cond and body bound per shapes (the preparations kept: see
+    Interpreter.bind_subgraph and _Step). `path`: the steps from the loop's start, recorded for a compiled replay at
+    the next run (PrepareContext.while_trace), or None."""
+    cond, body = ctx.options["cond_subgraph_index"], ctx.options["body_subgraph_index"]
+    st = _state(ctx)
+    limit = ctx.max_while_iterations
     steps = st.steps
     while True:
         key = tuple(v.shape for v in values)

@@ -648,8 +648,8 @@ class GraphRuntime:
                 for o, arr in outputs:
                     self.tensors[o].shape = arr.shape
                     self.dynamic_arrays[o] = arr
-                if calls is None:
-                    k.host(ctx)
+                if callable(calls):  # a host node's function (resolved once)
+                    calls(ctx)
                 else:
                     for fn, args in calls:
                         fn(*args)
@@ -665,8 +665,8 @@ class GraphRuntime:
                     t = self.tensors[o]
                     self.dynamic_arrays[o] = np.zeros(t.shape, t.dtype)
             if k.host is not None:
-                calls = None
-                k.host(ctx)
+                calls = k.host
+                calls(ctx)
             else:
                 calls = [(call.fn, tuple(self._resolve(a) for a in call.args)) for call in ctx.calls]
                 for fn, args in calls:

@@ -300,27 +300,38 @@ def _run_call_once(tab):
         flag[0] = 1
 
 
+TRACE_LIMIT = -(1 << 40)  # run_trace's result when the iteration cap was reached
+
+
+@njit(cache=True, nogil=True)
+def _copies(tab, p):
+    """The copies at tab[p] (count, then (dst, src, bytes)); returns the position after them."""
+    for m in range(tab[p]):
+        q = p + 1 + 3 * m
+        _copy(tab[q], tab[q + 1], tab[q + 2])
+    return p + 1 + 3 * tab[p]
+
+
 @njit(cache=True, nogil=True)
 def run_trace(table):
     """A host WHILE's recorded iterations (lowering.WhileTrace). Table: [steps, running cell, cond subgraph, body
-    subgraph, step 0 at, step 1 at, ...]; a step: [cond program at, flag address, copies into the cond (count, then
-    (dst, src, bytes)), body program at, copies into the body (count, then (dst, src, bytes))]. Returns s when the
-    cond of step s was false, -1 - steps when every recorded body ran."""
+    subgraph, cap address, step 0 at, step 1 at, ...]; a step: [cond program at, flag address, body program at, then
+    copies (count, then (dst, src, bytes)) into the cond, into the body, of the results]. Returns s when the cond of
+    step s was false (its results copied), -1 - steps when every recorded body ran, TRACE_LIMIT at the cap."""
     tab = carray(_ptr(_a(table)), table.size, np.int64)
     n = tab[0]
+    limit = _load_i64(tab[4])
     for s in range(n):
-        p = tab[4 + s]
-        for m in range(tab[p + 2]):
-            q = p + 3 + 3 * m
-            _copy(tab[q], tab[q + 1], tab[q + 2])
+        p = tab[5 + s]
+        q = _copies(tab, p + 3)
         _run_program(tab, tab[p], tab[1], tab[2])
         if _load_u8(tab[p + 1]) == 0:
+            _copies(tab, _copies(tab, q))
             return s
-        p += 3 + 3 * tab[p + 2]
-        for m in range(tab[p + 1]):
-            q = p + 2 + 3 * m
-            _copy(tab[q], tab[q + 1], tab[q + 2])
-        _run_program(tab, tab[p], tab[1], tab[3])
+        _copies(tab, q)
+        _run_program(tab, tab[p + 2], tab[1], tab[3])
+        if s + 1 >= limit:
+            return TRACE_LIMIT
     return -1 - n
 
 

@@ -23,10 +23,11 @@ What the lowering does with the data (the official kernels' copy rules kept):
 from __future__ import annotations
 
 import numpy as np
+from numba import typeof
 
 from ..codegen import executor_mode
 from ..executor import InvokeError
-from .loop_kernels import ARITIES, ENTRIES, MAX_ARRAYS, run_trace
+from .loop_kernels import ARITIES, ENTRIES, MAX_ARRAYS, TRACE_LIMIT, run_trace
 
 __all__ = ["WhileTrace", "lower", "while_trace"]
 
@@ -440,32 +441,39 @@ def _lower_call_once(owner, state, ctx, dry):
 class WhileTrace:
     """The iterations a host WHILE went through (kernels/host/control_flow.py's general loop, for loop variables that
     change shape), replayed by one compiled call (loop_kernels.run_trace): each step's cond and body bound for that
-    iteration's shapes (BoundSubgraph; every runtime distinct), their runners called by native address, the loop
-    variables copied from the previous body's outputs. A body's output shapes follow from its input shapes (static
-    outputs), so the steps are the same at every run from the same input shapes; only where the cond turns false
-    varies. run() returns r >= 0 when the cond of step r was false (the results are values[r]), or -1 - s when the
-    loop goes on past the recorded steps (values[s], after s iterations). Usable while valid()."""
+    iteration's shapes (BoundSubgraph; every runtime distinct, none with variables), their runners called by native
+    address, the loop variables copied from the previous body's outputs. A body's output shapes follow from its input
+    shapes (static outputs), so the steps are the same at every run from the same input shapes; only where the cond
+    turns false varies. run() returns r >= 0 when the cond of step r was false (the loop's results copied into
+    results[r], arrays this trace owns), -1 - s when the loop goes on past the recorded steps (from values[s], after
+    s iterations), or LIMIT at the iteration cap. Usable while valid()."""
 
-    __slots__ = ("tab", "values", "steps", "held", "state", "body")
+    __slots__ = ("tab", "values", "results", "steps", "held", "state", "body", "_entry")
+    LIMIT = TRACE_LIMIT
 
     def __init__(self, state, cond: int, body: int, first: list, steps: list, progs: list):
         self.state, self.body, self.steps = state, body, steps
         self.held = [(x.rt, x.rt.arena) for st in steps for x in (st.c, st.b)]
         self.values = [first] + [st.b.outputs for st in steps]
-        tab = [len(steps), state.running.ctypes.data, cond, body] + [0] * len(steps)
+        self.results = [[np.empty_like(v) for v in vals] for vals in self.values[:-1]]
+        tab = [len(steps), state.running.ctypes.data, cond, body, state.limit.ctypes.data] + [0] * len(steps)
         for s, (st, (pc, pb)) in enumerate(zip(steps, progs)):
             src = self.values[s]
-            cc = [(st.c.inputs[k].ctypes.data, src[k].ctypes.data, src[k].nbytes) for k in st.c.used_inputs
-                  if src[k].nbytes]
-            bc = [(st.b.inputs[k].ctypes.data, v.ctypes.data, v.nbytes) for k, v in enumerate(src) if v.nbytes]
-            tab[4 + s] = at = len(tab)
-            tab += [0, st.c.outputs[0].ctypes.data, len(cc)] + [v for m in cc for v in m]
-            tab += [0, len(bc)] + [v for m in bc for v in m]
+            copies = ([(st.c.inputs[k], src[k]) for k in st.c.used_inputs], list(zip(st.b.inputs, src)),
+                      list(zip(self.results[s], src)))
+            tab[5 + s] = at = len(tab)
+            tab += [0, st.c.outputs[0].ctypes.data, 0]
+            for cp in copies:
+                cp = [(d.ctypes.data, v.ctypes.data, v.nbytes) for d, v in cp if v.nbytes]
+                tab += [len(cp)] + [v for m in cp for v in m]
             tab[at] = len(tab)
             tab += pc
-            tab[at + 3 + 3 * len(cc)] = len(tab)
+            tab[at + 2] = len(tab)
             tab += pb
         self.tab = np.asarray(tab, np.int64)
+        sig = (typeof(self.tab),)
+        run_trace.compile(sig)
+        self._entry = run_trace.overloads[sig].entry_point  # the compiled wrapper: no dispatcher type checks
 
     def valid(self) -> bool:
         for rt, arena in self.held:
@@ -475,7 +483,7 @@ class WhileTrace:
 
     def run(self) -> int:
         try:
-            return run_trace(self.tab)
+            return self._entry(self.tab)
         except (ValueError, IndexError, ZeroDivisionError) as e:
             raise InvokeError(f"{e}\nNode failed to invoke (subgraph {self.state.failed_subgraph(self.body)}).") \
                 from None
@@ -484,11 +492,12 @@ class WhileTrace:
 def while_trace(state, cond: int, body: int, first: list, steps: list) -> WhileTrace | None:
     """A WhileTrace of these steps (objects with .c and .b, bound subgraphs, from the loop's first iteration on;
     `first`: the loop variables' storage before it), or None when one is not compiled runners only with static
-    outputs, two share a runtime, or an array is not contiguous."""
+    outputs, has variable tensors (they restart at every run), two share a runtime, or an array is not contiguous."""
     seen = set()
     for st in steps:
         for x in (st.c, st.b):
-            if x.program is None or not x.calls_nothing or not x.static_outputs or id(x.rt) in seen:
+            if (x.program is None or not x.calls_nothing or not x.static_outputs or id(x.rt) in seen
+                    or any(t.spec.is_variable for t in x.rt.tensors)):
                 return None
             seen.add(id(x.rt))
         flag = st.c.outputs[0]
