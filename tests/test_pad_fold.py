@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 from conftest import isa_params
 from linear_models import quant_case
+from lite_numba.kernels.linear import conv
 
 from lite_numba import Interpreter
 from lite_numba.builder import ModelBuilder
+from lite_numba.ops import OpKernel
+from lite_numba.runtime.resolver import BuiltinOpResolver
 from lite_numba.testing import assert_close, require_official, run_interpreter, run_official
 
 require_official()
@@ -171,3 +174,15 @@ def test_not_folded(kind, extra):
 def quant_zero_point(data) -> int:
     it = Interpreter(model_content=data)
     return int(it.get_input_details()[0]["quantization"][1])
+
+
+def test_users_own_kernel_is_not_folded_into():
+    """A resolver whose DEPTHWISE_CONV_2D is a user's kernel (here the same prepare in another OpKernel, which could
+    know nothing of explicit_padding): the PAD stays and runs."""
+    r = BuiltinOpResolver()
+    r.add_builtin("DEPTHWISE_CONV_2D", OpKernel("DEPTHWISE_CONV_2D", conv.DEPTHWISE_CONV_2D.prepare), 1, 7)
+    data, inputs = _model("float32", "DEPTHWISE_CONV_2D", 1, 9, 8, 8, (3, 3), 2, (1, 1, 0, 1), seed=5)
+    assert _folded(data, op_resolver=r) == []
+    assert _folded(data) == ["PAD"]
+    ours = run_interpreter(data, inputs, op_resolver=r)[0][0]
+    assert ours.tobytes() == run_interpreter(data, inputs)[0][0].tobytes()

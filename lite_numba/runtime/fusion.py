@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from ..format.plan import Node, SubgraphPlan
-from ..kernels.registry import REWRITES
+from ..kernels.registry import BUILTINS, REWRITES
 
 
 def _consumers(plan: SubgraphPlan) -> dict[int, list[int]]:
@@ -413,18 +413,24 @@ def _pad_foldable(g: _Graph, pad: Node, conv: Node) -> tuple | None:
     return tuple(int(v) for v in pairs[1:3].reshape(-1))
 
 
+def _builtin_kernels(*ops: str) -> set[int]:
+    """The ids of the registry's kernels of ops (a user's own kernel for the op knows no explicit_padding)."""
+    return {id(row[3]) for row in BUILTINS if row[0] in ops}
+
+
 def fold_pads(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Fold a spatial PAD / PADV2 read only by a CONV_2D / DEPTHWISE_CONV_2D into its padding (see above)."""
+    ours = _builtin_kernels("CONV_2D", "DEPTHWISE_CONV_2D", "PAD", "PADV2")
     g = _Graph(plan, kernels)
     nodes, kernels = list(plan.nodes), list(kernels)
     changed = False
     for conv in plan.nodes:
         if (conv.op_name not in ("CONV_2D", "DEPTHWISE_CONV_2D") or conv.is_custom or len(conv.inputs) < 2
-                or kernels[conv.index] is None or conv.inputs[0] < 0 or conv.inputs[1] < 0
+                or id(kernels[conv.index]) not in ours or conv.inputs[0] < 0 or conv.inputs[1] < 0
                 or "explicit_padding" in conv.options):
             continue
         pad = g.producers.get(conv.inputs[0])
-        if pad is None or pad.op_name not in ("PAD", "PADV2"):
+        if pad is None or pad.op_name not in ("PAD", "PADV2") or id(kernels[pad.index]) not in ours:
             continue
         amounts = _pad_foldable(g, pad, conv)
         if amounts is None:
