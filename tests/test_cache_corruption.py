@@ -59,8 +59,7 @@ def _find(root, kind: str) -> str:
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory):
     """A cache filled by one cold process and a copy of it: (its directory, the copy, the model, the input file, the
-    official output). The cases damage the cache in place (Numba keys a runner's cache directory on the path of its
-    source file, so a copy elsewhere would be a different cache)."""
+    official output). The cases damage the cache in place, after restoring it from the copy."""
     require_official()
     root = tmp_path_factory.mktemp("filled")
     model = root / "m.tflite"
