@@ -8,8 +8,8 @@ installers), so that the first `allocate_tensors()` of a later process only load
 Each model is loaded, allocated (every static kernel and the runner are compiled, in parallel worker processes when
 several are missing; see lite_numba.jit.compiler.precompile) and invoked once on zeros, which also compiles what only
 runs at invoke time (dynamic nodes). `--all` warms the bundled example models and `common_op_models()`: a float32
-and an int8 chain of the ops of typical image models (convolutions 3x3 and 1x1, depthwise, residual ADD, pooling,
-MEAN, FULLY_CONNECTED, SOFTMAX, RESHAPE, CONCATENATION), built in code.
+and an int8 chain of the ops of typical image models (convolutions 3x3 and 1x1, shallow and deep enough for the AMX
+tiles, depthwise, residual ADD, pooling, MEAN, FULLY_CONNECTED, SOFTMAX, RESHAPE, CONCATENATION), built in code.
 
 The caches are where the runtime looks (`cache_locations()`): kernels in Numba's cache directory for these sources
 ($NUMBA_CACHE_DIR/lite_numba-HASH, else $LITE_NUMBA_CACHE_DIR/numba/HASH, default ~/.cache/lite_numba/numba/HASH),
@@ -135,6 +135,19 @@ def _common_model(dtype) -> bytes:
              options={"padding": "VALID", "stride_w": 1, "stride_h": 1}, version=3 if q else 1)
     r = b.add_tensor("r", dtype, [1, 8, 8, 16], quant=act(0.08, -20))
     b.add_op("ADD", [p1, c0], [r], version=2 if q else 1)
+    # a second output through an expansion 16 -> 64 and a deep pointwise layer 64 -> 96: enough depth and work for
+    # the int8 AMX tiles (simd_amx.amx_pays), which the 16-channel layers above leave to the VNNI kernels
+    wide = d1
+    for name, ci, co in (("e1", 16, 64), ("e2", 64, 96)):
+        t = b.add_tensor(name, dtype, [1, 8, 8, co], quant=act(0.05, -128))
+        w, wq, bq = weights([co, 1, 1, ci], 0)
+        bv, bq = bias(co, bq)
+        b.add_op("CONV_2D", [wide, b.add_const(f"{name}_w", w, quant=wq), b.add_const(f"{name}_b", bv, quant=bq)],
+                 [t], options={"padding": "VALID", "stride_w": 1, "stride_h": 1, "fused_activation_function": "RELU6"},
+                 version=3 if q else 1)
+        wide = t
+    m2 = b.add_tensor("m2", dtype, [1, 96], quant=act(0.05, -128))
+    b.add_op("MEAN", [wide, b.add_const("axes2", np.array([1, 2], np.int32))], [m2], version=2 if q else 1)
     mp = b.add_tensor("mp", dtype, [1, 4, 4, 16], quant=act(0.08, -20))
     ap = b.add_tensor("ap", dtype, [1, 4, 4, 16], quant=act(0.08, -20))
     pool = {"padding": "VALID", "stride_w": 2, "stride_h": 2, "filter_width": 2, "filter_height": 2}
@@ -157,6 +170,7 @@ def _common_model(dtype) -> bytes:
     y = b.add_tensor("y", dtype, [1, 10], quant=act(1 / 256, -128))
     b.add_op("SOFTMAX", [rs], [y], options={"beta": 1.0}, version=2 if q else 1)
     b.mark_output(y)
+    b.mark_output(m2)
     return b.build()
 
 
