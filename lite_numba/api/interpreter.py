@@ -33,8 +33,7 @@ class ModelFileError(ModelError, FileNotFoundError):
     """The model file cannot be opened: the official ValueError ("Could not open '...'"), and an OSError too."""
 
 
-# The official runtime refuses invoke/allocate_tensors/resize_tensor_input while a numpy array obtained through
-# tensor() is alive, because those calls may move or rewrite the memory it points into; this is its text.
+# The official text refusing invoke/allocate_tensors/resize_tensor_input while an array from tensor() is alive
 VIEW_HELD = """There is at least 1 reference to internal data
       in the interpreter in the form of a numpy array or slice. Be sure to
       only hold the function returned from tensor() if you are using raw
@@ -155,7 +154,7 @@ class Interpreter:
                                    preserve_all_tensors=options["preserve_all"],
                                    max_arena_bytes=options.get("max_arena_bytes"))
         self._rt = runtime
-        self._invoke = runtime.main.invoke  # (subgraph 0's invoke, without a call through the model runtime)
+        self._main = runtime.main  # (subgraph 0: its `run`, one native call when the whole invoke is compiled)
         self._views = runtime.io_views  # the set/get fast path (one dict object, refilled by every allocation)
         self._trace = os.environ.get("LITE_NUMBA_TRACE", "") not in ("", "0")
         # One thread at a time: a call that changes or reads the arena takes the one element of `_slot` (list.pop and
@@ -258,7 +257,9 @@ class Interpreter:
             if self._trace:
                 self._rt.trace()
             else:
-                self._invoke()
+                self._main.run()
+        except (ValueError, IndexError, ZeroDivisionError) as e:  # a kernel's, from the native entry: as invoke's
+            raise (e if isinstance(e, RuntimeError) else self._main.invoke_error(e)) from None
         finally:
             slot.append(None)
 

@@ -154,10 +154,8 @@ class GraphRuntime:
             getattr(fn, "__func__", None) is GraphRuntime.run_dynamic for fn, _ in self.program)
 
     def native_program(self) -> list[tuple] | None:
-        """[(native address, aux, it, ft, fp)] of the compiled runners that make up the whole invoke, in order, when
-        that is all an invoke runs (a plain program of compiled segments only: no host node, Python-mode segment or
-        speculation) and each runner can be called by its native address (Segment.address); else None.
-        lite_numba.runtime.rows calls them so, many examples per call."""
+        """[(native address, aux, it, ft, fp)] of the compiled runners making up the whole invoke (a plain program of
+        compiled segments only, each callable by its native address, Segment.address), else None (runtime.rows)."""
         if not self.ready or not self.steps or not self.plain_program() or len(self.program) != len(self.steps):
             return None
         out = []
@@ -169,13 +167,10 @@ class GraphRuntime:
         return out
 
     def share(self, host_env) -> GraphRuntime:
-        """A GraphRuntime that runs this one's prepared plan on an arena of its own (Interpreter.clone()).
-
-        Shared, read-only at run time: the compiled runners, the segments' constant tables (`aux`: packed weights,
-        lookup tables; `ft`: scalars; `fp`: kernel addresses), folded constants, node states and preparations.
-        Copied: tensors (their shapes change on resize), the arena and its views, the offsets and shapes `it` (an I/O
-        binding rewrites them in place, runtime.io_binding), every container. A later allocate() after a resize
-        prepares the copy on its own, as a fresh runtime would."""
+        """A GraphRuntime that runs this one's prepared plan on an arena of its own (Interpreter.clone()). Shared,
+        read-only at run time: the compiled runners, the segments' constant tables (`aux`, `ft`, `fp`), folded
+        constants, node states and preparations. Copied: tensors, the arena and its views, the offsets and shapes `it`
+        (an I/O binding rewrites them in place), every container. A later allocate() prepares the copy on its own."""
         rt = object.__new__(GraphRuntime)
         rt.__dict__.update(self.__dict__)
         for key, value in rt.__dict__.items():
@@ -206,6 +201,7 @@ class GraphRuntime:
         prepared for other shapes). The arena views stop being served."""
         self.ready = False
         self.fast_views.clear()
+        self.__dict__.pop("run", None)  # (rows.install_entry's)
 
     def release(self) -> None:
         """Drop the arena and its views (an evicted called subgraph); holders of a binding see it invalid."""
@@ -268,7 +264,7 @@ class GraphRuntime:
 
         `assumed`: values of computed tensors to take as known (a specialised plan, see _specialise); each is
         checked at run time by a guard in front of the first node that read it."""
-        self.ready = False
+        self.invalidate()
         self._memo = {}
         self.assumed = dict(assumed) if assumed else {}
         self._guarded = set()
@@ -344,13 +340,15 @@ class GraphRuntime:
         self._make_program()
         self.fast_views.update((i, v) for i, v in self.views.items() if i < len(self.tensors))
         self.ready = True
+        if self.native_program() is not None:  # the whole invoke as one native call
+            from .rows import install_entry  # lazy: rows imports Numba; reached only when the runners are compiled
+
+            install_entry(self)
 
     def _check_rewritten_inputs(self, seen: dict[int, list[tuple[int, tuple]]]) -> None:
-        """A node prepared for an input of one shape whose tensor a later node (a rewired graph, a cycle back into
-        a graph input) gives another shape: its compiled call would read the tensor with the shape it was prepared
-        for. Refused, naming the tensor, the reader and the writer (found by the fuzzing campaign, seed 201 case
-        10606: an IDENTITY writing a [1, 9, 129] tensor into the [800, 1] graph input an AudioSpectrogram read,
-        which reached Numba as a typing error)."""
+        """A node prepared for an input whose tensor a later node (a rewired graph) gives another shape would read
+        it with the old shape: refused, naming the tensor, the reader and the writer (fuzzing seed 201 case 10606:
+        an IDENTITY writing [1, 9, 129] into the [800, 1] input an AudioSpectrogram read; was a typing error)."""
         for ni, shapes in seen.items():
             if self.prepared[ni] is None:
                 continue
@@ -366,12 +364,10 @@ class GraphRuntime:
                         f"Node number {ni} ({node.op_name}) failed to prepare.")
 
     def _demote_shared_writers(self, node_temps: dict[int, list[Tensor]]) -> None:
-        """A tensor written both by a node prepared at allocate (an arena slot) and by a dynamic node (an array sized
-        at run time) cannot have both: the static writers of such a tensor become dynamic nodes too, then, until
-        nothing changes, every static node reading or writing a tensor that became dynamic (prepared and run at
-        invoke, in graph order, so the last writer wins as in the official runtime, which runs such models). Found
-        by the fuzzing campaign (run 101, case 409: a ZEROS_LIKE output rewired as an output of an ADD downstream of
-        a RANGE), where building the compiled segment failed with a bare KeyError. A graph input written by a
+        """A tensor written by a static node (an arena slot) and by a dynamic node (an array sized at run time): its
+        static writers become dynamic too, then, until nothing changes, every static node touching a tensor that
+        became dynamic (run at invoke in graph order: the last writer wins, as officially). Fuzzing run 101 case 409
+        (a ZEROS_LIKE output rewired as an ADD's after a RANGE) was a bare KeyError. A graph input written by a
         dynamic node is refused, naming both."""
         inputs = set(self.plan.inputs)
         changed = True
@@ -416,11 +412,10 @@ class GraphRuntime:
         return bool(self.assumed)
 
     # --- constant folding -------------------------------------------------------------------------------------
-    # A builtin node whose inputs are all constant (DEQUANTIZE of float16 or int8 weights, DENSIFY of sparse
-    # weights, shape arithmetic on constants) runs once at allocate; its outputs become constants, so that later
-    # nodes see constant weights (packed once in their prepare) and the runner has no call for it. The official
-    # runtime does the same for DEQUANTIZE and DENSIFY. Custom ops (they may keep state), host ops, graph inputs,
-    # outputs and variables are never folded.
+    # A builtin node whose inputs are all constant (DEQUANTIZE / DENSIFY of weights, shape arithmetic) runs once at
+    # allocate; its outputs become constants (later nodes pack them once in prepare; the runner has no call for it),
+    # as the official runtime does for DEQUANTIZE and DENSIFY. Never folded: custom ops (they may keep state), host
+    # ops, graph inputs, outputs and variables.
 
     def _foldable(self, node: Node, pinned: set[int]) -> bool:
         k = self.kernels[node.index]
@@ -573,6 +568,7 @@ class GraphRuntime:
         if self._spec_allowed:
             program.append((self._after_general_invoke, ()))
         self.program = program
+        self.__dict__.pop("run", None)
 
     def _host_step(self, ni: int) -> tuple:
         """A host node prepared at allocate whose inputs and outputs are all planned (none dynamic) runs its host
@@ -608,8 +604,14 @@ class GraphRuntime:
             if self.assumed and _is_guard_failure(e):
                 self._despecialise()
                 return self.invoke()
-            where = getattr(self.host_env, "failed_subgraph", int)(self.subgraph_index)  # (lowered control flow)
-            raise InvokeError(f"{e}\nNode failed to invoke (subgraph {where}).") from None
+            raise self.invoke_error(e) from None
+
+    run = invoke  # the whole invoke (an allocated runtime's own `run` may replace it: rows.install_entry)
+
+    def invoke_error(self, e: Exception) -> InvokeError:
+        """A kernel's error as invoke() raises it (naming the subgraph: lowered control flow may have run another)."""
+        where = getattr(self.host_env, "failed_subgraph", int)(self.subgraph_index)
+        return InvokeError(f"{e}\nNode failed to invoke (subgraph {where}).")
 
     def invoke_with(self, run_steps: Callable[[GraphRuntime], Any]) -> Any:
         """Invoke through `run_steps(self)`, which walks `steps` itself (the profiler timing each node), instead of
@@ -630,11 +632,9 @@ class GraphRuntime:
         return result
 
     def run_dynamic(self, ni: int) -> None:
-        """Prepare and run a dynamic or host node. The prepared node is memoised: when its inputs are the same
-        arrays (same shapes; outputs of earlier dynamic nodes keep their array while their shape holds) and the
-        values its prepare read with ctx.value() are unchanged, prepare is skipped and the resolved calls (or the
-        host function) run directly. Prepare may depend only on shapes, dtypes, options, constants and values
-        read with ctx.value() (the kernel contract)."""
+        """Prepare and run a dynamic or host node, memoised: with the same input arrays (earlier dynamic outputs keep
+        theirs while their shape holds) and unchanged ctx.value() reads, the resolved calls (or host function) run
+        without prepare, which may depend only on shapes, dtypes, options, constants and those values (the contract)."""
         node = self.plan.nodes[ni]
         k = self.kernels[ni]
         self._dynamic_phase = True

@@ -19,7 +19,11 @@ once per (inputs, outputs, runners) count and cached on disk like the kernels.""
 
 from __future__ import annotations
 
-from numba import njit, types
+import functools
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, njit, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
@@ -67,6 +71,56 @@ def _copy_bytes(typingctx, dst, doff, src, soff, nbytes):
         return context.get_dummy_value()
 
     return types.none(dst, doff, src, soff, nbytes), codegen
+
+
+@intrinsic
+def ptr(typingctx, addr):
+    """An integer address as a void pointer (for numba.carray)."""
+    if not isinstance(addr, types.Integer):
+        raise TypingError("ptr: an integer address")
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+
+    return types.voidptr(addr), codegen
+
+
+@njit(cache=True, nogil=True)
+def run_runners(tab, p):
+    """Call the compiled runners of the program at tab[p]: their count, then per runner its native address and the
+    (pointer, length) of its arena, aux, it, ft and fp."""
+    for r in range(tab[p]):
+        q = p + 1 + 11 * r
+        call_runner(tab[q], carray(ptr(tab[q + 1]), tab[q + 2], np.uint8),
+                    carray(ptr(tab[q + 3]), tab[q + 4], np.uint8), carray(ptr(tab[q + 5]), tab[q + 6], np.int64),
+                    carray(ptr(tab[q + 7]), tab[q + 8], np.float64), carray(ptr(tab[q + 9]), tab[q + 10], np.int64))
+
+
+@njit(cache=True, nogil=True)
+def run_program(addr, n):
+    """One whole invoke: the program (run_runners) in the n int64 at `addr`."""
+    run_runners(carray(ptr(addr), n, np.int64), 0)
+
+
+def install_entry(rt) -> None:
+    """Give an allocated GraphRuntime whose whole invoke is compiled runners (native_program) its own `run`: one call
+    of run_program's compiled wrapper with its table's address (a functools.partial: no Python frame, no dispatcher,
+    no array unboxed; Interpreter.invoke calls it). It stays while the runtime keeps this preparation: invalidate()
+    and the next program remove it (GraphRuntime.run is then invoke). An I/O binding rewrites `it` in place: seen."""
+    prog = rt.native_program()
+    if prog is None:
+        return
+    tab = [len(prog)]
+    for addr, aux, it, ft, fp in prog:
+        tab.append(addr)
+        for a in (rt.arena, aux, it, ft, fp):
+            tab += [a.ctypes.data, a.size]
+    tab = np.asarray(tab, np.int64)
+    sig = (types.int64, types.int64)
+    run_program.compile(sig)
+    entry = functools.partial(run_program.overloads[sig].entry_point, tab.ctypes.data, tab.size)
+    entry.table = tab  # (the table lives as long as the entry)
+    rt.run = entry
 
 
 @njit(cache=True, nogil=True)

@@ -48,20 +48,10 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from ..rows import call_runner
+from ..rows import call_runner, run_runners
+from ..rows import ptr as _ptr
 
 MAX_ARRAYS = 32
-
-
-@intrinsic
-def _ptr(typingctx, addr):
-    if not isinstance(addr, types.Integer):
-        raise TypingError("_ptr: an integer address")
-
-    def codegen(context, builder, sig, args):
-        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
-
-    return types.voidptr(addr), codegen
 
 
 @intrinsic
@@ -202,12 +192,7 @@ def _run_program(tab, p, cell, sub):
     where = carray(_ptr(cell), 1, np.int64)
     outer = where[0]
     where[0] = sub
-    for r in range(tab[p]):
-        q = p + 1 + 11 * r
-        call_runner(tab[q], carray(_ptr(tab[q + 1]), tab[q + 2], np.uint8),
-                     carray(_ptr(tab[q + 3]), tab[q + 4], np.uint8), carray(_ptr(tab[q + 5]), tab[q + 6], np.int64),
-                     carray(_ptr(tab[q + 7]), tab[q + 8], np.float64),
-                     carray(_ptr(tab[q + 9]), tab[q + 10], np.int64))
+    run_runners(tab, p)
     where[0] = outer
 
 

@@ -63,6 +63,7 @@ class PlanCache:
             t.shape = shape
             t.data = data
         live = rt.fast_views
+        vars(rt).pop("run", None)  # (another plan's native entry: this plan's own, if it had one, is in `state`)
         vars(rt).update(state)
         rt.prepared = list(prepared)
         live.clear()
