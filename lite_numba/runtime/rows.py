@@ -28,6 +28,8 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
+from ..jit.compiler import load_cached_runner
+
 
 @intrinsic
 def call_runner(typingctx, addr, arena, aux, it, ft, fp):
@@ -102,6 +104,14 @@ def run_program(addr, n):
     run_runners(carray(ptr(addr), n, np.int64), 0)
 
 
+def compiled_entry(fn, sig):
+    """The compiled wrapper of `fn`'s overload for `sig` (called without the dispatcher's type checks), loaded from
+    the disk cache without Numba's lowering registries when it is there (jit.compiler.load_cached_runner)."""
+    if sig not in fn.overloads and not load_cached_runner(fn, sig, [fn]):
+        fn.compile(sig)
+    return fn.overloads[sig].entry_point
+
+
 def install_entry(rt) -> None:
     """Give an allocated GraphRuntime whose whole invoke is compiled runners (native_program) its own `run`: one call
     of run_program's compiled wrapper with its table's address (a functools.partial: no Python frame, no dispatcher,
@@ -116,9 +126,7 @@ def install_entry(rt) -> None:
         for a in (rt.arena, aux, it, ft, fp):
             tab += [a.ctypes.data, a.size]
     tab = np.asarray(tab, np.int64)
-    sig = (types.int64, types.int64)
-    run_program.compile(sig)
-    entry = functools.partial(run_program.overloads[sig].entry_point, tab.ctypes.data, tab.size)
+    entry = functools.partial(compiled_entry(run_program, (types.int64, types.int64)), tab.ctypes.data, tab.size)
     entry.table = tab  # (the table lives as long as the entry)
     rt.run = entry
 

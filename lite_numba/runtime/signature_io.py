@@ -189,6 +189,7 @@ class SignatureIO:
                 rt.program[0] = self.guard_step
             else:
                 rt.program.insert(0, self.guard_step)
+            vars(rt).pop("run", None)  # (the native entry runs the runners only: invoke() runs the guard too)
 
     def clear_marks(self, tensors=None) -> None:
         """Tensors set again (every one, and the guard step removed, when `tensors` is None): their arena storage
@@ -202,6 +203,10 @@ class SignatureIO:
                     rt.fast_views[i] = rt.views[i]
             if tensors is None and self._step():
                 del rt.program[0]
+                if rt.native_program() is not None:  # the program is the runners again: their native entry back
+                    from .rows import install_entry  # lazy: rows imports Numba (a signature call has compiled)
+
+                    install_entry(rt)
 
     def check_mark(self, i: int) -> None:
         """RuntimeError when tensor i's storage is stale (its value lived in a caller's array)."""

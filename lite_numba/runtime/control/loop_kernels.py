@@ -111,23 +111,49 @@ def _a(typingctx, arr):
     return types.int64(arr), codegen
 
 
+@intrinsic
+def _ld(typingctx, addr, kind):
+    """The scalar of numpy type `kind` at an integer address (a plain load: no array, so no reference counting)."""
+    if not isinstance(addr, types.Integer) or not isinstance(kind, types.NumberClass):
+        raise TypingError("_ld: an integer address and a numpy scalar type")
+    ty = kind.instance_type
+
+    def codegen(context, builder, sig, args):
+        return builder.load(builder.inttoptr(args[0], context.get_value_type(ty).as_pointer()))
+
+    return ty(addr, kind), codegen
+
+
+@intrinsic
+def _st(typingctx, addr, value):
+    """Store a scalar at an integer address (as its own type)."""
+    if not isinstance(addr, types.Integer) or not isinstance(value, (types.Integer, types.Float)):
+        raise TypingError("_st: an integer address and a number")
+
+    def codegen(context, builder, sig, args):
+        builder.store(args[1], builder.inttoptr(args[0], context.get_value_type(value).as_pointer()))
+        return context.get_dummy_value()
+
+    return types.none(addr, value), codegen
+
+
 @njit(cache=True, nogil=True)
 def _load_i64(addr):
-    return carray(_ptr(addr), 1, np.int64)[0]
+    return _ld(addr, np.int64)
 
 
 @njit(cache=True, nogil=True)
 def _load_u8(addr):
-    return carray(_ptr(addr), 1, np.uint8)[0]
+    return _ld(addr, np.uint8)
 
 
 @njit(cache=True, nogil=True)
 def _copy(dst, src, nbytes):
     """memcpy, with a loop variable of 4 or 8 bytes (a counter) moved by one load and store."""
     if nbytes == 4:
-        carray(_ptr(dst), 1, np.int32)[0] = carray(_ptr(src), 1, np.int32)[0]
+        _st(dst, _ld(src, np.int32))
     elif nbytes == 8:
-        carray(_ptr(dst), 1, np.int64)[0] = carray(_ptr(src), 1, np.int64)[0]
+        _st(dst, _ld(src, np.int64))
     else:
         _memcpy(dst, src, nbytes)
 
@@ -135,10 +161,10 @@ def _copy(dst, src, nbytes):
 @njit(cache=True, nogil=True)
 def _scalar(kind, addr):
     if kind == 0:
-        return np.float64(carray(_ptr(addr), 1, np.int32)[0]), np.int64(carray(_ptr(addr), 1, np.int32)[0])
+        return np.float64(_ld(addr, np.int32)), np.int64(_ld(addr, np.int32))
     if kind == 1:
-        return 0.0, carray(_ptr(addr), 1, np.int64)[0]
-    return np.float64(carray(_ptr(addr), 1, np.float32)[0]), np.int64(0)
+        return 0.0, _ld(addr, np.int64)
+    return np.float64(_ld(addr, np.float32)), np.int64(0)
 
 
 @njit(cache=True, nogil=True)
@@ -161,7 +187,7 @@ def _eval_cond(tab, p):
             else:
                 r = (ia < ib if op == 0 else ia <= ib if op == 1 else ia > ib if op == 2 else ia >= ib if op == 3
                      else ia == ib if op == 4 else ia != ib)
-        carray(_ptr(tab[q + 4]), 1, np.uint8)[0] = 1 if r else 0
+        _st(tab[q + 4], np.uint8(1 if r else 0))
 
 
 @njit(cache=True, nogil=True)
@@ -172,28 +198,27 @@ def _step_counters(tab, p):
         sub = tab[q] == 10
         kind = tab[q + 1]
         if kind == 0:
-            a = carray(_ptr(tab[q + 2]), 1, np.int32)[0]
-            b = carray(_ptr(tab[q + 3]), 1, np.int32)[0]
-            carray(_ptr(tab[q + 4]), 1, np.int32)[0] = np.int32(a - b if sub else a + b)
+            a = _ld(tab[q + 2], np.int32)
+            b = _ld(tab[q + 3], np.int32)
+            _st(tab[q + 4], np.int32(a - b if sub else a + b))
         elif kind == 1:
-            a = carray(_ptr(tab[q + 2]), 1, np.int64)[0]
-            b = carray(_ptr(tab[q + 3]), 1, np.int64)[0]
-            carray(_ptr(tab[q + 4]), 1, np.int64)[0] = a - b if sub else a + b
+            a = _ld(tab[q + 2], np.int64)
+            b = _ld(tab[q + 3], np.int64)
+            _st(tab[q + 4], a - b if sub else a + b)
         else:
-            x = carray(_ptr(tab[q + 2]), 1, np.float32)[0]
-            y = carray(_ptr(tab[q + 3]), 1, np.float32)[0]
-            carray(_ptr(tab[q + 4]), 1, np.float32)[0] = x - y if sub else x + y
+            x = _ld(tab[q + 2], np.float32)
+            y = _ld(tab[q + 3], np.float32)
+            _st(tab[q + 4], np.float32(x - y if sub else x + y))
 
 
 @njit(cache=True, nogil=True)
 def _run_program(tab, p, cell, sub):
     """Run the program at tab[p] of subgraph `sub`, noting `sub` in the int64 at `cell` while it runs (left there
     when a kernel raises: ModelRuntime.invoke names that subgraph in the error)."""
-    where = carray(_ptr(cell), 1, np.int64)
-    outer = where[0]
-    where[0] = sub
+    outer = _ld(cell, np.int64)
+    _st(cell, np.int64(sub))
     run_runners(tab, p)
-    where[0] = outer
+    _st(cell, outer)
 
 
 @njit(cache=True, nogil=True)
@@ -216,7 +241,6 @@ def _run_while(tab, ptrs):
     itab = carray(_ptr(tab[q + 5]), tab[q + 6] if one else 0, np.int64)
     ftab = carray(_ptr(tab[q + 7]), tab[q + 8] if one else 0, np.float64)
     fptab = carray(_ptr(tab[q + 9]), tab[q + 10] if one else 0, np.int64)
-    where = carray(_ptr(tab[10]), 1, np.int64)
     while True:
         if expr != 0:
             _eval_cond(tab, expr)
@@ -225,10 +249,10 @@ def _run_while(tab, ptrs):
         if _load_u8(tab[4]) == 0:
             break
         if one:
-            outer = where[0]
-            where[0] = tab[12]
+            outer = _ld(tab[10], np.int64)
+            _st(tab[10], tab[12])
             call_runner(tab[q], arena, aux, itab, ftab, fptab)
-            where[0] = outer
+            _st(tab[10], outer)
         else:
             _run_program(tab, tab[3], tab[10], tab[12])
         if tab[14] != 0:

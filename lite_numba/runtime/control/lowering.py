@@ -27,6 +27,7 @@ from numba import typeof
 
 from ..codegen import executor_mode
 from ..executor import InvokeError
+from ..rows import compiled_entry
 from .loop_kernels import ARITIES, ENTRIES, MAX_ARRAYS, TRACE_LIMIT, run_trace
 
 __all__ = ["WhileTrace", "lower", "while_trace"]
@@ -471,9 +472,7 @@ class WhileTrace:
             tab[at + 2] = len(tab)
             tab += pb
         self.tab = np.asarray(tab, np.int64)
-        sig = (typeof(self.tab),)
-        run_trace.compile(sig)
-        self._entry = run_trace.overloads[sig].entry_point  # the compiled wrapper: no dispatcher type checks
+        self._entry = compiled_entry(run_trace, (typeof(self.tab),))  # (no dispatcher type checks)
 
     def valid(self) -> bool:
         for rt, arena in self.held:
