@@ -32,7 +32,7 @@ MODELS_2_THREADS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobi
                     "resnet18_static_wi8_ai8", "mobilenet_v3_small_int8"]
 
 
-def _official(path, builtin: bool, threads: int = 1):
+def official(path, builtin: bool, threads: int = 1):
     from ai_edge_litert.interpreter import Interpreter as Official
     from ai_edge_litert.interpreter import OpResolverType
 
@@ -42,7 +42,7 @@ def _official(path, builtin: bool, threads: int = 1):
     return it
 
 
-def _inputs(it, rng):
+def random_inputs(it, rng):
     out = []
     for d in it.get_input_details():
         dt = np.dtype(d["dtype"])
@@ -102,9 +102,9 @@ def _model_latency(benchmark, name: str, threads: int):
         pytest.skip(f"{name} not available{made_by}")
     ours = Interpreter(model_path=str(path), num_threads=threads)
     ours.allocate_tensors()
-    runtimes = {"ours": ours, "xnnpack": _official(path, False, threads), "builtin": _official(path, True, threads)}
+    runtimes = {"ours": ours, "xnnpack": official(path, False, threads), "builtin": official(path, True, threads)}
     theirs_arena = official_arena_bytes(runtimes["builtin"], ours)  # before invoke: kernels then add persistent data
-    inputs = _inputs(ours, np.random.default_rng(0))
+    inputs = random_inputs(ours, np.random.default_rng(0))
     for it in runtimes.values():
         for i, x in inputs:
             it.set_tensor(i, x)
@@ -136,7 +136,7 @@ def test_set_invoke_get_overhead(benchmark):
     path = find_model("op_add")
     ours = Interpreter(model_path=str(path))
     ours.allocate_tensors()
-    theirs = _official(path, True)
+    theirs = official(path, True)
     x = np.ones((1, 4, 6, 3), np.float32)
 
     def cycle(it):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import ROWS, find_model, light, rounds
 from openvino_peer import OpenVINOPeer, Unsupported, available, deviation
-from test_latency import MADE_BY, MODELS
+from test_latency import MADE_BY, MODELS, official, random_inputs
 
 from lite_numba import Interpreter
 
@@ -22,27 +22,6 @@ LIGHT_MODELS = ["small_cnn_f32", "mobilenet_v2_035_96_int8"]
 # |OpenVINO - official| / max |official| above which its output is called wrong: it runs its own kernels (another
 # summation order, its own int8 arithmetic), so only a gross difference is an error
 LOOSE = 0.1
-
-
-def _official(path, builtin: bool, threads: int):
-    from ai_edge_litert.interpreter import Interpreter as Official  # lazy: as test_latency's
-    from ai_edge_litert.interpreter import OpResolverType
-
-    kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if builtin else {}
-    it = Official(model_path=str(path), num_threads=threads, **kw)
-    it.allocate_tensors()
-    return it
-
-
-def _inputs(it, rng):
-    """test_latency's inputs: integers in [-100, 100), floats N(0, 1)."""
-    out = []
-    for d in it.get_input_details():
-        dt = np.dtype(d["dtype"])
-        x = rng.integers(-100, 100, size=d["shape"]).astype(dt) if dt.kind in "iu" else \
-            rng.standard_normal(d["shape"]).astype(dt)
-        out.append((d["index"], x))
-    return out
 
 
 def _us_per_call(fn, inner: int) -> float:
@@ -64,8 +43,8 @@ def test_openvino_peer(name, threads):
         pytest.skip(f"{name} not available" + (f": run {MADE_BY[name]}" if name in MADE_BY else ""))
     ours = Interpreter(model_path=str(path), num_threads=threads)
     ours.allocate_tensors()
-    xnn, builtin = _official(path, False, threads), _official(path, True, threads)
-    inputs = _inputs(ours, np.random.default_rng(0))
+    xnn, builtin = official(path, False, threads), official(path, True, threads)
+    inputs = random_inputs(ours, np.random.default_rng(0))
     for it in (ours, xnn, builtin):
         for i, x in inputs:
             it.set_tensor(i, x)

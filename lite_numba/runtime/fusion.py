@@ -21,6 +21,17 @@ from ..format.plan import Node, SubgraphPlan
 from ..kernels.registry import BUILTINS, REWRITES
 
 
+def _fuse_away(nodes: list, kernels: list, away, into: int) -> None:
+    """The nodes `away` are done by node `into`: each keeps its place with no inputs (FUSED_AWAY)."""
+    for n in away:
+        nodes[n.index] = dataclasses.replace(n, inputs=(), options={**n.options, "fused_into": into})
+        kernels[n.index] = REWRITES["FUSED_AWAY"]
+
+
+def _rewritten(plan: SubgraphPlan, nodes: list, kernels: list, changed) -> tuple[SubgraphPlan, list]:
+    return (dataclasses.replace(plan, nodes=tuple(nodes)), kernels) if changed else (plan, kernels)
+
+
 def _consumers(plan: SubgraphPlan) -> dict[int, list[int]]:
     uses: dict[int, list[int]] = {}
     for n in plan.nodes:
@@ -109,13 +120,9 @@ def fuse_slice_updates(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan,
         nodes[c.index] = dataclasses.replace(c, inputs=inputs, options={**c.options, "axis": axis,
                                                                         "fused": (sa.index, sb.index)})
         kernels[c.index] = REWRITES["SLICE_UPDATE"]
-        for s in (sa, sb):
-            nodes[s.index] = dataclasses.replace(s, inputs=(), options={**s.options, "fused_into": c.index})
-            kernels[s.index] = REWRITES["FUSED_AWAY"]
+        _fuse_away(nodes, kernels, (sa, sb), c.index)
         changed = True
-    if not changed:
-        return plan, kernels
-    return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
+    return _rewritten(plan, nodes, kernels, changed)
 
 
 # --- normalization patterns -----------------------------------------------------------------------------------
@@ -307,13 +314,9 @@ def fuse_norms(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
             continue
         nodes[final.index] = dataclasses.replace(final, op_name="FUSED_NORM", inputs=(x, w), options=opts)
         kernels[final.index] = REWRITES["FUSED_NORM"]
-        for n in inner:
-            nodes[n.index] = dataclasses.replace(n, inputs=(), options={**n.options, "fused_into": final.index})
-            kernels[n.index] = REWRITES["FUSED_AWAY"]
+        _fuse_away(nodes, kernels, inner, final.index)
         done.update(n.index for n in inner + [final])
-    if not done:
-        return plan, kernels
-    return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
+    return _rewritten(plan, nodes, kernels, done)
 
 
 # --- transposed BATCH_MATMUL operands ---------------------------------------------------------------------------
@@ -355,13 +358,9 @@ def fold_transposes(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, li
         if not views:
             continue
         nodes[bmm.index] = dataclasses.replace(bmm, inputs=tuple(inputs), options={**bmm.options, "views": views})
-        for n in away:
-            nodes[n.index] = dataclasses.replace(n, inputs=(), options={**n.options, "fused_into": bmm.index})
-            kernels[n.index] = REWRITES["FUSED_AWAY"]
+        _fuse_away(nodes, kernels, away, bmm.index)
         changed = True
-    if not changed:
-        return plan, kernels
-    return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
+    return _rewritten(plan, nodes, kernels, changed)
 
 
 # --- PAD folded into the convolution reading it ------------------------------------------------------------------
@@ -437,12 +436,9 @@ def fold_pads(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
             continue
         nodes[conv.index] = dataclasses.replace(conv, inputs=(pad.inputs[0], *conv.inputs[1:]),
                                                 options={**conv.options, "explicit_padding": amounts})
-        nodes[pad.index] = dataclasses.replace(pad, inputs=(), options={**pad.options, "fused_into": conv.index})
-        kernels[pad.index] = REWRITES["FUSED_AWAY"]
+        _fuse_away(nodes, kernels, (pad,), conv.index)
         changed = True
-    if not changed:
-        return plan, kernels
-    return dataclasses.replace(plan, nodes=tuple(nodes)), kernels
+    return _rewritten(plan, nodes, kernels, changed)
 
 
 def fuse(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
