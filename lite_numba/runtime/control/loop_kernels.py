@@ -138,16 +138,6 @@ def _st(typingctx, addr, value):
 
 
 @njit(cache=True, nogil=True)
-def _load_i64(addr):
-    return _ld(addr, np.int64)
-
-
-@njit(cache=True, nogil=True)
-def _load_u8(addr):
-    return _ld(addr, np.uint8)
-
-
-@njit(cache=True, nogil=True)
 def _copy(dst, src, nbytes):
     """memcpy, with a loop variable of 4 or 8 bytes (a counter) moved by one load and store."""
     if nbytes == 4:
@@ -175,8 +165,8 @@ def _eval_cond(tab, p):
         op = tab[q]
         kind = tab[q + 1]
         if op >= 6:
-            a = _load_u8(tab[q + 2]) != 0
-            b = _load_u8(tab[q + 3]) != 0
+            a = _ld(tab[q + 2], np.uint8) != 0
+            b = _ld(tab[q + 3], np.uint8) != 0
             r = (a and b) if op == 6 else (a or b) if op == 7 else not a
         else:
             fa, ia = _scalar(kind, tab[q + 2])
@@ -228,7 +218,7 @@ def _run_while(tab, ptrs):
     for k in range(n):
         if tab[bi + 2 * k + 1] > 0:
             _memcpy(tab[bi + 2 * k], ptrs[k], tab[bi + 2 * k + 1])
-    limit = _load_i64(tab[5]) if tab[5] != 0 else (1 << 62)
+    limit = _ld(tab[5], np.int64) if tab[5] != 0 else (1 << 62)
     count = 0
     poll = tab[9] - 1  # -1: never; else the mask of iterations between looks at the clock
     last = _cycles()
@@ -246,7 +236,7 @@ def _run_while(tab, ptrs):
             _eval_cond(tab, expr)
         else:
             _run_program(tab, tab[2], tab[10], tab[11])
-        if _load_u8(tab[4]) == 0:
+        if _ld(tab[4], np.uint8) == 0:
             break
         if one:
             outer = _ld(tab[10], np.int64)
@@ -279,7 +269,7 @@ def _run_branch(tab, ptrs):
     n_in = tab[1]
     nb = tab[4]
     if tab[3] == 0:
-        k = 0 if _load_u8(ptrs[0]) != 0 else 1
+        k = 0 if _ld(ptrs[0], np.uint8) != 0 else 1
     else:
         k = carray(_ptr(ptrs[0]), 1, np.int32)[0]
         if k < 0 or k >= nb:
@@ -329,12 +319,12 @@ def run_trace(table):
     step s was false (its results copied), -1 - steps when every recorded body ran, TRACE_LIMIT at the cap."""
     tab = carray(_ptr(_a(table)), table.size, np.int64)
     n = tab[0]
-    limit = _load_i64(tab[4])
+    limit = _ld(tab[4], np.int64)
     for s in range(n):
         p = tab[5 + s]
         q = _copies(tab, p + 3)
         _run_program(tab, tab[p], tab[1], tab[2])
-        if _load_u8(tab[p + 1]) == 0:
+        if _ld(tab[p + 1], np.uint8) == 0:
             _copies(tab, _copies(tab, q))
             return s
         _copies(tab, q)
