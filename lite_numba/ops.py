@@ -223,6 +223,7 @@ class PrepareContext:
         self.calls: list[Call] = []
         self.temps: list[Tensor] = []
         self.host_data: Any = None
+        self.sets_outputs = False  # a host function setting every output at every run (GraphRuntime.run_dynamic)
         self.in_place: list[tuple[int, int]] = []  # (output, input) slots that may share storage (share_storage)
         self.views: list[tuple] = []  # (output, input, its copy's calls): the output is the input's bytes (view_of)
 
@@ -349,11 +350,12 @@ class PrepareContext:
         """Output i becomes values[i] itself when its shape is dynamic (the caller leaves the array unchanged while it
         is the output's), else gets a copy, as set_output_array (host ops only; arrays of the outputs' dtypes)."""
         rt = self._rt
-        for i, (o, value) in enumerate(zip(self.node.outputs, values)):
-            t = rt.tensor(o)
-            if o in rt.dynamic_tensors and value.dtype == t.dtype != object:
+        dynamic, arrays, tensors = rt.dynamic_tensors, rt.dynamic_arrays, rt.tensors
+        for i, o in enumerate(self.node.outputs):
+            value, t = values[i], tensors[o]
+            if o in dynamic and value.dtype == t.dtype and t.dtype.kind != "O":
                 t.shape = value.shape
-                rt.dynamic_arrays[o] = value
+                arrays[o] = value
             else:
                 self.set_output_array(i, value)
 

@@ -414,6 +414,55 @@ def test_growing_loop_replays_its_iterations_compiled(official, monkeypatch):
     assert invoke_with(it, [np.array(0.0, F32), np.array([1.0, -2.0], F32)])[1].shape == (16,) and not calls
 
 
+def test_growing_loop_skips_the_memo_after_its_first_run(official, monkeypatch):
+    """A host WHILE with dynamic outputs on fixed input storage (it sets every output at every run: ctx.sets_outputs)
+    runs directly from the program after its first run, not through run_dynamic's memo check; results stay the
+    official runtime's for 0 to 4 iterations, after another input shape (allocated again) and with the outputs read
+    between runs. A WHILE fed by a dynamic tensor keeps run_dynamic."""
+    from lite_numba.runtime.executor import GraphRuntime
+
+    data = _while_model(_grow, [[2]], limit=3.0, grow=True)
+    theirs = official_interpreter(data)
+    calls = []
+    run = GraphRuntime.run_dynamic
+    monkeypatch.setattr(GraphRuntime, "run_dynamic", lambda self, ni: (calls.append(ni), run(self, ni))[1])
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    for k, s in enumerate([0.0, 0.0, 3.0, -1.0, 2.0, 0.0, 5.0]):
+        feed = [np.array(s, F32), np.array([1.0 + k, -2.0], F32)]
+        for x, y in zip(invoke_with(it, feed), invoke_with(theirs, feed)):
+            np.testing.assert_array_equal(x, y)
+        assert calls == [0], calls  # the first run only
+    main = it.runtime.graph(0)
+    assert [fn.__func__ for fn, _ in main.program] == [GraphRuntime._run_host]
+    for rt in (it, theirs):
+        rt.resize_tensor_input(1, [3])
+        rt.allocate_tensors()
+    for s in (1.0, 1.0, 3.0):
+        feed = [np.array(s, F32), np.array([1.0, -2.0, 0.5], F32)]
+        for x, y in zip(invoke_with(it, feed), invoke_with(theirs, feed)):
+            np.testing.assert_array_equal(x, y)
+    assert calls == [0, 0]
+    # the loop's input computed by a node whose output shape is known only at run time: the memo stays
+    b = ModelBuilder()
+    i0, x0 = b.add_input("i", F32, []), b.add_input("x", F32, [2], shape_signature=[-1])
+    xs = b.add_tensor("xs", F32, [2], shape_signature=[-1])
+    b.add_op("RESHAPE", [x0, b.add_input("shape", np.int32, [1])], [xs])
+    outs = [b.add_tensor("oi", F32, []), b.add_tensor("ox", F32, [2], shape_signature=[-1])]
+    cond, body = _loop(b, 3.0, _grow, [[2]])
+    b.add_op("WHILE", [i0, xs], outs, options={"cond_subgraph_index": cond, "body_subgraph_index": body})
+    b.mark_output(outs[1])
+    dyn = Interpreter(model_content=b.build())
+    dyn.allocate_tensors()
+    theirs = official_interpreter(b.build())
+    for s in (0.0, 2.0, 2.0):
+        feed = [np.array(s, F32), np.array([1.0, -2.0], F32), np.array([2], np.int32)]
+        for x, y in zip(invoke_with(dyn, feed), invoke_with(theirs, feed)):
+            np.testing.assert_array_equal(x, y)
+    assert GraphRuntime.run_dynamic in [getattr(fn, "__func__", None) for fn, _ in dyn.runtime.graph(0).program]
+    assert calls.count(1) == 3  # (node 1, the WHILE: every run through the memo)
+
+
 def test_growing_loop_replay_error_names_the_subgraph(official):
     """A kernel raising inside the compiled replay (GATHER's index checked at run time) gives invoke()'s error
     naming the body subgraph, as the host loop does, and the interpreter stays usable."""

@@ -58,6 +58,7 @@ def _prepare_while(ctx: PrepareContext) -> None:
                            "the host loop prepares cond and body per shape, and replays the steps it went "
                            "through compiled at the next run from the same shapes" if cond != body else
                            "cond and body are one subgraph")
+    ctx.sets_outputs = True  # (_run_while sets or binds every output, or raises)
     ctx.defer()
 
 

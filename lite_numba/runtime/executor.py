@@ -290,9 +290,8 @@ class GraphRuntime:
             k = self.kernels[node.index]
             uses_dynamic = any(i >= 0 and i in self.dynamic_tensors for i in node.inputs)
             if k is not None and k.host is not None:
-                # host ops (control flow, variables) prepare statically when they can and run on the host, unless
-                # their prepare scheduled compiled calls (resource variables of a fixed shape): then they are
-                # static nodes like any other
+                # host ops (control flow, variables) prepare statically when they can, run on the host, unless
+                # they scheduled compiled calls (variables of a fixed shape): then they are static nodes
                 self.prepared[node.index] = None
                 try:
                     self.prepared[node.index] = self._prepare_node(node) if not uses_dynamic else None
@@ -397,13 +396,12 @@ class GraphRuntime:
                 changed = True
 
     # --- speculation: a static plan for the values that dynamic nodes saw -----------------------------------
-    # A general plan re-prepares value-dependent nodes from Python at every invoke (~60 us per node). When an
-    # invoke has shown the values those nodes read (usually functions of input shapes only), the next invoke
-    # re-plans with the values assumed: every node is static and the graph runs as one compiled call, with a
-    # guard in front of the first reader of each assumed value. A guard that fails (the values changed) sends
-    # that invoke back to the general plan; speculation resumes once two general invokes agree, and stops after
-    # SPEC_MAX_FAILURES failures. Graphs with host nodes, variable tensors or data-dependent shapes (defer) are
-    # never specialised: a fallback re-runs the invoke from the start, which must have no side effects.
+    # A general plan re-prepares value-dependent nodes from Python at every invoke (~60 us per node). When an invoke
+    # has shown the values those nodes read (usually functions of input shapes only), the next invoke re-plans with
+    # the values assumed: every node is static and the graph runs as one compiled call, with a guard in front of the
+    # first reader of each assumed value. A guard that fails (the values changed) sends that invoke back to the
+    # general plan; speculation resumes once two general invokes agree, and stops after SPEC_MAX_FAILURES failures.
+    # Never specialised: graphs with host nodes, variables or shapes from data (defer): a fallback re-runs the invoke.
     SPEC_MAX_FAILURES = 4
 
     @property
@@ -571,9 +569,8 @@ class GraphRuntime:
         self.__dict__.pop("run", None)
 
     def _host_step(self, ni: int) -> tuple:
-        """A host node prepared at allocate whose inputs and outputs are all planned (none dynamic) runs its host
-        function directly with that preparation (run_dynamic's memo would always hit: its storage is fixed until
-        the next allocate); any other dynamic or host node runs through run_dynamic."""
+        """A host node prepared at allocate with planned inputs and outputs runs its host function directly (the memo
+        would always hit: its storage is fixed until the next allocate); other dynamic or host nodes run_dynamic."""
         node = self.plan.nodes[ni]
         k = self.kernels[ni]
         ctx = self.prepared[ni]
@@ -632,9 +629,8 @@ class GraphRuntime:
         return result
 
     def run_dynamic(self, ni: int) -> None:
-        """Prepare and run a dynamic or host node, memoised: with the same input arrays (earlier dynamic outputs keep
-        theirs while their shape holds) and unchanged ctx.value() reads, the resolved calls (or host function) run
-        without prepare, which may depend only on shapes, dtypes, options, constants and those values (the contract)."""
+        """Prepare and run a dynamic or host node, memoised: with the same input arrays and ctx.value() reads, the
+        resolved calls (or host function) run without prepare (the contract: it depends on nothing else)."""
         node = self.plan.nodes[ni]
         k = self.kernels[ni]
         self._dynamic_phase = True
@@ -674,6 +670,10 @@ class GraphRuntime:
             del self._temps[mark:]
             outputs = tuple((o, self.dynamic_arrays[o]) for o in node.outputs if o in self.dynamic_arrays)
             self._memo[ni] = (ctx, inputs, reads, outputs, calls)
+            step = (self.run_dynamic, (ni,))  # a host function setting every output on fixed inputs, no values read:
+            if ctx.sets_outputs and not reads and not self._spec_allowed and step in self.program and all(
+                    i not in self.dynamic_tensors and a.dtype != object for i, a in inputs):  # the memo always hits
+                self.program[self.program.index(step)] = (self._run_host, (calls, ctx))  # (until the next allocate)
         finally:
             self._dynamic_phase = False
             self._reads = None
