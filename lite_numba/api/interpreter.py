@@ -22,7 +22,6 @@ from .delegates import Delegate, DelegateError, delegate_refused, load_delegate
 
 class OpResolverType(enum.Enum):
     """Accepted for compatibility with the official constructor; lite-numba has one set of kernels."""
-
     AUTO = 0
     BUILTIN = 1
     BUILTIN_REF = 2
@@ -165,6 +164,8 @@ class Interpreter:
         self._token = np.frombuffer(memoryview(np.zeros(64, np.uint8)), np.uint8)
         self._token_arena = None
         self._held: list[np.ndarray] = []
+        from .fast_io import install  # lazy: imports Numba
+        install(self, Interpreter, self._views, self._slot)  # (set_tensor / get_tensor as built-ins)
 
     @property
     def runtime(self) -> ModelRuntime:
@@ -338,10 +339,9 @@ class Interpreter:
         """Copy `value` into a tensor (an input), checking dtype and shape with the official messages."""
         if not self._slot:
             raise self._busy("set_tensor")
-        # (a float index would find the int key of equal value: only exact ints take the fast path)
         view = self._views.get(tensor_index) if type(value) is np.ndarray and type(tensor_index) is int else None
-        if view is not None and value.dtype == view.dtype and value.shape == view.shape:
-            view[...] = value  # the common case, checked: same dtype and shape as the planned tensor
+        if view is not None and value.dtype == view.dtype and value.shape == view.shape:  # (exact ints: 1.0 == 1)
+            view[...] = value  # the common case (without the built-in of fast_io), checked: dtype and shape
             return
         self._rt.set_tensor(tensor_index, value)
 

@@ -197,6 +197,14 @@ def load_cached_runner(run, sig, kernels) -> bool:
         return False
 
 
+def compiled_overload(fn, sig):
+    """`fn`'s compile result for `sig`: loaded from the disk cache without Numba's lowering registries when it is
+    there (load_cached_runner), else compiled."""
+    if sig not in fn.overloads and not load_cached_runner(fn, sig, [fn]):
+        fn.compile(sig)
+    return fn.overloads[sig]
+
+
 # What this process compiled or loaded through precompile (tests check that a warm cache compiles nothing);
 # "waited": kernels another process was compiling when this one needed them, loaded once it had finished.
 STATS = {"compiled": 0, "loaded": 0, "compiled_by_workers": 0, "waited": 0}

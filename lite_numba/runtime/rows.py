@@ -28,7 +28,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from ..jit.compiler import load_cached_runner
+from ..jit.compiler import compiled_overload
 
 
 @intrinsic
@@ -107,9 +107,7 @@ def run_program(addr, n):
 def compiled_entry(fn, sig):
     """The compiled wrapper of `fn`'s overload for `sig` (called without the dispatcher's type checks), loaded from
     the disk cache without Numba's lowering registries when it is there (jit.compiler.load_cached_runner)."""
-    if sig not in fn.overloads and not load_cached_runner(fn, sig, [fn]):
-        fn.compile(sig)
-    return fn.overloads[sig].entry_point
+    return compiled_overload(fn, sig).entry_point
 
 
 def install_entry(rt) -> None:
