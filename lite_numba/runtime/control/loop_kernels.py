@@ -137,6 +137,20 @@ def _st(typingctx, addr, value):
     return types.none(addr, value), codegen
 
 
+@intrinsic
+def _tab(typingctx, base, i):
+    """The int64 at position i of the table at address `base` (no array, so no reference counting)."""
+    if not isinstance(base, types.Integer) or not isinstance(i, types.Integer):
+        raise TypingError("_tab: an integer address and position")
+
+    def codegen(context, builder, sig, args):
+        b, k = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
+        i64 = ir.IntType(64)
+        return builder.load(builder.inttoptr(builder.add(b, builder.mul(k, i64(8))), i64.as_pointer()))
+
+    return types.int64(base, i), codegen
+
+
 @njit(cache=True, nogil=True)
 def _copy(dst, src, nbytes):
     """memcpy, with a loop variable of 4 or 8 bytes (a counter) moved by one load and store."""
@@ -157,48 +171,80 @@ def _scalar(kind, addr):
     return np.float64(_ld(addr, np.float32)), np.int64(0)
 
 
-@njit(cache=True, nogil=True)
-def _eval_cond(tab, p):
-    """Run the cond expression at tab[p] (see the table layouts)."""
-    for m in range(tab[p]):
+@njit(cache=True, nogil=True, inline="always")
+def _eval_cond(t, p):
+    """Run the cond expression at position p of the table at address t (see the table layouts)."""
+    for m in range(_tab(t, p)):
         q = p + 1 + 5 * m
-        op = tab[q]
-        kind = tab[q + 1]
+        op = _tab(t, q)
+        kind = _tab(t, q + 1)
         if op >= 6:
-            a = _ld(tab[q + 2], np.uint8) != 0
-            b = _ld(tab[q + 3], np.uint8) != 0
+            a = _ld(_tab(t, q + 2), np.uint8) != 0
+            b = _ld(_tab(t, q + 3), np.uint8) != 0
             r = (a and b) if op == 6 else (a or b) if op == 7 else not a
         else:
-            fa, ia = _scalar(kind, tab[q + 2])
-            fb, ib = _scalar(kind, tab[q + 3])
+            fa, ia = _scalar(kind, _tab(t, q + 2))
+            fb, ib = _scalar(kind, _tab(t, q + 3))
             if kind == 2:  # (float32 compared as float64: exact, NaN unordered as in float32)
                 r = (fa < fb if op == 0 else fa <= fb if op == 1 else fa > fb if op == 2 else fa >= fb if op == 3
                      else fa == fb if op == 4 else fa != fb)
             else:
                 r = (ia < ib if op == 0 else ia <= ib if op == 1 else ia > ib if op == 2 else ia >= ib if op == 3
                      else ia == ib if op == 4 else ia != ib)
-        _st(tab[q + 4], np.uint8(1 if r else 0))
+        _st(_tab(t, q + 4), np.uint8(1 if r else 0))
 
 
-@njit(cache=True, nogil=True)
-def _step_counters(tab, p):
-    """Run the counters at tab[p] (see the table layouts)."""
-    for m in range(tab[p]):
+@njit(cache=True, nogil=True, inline="always")
+def _step_counters(t, p):
+    """Run the counters at position p of the table at address t (see the table layouts)."""
+    for m in range(_tab(t, p)):
         q = p + 1 + 5 * m
-        sub = tab[q] == 10
-        kind = tab[q + 1]
+        sub = _tab(t, q) == 10
+        kind = _tab(t, q + 1)
+        a_at, b_at, r_at = _tab(t, q + 2), _tab(t, q + 3), _tab(t, q + 4)
         if kind == 0:
-            a = _ld(tab[q + 2], np.int32)
-            b = _ld(tab[q + 3], np.int32)
-            _st(tab[q + 4], np.int32(a - b if sub else a + b))
+            a = _ld(a_at, np.int32)
+            b = _ld(b_at, np.int32)
+            _st(r_at, np.int32(a - b if sub else a + b))
         elif kind == 1:
-            a = _ld(tab[q + 2], np.int64)
-            b = _ld(tab[q + 3], np.int64)
-            _st(tab[q + 4], a - b if sub else a + b)
+            a = _ld(a_at, np.int64)
+            b = _ld(b_at, np.int64)
+            _st(r_at, a - b if sub else a + b)
         else:
-            x = _ld(tab[q + 2], np.float32)
-            y = _ld(tab[q + 3], np.float32)
-            _st(tab[q + 4], np.float32(x - y if sub else x + y))
+            x = _ld(a_at, np.float32)
+            y = _ld(b_at, np.float32)
+            _st(r_at, np.float32(x - y if sub else x + y))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _after_body(t, count, cell, outer, last):
+    """After the body's run `count` of the WHILE whose table is at address t: step the counters, make the moves,
+    check the iteration cap and poll Python's signal handlers when due (the running cell at `outer` meanwhile).
+    `last`: the clock at the last look (0: none yet in this run; no clock read before the loop, ~8 ns on this VM);
+    returns it updated."""
+    if _tab(t, 14) != 0:
+        _step_counters(t, _tab(t, 14))
+    mv = _tab(t, 7)
+    for m in range(_tab(t, mv)):
+        q = mv + 1 + 3 * m
+        _copy(_tab(t, q), _tab(t, q + 1), _tab(t, q + 2))
+    limit = _ld(_tab(t, 5), np.int64) if _tab(t, 5) != 0 else (1 << 62)
+    if count >= limit:
+        _st(cell, outer)
+        raise RuntimeError("WHILE (node " + str(_tab(t, 6)) + ") did not finish within " + str(limit)
+                           + " iterations (Interpreter.max_while_iterations)")
+    poll = _tab(t, 9) - 1  # -1: never; else the mask of iterations between looks at the clock
+    if poll >= 0 and (count & poll) == 0:
+        now = _cycles()
+        if last == 0:
+            last = now
+        if now - last > (1 << 24) or (count & 0xFFFF) == 0:
+            last = now
+            inner = _ld(cell, np.int64)
+            _st(cell, outer)
+            _poll_signals()
+            _st(cell, inner)
+    return last
 
 
 @njit(cache=True, nogil=True)
@@ -217,12 +263,10 @@ def _run_while(tab, ptrs):
     bi = tab[8]
     for k in range(n):
         if tab[bi + 2 * k + 1] > 0:
-            _memcpy(tab[bi + 2 * k], ptrs[k], tab[bi + 2 * k + 1])
-    limit = _ld(tab[5], np.int64) if tab[5] != 0 else (1 << 62)
-    count = 0
-    poll = tab[9] - 1  # -1: never; else the mask of iterations between looks at the clock
-    last = _cycles()
-    expr = tab[13]
+            _copy(tab[bi + 2 * k], ptrs[k], tab[bi + 2 * k + 1])
+    t = _a(tab)
+    cell = tab[10]
+    outer = _ld(cell, np.int64)
     # a body of one runner (the usual case) is called with its tables made once, not per iteration
     one = tab[tab[3]] == 1
     q = tab[3] + 1 if one else 0  # (else the head's first entries: read, never used)
@@ -231,37 +275,27 @@ def _run_while(tab, ptrs):
     itab = carray(_ptr(tab[q + 5]), tab[q + 6] if one else 0, np.int64)
     ftab = carray(_ptr(tab[q + 7]), tab[q + 8] if one else 0, np.float64)
     fptab = carray(_ptr(tab[q + 9]), tab[q + 10] if one else 0, np.int64)
+    expr = tab[13]
+    count = 0
+    last = 0
     while True:
         if expr != 0:
-            _eval_cond(tab, expr)
+            _eval_cond(t, expr)
         else:
-            _run_program(tab, tab[2], tab[10], tab[11])
+            _run_program(tab, tab[2], cell, tab[11])
         if _ld(tab[4], np.uint8) == 0:
             break
+        _st(cell, tab[12])
         if one:
-            outer = _ld(tab[10], np.int64)
-            _st(tab[10], tab[12])
             call_runner(tab[q], arena, aux, itab, ftab, fptab)
-            _st(tab[10], outer)
         else:
-            _run_program(tab, tab[3], tab[10], tab[12])
-        if tab[14] != 0:
-            _step_counters(tab, tab[14])
-        mv = tab[7]
-        for m in range(tab[mv]):
-            _copy(tab[mv + 1 + 3 * m], tab[mv + 2 + 3 * m], tab[mv + 3 + 3 * m])
+            run_runners(tab, tab[3])
+        _st(cell, outer)
         count += 1
-        if count >= limit:
-            raise RuntimeError("WHILE (node " + str(tab[6]) + ") did not finish within " + str(limit)
-                               + " iterations (Interpreter.max_while_iterations)")
-        if poll >= 0 and (count & poll) == 0:
-            now = _cycles()
-            if now - last > (1 << 24) or (count & 0xFFFF) == 0:
-                last = now
-                _poll_signals()
+        last = _after_body(t, count, cell, outer, last)
     for k in range(n):
         if tab[bi + 2 * k + 1] > 0:
-            _memcpy(ptrs[n + k], tab[bi + 2 * k], tab[bi + 2 * k + 1])
+            _copy(ptrs[n + k], tab[bi + 2 * k], tab[bi + 2 * k + 1])
 
 
 @njit(cache=True, nogil=True)
