@@ -247,7 +247,7 @@ def _after_body(t, count, cell, outer, last):
     return last
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _run_program(tab, p, cell, sub):
     """Run the program at tab[p] of subgraph `sub`, noting `sub` in the int64 at `cell` while it runs (left there
     when a kernel raises: ModelRuntime.invoke names that subgraph in the error)."""
@@ -305,19 +305,18 @@ def _run_branch(tab, ptrs):
     if tab[3] == 0:
         k = 0 if _ld(ptrs[0], np.uint8) != 0 else 1
     else:
-        k = carray(_ptr(ptrs[0]), 1, np.int32)[0]
+        k = _ld(ptrs[0], np.int32)
         if k < 0 or k >= nb:
             k = nb - 1
     b = tab[7 + k]
     pa = tab[b + 1]
-    for m in range(tab[pa]):
+    for m in range(tab[pa]):  # (plain loads and stores: no array made per patch)
         q = pa + 1 + 5 * m
-        it = carray(_ptr(tab[q]), tab[q + 1] + 2, np.int64)
-        p = tab[q + 1]
+        at = tab[q] + 8 * tab[q + 1]
         start = ptrs[tab[q + 2]] - tab[q + 3]
-        if it[p] != start:
-            it[p] = start
-            it[p + 1] = start + tab[q + 4]
+        if _ld(at, np.int64) != start:
+            _st(at, start)
+            _st(at + 8, start + tab[q + 4])
     _run_program(tab, tab[b], tab[6], tab[b + 3])
     cp = tab[b + 2]
     for m in range(tab[cp]):
