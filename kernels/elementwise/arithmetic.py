@@ -130,7 +130,7 @@ def make_binary(op, clamp: bool = True):
                 for k in range(C):
                     put(orow, k, op(a, yr[k]), lo, hi)
 
-    @njit(cache=True, nogil=True, error_model="numpy")
+    @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
     def bcast(x, y, out, xs, ys, shp, lim):
         # shp/xs/ys come from collapse_broadcast: each row is specialised for unit and zero strides so that it
         # vectorizes (the common [.., n] op [n] and [.., n] op [.., 1] cases)

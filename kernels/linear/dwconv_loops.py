@@ -9,7 +9,7 @@ from lite_numba.kernels.linear.conv_loops import mbqm_away, mbqm_half_up, widen
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def pad_rows(x, xp, n, y0, pt, pl, dm, B, fill):
     """Rows y0 .. y0 + R - 1 of image n of the padded input, on raw bytes: xp[y, x, c * dm + m] = x[n, y0 + y - pt,
     x - pl, c] inside the image, else the padding value; x [N, H, W, CI * B] and xp [R, WP, CI * dm * B] uint8, B the
@@ -86,7 +86,7 @@ def _pad_span(src, dst, j0, j1, pl, W, CB, fill):
         d[k] = fill
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def pad_band_edges(xb, sb, geo, KH, n, oy0, nb, c_lo, c_hi):
     """pad_band for a band whose input rows are all inside the image and depth multiplier 1, but only the padded
     columns [0, c_lo) and [c_hi, WP) (the columns the band's edge pixels read); xb [N, H, W, C * B] and

@@ -418,7 +418,7 @@ def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
             channel_params(prm, p64, c, 0, 0, 0, 0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, a, b, lo, prm):
     """Output pixels ox in [a, b) of one output row (channels last, the row's pixel 0 at of[orow]) whose windows
     start at xf[xrow + ox * xstep] (toff: the taps' offsets from there); tiles of PT pixels, the last one moved back
@@ -474,7 +474,7 @@ def _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, pr
                       qmax, of, ((n * OH + oy) * OW) * C, z, OW, z, prm)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm, fill):
     """Integer depthwise over a padded input (see dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON:
     channels below nvec rounded half up, the others half away from zero); be [C] int32 and prm
@@ -588,7 +588,7 @@ def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
                     _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, z, OW, z, lim)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out, qmin,
                          qmax, nvec, prm, fill, n0, n1, r0, r1):
     """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), except

@@ -208,7 +208,7 @@ def configure_tiles(cfg):
     amx.load_config(cfg)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def qconv_amx(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch):
     """Quantized CONV_2D (one group) / FULLY_CONNECTED of int8 activations on the AMX tiles: simd_int8.qconv_vnni's
     arguments (flip unused: 0), with wp packed by pack_weights_amx (pad_runs(w, KH) in mode 1), offs the channel

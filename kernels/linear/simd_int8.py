@@ -465,7 +465,7 @@ def start_block(x, abuf, a, geo, flip, zp_in, blk, direct, HP, WP, lda, rstride,
     return 0, m0 * CO, rows
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def qconv_vnni(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
     """Quantized CONV_2D (one group) / FULLY_CONNECTED on VNNI: x [N, H, W, CI] (int8 or uint8), wp weights packed
     by pack_weights_vnni, offs [Np] channel_offsets (or, when the bias is constant, the whole output-stage

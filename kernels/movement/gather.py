@@ -35,7 +35,7 @@ def make_row_gather(check):
     [batch, outer, n_idx, inner] (words); idx is [batch, n_idx]. `check` is a module-level function, so each variant
     has its own stable name and disk-cache key (see lite_numba/jit/symbols.py)."""
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=True, nogil=True, _nrt=False)
     def gather_rows(x, idx, out, batch, outer, axis_n, inner, n_idx):
         for b in range(batch):
             for o in range(outer):

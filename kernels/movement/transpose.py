@@ -30,7 +30,7 @@ def box_rows(shp):
     return rank, shp[rank - 1], rows
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def copy_strided(x, out, shp, xs, os, xb, ob):
     """Copy the box `shp` from x (strides xs, base xb) to out (strides os, base ob); flat word arrays.
 
