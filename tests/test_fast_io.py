@@ -89,7 +89,8 @@ def test_other_cases_take_the_methods(official, slow_calls):
     it.allocate_tensors()
     theirs = official_interpreter(data)
     x = np.arange(12, dtype=F32).reshape(2, 6)[:, ::2]  # not contiguous
-    cases = [(0, x), (1, [1, 2, 3, 4]), (np.int64(0), np.ones((2, 3), F32)), (True, np.ones(4, np.int64))]
+    cases = [(0, x), (1, [1, 2, 3, 4]), (np.int64(0), np.ones((2, 3), F32)), (True, np.ones(4, np.int64)),
+             (2, np.int32(5))]  # (a numpy scalar: not an array, its fields not an array's)
     for i, v in cases:
         for interp in (it, theirs):
             interp.set_tensor(i, v)
@@ -107,6 +108,7 @@ def test_other_cases_take_the_methods(official, slow_calls):
     (1, np.ones(5, np.int64)),
     (99, np.ones(4, np.int64)),  # no such tensor
     (-1, np.ones(4, np.int64)),
+    (2, 7), (2, np.float32(7)), (0, None), (0, b"not an array"), (1, "1234"), (1, [[1, 2, 3, 4]]),
 ])
 def test_bad_set_tensor_as_official(official, index, value):
     data = _model()

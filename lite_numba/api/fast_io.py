@@ -97,16 +97,31 @@ def _nbytes(t, arr):
 
 @njit(cache=True)
 def _same_layout(t, val, view):
-    """Whether `val` is an exact ndarray of `view`'s dtype object and shape."""
+    """Whether `val` (any object) is an exact ndarray of the dtype object and shape of `view` (an exact ndarray)."""
+    if _ld(val + TYPE, np.int64) != _at(t, ARRAY_TYPE):
+        return False
     nd = _ld(view + NDIM, np.int32)
-    if (_ld(val + TYPE, np.int64) != _at(t, ARRAY_TYPE) or _ld(val + DESCR, np.int64) != _ld(view + DESCR, np.int64)
-            or _ld(val + NDIM, np.int32) != nd):
+    if _ld(val + DESCR, np.int64) != _ld(view + DESCR, np.int64) or _ld(val + NDIM, np.int32) != nd:
         return False
     dv, dw = _ld(val + DIMS, np.int64), _ld(view + DIMS, np.int64)
     for d in range(nd):
         if _ld(dv + 8 * d, np.int64) != _ld(dw + 8 * d, np.int64):
             return False
     return True
+
+
+@njit(cache=True)
+def _copy(t, view):
+    """A new C-contiguous ndarray equal to `view` (an exact ndarray)."""
+    size = _nbytes(t, view)
+    if size == 0:
+        return _ccall(_at(t, NEW_COPY), view, 0, 0, 0)  # PyArray_NewCopy(view, NPY_CORDER)
+    descr = _ld(view + DESCR, np.int64)
+    _ccall(_at(t, INCREF), descr, 0, 0, 0)  # (PyArray_Empty steals it)
+    new = _ccall(_at(t, EMPTY), _ld(view + NDIM, np.int32), _ld(view + DIMS, np.int64), descr, 0)
+    if new != 0:
+        _ccall(_at(t, MEMMOVE), _ld(new + DATA, np.int64), _ld(view + DATA, np.int64), size, 0)
+    return new
 
 
 @njit(cache=True)
@@ -118,20 +133,12 @@ def _entry(me, args, kwargs):
     if (kwargs == 0 and _ld(args + SIZE, np.int64) == (1 if get else 2) and _ld(_at(t, SLOT) + SIZE, np.int64) != 0
             and _ld(_ld(args + ITEMS, np.int64) + TYPE, np.int64) == _at(t, INT_TYPE)):
         view = _ccall(_at(t, DICT_GET), _at(t, VIEWS), _ld(args + ITEMS, np.int64), 0, 0)  # (borrowed)
-        if view != 0 and get:
-            size = _nbytes(t, view)
-            if size == 0:
-                return _ccall(_at(t, NEW_COPY), view, 0, 0, 0)  # PyArray_NewCopy(view, NPY_CORDER)
-            descr = _ld(view + DESCR, np.int64)
-            _ccall(_at(t, INCREF), descr, 0, 0, 0)  # (PyArray_Empty steals it)
-            new = _ccall(_at(t, EMPTY), _ld(view + NDIM, np.int32), _ld(view + DIMS, np.int64), descr, 0)
-            if new != 0:
-                _ccall(_at(t, MEMMOVE), _ld(new + DATA, np.int64), _ld(view + DATA, np.int64), size, 0)
-            return new
-        if view != 0:
-            val = _ld(args + ITEMS + 8, np.int64)
-            size = _nbytes(t, val)
-            if size > 0 and _same_layout(t, val, view) and _nbytes(t, view) == size:
+        if view != 0 and _ld(view + TYPE, np.int64) == _at(t, ARRAY_TYPE):
+            if get:
+                return _copy(t, view)
+            val = _ld(args + ITEMS + 8, np.int64)  # (any object: its type is checked before any other field)
+            size = _nbytes(t, val) if _same_layout(t, val, view) else 0
+            if size > 0 and _nbytes(t, view) == size:
                 _ccall(_at(t, MEMMOVE), _ld(view + DATA, np.int64), _ld(val + DATA, np.int64), size, 0)
                 _ccall(_at(t, INCREF), _at(t, NONE), 0, 0, 0)
                 return _at(t, NONE)
