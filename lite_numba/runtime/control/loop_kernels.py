@@ -138,10 +138,10 @@ def _st(typingctx, addr, value):
 
 
 @intrinsic
-def _tab(typingctx, base, i):
+def _word(typingctx, base, i):
     """The int64 at position i of the table at address `base` (no array, so no reference counting)."""
     if not isinstance(base, types.Integer) or not isinstance(i, types.Integer):
-        raise TypingError("_tab: an integer address and position")
+        raise TypingError("_word: an integer address and position")
 
     def codegen(context, builder, sig, args):
         b, k = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
@@ -174,34 +174,34 @@ def _scalar(kind, addr):
 @njit(cache=True, nogil=True, inline="always")
 def _eval_cond(t, p):
     """Run the cond expression at position p of the table at address t (see the table layouts)."""
-    for m in range(_tab(t, p)):
+    for m in range(_word(t, p)):
         q = p + 1 + 5 * m
-        op = _tab(t, q)
-        kind = _tab(t, q + 1)
+        op = _word(t, q)
+        kind = _word(t, q + 1)
         if op >= 6:
-            a = _ld(_tab(t, q + 2), np.uint8) != 0
-            b = _ld(_tab(t, q + 3), np.uint8) != 0
+            a = _ld(_word(t, q + 2), np.uint8) != 0
+            b = _ld(_word(t, q + 3), np.uint8) != 0
             r = (a and b) if op == 6 else (a or b) if op == 7 else not a
         else:
-            fa, ia = _scalar(kind, _tab(t, q + 2))
-            fb, ib = _scalar(kind, _tab(t, q + 3))
+            fa, ia = _scalar(kind, _word(t, q + 2))
+            fb, ib = _scalar(kind, _word(t, q + 3))
             if kind == 2:  # (float32 compared as float64: exact, NaN unordered as in float32)
                 r = (fa < fb if op == 0 else fa <= fb if op == 1 else fa > fb if op == 2 else fa >= fb if op == 3
                      else fa == fb if op == 4 else fa != fb)
             else:
                 r = (ia < ib if op == 0 else ia <= ib if op == 1 else ia > ib if op == 2 else ia >= ib if op == 3
                      else ia == ib if op == 4 else ia != ib)
-        _st(_tab(t, q + 4), np.uint8(1 if r else 0))
+        _st(_word(t, q + 4), np.uint8(1 if r else 0))
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _step_counters(t, p):
     """Run the counters at position p of the table at address t (see the table layouts)."""
-    for m in range(_tab(t, p)):
+    for m in range(_word(t, p)):
         q = p + 1 + 5 * m
-        sub = _tab(t, q) == 10
-        kind = _tab(t, q + 1)
-        a_at, b_at, r_at = _tab(t, q + 2), _tab(t, q + 3), _tab(t, q + 4)
+        sub = _word(t, q) == 10
+        kind = _word(t, q + 1)
+        a_at, b_at, r_at = _word(t, q + 2), _word(t, q + 3), _word(t, q + 4)
         if kind == 0:
             a = _ld(a_at, np.int32)
             b = _ld(b_at, np.int32)
@@ -222,18 +222,18 @@ def _after_body(t, count, cell, outer, last):
     check the iteration cap and poll Python's signal handlers when due (the running cell at `outer` meanwhile).
     `last`: the clock at the last look (0: none yet in this run; no clock read before the loop, ~8 ns on this VM);
     returns it updated."""
-    if _tab(t, 14) != 0:
-        _step_counters(t, _tab(t, 14))
-    mv = _tab(t, 7)
-    for m in range(_tab(t, mv)):
+    if _word(t, 14) != 0:
+        _step_counters(t, _word(t, 14))
+    mv = _word(t, 7)
+    for m in range(_word(t, mv)):
         q = mv + 1 + 3 * m
-        _copy(_tab(t, q), _tab(t, q + 1), _tab(t, q + 2))
-    limit = _ld(_tab(t, 5), np.int64) if _tab(t, 5) != 0 else (1 << 62)
+        _copy(_word(t, q), _word(t, q + 1), _word(t, q + 2))
+    limit = _ld(_word(t, 5), np.int64) if _word(t, 5) != 0 else (1 << 62)
     if count >= limit:
         _st(cell, outer)
-        raise RuntimeError("WHILE (node " + str(_tab(t, 6)) + ") did not finish within " + str(limit)
+        raise RuntimeError("WHILE (node " + str(_word(t, 6)) + ") did not finish within " + str(limit)
                            + " iterations (Interpreter.max_while_iterations)")
-    poll = _tab(t, 9) - 1  # -1: never; else the mask of iterations between looks at the clock
+    poll = _word(t, 9) - 1  # -1: never; else the mask of iterations between looks at the clock
     if poll >= 0 and (count & poll) == 0:
         now = _cycles()
         if last == 0:
