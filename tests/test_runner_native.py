@@ -55,6 +55,38 @@ def test_runner_has_no_kernel_code(tmp_path, monkeypatch):
     assert_close(out, run_official(path, [x])[0])
 
 
+def test_address_runners_run_without_reference_counting(tmp_path, monkeypatch):
+    """A runner that calls every kernel through its address makes no counted array (call_native_at's carry no
+    meminfo), so it is compiled without the NRT: no NRT_incref / NRT_decref of its five tables at every call (a
+    WHILE calls its body's runner once an iteration). A kernel's error still reaches invoke() with its message and
+    the interpreter stays usable."""
+    from lite_numba.builder import ModelBuilder
+
+    monkeypatch.setenv("LITE_NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler, "_RUNNERS", {})
+    b = ModelBuilder()
+    idx = b.add_input("idx", np.int32, [1])
+    y = b.add_tensor("y", np.float32, [1])
+    b.add_op("GATHER", [b.add_const("params", np.array([1.5, -2.0, 3.25, 4.0], np.float32)), idx], [y],
+             options={"axis": 0})
+    z = b.add_tensor("z", np.float32, [1])
+    b.add_op("MUL", [y, b.add_const("k", np.array([2.0], np.float32))], [z])
+    b.mark_output(z)
+    it = Interpreter(model_content=b.build())
+    it.allocate_tensors()
+    (run,) = compiler._RUNNERS.values()
+    assert run.targetoptions.get("_nrt") is False
+    (source,) = (tmp_path / "runners").glob("lnb_*.py")
+    assert "@njit(cache=True, nogil=True, _nrt=False)" in source.read_text()
+    it.set_tensor(0, np.array([7], np.int32))
+    with pytest.raises(RuntimeError, match="GATHER"):
+        it.invoke()
+    for k, v in enumerate([1.5, -2.0, 3.25, 4.0]):
+        it.set_tensor(0, np.array([k], np.int32))
+        it.invoke()
+        np.testing.assert_array_equal(it.get_tensor(it.get_output_details()[0]["index"]), [2 * v])
+
+
 def test_kernel_edit_keeps_runner(tmp_path, monkeypatch):
     """The runner cache key ignores kernel sources: a changed kernel fingerprint reuses the same runner file."""
     monkeypatch.setenv("LITE_NUMBA_CACHE_DIR", str(tmp_path))
