@@ -217,33 +217,28 @@ def _step_counters(t, p):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _after_body(t, count, cell, outer, last):
-    """After the body's run `count` of the WHILE whose table is at address t: step the counters, make the moves,
-    check the iteration cap and poll Python's signal handlers when due (the running cell at `outer` meanwhile).
-    `last`: the clock at the last look (0: none yet in this run; no clock read before the loop, ~8 ns on this VM);
-    returns it updated."""
-    if _word(t, 14) != 0:
-        _step_counters(t, _word(t, 14))
-    mv = _word(t, 7)
-    for m in range(_word(t, mv)):
+def _after_body(t, count, cell, outer, last, counters, mv, moves, limit, poll):
+    """After the body's run `count` of the WHILE whose table is at address t: step the counters (at `counters`, 0:
+    none), make the `moves` moves at mv, check the iteration cap `limit` and poll Python's signal handlers when due
+    (`poll`: -1 never, else the mask of iterations between looks at the clock; the running cell at `outer`
+    meanwhile). The table's fields come read once (a store here may alias the table for the compiler). `last`: the
+    clock at the last look (0: none yet in this run; no clock read before the loop, ~8 ns on this VM); returns it."""
+    if counters != 0:
+        _step_counters(t, counters)
+    for m in range(moves):
         q = mv + 1 + 3 * m
         _copy(_word(t, q), _word(t, q + 1), _word(t, q + 2))
-    limit = _ld(_word(t, 5), np.int64) if _word(t, 5) != 0 else (1 << 62)
     if count >= limit:
         _st(cell, outer)
         raise RuntimeError("WHILE (node " + str(_word(t, 6)) + ") did not finish within " + str(limit)
                            + " iterations (Interpreter.max_while_iterations)")
-    poll = _word(t, 9) - 1  # -1: never; else the mask of iterations between looks at the clock
     if poll >= 0 and (count & poll) == 0:
         now = _cycles()
         if last == 0:
             last = now
         if now - last > (1 << 24) or (count & 0xFFFF) == 0:
             last = now
-            inner = _ld(cell, np.int64)
-            _st(cell, outer)
             _poll_signals()
-            _st(cell, inner)
     return last
 
 
@@ -275,7 +270,11 @@ def _run_while(tab, ptrs):
     itab = carray(_ptr(tab[q + 5]), tab[q + 6] if one else 0, np.int64)
     ftab = carray(_ptr(tab[q + 7]), tab[q + 8] if one else 0, np.float64)
     fptab = carray(_ptr(tab[q + 9]), tab[q + 10] if one else 0, np.int64)
-    expr = tab[13]
+    runner = tab[q]
+    expr, flag, body, counters, mv = tab[13], tab[4], tab[12], tab[14], tab[7]
+    moves = tab[mv]
+    limit = _ld(tab[5], np.int64) if tab[5] != 0 else (1 << 62)
+    poll = tab[9] - 1
     count = 0
     last = 0
     while True:
@@ -283,16 +282,16 @@ def _run_while(tab, ptrs):
             _eval_cond(t, expr)
         else:
             _run_program(tab, tab[2], cell, tab[11])
-        if _ld(tab[4], np.uint8) == 0:
+        if _ld(flag, np.uint8) == 0:
             break
-        _st(cell, tab[12])
+        _st(cell, body)
         if one:
-            call_runner(tab[q], arena, aux, itab, ftab, fptab)
+            call_runner(runner, arena, aux, itab, ftab, fptab)
         else:
             run_runners(tab, tab[3])
         _st(cell, outer)
         count += 1
-        last = _after_body(t, count, cell, outer, last)
+        last = _after_body(t, count, cell, outer, last, counters, mv, moves, limit, poll)
     for k in range(n):
         if tab[bi + 2 * k + 1] > 0:
             _copy(ptrs[n + k], tab[bi + 2 * k], tab[bi + 2 * k + 1])
