@@ -264,7 +264,7 @@ def _row_max_and_sum(row, table, signed):
     return mx, base, s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def softmax_q8(x, out, table, signed, out_scale, zero_point, lo, hi, truncate):
     """Optimized 8-bit SOFTMAX: float exp table indexed by (255 - row max + x), float32 normalisation.
 

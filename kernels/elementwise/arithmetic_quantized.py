@@ -140,7 +140,7 @@ def _combine(a, b, p):
     return a - b
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def binary_table_op(x, y, out, t1, t2, xs, ys, shp, p):
     """out = clamp(combine(t1[x], t2[y])) with 6-D broadcasting; x, y, out are raw (unsigned) views.
 

@@ -91,7 +91,7 @@ def _neon_stage(a, b, p, narrow):
     return min(max(v, p[4]), p[5])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def binary_neon_op(x, y, out, tables, cfg, p, xs, ys, shp):
     """ADD / MUL over raw (unsigned) views with the official kernel's code-path structure.
 
@@ -185,7 +185,7 @@ def binary_pair_lookup(x, y, out, tneon, tscalar, split):
         out[k] = tscalar[(np.int64(x[k]) << 8) | np.int64(y[k])]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def binary_pair_broadcast(x, y, out, tvec, tsc, cfg):
     """binary_neon_op's fivefold broadcast (kind 1) of 8-bit inputs by table: its loops, each element looked up as
     tvec[a, b] in the vector blocks (the element-wise runs' stage when y4 > 1, the scalar-broadcast runs' stage

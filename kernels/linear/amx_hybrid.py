@@ -137,7 +137,7 @@ def hybrid_fc_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qscratch, 
     amx.release()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def hybrid_conv_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qimg, qscratch, scratch):
     """Hybrid CONV_2D with one group on the tiles: x [N, H, W, CI] float32, wp packed as simd_amx.layer_plan packs
     them, out [N, OH, OW, CO] float32, geo simd_amx's (layer_plan of one image) with geo[15] the asymmetric option,

@@ -566,7 +566,7 @@ def _row_offsets(n, oy, r, geo, H, W, WP, OH, OW, C):
     return r * sh * WP * C, ((n * OH + oy) * OW) * C, ((n * H + oy * sh - pt) * W - pl) * C
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
     """dwconv_f32_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), the
     interior of the image read where it is (as dwconv_q_simd_banded: edge columns padded, toff_x the taps' offsets

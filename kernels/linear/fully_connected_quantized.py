@@ -123,7 +123,7 @@ def offset_to_f32(x, zp, out):
 _ICHUNK = 512  # int32 outputs per row kept in L1 by igemm_f32
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def igemm_f32(a, a_off, azp, bf, b_off, acc, M, K, N, group):
     """igemm for int32 results through float32 vector maths: acc[i] += sum_k (A_i[m, k] - azp) * Bf_i[k, n], with
     Bf holding the rhs minus its zero point as float32. Products are taken in float32 and summed `group` (4 or 1) at a

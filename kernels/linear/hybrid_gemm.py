@@ -83,7 +83,7 @@ def fc_body(scheme, mode, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, sc
                      lim, False, geo[8], geo[9])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def hybrid_fc_zero(x, bias, out, N, act):
     """EvalHybrid's shortcut: when the official all-zero test passes on the whole input, every output row is
     act(bias) (fc_hybrid.hybrid_fc_zero_input; the product computed above differs from it only for a NaN that the
@@ -138,7 +138,7 @@ def conv_body(scheme, x, wp, hpc, bias, out, geo, lim, src, abuf, rz, rsf, hp, q
 
 
 # one driver per tile scheme (fc_body's note)
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def hybrid_fc_wide(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch):
     """fc_body on the zmm vpdpbusd tiles."""
     fc_body(2, 0, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
@@ -156,7 +156,7 @@ def hybrid_fc_pairs(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
     fc_body(0, 0, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def hybrid_conv_wide(x, wp, hpc, bias, out, geo, lim, src, abuf, rz, rsf, hp, q4, scratch):
     """conv_body on the zmm vpdpbusd tiles."""
     conv_body(2, x, wp, hpc, bias, out, geo, lim, src, abuf, rz, rsf, hp, q4, scratch)

@@ -273,7 +273,7 @@ def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
     _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
     """For every batch i: c[i] [M, N] = clamp(A_i @ B_i + bias) with A_i rows at a[a_off[i] + rows[m]] (M =
     rows.size, segs = [0], K values each) and B_i[k, n] = b[b_off[i] + k * sk + n * sn], packed into the scratch

@@ -78,7 +78,7 @@ def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
     _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
     """simd_f32.batch_gemm on ymm tiles (same arguments, same results)."""
     each_batch(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, 0, a_off.size, 0, rows.size)

@@ -47,7 +47,7 @@ def _window(o, stride, pad, filt, size):
     return origin, start, end
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def avg_pool_float(x, out, p, lim):
     """out = clamp(window sum / count) in float32; p = [stride_h, stride_w, filter_h, filter_w, pad_h, pad_w].
     Channel rows as flat slices indexed from 0 and a check-free division (fdiv), so the channel loops vectorize."""
@@ -76,7 +76,7 @@ def avg_pool_float(x, out, p, lim):
                     orow[c] = min(max(fdiv(orow[c], count), lo), hi)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def avg_pool_int(x, out, acc, p, lim):
     """Quantized average: int32 window sums in `acc` (one channel row), divided rounding half away from zero."""
     B, H, W, C = x.shape
@@ -148,7 +148,7 @@ def max_pixel(typingctx, o, o_off, x, x_org, row, col, fy0, fy1, fx0, fx1, lowes
     return sig, codegen
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def max_pool(x, out, p, lim):
     """out = clamp(window max); lim = [lowest, act_min, act_max] typed as the data. Channels in vectors of VMAX
     (max_pixel), the rest one by one."""
