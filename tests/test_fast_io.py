@@ -4,6 +4,9 @@ other case through the Python methods. Values and errors must be the official ru
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -33,6 +36,12 @@ def _model() -> bytes:
     for t in (y, q, s):
         b.mark_output(t)
     return b.build()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled():
+    """The built-ins' code compiled (a cold cache compiles it along with the first kernels it compiles)."""
+    assert fast_io.prepare()
 
 
 def _builtin(it) -> bool:
@@ -154,3 +163,27 @@ def test_not_installed_when_overridden_or_off(monkeypatch):
     monkeypatch.setattr(fast_io, "_STATE", {})
     monkeypatch.setenv("LITE_NUMBA_FAST_IO", "0")
     assert not _builtin(Interpreter(model_content=_model()))
+
+
+COLD = """
+import numpy as np, sys
+sys.path.insert(0, {tests!r})
+from test_fast_io import _model
+from lite_numba import Interpreter
+first = Interpreter(model_content=_model())
+assert type(vars(first).get("set_tensor")).__name__ != "builtin_function_or_method"  # not compiled: not made here
+first.allocate_tensors()  # the kernels' compile, fast_io's entry along
+second = Interpreter(model_content=_model())
+assert type(vars(second).get("set_tensor")).__name__ == "builtin_function_or_method"
+second.allocate_tensors()
+second.set_tensor(0, np.ones((2, 3), np.float32))
+print("ok")
+"""
+
+
+def test_cold_cache_compiles_it_along_with_the_kernels(tmp_path):
+    env = dict(os.environ, LITE_NUMBA_CACHE_DIR=str(tmp_path), LITE_NUMBA_PRECOMPILED="0", NUMBA_CACHE_DIR="")
+    env.pop("NUMBA_CACHE_DIR")
+    r = subprocess.run([sys.executable, "-c", COLD.format(tests=os.path.dirname(__file__))], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]

@@ -33,7 +33,7 @@ from numba import njit, types
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from ..jit.compiler import compiled_overload
+from ..jit.compiler import COMPILE_ALONG, compiled_overload, in_disk_cache
 
 _DTYPES = (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.float16,
            np.float32, np.float64, np.complex64, np.complex128)
@@ -71,16 +71,17 @@ def _ccall(typingctx, fn, a, b, c, d):
 # The table (int64), item 0 of the function's `self` tuple: objects' and C functions' addresses, then (dtype object,
 # itemsize) pairs
 VIEWS, SLOT, INT_TYPE, ARRAY_TYPE, DICT_GET, MEMMOVE, INCREF, NONE, CALL, NEW_COPY, EMPTY, N_DTYPES = range(12)
-# PyObject / tuple / list / PyArrayObject offsets (checked by _layout_ok)
+# PyObject / tuple / list / PyArrayObject offsets (checked by _layout_ok). The helpers below are inlined into _entry
+# (one function to compile: it is compiled, once, before the first Interpreter of a cold cache can run)
 TYPE, SIZE, ITEMS, DATA, NDIM, DIMS, DESCR, FLAGS = 8, 16, 24, 16, 24, 32, 56, 64
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _at(t, k):
     return _ld(t + 8 * k, np.int64)
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _nbytes(t, arr):
     """Bytes of a C-contiguous array of one of the table's dtype objects (0 for another dtype, or no elements)."""
     descr, size = _ld(arr + DESCR, np.int64), 0
@@ -95,7 +96,7 @@ def _nbytes(t, arr):
     return size
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _same_layout(t, val, view):
     """Whether `val` (any object) is an exact ndarray of the dtype object and shape of `view` (an exact ndarray)."""
     if _ld(val + TYPE, np.int64) != _at(t, ARRAY_TYPE):
@@ -110,7 +111,7 @@ def _same_layout(t, val, view):
     return True
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _copy(t, view):
     """A new C-contiguous ndarray equal to `view` (an exact ndarray)."""
     size = _nbytes(t, view)
@@ -196,19 +197,27 @@ def _numpy_ok(new_copy: int, empty: int) -> bool:
             and e.shape == (2, 3) and e.dtype == dt and e.flags.c_contiguous)
 
 
-def _process_state() -> dict | None:
-    if not _STATE:
+SIG = (types.int64, types.int64, types.int64)
+
+
+def _process_state(compile_now: bool = False) -> dict | None:
+    """The process-wide part (None when the built-ins cannot be used here). `_entry` missing from the disk cache
+    is not compiled here unless `compile_now` (~1 s): it joins the next batch of kernels compiled (the cold cache's
+    first allocation, jit.compiler.COMPILE_ALONG), and the Interpreters made after it get the built-ins."""
+    if "ok" not in _STATE:
         _STATE["ok"] = (os.environ.get("LITE_NUMBA_FAST_IO", "1") != "0"
                         and not sysconfig.get_config_var("Py_GIL_DISABLED") and _layout_ok()
                         and _numpy_ok(_numpy_api(85), _numpy_api(184)))
-        if _STATE["ok"]:
-            cres = compiled_overload(_entry, (types.int64, types.int64, types.int64))
-            _STATE["fn"] = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
-            _STATE["head"] = [id(int), id(np.ndarray), _address("PyDict_GetItem"),
-                              ctypes.cast(ctypes.memmove, ctypes.c_void_p).value, _address("Py_IncRef"), id(None),
-                              _address("PyObject_Call"), _numpy_api(85), _numpy_api(184), len(_DTYPES)]
-            _STATE["head"] += [v for d in _DTYPES for v in (id(np.dtype(d)), np.dtype(d).itemsize)]
-    return _STATE if _STATE["ok"] else None
+        if _STATE["ok"] and (_entry, SIG) not in COMPILE_ALONG:
+            COMPILE_ALONG.append((_entry, SIG))
+    if _STATE["ok"] and "fn" not in _STATE and (compile_now or SIG in _entry.overloads or in_disk_cache(_entry, SIG)):
+        cres = compiled_overload(_entry, SIG)
+        _STATE["fn"] = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
+        _STATE["head"] = [id(int), id(np.ndarray), _address("PyDict_GetItem"),
+                          ctypes.cast(ctypes.memmove, ctypes.c_void_p).value, _address("Py_IncRef"), id(None),
+                          _address("PyObject_Call"), _numpy_api(85), _numpy_api(184), len(_DTYPES)]
+        _STATE["head"] += [v for d in _DTYPES for v in (id(np.dtype(d)), np.dtype(d).itemsize)]
+    return _STATE if _STATE["ok"] and "fn" in _STATE else None
 
 
 _new_function = ctypes.pythonapi.PyCFunction_NewEx
@@ -224,6 +233,12 @@ def _slow(base, name: str, ref):
             raise RuntimeError(f"{name}: the Interpreter it belongs to was deleted")
         return getattr(base, name)(interp, *args, **kwargs)
     return call
+
+
+def prepare() -> bool:
+    """Compile `_entry` now if it is not (the built-ins for every Interpreter made after); False where they cannot be
+    used."""
+    return _process_state(compile_now=True) is not None
 
 
 def install(interp, base, views: dict, slot: list) -> None:

@@ -277,12 +277,22 @@ def wait_for_compile(fn, sig) -> None:
         os.close(fd)
 
 
+# (function, signature) pairs compiled alongside the next batch that compiles anything (a cold cache), so that their
+# compile overlaps the kernels' instead of adding to a first start: api.fast_io's entry
+COMPILE_ALONG: list = []
+
+
 def precompile(items) -> None:
     """Compile (or load from Numba's disk cache) each (kernel, signature) not compiled yet, with progress.
 
     Kernels missing from the disk cache are compiled in parallel when there are several and more than one CPU: this
     process and up to CPUs - 1 forked workers take them one at a time from a shared queue; a worker's result reaches
-    the disk cache, from which this process then loads it (see compile_in_workers)."""
+    the disk cache, from which this process then loads it (see compile_in_workers). When anything is missing, the
+    COMPILE_ALONG pairs missing too join the batch."""
+    items = list(items)
+    if COMPILE_ALONG and any(_disk_cached(fn) and sig not in fn.overloads and not in_disk_cache(fn, sig)
+                             for fn, sig in items):
+        items += [(fn, sig) for fn, sig in COMPILE_ALONG if not in_disk_cache(fn, sig)]
     todo = {}
     for fn, sig in items:
         if hasattr(fn, "compile") and sig not in fn.overloads:
