@@ -10,6 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 
 ALIGNMENT = 64
+# The smallest slot of a buffer in the arena: two buffers alive together then start >= 256 bytes apart. A loop that
+# LLVM vectorised checks at run time that its output does not start within one vector block (vector width x unroll:
+# 256 bytes for AVX-512, 128 for AVX2) above an input, and runs its scalar copy when it does, overlap or not: packed
+# tiny tensors (a [1, 16] float32 state is 64 bytes) fell into it for most calls.
+MIN_SLOT = 256
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,7 @@ def plan_arena(allocs: list[Allocation]) -> tuple[dict[int, int], int]:
     offsets: dict[int, int] = {}
     total = 0
     for a in sorted(allocs, key=lambda a: (-a.nbytes, a.first, a.key)):
-        size = align64(max(a.nbytes, 1))
+        size = max(align64(a.nbytes), MIN_SLOT)
         live = sorted((off, end) for off, end, b in placed if b.first <= a.last and a.first <= b.last)
         offset = 0
         for off, end in live:
