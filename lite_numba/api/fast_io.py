@@ -10,14 +10,17 @@ is done there through the C API and numpy's object layout:
 - set_tensor(i, value): `i` an exact int, `value` an exact, C-contiguous ndarray of the very dtype object and shape of
   the planned tensor's view (the runtime's `fast_views` dict, looked up with PyDict_GetItem), no other thread
   inside the Interpreter: memmove into the view.
-- get_tensor(i): `i` an exact int naming a view of `fast_views`: `ndarray.copy(view)`.
+- get_tensor(i): `i` an exact int naming a view of `fast_views`: a new array from PyArray_Empty and a memmove
+  (PyArray_NewCopy for a dtype outside the table or no elements).
 
 Everything else (another dtype or shape, a non-contiguous or subclassed array, a list, a numpy integer index, a
 subgraph index, keywords, a busy Interpreter, a tensor with no planned view) calls the Python method, which raises
 the official errors or converts, so the results and errors are the methods' own. The layout read (PyObject header,
 tuple and list sizes, numpy's PyArrayObject fields) is checked against live objects before anything is installed,
 and nothing is installed on a free-threaded Python, where the GIL does not make the checks and the copy atomic, or
-for a subclass that overrides either method. `LITE_NUMBA_FAST_IO=0` turns it off.
+for a subclass that overrides either method. `LITE_NUMBA_FAST_IO=0` turns it off. On a cold cache `_entry` is
+compiled along with the first kernels the process compiles (jit.compiler.COMPILE_ALONG): the Interpreters made
+before that use the Python methods.
 """
 
 from __future__ import annotations
@@ -34,22 +37,10 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 from ..jit.compiler import COMPILE_ALONG, compiled_overload, in_disk_cache
+from ..jit.native_call import load_at as _ld
 
 _DTYPES = (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.float16,
            np.float32, np.float64, np.complex64, np.complex128)
-
-
-@intrinsic
-def _ld(typingctx, addr, kind):
-    """The integer of numpy type `kind` at an integer address."""
-    if not isinstance(addr, types.Integer) or not isinstance(kind, types.NumberClass):
-        raise TypingError("_ld: an integer address and an integer type")
-    ty = kind.instance_type
-
-    def codegen(context, builder, sig, args):
-        return builder.load(builder.inttoptr(args[0], context.get_value_type(ty).as_pointer()))
-
-    return ty(addr, kind), codegen
 
 
 @intrinsic
@@ -72,7 +63,7 @@ def _ccall(typingctx, fn, a, b, c, d):
 # itemsize) pairs
 VIEWS, SLOT, INT_TYPE, ARRAY_TYPE, DICT_GET, MEMMOVE, INCREF, NONE, CALL, NEW_COPY, EMPTY, N_DTYPES = range(12)
 # PyObject / tuple / list / PyArrayObject offsets (checked by _layout_ok). The helpers below are inlined into _entry
-# (one function to compile: it is compiled, once, before the first Interpreter of a cold cache can run)
+# (one function to compile)
 TYPE, SIZE, ITEMS, DATA, NDIM, DIMS, DESCR, FLAGS = 8, 16, 24, 16, 24, 32, 56, 64
 
 

@@ -124,3 +124,16 @@ def native_address(cres) -> int:
     if cres.objectmode or cres.signature.return_type != types.none:
         raise TypeError("native_address: only nopython kernels returning None")
     return cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+
+
+@intrinsic
+def load_at(typingctx, addr, kind):
+    """The scalar of numpy type `kind` at an integer address (a plain load: no array, so no reference counting)."""
+    if not isinstance(addr, types.Integer) or not isinstance(kind, types.NumberClass):
+        raise TypingError("load_at: an integer address and a numpy scalar type")
+    ty = kind.instance_type
+
+    def codegen(context, builder, sig, args):
+        return builder.load(builder.inttoptr(args[0], context.get_value_type(ty).as_pointer()))
+
+    return ty(addr, kind), codegen

@@ -48,6 +48,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
+from ...jit.native_call import load_at as _ld
 from ..rows import call_runner, run_runners
 from ..rows import ptr as _ptr
 
@@ -109,19 +110,6 @@ def _a(typingctx, arr):
         return builder.ptrtoint(data, ir.IntType(64))
 
     return types.int64(arr), codegen
-
-
-@intrinsic
-def _ld(typingctx, addr, kind):
-    """The scalar of numpy type `kind` at an integer address (a plain load: no array, so no reference counting)."""
-    if not isinstance(addr, types.Integer) or not isinstance(kind, types.NumberClass):
-        raise TypingError("_ld: an integer address and a numpy scalar type")
-    ty = kind.instance_type
-
-    def codegen(context, builder, sig, args):
-        return builder.load(builder.inttoptr(args[0], context.get_value_type(ty).as_pointer()))
-
-    return ty(addr, kind), codegen
 
 
 @intrinsic
