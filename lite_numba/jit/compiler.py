@@ -289,19 +289,20 @@ def precompile(items) -> None:
     process and up to CPUs - 1 forked workers take them one at a time from a shared queue; a worker's result reaches
     the disk cache, from which this process then loads it (see compile_in_workers). When anything is missing, the
     COMPILE_ALONG pairs missing too join the batch."""
-    items = list(items)
-    if COMPILE_ALONG and any(_disk_cached(fn) and sig not in fn.overloads and not in_disk_cache(fn, sig)
-                             for fn, sig in items):
-        items += [(fn, sig) for fn, sig in COMPILE_ALONG if not in_disk_cache(fn, sig)]
     todo = {}
     for fn, sig in items:
         if hasattr(fn, "compile") and sig not in fn.overloads:
             todo[(id(fn), sig)] = (fn, sig)
     if not todo:
         return
-    progress = _Progress(len(todo), "kernels")
     pending = list(todo.values())
     missing = [(fn, sig) for fn, sig in pending if _disk_cached(fn) and not in_disk_cache(fn, sig)]
+    if missing:
+        along = [(fn, sig) for fn, sig in COMPILE_ALONG
+                 if (id(fn), sig) not in todo and sig not in fn.overloads and not in_disk_cache(fn, sig)]
+        pending += along
+        missing += along
+    progress = _Progress(len(pending), "kernels")
     # Another process compiling some of them right now (a cold cache shared by several workers) keeps them: this
     # one compiles the rest, then waits for those and loads them (see claim_compiles).
     held, busy = claim_compiles(missing)
