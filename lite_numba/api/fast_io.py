@@ -18,9 +18,9 @@ subgraph index, keywords, a busy Interpreter, a tensor with no planned view) cal
 the official errors or converts, so the results and errors are the methods' own. The layout read (PyObject header,
 tuple and list sizes, numpy's PyArrayObject fields) is checked against live objects before anything is installed,
 and nothing is installed on a free-threaded Python, where the GIL does not make the checks and the copy atomic, or
-for a subclass that overrides either method. `LITE_NUMBA_FAST_IO=0` turns it off. On a cold cache `_entry` is
-compiled along with the first kernels the process compiles (jit.compiler.COMPILE_ALONG): the Interpreters made
-before that use the Python methods.
+for a subclass that overrides either method. `LITE_NUMBA_FAST_IO=0` turns it off. When `_entry` is missing
+from the disk cache it is compiled with the next batch of kernels (jit.compiler.COMPILE_ALONG: beside them on a cold
+cache): the Interpreters made before that use the Python methods.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ SIG = (types.int64, types.int64, types.int64)
 
 def _process_state(compile_now: bool = False) -> dict | None:
     """The process-wide part (None when the built-ins cannot be used here). `_entry` missing from the disk cache
-    is not compiled here unless `compile_now` (~1 s): it joins the next batch of kernels compiled (the cold cache's
+    is not compiled here unless `compile_now` (~1 s): it joins the next batch of kernels compiled or loaded (the
     first allocation, jit.compiler.COMPILE_ALONG), and the Interpreters made after it get the built-ins."""
     if "ok" not in _STATE:
         _STATE["ok"] = (os.environ.get("LITE_NUMBA_FAST_IO", "1") != "0"

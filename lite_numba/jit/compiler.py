@@ -277,8 +277,9 @@ def wait_for_compile(fn, sig) -> None:
         os.close(fd)
 
 
-# (function, signature) pairs compiled alongside the next batch that compiles anything (a cold cache), so that their
-# compile overlaps the kernels' instead of adding to a first start: api.fast_io's entry
+# (function, signature) pairs compiled with the next batch when missing from the disk cache (on a cold cache beside
+# the kernels, in the workers, instead of before them; on a warm one whose copy was lost or damaged, on its own):
+# api.fast_io's entry
 COMPILE_ALONG: list = []
 
 
@@ -287,8 +288,8 @@ def precompile(items) -> None:
 
     Kernels missing from the disk cache are compiled in parallel when there are several and more than one CPU: this
     process and up to CPUs - 1 forked workers take them one at a time from a shared queue; a worker's result reaches
-    the disk cache, from which this process then loads it (see compile_in_workers). When anything is missing, the
-    COMPILE_ALONG pairs missing too join the batch."""
+    the disk cache, from which this process then loads it (see compile_in_workers). The COMPILE_ALONG pairs missing
+    from the disk cache join the batch."""
     todo = {}
     for fn, sig in items:
         if hasattr(fn, "compile") and sig not in fn.overloads:
@@ -297,11 +298,10 @@ def precompile(items) -> None:
         return
     pending = list(todo.values())
     missing = [(fn, sig) for fn, sig in pending if _disk_cached(fn) and not in_disk_cache(fn, sig)]
-    if missing:
-        along = [(fn, sig) for fn, sig in COMPILE_ALONG
-                 if (id(fn), sig) not in todo and sig not in fn.overloads and not in_disk_cache(fn, sig)]
-        pending += along
-        missing += along
+    along = [(fn, sig) for fn, sig in COMPILE_ALONG
+             if (id(fn), sig) not in todo and sig not in fn.overloads and not in_disk_cache(fn, sig)]
+    pending += along
+    missing += along
     progress = _Progress(len(pending), "kernels")
     # Another process compiling some of them right now (a cold cache shared by several workers) keeps them: this
     # one compiles the rest, then waits for those and loads them (see claim_compiles).
