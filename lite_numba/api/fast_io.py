@@ -130,7 +130,7 @@ def _entry(me, args, kwargs):
                 return _copy(t, view)
             val = _ld(args + ITEMS + 8, np.int64)  # (any object: its type is checked before any other field)
             size = _nbytes(t, val) if _same_layout(t, val, view) else 0
-            if size > 0 and _nbytes(t, view) == size:
+            if size > 0 and (_ld(view + FLAGS, np.int32) & 1) != 0:  # (same dtype and shape: same bytes if contiguous)
                 _ccall(_at(t, MEMMOVE), _ld(view + DATA, np.int64), _ld(val + DATA, np.int64), size, 0)
                 _ccall(_at(t, INCREF), _at(t, NONE), 0, 0, 0)
                 return _at(t, NONE)
