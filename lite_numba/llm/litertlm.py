@@ -425,6 +425,8 @@ class LitertlmFile:
         if len(data) < 8:
             raise LitertlmError(f"{self.name}: {sec.describe()} is too short for a compressed tokenizer")
         size = struct.unpack_from("<Q", data, 0)[0]
+        if size > 1 << 40:
+            raise LitertlmError(f"{self.name}: {sec.describe()}: the tokenizer's header says {size} bytes (corrupted)")
         try:
             d = zlib.decompressobj()
             text = d.decompress(data[8:], size + 1)

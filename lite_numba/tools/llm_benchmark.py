@@ -1,10 +1,12 @@
 """`lite-numba benchmark` on a KV-cache LLM (litert-torch's `prefill_<T>` / `decode` signatures): prefill and decode
 tokens per second, time to first token and peak RSS, as `litert-lm benchmark` reports them.
 
-    lite-numba benchmark --graph model.tflite [--prefill_tokens N] [--decode_tokens M] [--num_threads T]
-                         [--num_runs R] [--seed S] [--compare_official]
+    lite-numba benchmark --graph model.tflite|bundle.litertlm [--prefill_tokens N] [--decode_tokens M]
+                         [--num_threads T] [--num_runs R] [--seed S] [--compare_official]
 
-Taken when the model has those signatures and no --signature_to_run_for is given, or when --prefill_tokens /
+A .litertlm bundle (LiteRT-LM's file, as `litert-lm benchmark --model_path` takes it) runs its prefill_decode model
+section (llm.litertlm). Taken for a .litertlm, or when the model has those signatures and no --signature_to_run_for
+is given, or when --prefill_tokens /
 --decode_tokens (or LiteRT-LM's --benchmark_prefill_tokens / --benchmark_decode_tokens) are. A run: N seeded random
 token ids written into an empty cache by the prefill signatures (llm.session.KVSession.feed), then M greedy decode
 steps; the first run also compiles (reported as initialisation), then R timed runs, each turn printed and the
@@ -28,6 +30,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..format.model import load_model, read_model_bytes
+from ..llm.litertlm import LitertlmError, LitertlmFile, is_litertlm
 from ..llm.session import KVSession, chunk_plan, step_inputs
 from ..llm.signatures import KVSpec, find_kv_signatures
 
@@ -50,9 +53,11 @@ def is_llm_command_line(argv: list[str]) -> bool:
     KV-cache model with no --signature_to_run_for."""
     if any(a.split("=", 1)[0] in _LLM_FLAGS for a in argv):
         return True
-    graph = _flag(argv, "--graph")
+    graph = _flag(argv, "--graph") or _flag(argv, "--model_path")
     if not graph or _flag(argv, "--signature_to_run_for") or not os.path.isfile(graph):
         return False
+    if is_litertlm(graph):
+        return True
     try:
         find_kv_signatures(load_model(read_model_bytes(graph)))
     except (ValueError, OSError):
@@ -63,7 +68,8 @@ def is_llm_command_line(argv: list[str]) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="lite-numba benchmark", description="Benchmark a KV-cache LLM (prefill and "
                                  "decode signatures) like litert-lm benchmark.")
-    ap.add_argument("--graph", "--model_path", dest="graph", required=True, help="the .tflite model file")
+    ap.add_argument("--graph", "--model_path", dest="graph", required=True,
+                    help="the .tflite model file or a .litertlm bundle")
     ap.add_argument("--prefill_tokens", "--benchmark_prefill_tokens", dest="prefill_tokens", type=int, default=-1,
                     help="prompt tokens written by the prefill signatures (default: the longest prefill length)")
     ap.add_argument("--decode_tokens", "--benchmark_decode_tokens", dest="decode_tokens", type=int, default=32,
@@ -76,12 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _official_session(path: str, spec: KVSpec, num_threads: int, builtin: bool):
+def _official_session(model: dict[str, Any], spec: KVSpec, num_threads: int, builtin: bool):
     """(feed, step) over ai_edge_litert's signature runners, a Python user's loop: each call's caches passed back
-    as the next call's inputs."""
+    as the next call's inputs. `model`: {"model_path": ...} or {"model_content": bytes}."""
     from ai_edge_litert import interpreter as lit  # lazy: the official runtime is only needed with this flag
 
-    kwargs: dict[str, Any] = {"model_path": path, "num_threads": num_threads}
+    kwargs: dict[str, Any] = {**model, "num_threads": num_threads}
     if builtin:
         kwargs["experimental_op_resolver_type"] = lit.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     it = lit.Interpreter(**kwargs)
@@ -181,10 +187,18 @@ def run_llm_benchmark(args: argparse.Namespace, out: TextIO | None = None) -> in
         return 1
     threads = 1 if args.num_threads in (-1, 0) else args.num_threads
     t0 = time.perf_counter()
-    interp = Interpreter(model_path=args.graph, num_threads=threads)
+    bundle = None
+    what = f"{args.graph} ({os.path.getsize(args.graph) / 1e6:.2f} MB)"
     try:
+        if is_litertlm(args.graph):
+            bundle = LitertlmFile(args.graph)
+            section = bundle.model_section()
+            interp = bundle.interpreter(num_threads=threads)
+            what += f", {section.describe()}"
+        else:
+            interp = Interpreter(model_path=args.graph, num_threads=threads)
         session = KVSession(interp)
-    except ValueError as e:
+    except (ValueError, LitertlmError) as e:
         out.write(f"ERROR: {e}\n")
         return 1
     load = time.perf_counter() - t0
@@ -199,7 +213,7 @@ def run_llm_benchmark(args: argparse.Namespace, out: TextIO | None = None) -> in
     vocab = int(np.prod(session.runners[spec.decode].get_output_details()[spec.logits]["shape"][-1:]))
     prompt = [int(t) for t in rng.integers(0, vocab, n_prefill + 1)]
     cache_bytes = sum(int(np.prod(shape)) * np.dtype(dt).itemsize for dt, shape in spec.caches.values())
-    out.write(f"lite-numba LLM benchmark: {args.graph} ({os.path.getsize(args.graph) / 1e6:.2f} MB), signatures "
+    out.write(f"lite-numba LLM benchmark: {what}, signatures "
               f"{', '.join(spec.prefill[t] for t in spec.prefill_lengths)} + {spec.decode}, {len(spec.caches)} caches "
               f"of {spec.cache_length} positions ({_bytes(cache_bytes)}), {threads} thread(s), {cpu_name()}\n")
     out.write(f"Prompt: {n_prefill} prefill tokens + 1, then {n_decode} decode tokens (greedy), seed {args.seed}\n")
@@ -232,12 +246,14 @@ def run_llm_benchmark(args: argparse.Namespace, out: TextIO | None = None) -> in
               f"{plain_rate:.2f} tokens/s here), which the official runtime pays three times "
               f"({_bytes(3 * cache_bytes)}: in, through the graph, out)\n")
     if str(args.compare_official).lower() in ("1", "true", "yes", "on"):
+        official_model: dict[str, Any] = {"model_path": args.graph} if bundle is None else {
+            "model_content": bytes(bundle.model_content())}  # the official Interpreter takes the section's bytes
         for label, builtin in (("official XNNPACK (default)", False), ("official builtin kernels", True)):
-            feed, step = _official_session(args.graph, spec, threads, builtin)
+            feed, step = _official_session(official_model, spec, threads, builtin)
             _turn(feed, step, prompt, n_decode)
             theirs = []
             for _ in range(max(args.num_runs, 1)):
-                feed, step = _official_session(args.graph, spec, threads, builtin)
+                feed, step = _official_session(official_model, spec, threads, builtin)
                 theirs.append(_turn(feed, step, prompt, n_decode))
             ref = _report(out, label, theirs, n_prefill, n_decode, [])
             same = "same tokens" if ref["tokens"] == res["tokens"] else "OTHER TOKENS"
