@@ -113,6 +113,21 @@ def test_text_generation_matches_the_official_runtime_and_tokenizer(generator, c
     assert stopped.stop_reason == "stop_id" and stopped.text == c["stopped_text"]
 
 
+ENGINE = json.loads((DATA / "engine.json").read_text())
+
+
+def test_what_the_litert_lm_engine_reads_from_the_bundle(generator):
+    """LiteRT-LM's own engine (scripts/record_litertlm_engine.py) on the same bundle: the same start and stop ids,
+    the same prompt ids (after the start token it adds itself) and, where its XNNPACK arithmetic and the builtin
+    kernels give the same tokens up to the stop (prompts a and b), the same text."""
+    assert generator.start_ids == [ENGINE["bos"]]
+    assert sorted(generator.stop_ids) == sorted(i for ids in ENGINE["stop_ids"] for i in ids)
+    for name, c in CASES.items():
+        assert generator.prompt_ids(c["text"], chat=c["chat"]) == [ENGINE["bos"], *ENGINE["cases"][name]["tokenized"]]
+    for name in ("a", "b"):
+        assert generator(CASES[name]["text"]).text == ENGINE["cases"][name]["text"]
+
+
 def test_text_generation_from_a_tflite_and_its_tokenizer_json():
     require_tokenizers()
     c = CASES["a"]
