@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import io
 import json
+import mmap
 import os
 import pathlib
+import re
 import struct
 import sys
 import threading
@@ -75,6 +77,8 @@ def test_reader_finds_the_sections_the_builder_wrote(bundle):
     model = bundle.model_content()
     assert isinstance(model, memoryview) and bytes(model) == TFLITE.read_bytes()
     assert model.obj is bundle.model_content().obj  # a view of the one mapping: no copy of the section
+    section = bundle.model_map()  # a mapping of exactly the section (what interpreter() hands to the Interpreter)
+    assert isinstance(section, mmap.mmap) and section[:] == TFLITE.read_bytes()
     assert bundle.tokenizer_json() == (DATA / "tokenizer.json").read_bytes()
     assert bundle.sentencepiece_model() is None
 
@@ -182,6 +186,11 @@ def test_benchmark_runs_a_litertlm_bundle(tmp_path):
     for line in ("TFLiteModel prefill_decode", "Prefill Turn 1: Processed 16 tokens", "Decode Turn 1: Processed 8 "
                  "tokens", "Time to first token", "Peak RSS", "KV cache copied per decode step: 0 B"):
         assert line in text, text
+    out = io.StringIO()
+    args = build_parser().parse_args(["--graph", str(BUNDLE), "--decode_tokens", "8", "--num_runs", "1",
+                                      "--compare_official"])
+    assert run_llm_benchmark(args, out) == 0
+    assert re.search(r"lite-numba / official builtin kernels: .*\(same tokens\)", out.getvalue()), out.getvalue()
     bad = tmp_path / "cut.litertlm"
     bad.write_bytes(BUNDLE.read_bytes()[:200_000])
     out = io.StringIO()

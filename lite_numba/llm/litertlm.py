@@ -392,13 +392,24 @@ class LitertlmFile:
                                 f"{bytes(data[4:8])!r}, expected b'TFL3')")
         return data
 
+    def model_map(self, model_type: str = "prefill_decode"):
+        """The model section as a read-only mmap of exactly its bytes (a bundle opened from a path whose section
+        starts at a multiple of the mapping granularity, as the builder's 16 KiB blocks do), else model_content()."""
+        data = self.model_content(model_type)
+        sec = self.model_section(model_type)
+        if self.path is None or sec.begin % mmap.ALLOCATIONGRANULARITY or sec.end == sec.begin:
+            return data
+        with open(self.path, "rb") as f:
+            return mmap.mmap(f.fileno(), sec.end - sec.begin, offset=sec.begin, access=mmap.ACCESS_READ)
+
     def interpreter(self, model_type: str = "prefill_decode", **kwargs):
-        """A lite-numba Interpreter of a model section (kwargs: the Interpreter's, e.g. num_threads). The section is
-        passed as a memoryview into the mapped file; today Interpreter(model_content=...) copies a buffer that is not
-        `bytes` (lite_numba/api/interpreter.py), so the model's bytes are copied once here."""
+        """A lite-numba Interpreter of a model section (kwargs: the Interpreter's, e.g. num_threads), given
+        model_map()'s mmap of the section. Today Interpreter(model_content=...) copies any buffer that is not `bytes`
+        (lite_numba/api/interpreter.py), so the model's bytes are copied once here; a .tflite opened by path is
+        mapped, not copied."""
         from ..api.interpreter import Interpreter  # lazy: Numba and the kernels load only when a model is run
 
-        data = self.model_content(model_type)
+        data = self.model_map(model_type)
         try:
             return Interpreter(model_content=data, **kwargs)
         except ValueError as e:
