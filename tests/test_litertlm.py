@@ -352,3 +352,46 @@ def test_random_corruption_of_the_metadata_gives_litertlm_errors_only():
         except LitertlmError:
             refused += 1
     assert refused > 0
+
+
+def test_streamed_text_holds_back_incomplete_utf8_characters():
+    tk = require_tokenizers()
+    from lite_numba.llm.text import Tokenizer, _Stream
+
+    alphabet = sorted(tk.pre_tokenizers.ByteLevel.alphabet())  # one token per byte: "é" is two tokens
+    bpe = tk.Tokenizer(tk.models.BPE({c: i for i, c in enumerate(alphabet)}, []))
+    bpe.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tk.decoders.ByteLevel()
+    text = "héllo wörld ✓ done"
+    ids = bpe.encode(text).ids
+    assert len(ids) == len(text.encode())
+    pieces: list[str] = []
+    stream = _Stream(Tokenizer(bpe, "hf"), [], pieces.append, None)
+    for t in ids:
+        stream.push(t)
+    assert stream.finish() == text == "".join(pieces)
+    assert not any("\ufffd" in p for p in pieces) and "é" in pieces and "✓" in pieces
+
+
+def test_chat_templates_render_sandboxed(bundle):
+    require_tokenizers()
+    pytest.importorskip("jinja2")  # optional: without it the prompt affixes are used (the test below)
+    refuse = LlmMetadata(jinja_prompt_template="{{ raise_exception('no system role here') }}")
+    with pytest.raises(ValueError, match="the chat template refused the messages: no system role here"):
+        TextGenerator(bundle, metadata=refuse).prompt_ids("hi", chat=True)
+    from jinja2.exceptions import SecurityError
+
+    sneaky = LlmMetadata(jinja_prompt_template="{{ messages.append(1) }}{{ ''.__class__.__mro__ }}")
+    with pytest.raises(SecurityError):
+        TextGenerator(bundle, metadata=sneaky).render_chat("hi")
+
+
+def test_chat_without_a_template_uses_the_prompt_affixes(bundle):
+    require_tokenizers()
+    meta = LlmMetadata(start_token=TokenSpec((1,)), prompt_templates=bundle.llm_metadata.prompt_templates)
+    gen = TextGenerator(bundle, metadata=meta)
+    c = CASES["b_chat"]
+    assert gen.render_chat(c["text"]) == c["rendered"][len("<bos>"):]
+    assert gen.prompt_ids(c["text"], chat=True) == c["prompt_ids"]
+    with pytest.raises(ValueError, match="needs a chat template or prompt affixes"):
+        TextGenerator(bundle, metadata=LlmMetadata()).prompt_ids("hi", chat=True)

@@ -9,9 +9,10 @@ a stop sequence), the prompt affixes or jinja chat template with `chat=True` (ji
 is installed, as Hugging Face's apply_chat_template does; else the user / model affixes are used), and
 max_num_tokens, the budget of prompt and generated tokens together.
 
-Decoded text is streamed to `on_text(piece)` as tokens come: each piece is what the decode of all tokens so far adds
-to the text already given, held back while it ends in an incomplete UTF-8 character (U+FFFD) or while the last
-tokens could still be the start of a stop sequence.
+Decoded text is streamed to `on_text(piece)` as tokens come: each piece is what the new tokens add to the decoded text
+(decoded with a few tokens before them as context), held back while it ends in an incomplete UTF-8 character
+(U+FFFD) or while the last tokens could still be the start of a stop sequence. The pieces join to the result's text
+unless the tokenizer's decoding of a window differs from that of the whole (text normalizers of some tokenizers).
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ class _Stream:
     def __init__(self, tokenizer: Tokenizer, sequences: list[tuple[int, ...]], on_text, on_token):
         self.tok, self.seqs, self.on_text, self.on_token = tokenizer, sequences, on_text, on_token
         self.ids: list[int] = []
-        self.given = ""
+        self.window = 0  # ids before it are given and need not be decoded again (a few kept as context)
+        self.given = 0  # the ids whose text has been given
         self.stopped: tuple[int, ...] | None = None
 
     def _pending(self) -> int:
@@ -161,17 +163,26 @@ class _Stream:
         self._emit(len(self.ids) - self._pending())
 
     def _emit(self, upto: int, final: bool = False) -> None:
-        text = self.tok.decode(self.ids[:upto])
+        """Give the text ids[given:upto] add: decoded with the ids from `window` on as context (a tokenizer may
+        render a token differently at the start of a text), so each step decodes a few ids, not all of them."""
+        if upto <= self.given:
+            return
+        before = self.tok.decode(self.ids[self.window:self.given])
+        text = self.tok.decode(self.ids[self.window:upto])
         if not final and text.endswith("\ufffd"):
             return
-        if text.startswith(self.given) and len(text) > len(self.given):
+        if len(text) > len(before) and text.startswith(before):
             if self.on_text is not None:
-                self.on_text(text[len(self.given):])
-            self.given = text
+                self.on_text(text[len(before):])
+            self.window, self.given = max(self.window, self.given - 4), upto
 
     def finish(self) -> str:
         self._emit(len(self.ids), final=True)
         return self.tok.decode(self.ids)
+
+
+def _raise_template_error(message: str):
+    raise ValueError(f"the chat template refused the messages: {message}")
 
 
 class TextGenerator:
@@ -222,11 +233,13 @@ class TextGenerator:
         meta = self.metadata
         if meta.jinja_prompt_template:
             try:
-                import jinja2  # lazy: optional, only for chat templates
+                from jinja2.sandbox import ImmutableSandboxedEnvironment  # lazy: optional, only for chat templates
             except ImportError:
-                jinja2 = None
-            if jinja2 is not None:
-                env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+                ImmutableSandboxedEnvironment = None
+            if ImmutableSandboxedEnvironment is not None:
+                # a bundle's template is untrusted input: rendered sandboxed, as Hugging Face's apply_chat_template
+                env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+                env.globals["raise_exception"] = _raise_template_error
                 start = meta.start_token
                 bos = start.text if start is not None and start.text else (
                     "".join(self.tokenizer.decode([i]) for i in start.ids) if start is not None else "")
