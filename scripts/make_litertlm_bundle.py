@@ -27,7 +27,10 @@ messages, add_generation_prompt, bos_token) and tokenized.
 
     /work/venv-torch/bin/python scripts/make_litertlm_bundle.py [--out tests/data/litertlm]
 
-Outputs: tiny.litertlm, tokenizer.json (the same one, for the .tflite-with-tokenizer path), expected.json.
+Also sp_tokenizer.litertlm (make_sp_bundle): a SentencePiece tokenizer and metadata without a model section.
+
+Outputs: tiny.litertlm, sp_tokenizer.litertlm, tokenizer.json (the same one as in tiny.litertlm, for the
+.tflite-with-tokenizer path), expected.json.
 A rebuild differs only in the uuid and creation_timestamp litert-lm-builder writes.
 """
 
@@ -99,6 +102,47 @@ def official_greedy(model: bytes, prompt: list[int], builtin: bool) -> list[int]
         token = int(np.argmax(out["logits"].reshape(-1)))
         tokens.append(token)
     return tokens
+
+
+SP_TEXTS = ["tina vave lupa viku", "<start_of_turn> user gola zuni <end_of_turn>", "héllo wörld ✓"]
+
+
+def make_sp_bundle(out: Path, lb, llm_metadata_pb2) -> dict:
+    """sp_tokenizer.litertlm: a SentencePiece tokenizer (trained here on sentences of the word list: unigram,
+    vocab 320, byte fallback, <pad> 0 <eos> 1 <bos> 2 <unk> 3 as Gemma numbers them, the turn markers as user
+    symbols, no normalization: a small model) and an LlmMetadata, and no model section (a bundle LiteRT-LM would
+    refuse to run: the reader must say so). The encodings and decodings of SP_TEXTS by the sentencepiece library
+    are recorded."""
+    import io
+
+    import sentencepiece as spm
+
+    rng = np.random.default_rng(7)
+    w = words()
+    corpus = [" ".join(w[i] for i in rng.integers(0, len(w), 12)) for _ in range(400)]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=model, vocab_size=320,
+                                   model_type="unigram", byte_fallback=True, num_threads=1, pad_id=0, eos_id=1,
+                                   bos_id=2, unk_id=3, user_defined_symbols=["<start_of_turn>", "<end_of_turn>"],
+                                   normalization_rule_name="identity", minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    meta = llm_metadata_pb2.LlmMetadata()
+    meta.start_token.token_ids.ids.append(2)
+    meta.stop_tokens.add().token_str = "<end_of_turn>"
+    meta.stop_tokens.add().token_ids.ids.append(1)
+    meta.max_num_tokens = 32
+    with tempfile.TemporaryDirectory() as tmp:
+        sp_path, mp = os.path.join(tmp, "tokenizer.model"), os.path.join(tmp, "llm_metadata.pb")
+        Path(sp_path).write_bytes(model.getvalue())
+        Path(mp).write_bytes(meta.SerializeToString())
+        b = lb.LitertLmFileBuilder()
+        b.add_sentencepiece_tokenizer(sp_path)
+        b.add_llm_metadata(mp)
+        with open(out / "sp_tokenizer.litertlm", "wb") as f:
+            b.build(f)
+    return {"bundle": "sp_tokenizer.litertlm", "sp_model_bytes": len(model.getvalue()),
+            "end_of_turn_id": sp.PieceToId("<end_of_turn>"),
+            "texts": {t: {"ids": sp.EncodeAsIds(t), "decoded": sp.DecodeIds(sp.EncodeAsIds(t))} for t in SP_TEXTS}}
 
 
 def main() -> None:
@@ -173,7 +217,8 @@ def main() -> None:
            "metadata": {"start_token": "<bos>", "start_id": bos, "stop_ids": sorted(stops), "stop_word": stop_word,
                         "max_num_tokens": CACHE, "chat_template": CHAT_TEMPLATE, "model_type": "qwen3",
                         "sampler": "GREEDY"},
-           "steps": STEPS, "cases": cases}
+           "steps": STEPS, "cases": cases, "sentencepiece": make_sp_bundle(out, lb, llm_metadata_pb2)}
+    rec["versions"]["sentencepiece"] = version("sentencepiece")
     (out / "expected.json").write_text(json.dumps(rec, indent=1) + "\n")
     print(json.dumps({k: (v["tokens"][:12], v["stopped_id"]) for k, v in cases.items()}), rec["bundle_bytes"])
 

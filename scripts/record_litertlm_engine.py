@@ -18,6 +18,7 @@ XNNPACK path (expected.json's `xnnpack_tokens`), not of its builtin kernels, whe
 from __future__ import annotations
 
 import json
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -28,7 +29,8 @@ DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "litertlm"
 
 def main() -> None:
     expected = json.loads((DATA / "expected.json").read_text())
-    eng = lm.Engine(str(DATA / "tiny.litertlm"), backend=lm.Backend.CPU())
+    cache = tempfile.mkdtemp()  # the engine writes an XNNPACK weight cache beside the model unless told where
+    eng = lm.Engine(str(DATA / "tiny.litertlm"), backend=lm.Backend.CPU(), cache_dir=cache)
     rec = {"engine": f"litert-lm-api {version('litert-lm-api')}, CPU backend, top_k=1, max_output_tokens 64",
            "bos": eng.bos_token_id, "stop_ids": eng.eos_token_ids, "cases": {}}
 

@@ -395,3 +395,46 @@ def test_chat_without_a_template_uses_the_prompt_affixes(bundle):
     assert gen.prompt_ids(c["text"], chat=True) == c["prompt_ids"]
     with pytest.raises(ValueError, match="needs a chat template or prompt affixes"):
         TextGenerator(bundle, metadata=LlmMetadata()).prompt_ids("hi", chat=True)
+
+
+def test_a_sentencepiece_bundle_without_a_model():
+    """sp_tokenizer.litertlm (litert-lm-builder: an SP_Tokenizer and an LlmMetadata, no model): its tokenizer
+    encodes and decodes as the sentencepiece library did when recording, streamed pieces included; generation is
+    refused for want of a model section."""
+    try:
+        import sentencepiece  # noqa: F401
+    except ImportError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"sentencepiece is not importable ({exc}); it is in the test extra")
+        pytest.skip(f"sentencepiece is not importable ({exc})")
+    from lite_numba.llm import load_tokenizer
+    from lite_numba.llm.text import _Stream
+
+    sp = EXPECTED["sentencepiece"]
+    f = LitertlmFile(DATA / sp["bundle"])
+    assert [s.type_name for s in f.sections] == ["SP_Tokenizer", "LlmMetadataProto"] and f.tokenizer_json() is None
+    assert len(f.sentencepiece_model()) == sp["sp_model_bytes"]
+    tok = load_tokenizer(f)
+    assert tok.kind == "sentencepiece"
+    for text, rec in sp["texts"].items():
+        assert tok.encode(text) == rec["ids"] and tok.decode(rec["ids"]) == rec["decoded"]
+        pieces: list[str] = []
+        stream = _Stream(tok, [], pieces.append, None)
+        for t in rec["ids"]:
+            stream.push(t)
+        assert stream.finish() == rec["decoded"] == "".join(pieces)
+    assert tok.ids_of(TokenSpec(text="<end_of_turn>")) == [sp["end_of_turn_id"]]
+    meta = f.llm_metadata
+    assert meta.start_token == TokenSpec((2,)) and meta.max_num_tokens == 32
+    assert meta.stop_tokens == [TokenSpec((), "<end_of_turn>"), TokenSpec((1,))]
+    with pytest.raises(LitertlmError, match=r"no model section \(TFLiteModel\) in the bundle \(section 0 "
+                                            r"\(SP_Tokenizer"):
+        TextGenerator(f)
+
+
+def test_missing_sentencepiece_is_named(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentencepiece", None)
+    from lite_numba.llm import load_tokenizer
+
+    with pytest.raises(ImportError, match="pip install sentencepiece"):
+        load_tokenizer(LitertlmFile(DATA / EXPECTED["sentencepiece"]["bundle"]))
