@@ -38,6 +38,7 @@ from numba.extending import intrinsic
 
 from ..jit.compiler import COMPILE_ALONG, compiled_overload, in_disk_cache
 from ..jit.native_call import load_at as _ld
+from ..jit.native_call import word_at as _at
 
 _DTYPES = (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.float16,
            np.float32, np.float64, np.complex64, np.complex128)
@@ -65,11 +66,6 @@ VIEWS, SLOT, INT_TYPE, ARRAY_TYPE, DICT_GET, MEMMOVE, INCREF, NONE, CALL, NEW_CO
 # PyObject / tuple / list / PyArrayObject offsets (checked by _layout_ok). The helpers below are inlined into _entry
 # (one function to compile)
 TYPE, SIZE, ITEMS, DATA, NDIM, DIMS, DESCR, FLAGS = 8, 16, 24, 16, 24, 32, 56, 64
-
-
-@njit(inline="always")
-def _at(t, k):
-    return _ld(t + 8 * k, np.int64)
 
 
 @njit(inline="always")

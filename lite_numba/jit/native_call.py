@@ -137,3 +137,30 @@ def load_at(typingctx, addr, kind):
         return builder.load(builder.inttoptr(args[0], context.get_value_type(ty).as_pointer()))
 
     return ty(addr, kind), codegen
+
+
+@intrinsic
+def store_at(typingctx, addr, value):
+    """Store a scalar at an integer address, as its own type (a plain store: no array)."""
+    if not isinstance(addr, types.Integer) or not isinstance(value, (types.Integer, types.Float)):
+        raise TypingError("store_at: an integer address and a number")
+
+    def codegen(context, builder, sig, args):
+        builder.store(args[1], builder.inttoptr(args[0], context.get_value_type(value).as_pointer()))
+        return context.get_dummy_value()
+
+    return types.none(addr, value), codegen
+
+
+@intrinsic
+def word_at(typingctx, base, i):
+    """The int64 at position i of the int64 table at address `base` (a plain load: no array)."""
+    if not isinstance(base, types.Integer) or not isinstance(i, types.Integer):
+        raise TypingError("word_at: an integer address and position")
+
+    def codegen(context, builder, sig, args):
+        b, k = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
+        i64 = ir.IntType(64)
+        return builder.load(builder.inttoptr(builder.add(b, builder.mul(k, i64(8))), i64.as_pointer()))
+
+    return types.int64(base, i), codegen
