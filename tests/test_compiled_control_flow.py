@@ -70,6 +70,15 @@ def _scale(body, vs):
     return [_op(body, "MUL", [vs[0], body.add_const("k", np.array([1.5], F32))], [2])]
 
 
+def _scale_tanh(body, vs):
+    """x' = tanh(x * 1.5): x read before x' is written, so carried in place (with the counter: a looping runner)."""
+    return [_op(body, "TANH", [_scale(body, vs)[0]], [2])]
+
+
+_ONE_RUNNER = "cond, body and counters in one runner"
+_BODIES = {"copied": _scale, "in_place": _scale_tanh}
+
+
 def _swap_and_reuse(body, vs):
     """a' = a + b; b' = a (another variable passed through: a swap); c' = c * 2, then d' = c + d reads c after
     c' was written (c cannot be carried in place)."""
@@ -182,23 +191,27 @@ def _compare(data: bytes, feeds, monkeypatch, official=True, expect_paths=None):
     return it
 
 
-@pytest.mark.parametrize("start", [0.0, 3.0, 10.0])
-def test_while_counter_compiled(official, monkeypatch, start):
-    data = _while_model(_scale, [[2]], limit=5.0)
+@pytest.mark.parametrize("body", list(_BODIES))
+@pytest.mark.parametrize("start", [0.0, 3.0, 4.0, 10.0, float("nan")])
+def test_while_counter_compiled(official, monkeypatch, start, body):
+    """No, one, several iterations; the in-place body's loop is one runner that loops itself (a copied variable
+    keeps the loop's own iterations)."""
+    data = _while_model(_BODIES[body], [[2]], limit=5.0)
     it = _compare(data, [[np.array(start, F32), np.array([1.0, -2.0], F32)]] * 2, monkeypatch,
                   expect_paths=["compiled"])
     main = it.runtime.graph(0)
     assert not main.dynamic_nodes and len(main.steps) == 1  # the whole invoke is one compiled call
+    assert (_ONE_RUNNER in it.runtime.control.paths[(0, 0)][1]) == (body == "in_place")
 
 
 _COMPARES = ["LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"]
 
 
-def _cond_model(op: str, dt, form: str) -> bytes:
+def _cond_model(op: str, dt, form: str, x_in_place: bool = False) -> bytes:
     """WHILE over (i of dtype `dt`, j int32, x [2]): cond `op(i, 3) and j < 6` written as the converter does
     (form "and"), through LOGICAL_OR / LOGICAL_NOT (De Morgan, "demorgan"), or with an ADD inside the cond ("add":
     not a scalar expression, the cond keeps its runner; x' also adds i'); body i - (-1) (float) or i + 1 (int),
-    j + 1, x * 1.5."""
+    j + 1, x * 1.5 (tanh(x * 1.5) with x_in_place: x then carried in place)."""
     b = ModelBuilder()
     ins = [b.add_input("i", dt, []), b.add_input("j", np.int32, []), b.add_input("x", F32, [2])]
     outs = [b.add_tensor("oi", dt, []), b.add_tensor("oj", np.int32, []), b.add_tensor("ox", F32, [2])]
@@ -230,6 +243,8 @@ def _cond_model(op: str, dt, form: str) -> bytes:
         made.append(t)
     if form == "add":  # x' = x * 1.5 + i': i' read in the body (in place: its SUB reads i, then writes; x too)
         made[2] = _op(body, "ADD", [made[2], made[0]], [2])
+    elif x_in_place:
+        made[2] = _op(body, "TANH", [made[2]], [2])
     for t in made:
         body.mark_output(t)
     b.add_op("WHILE", ins, outs, options={"cond_subgraph_index": cond.index, "body_subgraph_index": body.index})
@@ -253,6 +268,21 @@ def test_while_cond_evaluated_in_the_loop(official, monkeypatch, op, dt):
     assert f"cond 1 evaluated in the loop ({3 if form == 'and' else 6} scalar operations)" in why, why
     # i and j stepped by the loop; x copied (its MUL reads and writes it)
     assert "2 counters stepped by the loop, 0 of 3 loop variables carried in place, 1 copies" in why, why
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int64, F32], ids=["int32", "int64", "float32"])
+@pytest.mark.parametrize("op", _COMPARES)
+def test_while_cond_in_a_looping_runner(official, monkeypatch, op, dt):
+    """The same conds with every variable carried in place or stepped: the loop is one runner that evaluates the
+    cond (comparisons, LOGICAL_AND / OR / NOT on its results) and steps the counters itself; the same iterations
+    as the host path and the official runtime."""
+    form = "demorgan" if _COMPARES.index(op) % 2 else "and"
+    starts = [0, 3, 5] + ([float("nan")] if dt == F32 else [])
+    feeds = [[np.array(v, dt), np.array(k, np.int32), np.array([1.0, -2.0], F32)]
+             for k, v in enumerate(starts)]
+    it = _compare(_cond_model(op, dt, form, x_in_place=True), feeds, monkeypatch, expect_paths=["compiled"])
+    why = it.runtime.control.paths[(0, 0)][1]
+    assert _ONE_RUNNER in why and "2 counters stepped by the loop, 1 of 3 loop variables carried in place" in why, why
 
 
 def test_while_cond_with_other_ops_keeps_its_runner(official, monkeypatch):
@@ -479,8 +509,9 @@ def test_growing_loop_replay_error_names_the_subgraph(official):
         np.testing.assert_array_equal(x, y)
 
 
-def test_iteration_cap_names_the_node():
-    it = Interpreter(model_content=_while_model(_scale, [[2]], limit=1e9))
+@pytest.mark.parametrize("body", list(_BODIES))
+def test_iteration_cap_names_the_node(body):
+    it = Interpreter(model_content=_while_model(_BODIES[body], [[2]], limit=1e9))
     it.allocate_tensors()
     assert it.runtime.control.paths[(0, 0)][0] == "compiled"
     it.set_tensor(0, np.array(0.0, F32))
@@ -491,6 +522,30 @@ def test_iteration_cap_names_the_node():
     it.max_while_iterations = None
     it.set_tensor(0, np.array(1e9 - 3, F32))
     it.invoke()  # usable afterwards
+
+
+@pytest.mark.parametrize("body", list(_BODIES))
+@pytest.mark.parametrize("cap", [15, 16, 17, 31, 32, 33])
+def test_iteration_cap_counts_as_the_host_path(monkeypatch, body, cap):
+    """A loop of 32 iterations under caps around it and around the looping runner's batches (16 iterations between
+    polls): the compiled loop stops (or finishes) exactly where the host path does."""
+    data = _while_model(_BODIES[body], [[2]], limit=32.0)
+    got = {}
+    for mode in ("compiled", "python"):
+        monkeypatch.setenv("LITE_NUMBA_EXECUTOR", mode)
+        it = Interpreter(model_content=data)
+        it.allocate_tensors()
+        it.max_while_iterations = cap
+        try:
+            got[mode] = invoke_with(it, [np.array(0.0, F32), np.array([0.5, -0.25], F32)])
+        except RuntimeError as e:
+            assert f"WHILE (node 0) did not finish within {cap} iterations" in str(e)
+            got[mode] = None
+    assert (got["compiled"] is None) == (cap <= 32)
+    assert (got["python"] is None) == (cap <= 32)
+    if got["compiled"] is not None:
+        for x, y in zip(got["compiled"], got["python"]):
+            np.testing.assert_array_equal(x, y)
 
 
 def test_body_changing_a_fixed_shape_is_refused_naming_a_node():
@@ -515,11 +570,12 @@ def test_body_changing_a_fixed_shape_is_refused_naming_a_node():
 _CTRL_C = """
 import sys, numpy as np
 sys.path.insert(0, {tests!r})
-from test_compiled_control_flow import _while_model, _scale
+from test_compiled_control_flow import _while_model, _BODIES, _ONE_RUNNER
 from lite_numba import Interpreter
-it = Interpreter(model_content=_while_model(_scale, [[2]], limit=float("inf")))
+it = Interpreter(model_content=_while_model(_BODIES[{body!r}], [[2]], limit=float("inf")))
 it.allocate_tensors()
-assert it.runtime.control.paths[(0, 0)][0] == "compiled"
+path, why = it.runtime.control.paths[(0, 0)]
+assert path == "compiled" and (_ONE_RUNNER in why) == ({body!r} == "in_place"), why
 it.set_tensor(0, np.array(0.0, np.float32))
 it.set_tensor(1, np.ones(2, np.float32))
 print("invoking", flush=True)
@@ -531,14 +587,15 @@ except KeyboardInterrupt:
 """
 
 
-def test_ctrl_c_interrupts_a_compiled_loop_that_never_ends():
+@pytest.mark.parametrize("body", list(_BODIES))
+def test_ctrl_c_interrupts_a_compiled_loop_that_never_ends(body):
     """SIGINT reaches a compiled loop that would never end as KeyboardInterrupt (it polls the signal handlers every
     ~2^24 cycles). No wall time is asserted: under load the child's exit alone can take a second; a loop that did not
     poll would hang until the last timeout; the signal is sent again every 10 s, up to six times. The child gets
     SIGINT's default disposition, as a program started from a terminal has: a test run started in the background by a
     non-interactive shell inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler (a clean-clone
     .ci/run started with `&` failed so)."""
-    src = textwrap.dedent(_CTRL_C.format(tests=os.path.dirname(__file__)))
+    src = textwrap.dedent(_CTRL_C.format(tests=os.path.dirname(__file__), body=body))
     proc = subprocess.Popen([sys.executable, "-c", src], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     sent = 0

@@ -230,3 +230,62 @@ def _native_source(pending) -> str:
         fi = findex.setdefault((id(fn), sig), len(findex))
         steps.append((f"{fi};{spec}" if spec else f"{fi}", p0, q0, ni, fn))
     return _step_loop(steps)[0] if steps else "    pass"
+
+
+_CMP = ("<", "<=", ">", ">=", "==", "!=")
+_KIND = ("np.int32", "np.int64", "np.float32")
+
+
+def loop_runner(seg: Segment, cond: list, flag: int, counters: list) -> tuple[int, np.ndarray]:
+    """A WHILE whose body is the one address-only segment `seg`, whose cond is the scalar expression `cond` (result
+    at `flag`) and whose loop variables are carried in place or stepped by `counters` (lite_numba.runtime.control's
+    WHILE table spells both): the native address of a runner that runs up to `it[lp]` iterations itself (cond,
+    the segment's calls, the counters), so the loop makes one runner call per batch of iterations instead of one per
+    iteration; and the `it` table it runs with (the segment's, then the loop block at lp = it[0] + 3 * it[1]:
+    budget, iterations done, finished (1: the cond turned false), the flag's address, each cond instruction's two
+    operand addresses, each counter's three). The source depends on the expression's structure (operators, kinds,
+    which operand is an earlier result), never on addresses, so loops of one form share it."""
+    block = [0, 0, 0, flag]
+    lines = ["    lp = it[0] + 3 * it[1]", "    budget = it[lp]"]
+    for j, (_op, _kind, a, b, _r) in enumerate(cond):
+        lines.append(f"    c{j}a, c{j}b = it[lp + {len(block)}], it[lp + {len(block) + 1}]")
+        block += [a, b]
+    for j, (_op, _kind, a, b, r) in enumerate(counters):
+        p = len(block)
+        lines.append(f"    s{j}a, s{j}b, s{j}r = it[lp + {p}], it[lp + {p + 1}], it[lp + {p + 2}]")
+        block += [a, b, r]
+    lines += ["    done = 0", "    while done < budget:"]
+    made: dict[int, str] = {}  # result address -> the local holding the latest instruction written there
+
+    def byte(addr: int, local: str) -> str:
+        return made.get(addr, f"(load_at({local}, np.uint8) != 0)")
+
+    for j, (op, kind, a, b, r) in enumerate(cond):
+        if op < 6:
+            t = _KIND[kind]
+            expr = f"load_at(c{j}a, {t}) {_CMP[op]} load_at(c{j}b, {t})"
+        elif op == 8:
+            expr = f"not {byte(a, f'c{j}a')}"
+        else:
+            expr = f"{byte(a, f'c{j}a')} {'and' if op == 6 else 'or'} {byte(b, f'c{j}b')}"
+        lines.append(f"        v{j} = {expr}")
+        made[r] = f"v{j}"
+    lines += [f"        if not {made.get(flag, '(load_at(it[lp + 3], np.uint8) != 0)')}:",
+              "            it[lp + 1] = done", "            it[lp + 2] = 1", "            return"]
+    if seg.source.strip() != "pass":
+        lines += ["    " + ln for ln in seg.source.splitlines()]
+    for j, (op, kind, _a, _b, _r) in enumerate(counters):
+        t = _KIND[kind]
+        lines.append(f"        store_at(s{j}r, {t}(load_at(s{j}a, {t}) {'-' if op == 10 else '+'} "
+                     f"load_at(s{j}b, {t})))")
+    lines += ["        done += 1", "    it[lp + 1] = done", "    it[lp + 2] = 0"]
+    it = seg.it.copy()
+    end = int(it[0]) + 3 * int(it[1])  # (the step table ends the segment's table; a lowered counter shortened it)
+    if it[1] == 0:  # (no calls: the block after the whole table)
+        end = it[0] = it.size
+    it = np.concatenate([it[:end], np.asarray(block, np.int64)])
+    run = compile_runner("\n".join(lines), [])
+    sig = runner_sig((seg.aux, seg.aux, it, seg.ft, seg.fp))
+    if sig not in run.overloads and not load_cached_runner(run, sig, []):
+        run.compile(sig)
+    return cached_address(run.overloads[sig]), it

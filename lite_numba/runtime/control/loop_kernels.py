@@ -12,7 +12,9 @@ Table layouts (positions in `tab`):
 
     WHILE:  [0, n, cond program at, body program at, flag address, limit address, node, moves at, body inputs at,
              poll (0: never, else 1 + the mask of iterations between looks at the clock), running cell, cond
-             subgraph, body subgraph, cond expression at (0: run the cond program), counters at (0: none)]
+             subgraph, body subgraph, cond expression at (0: run the cond program), counters at (0: none),
+             looping (1: the body program is one runner that runs the cond, the body and the counters itself,
+             lite_numba.runtime.codegen.loop_runner: called once per batch of iterations between polls)]
             body inputs: n x (address, bytes); moves (after each body run): count, then (dst, src, bytes) in order;
             cond expression (a cond of one-element comparisons and logic, evaluated here instead of a runner call):
             count, then (op, operand kind, a address, b address, result address): op 0-5 LESS, LESS_EQUAL, GREATER,
@@ -49,6 +51,8 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 from ...jit.native_call import load_at as _ld
+from ...jit.native_call import store_at as _st
+from ...jit.native_call import word_at as _word
 from ..rows import call_runner, run_runners
 from ..rows import ptr as _ptr
 
@@ -112,33 +116,6 @@ def _a(typingctx, arr):
     return types.int64(arr), codegen
 
 
-@intrinsic
-def _st(typingctx, addr, value):
-    """Store a scalar at an integer address (as its own type)."""
-    if not isinstance(addr, types.Integer) or not isinstance(value, (types.Integer, types.Float)):
-        raise TypingError("_st: an integer address and a number")
-
-    def codegen(context, builder, sig, args):
-        builder.store(args[1], builder.inttoptr(args[0], context.get_value_type(value).as_pointer()))
-        return context.get_dummy_value()
-
-    return types.none(addr, value), codegen
-
-
-@intrinsic
-def _word(typingctx, base, i):
-    """The int64 at position i of the table at address `base` (no array, so no reference counting)."""
-    if not isinstance(base, types.Integer) or not isinstance(i, types.Integer):
-        raise TypingError("_word: an integer address and position")
-
-    def codegen(context, builder, sig, args):
-        b, k = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
-        i64 = ir.IntType(64)
-        return builder.load(builder.inttoptr(builder.add(b, builder.mul(k, i64(8))), i64.as_pointer()))
-
-    return types.int64(base, i), codegen
-
-
 @njit(cache=True, nogil=True)
 def _copy(dst, src, nbytes):
     """memcpy (the ranges never overlap), a loop variable of 4 bytes or up to 128 in 8-byte words moved by plain
@@ -152,13 +129,23 @@ def _copy(dst, src, nbytes):
         _memcpy(dst, src, nbytes)
 
 
-@njit(cache=True, nogil=True)
-def _scalar(kind, addr):
+@njit(cache=True, nogil=True, inline="always")
+def _compare(op, kind, a_at, b_at):
+    """Comparison `op` (0-5: LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL) of the one-element
+    operands at a_at and b_at, of kind 0 int32, 1 int64 or 2 float32 (NaN unordered as in float32)."""
+    if kind == 2:
+        fa = _ld(a_at, np.float32)
+        fb = _ld(b_at, np.float32)
+        return (fa < fb if op == 0 else fa <= fb if op == 1 else fa > fb if op == 2 else fa >= fb if op == 3
+                else fa == fb if op == 4 else fa != fb)
     if kind == 0:
-        return np.float64(_ld(addr, np.int32)), np.int64(_ld(addr, np.int32))
-    if kind == 1:
-        return 0.0, _ld(addr, np.int64)
-    return np.float64(_ld(addr, np.float32)), np.int64(0)
+        ia = np.int64(_ld(a_at, np.int32))
+        ib = np.int64(_ld(b_at, np.int32))
+    else:
+        ia = _ld(a_at, np.int64)
+        ib = _ld(b_at, np.int64)
+    return ia < ib if op == 0 else ia <= ib if op == 1 else ia > ib if op == 2 else ia >= ib if op == 3 else (
+        ia == ib if op == 4 else ia != ib)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -167,21 +154,30 @@ def _eval_cond(t, p):
     for m in range(_word(t, p)):
         q = p + 1 + 5 * m
         op = _word(t, q)
-        kind = _word(t, q + 1)
         if op >= 6:
             a = _ld(_word(t, q + 2), np.uint8) != 0
             b = _ld(_word(t, q + 3), np.uint8) != 0
             r = (a and b) if op == 6 else (a or b) if op == 7 else not a
         else:
-            fa, ia = _scalar(kind, _word(t, q + 2))
-            fb, ib = _scalar(kind, _word(t, q + 3))
-            if kind == 2:  # (float32 compared as float64: exact, NaN unordered as in float32)
-                r = (fa < fb if op == 0 else fa <= fb if op == 1 else fa > fb if op == 2 else fa >= fb if op == 3
-                     else fa == fb if op == 4 else fa != fb)
-            else:
-                r = (ia < ib if op == 0 else ia <= ib if op == 1 else ia > ib if op == 2 else ia >= ib if op == 3
-                     else ia == ib if op == 4 else ia != ib)
+            r = _compare(op, _word(t, q + 1), _word(t, q + 2), _word(t, q + 3))
         _st(_word(t, q + 4), np.uint8(1 if r else 0))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step(sub, kind, a_at, b_at, r_at):
+    """One counter: the one-element a - b (sub) or a + b of kind 0 int32 (wrapping), 1 int64 or 2 float32 at r_at."""
+    if kind == 0:
+        a = _ld(a_at, np.int32)
+        b = _ld(b_at, np.int32)
+        _st(r_at, np.int32(a - b if sub else a + b))
+    elif kind == 1:
+        a = _ld(a_at, np.int64)
+        b = _ld(b_at, np.int64)
+        _st(r_at, a - b if sub else a + b)
+    else:
+        x = _ld(a_at, np.float32)
+        y = _ld(b_at, np.float32)
+        _st(r_at, np.float32(x - y if sub else x + y))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -189,32 +185,16 @@ def _step_counters(t, p):
     """Run the counters at position p of the table at address t (see the table layouts)."""
     for m in range(_word(t, p)):
         q = p + 1 + 5 * m
-        sub = _word(t, q) == 10
-        kind = _word(t, q + 1)
-        a_at, b_at, r_at = _word(t, q + 2), _word(t, q + 3), _word(t, q + 4)
-        if kind == 0:
-            a = _ld(a_at, np.int32)
-            b = _ld(b_at, np.int32)
-            _st(r_at, np.int32(a - b if sub else a + b))
-        elif kind == 1:
-            a = _ld(a_at, np.int64)
-            b = _ld(b_at, np.int64)
-            _st(r_at, a - b if sub else a + b)
-        else:
-            x = _ld(a_at, np.float32)
-            y = _ld(b_at, np.float32)
-            _st(r_at, np.float32(x - y if sub else x + y))
+        _step(_word(t, q) == 10, _word(t, q + 1), _word(t, q + 2), _word(t, q + 3), _word(t, q + 4))
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _after_body(t, count, cell, outer, last, counters, mv, moves, limit, poll):
-    """After the body's run `count` of the WHILE whose table is at address t: step the counters (at `counters`, 0:
-    none), make the `moves` moves at mv, check the iteration cap `limit` and poll Python's signal handlers when due
+def _after_body(t, count, cell, outer, last, mv, moves, limit, poll):
+    """After the body's run `count` of the WHILE whose table is at address t (its counters stepped): make the
+    `moves` moves at mv, check the iteration cap `limit` and poll Python's signal handlers when due
     (`poll`: -1 never, else the mask of iterations between looks at the clock; the running cell at `outer`
     meanwhile). The table's fields come read once (a store here may alias the table for the compiler). `last`: the
     clock at the last look (0: none yet in this run; no clock read before the loop, ~8 ns on this VM); returns it."""
-    if counters != 0:
-        _step_counters(t, counters)
     for m in range(moves):
         q = mv + 1 + 3 * m
         _copy(_word(t, q), _word(t, q + 1), _word(t, q + 2))
@@ -267,7 +247,19 @@ def _run_while(tab, ptrs):
     poll = tab[9] - 1
     count = 0
     last = 0
-    while True:
+    looping = tab[15] != 0
+    if looping:  # a looping runner (codegen.loop_runner): up to itab[lp] iterations a call
+        lp = itab[0] + 3 * itab[1]
+        while True:
+            itab[lp] = min(poll + 1 - (count & poll) if poll >= 0 else 1 << 62, limit - count)
+            _st(cell, body)
+            call_runner(runner, arena, aux, itab, ftab, fptab)
+            _st(cell, outer)
+            count += itab[lp + 1]
+            if itab[lp + 2] != 0:
+                break
+            last = _after_body(t, count, cell, outer, last, mv, 0, limit, poll)
+    while not looping:
         if expr != 0:
             _eval_cond(t, expr)
         else:
@@ -280,8 +272,10 @@ def _run_while(tab, ptrs):
         else:
             run_runners(tab, tab[3])
         _st(cell, outer)
+        if counters != 0:
+            _step_counters(t, counters)
         count += 1
-        last = _after_body(t, count, cell, outer, last, counters, mv, moves, limit, poll)
+        last = _after_body(t, count, cell, outer, last, mv, moves, limit, poll)
     for k in range(n):
         if tab[bi + 2 * k + 1] > 0:
             _copy(ptrs[n + k], tab[bi + 2 * k], tab[bi + 2 * k + 1])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import typeof
 
-from ..codegen import executor_mode
+from ..codegen import executor_mode, loop_runner
 from ..executor import InvokeError
 from ..rows import compiled_entry
 from .loop_kernels import ARITIES, ENTRIES, MAX_ARRAYS, TRACE_LIMIT, run_trace
@@ -232,10 +232,19 @@ def _lower_while(owner, state, ctx, dry):
         table_moves.append((s.ctypes.data, src, nb))
     table_moves += [(dst, src, nb) for dst, src, nb, st in moves if not st]
     table_moves += scratch
+    # the usual converter loop (a cond of scalar operations, one body runner, nothing copied): a runner that runs
+    # the cond, the body's calls and the counters itself, iterations batched between the loop's checks
+    looping = expr is not None and prog_b[0] == 1 and not table_moves
+    if looping and not dry:
+        seg = next(s for kind, s in b.steps if kind == "segment")
+        address, it = loop_runner(seg, expr, flag, counters)
+        keep.append(it)
+        prog_b = [1, address, *prog_b[2:6], it.ctypes.data, it.size, *prog_b[8:]]
     limit = state.limit.ctypes.data
     calls = sum(len(seg.calls) for kind, seg in b.steps if kind == "segment")
     poll = 16 if calls <= 64 and b.arena.nbytes <= 1 << 20 else 1  # (a small body: the clock every 16th time)
-    head = [0, n, 0, 0, flag, limit, ctx.node.index, 0, 0, poll, state.running.ctypes.data, cond_i, body_i, 0, 0]
+    head = [0, n, 0, 0, flag, limit, ctx.node.index, 0, 0, poll, state.running.ctypes.data, cond_i, body_i, 0, 0,
+            int(looping)]
     tab = head[:]
     tab[2] = len(tab)
     tab += prog_c
@@ -253,7 +262,8 @@ def _lower_while(owner, state, ctx, dry):
         tab += [len(counters)] + [v for e in counters for v in e]
     cond = (f"cond {cond_i} evaluated in the loop ({len(expr)} scalar operations)" if expr is not None else
             f"cond {cond_i} compiled ({prog_c[0]} runners)")
-    why = (f"{cond}, body {body_i} compiled ({prog_b[0]} runners); {len(counters)} counters stepped by the loop, "
+    body = f"body {body_i} compiled ({prog_b[0]} runners{'; cond, body and counters in one runner' * looping})"
+    why = (f"{cond}, {body}; {len(counters)} counters stepped by the loop, "
            f"{in_place} of {n} loop variables carried in place, {len(table_moves)} copies per iteration")
     return tab, keep, why
 
