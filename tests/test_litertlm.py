@@ -379,11 +379,14 @@ def test_chat_templates_render_sandboxed(bundle):
     refuse = LlmMetadata(jinja_prompt_template="{{ raise_exception('no system role here') }}")
     with pytest.raises(ValueError, match="the chat template refused the messages: no system role here"):
         TextGenerator(bundle, metadata=refuse).prompt_ids("hi", chat=True)
-    from jinja2.exceptions import SecurityError
-
     sneaky = LlmMetadata(jinja_prompt_template="{{ messages.append(1) }}{{ ''.__class__.__mro__ }}")
-    with pytest.raises(SecurityError):
+    with pytest.raises(ValueError, match=r"could not be rendered \(SecurityError"):
         TextGenerator(bundle, metadata=sneaky).render_chat("hi")
+    with pytest.raises(ValueError, match=r"could not be rendered \(TemplateSyntaxError"):
+        TextGenerator(bundle, metadata=LlmMetadata(jinja_prompt_template="{% for %}")).render_chat("hi")
+    # a start token given as ids renders as its token's string
+    ids_bos = LlmMetadata(start_token=TokenSpec((1,)), jinja_prompt_template="{{ bos_token }}|")
+    assert TextGenerator(bundle, metadata=ids_bos).render_chat("hi") == "<bos>|"
 
 
 def test_chat_without_a_template_uses_the_prompt_affixes(bundle):
@@ -424,6 +427,7 @@ def test_a_sentencepiece_bundle_without_a_model():
             stream.push(t)
         assert stream.finish() == rec["decoded"] == "".join(pieces)
     assert tok.ids_of(TokenSpec(text="<end_of_turn>")) == [sp["end_of_turn_id"]]
+    assert tok.id_to_token(sp["end_of_turn_id"]) == "<end_of_turn>" and tok.id_to_token(10**6) is None
     meta = f.llm_metadata
     assert meta.start_token == TokenSpec((2,)) and meta.max_num_tokens == 32
     assert meta.stop_tokens == [TokenSpec((), "<end_of_turn>"), TokenSpec((1,))]

@@ -79,6 +79,11 @@ class Tokenizer:
         i = self.backend.PieceToId(token)
         return None if i == self.backend.unk_id() and token != self.backend.IdToPiece(i) else int(i)
 
+    def id_to_token(self, i: int) -> str | None:
+        if self.kind == "hf":
+            return self.backend.id_to_token(int(i))
+        return self.backend.IdToPiece(int(i)) if 0 <= int(i) < self.backend.GetPieceSize() else None
+
     def ids_of(self, spec: TokenSpec) -> list[int]:
         """A metadata token's ids: its ids, or its string as one token when the vocabulary has it, else encoded."""
         if spec.ids:
@@ -242,9 +247,14 @@ class TextGenerator:
                 env.globals["raise_exception"] = _raise_template_error
                 start = meta.start_token
                 bos = start.text if start is not None and start.text else (
-                    "".join(self.tokenizer.decode([i]) for i in start.ids) if start is not None else "")
-                return env.from_string(meta.jinja_prompt_template).render(messages=messages,
-                                                                          add_generation_prompt=True, bos_token=bos)
+                    "".join(self.tokenizer.id_to_token(i) or "" for i in start.ids) if start is not None else "")
+                try:
+                    return env.from_string(meta.jinja_prompt_template).render(
+                        messages=messages, add_generation_prompt=True, bos_token=bos)
+                except ValueError:
+                    raise
+                except Exception as e:  # jinja2's TemplateError family (syntax, undefined, sandbox refusals)
+                    raise ValueError(f"the chat template could not be rendered ({type(e).__name__}: {e})") from e
         if not meta.prompt_templates:
             raise ValueError("chat=True needs a chat template or prompt affixes in the metadata; this model has "
                              "neither" + ("" if not meta.jinja_prompt_template else " usable (pip install jinja2)"))
