@@ -83,6 +83,16 @@ def test_reader_finds_the_sections_the_builder_wrote(bundle):
     assert bundle.sentencepiece_model() is None
 
 
+def test_a_bundle_closes_once_its_views_are_gone():
+    with LitertlmFile(BUNDLE) as f:
+        assert f.llm_metadata.max_num_tokens == 64
+    view = LitertlmFile(BUNDLE)
+    model = view.model_content()
+    with pytest.raises(BufferError):
+        view.close()
+    model.release()
+
+
 def test_reader_decodes_the_llm_metadata(bundle):
     meta, want = bundle.llm_metadata, EXPECTED["metadata"]
     assert meta.start_token == TokenSpec((), want["start_token"])

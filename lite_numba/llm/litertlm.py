@@ -453,5 +453,17 @@ class LitertlmFile:
         secs = self.sections_of("SP_Tokenizer")
         return bytes(self.data(secs[0])) if secs else None
 
+    def close(self) -> None:
+        """Unmap the file (BufferError while views of it, e.g. model_content()'s, are still alive)."""
+        self._buf.release()
+        if self._map is not None:
+            self._map.close()
+
+    def __enter__(self) -> LitertlmFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return f"LitertlmFile({self.name!r}, version {'.'.join(map(str, self.version))}, {self._summary()})"
