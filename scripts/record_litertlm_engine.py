@@ -10,9 +10,10 @@ The engine is the `litert-lm-api` package (its native library), in a venv of its
 A session per prompt: CPU backend, SamplerConfig(top_k=1) (greedy), max_output_tokens 64,
 apply_prompt_template=False with the prompt text as expected.json gives it (the chat case: the rendered template
 without its leading "<bos>", which the engine adds itself as the start token), and for the chat case also
-apply_prompt_template=True with the plain text (the engine renders the bundle's template). The engine's CPU path
-computes dynamic-range int8 layers with XNNPACK's arithmetic, so its tokens are those of the official runtime's
-XNNPACK path (expected.json's `xnnpack_tokens`), not of its builtin kernels, where the two differ.
+apply_prompt_template=True with the plain text (the Session API then wraps it in the metadata's user / model prompt
+affixes; the jinja template is the Conversation API's, which passes message contents as lists of parts). The
+engine's CPU path computes dynamic-range int8 layers with XNNPACK's arithmetic, so its tokens are those of the
+official runtime's XNNPACK path (expected.json's `xnnpack_tokens`), not of its builtin kernels, where the two differ.
 """
 
 from __future__ import annotations
