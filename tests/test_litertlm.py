@@ -320,6 +320,22 @@ def test_a_bundle_without_a_model_section_is_refused():
         TextGenerator(LitertlmFile(write_bundle([(*MODEL, TFLITE.read_bytes())])))
 
 
+def test_a_model_section_without_kv_signatures_is_refused_naming_the_other_sections():
+    from lite_numba.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("embeddings", np.float32, [1, 4])
+    y = b.add_tensor("y", np.float32, [1, 4])
+    b.add_op("ADD", [x, x], [y])
+    b.mark_output(y)
+    plain = b.build()
+    f = LitertlmFile(write_bundle([(*MODEL, plain), (3, {"model_type": "tf_lite_embedder"}, plain),
+                                   (6, {}, _tokenizer_section((DATA / "tokenizer.json").read_bytes()))]))
+    assert f.model_types == ["prefill_decode", "embedder"]
+    with pytest.raises(LitertlmError, match=r"cannot generate here: not a KV-cache model.*\['embedder'\]"):
+        TextGenerator(f)
+
+
 def test_corrupted_metadata_and_tokenizer_sections_are_refused():
     meta = bundle_metadata_bytes()
     with pytest.raises(LitertlmError, match="malformed protobuf"):

@@ -202,7 +202,15 @@ class TextGenerator:
         elif isinstance(source, (str, os.PathLike)) and is_litertlm(source):
             bundle = LitertlmFile(source)
         if bundle is not None:
-            self.session = KVSession(bundle.interpreter(num_threads=num_threads))
+            try:
+                self.session = KVSession(bundle.interpreter(num_threads=num_threads))
+            except LitertlmError:
+                raise
+            except ValueError as e:
+                others = [t for t in bundle.model_types if t != "prefill_decode"]
+                raise LitertlmError(f"{bundle.name}: its prefill_decode model cannot generate here: {e}" + (
+                    f" (the bundle's other model sections, {others}, are not chained to it by lite-numba)"
+                    if others else "")) from e
             self.metadata = metadata if metadata is not None else bundle.llm_metadata or LlmMetadata()
             self.tokenizer = load_tokenizer(tokenizer if tokenizer is not None else bundle)
         else:
