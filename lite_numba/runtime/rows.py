@@ -87,7 +87,7 @@ def ptr(typingctx, addr):
     return types.voidptr(addr), codegen
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def run_runners(tab, p):
     """Call the compiled runners of the program at tab[p]: their count, then per runner its native address and the
     (pointer, length) of its arena, aux, it, ft and fp."""

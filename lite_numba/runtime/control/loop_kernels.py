@@ -281,7 +281,7 @@ def _run_while(tab, ptrs):
             _copy(ptrs[n + k], tab[bi + 2 * k], tab[bi + 2 * k + 1])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _run_branch(tab, ptrs):
     n_in = tab[1]
     nb = tab[4]
@@ -350,7 +350,7 @@ def run_trace(table):
     return -1 - n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _drive(table, ptrs):
     # the table again, without its owner: an array argument's reference count (the parent's aux) is taken and
     # dropped by every function it passes through (two atomic operations a call, ~10 ns each on this VM: a small
