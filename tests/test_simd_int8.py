@@ -51,6 +51,9 @@ CONV_CASES = {
     "several_blocks_kxk": geometry(h=48, w=40, ci=3, co=16, seed=11),
     "several_blocks_1x1": geometry(h=20, w=12, ci=300, co=20, k=(1, 1), seed=12),
     "filter_larger_than_image_same": geometry(h=2, w=3, ci=4, co=6, k=(5, 5), seed=13),
+    # streaming convolutions over one time step: output rows of 1 or 2 pixels run 1-row tiles (simd_int8_narrow)
+    "one_column_5x1_valid": geometry(h=5, w=1, ci=40, co=30, k=(5, 1), padding="VALID", seed=14),
+    "two_columns_3x2": geometry(n=2, h=9, w=2, ci=13, co=20, k=(3, 2), act="RELU", seed=15),
 }
 
 

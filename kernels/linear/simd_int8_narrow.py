@@ -261,7 +261,10 @@ def qconv_narrow(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, 
     with geo[13] = 1 the windows of a KxK convolution read in place from the padded input in abuf), and the same
     results; wp packed by pack_weights_vnni when geo[12] is 1, by pack_weights_pairs when 0 (from pad_runs(w, runs)
     for the direct way)."""
-    conv_blocks(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm, MR, 2,
+    # windows read in place run a last tile over stale rows; an output row of 1 or 2 pixels (the streaming models'
+    # convolutions over one time step) runs 1-row tiles instead, a quarter or half of the work
+    mr = 1 if geo.size > 13 and geo[13] != 0 and geo[9] <= 2 else MR
+    conv_blocks(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm, mr, 2,
                 _panel_halves, geo[12])
 
 
