@@ -18,7 +18,8 @@ the same static shapes for its inputs."""
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
+from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from lite_numba.ops import NeedsValue, PrepareContext, kernel
@@ -481,33 +482,46 @@ def _variables(ctx: PrepareContext) -> dict:
 # the resource as an input) use the same storage and flag.
 
 @intrinsic
-def _voidptr(typingctx, addr):
-    """The int64 address as a void pointer (for numba.carray)."""
-    if addr != types.int64:
+def _copy_bytes_at(typingctx, dst, src, n):
+    """memcpy(dst, src, n) between integer addresses (no array is made, so the kernels need no reference counting)."""
+    if not all(isinstance(t, types.Integer) for t in (dst, src, n)):
         return None
 
     def codegen(context, builder, sig, args):
-        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+        i8p = context.get_value_type(types.voidptr)
+        cgutils.raw_memcpy(builder, builder.inttoptr(args[0], i8p), builder.inttoptr(args[1], i8p), args[2], 1)
+        return context.get_dummy_value()
 
-    return types.voidptr(types.int64), codegen
+    return types.void(dst, src, n), codegen
 
 
-@njit(cache=True, nogil=True)
+@intrinsic
+def _flag_at(typingctx, addr, value):
+    """The int64 at addr; value >= 0: stored there first."""
+    if not (addr == types.int64 and value == types.int64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.int64)))
+        with builder.if_then(builder.icmp_signed(">=", args[1], args[1].type(0))):
+            builder.store(args[1], ptr)
+        return builder.load(ptr)
+
+    return types.int64(types.int64, types.int64), codegen
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def read_variable(addr, flag_addr, out):
     """out (bytes) = the variable's bytes at addr; flag_addr: its int64 'assigned' flag."""
-    if carray(_voidptr(flag_addr), 1, np.int64)[0] == 0:
+    if _flag_at(flag_addr, -1) == 0:
         raise ValueError("a resource variable is read before it was assigned")
-    src = carray(_voidptr(addr), out.size, np.uint8)
-    for i in range(out.size):
-        out[i] = src[i]
+    _copy_bytes_at(out.ctypes.data, addr, out.size)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def assign_variable(value, addr, flag_addr):
-    dst = carray(_voidptr(addr), value.size, np.uint8)
-    for i in range(value.size):
-        dst[i] = value[i]
-    carray(_voidptr(flag_addr), 1, np.int64)[0] = 1
+    _copy_bytes_at(addr, value.ctypes.data, value.size)
+    _flag_at(flag_addr, 1)
 
 
 def _flags(ctx: PrepareContext) -> dict:
