@@ -28,6 +28,7 @@ from linear_models import (
 from linear_models import check_conv as check
 from linear_models import dw_float_case as _float_case
 from linear_models import dw_quant_case as _quant_case
+from lite_numba.kernels.base import isa
 from lite_numba.kernels.linear import conv, dwconv
 
 from lite_numba import Interpreter
@@ -81,6 +82,40 @@ MOBILE = [dict(n=1, h=h, w=h, ci=ci, dm=1, kh=3, kw=3, sh=s, sw=s, dh=1, dw=1, p
 def test_mobilenet_shapes_against_portable(g, kind, simd_level, monkeypatch):
     data, inputs = _float_case(g) if kind == "float32" else _quant_case(g, kind)
     _same_as_portable(data, inputs, simd_level, monkeypatch)
+
+
+# The streaming models' depthwise layers (microWakeWord: a window over the time steps of one column, 1 output pixel):
+# channel counts with a last block of 12 or 14 channels after whole ones, and one below 16.
+STREAMING = [dict(n=1, h=h, w=1, ci=ci, dm=1, kh=h, kw=1, sh=1, sw=1, dh=1, dw=1, padding="VALID", act="NONE",
+                  seed=s0) for (h, ci, s0) in [(5, 30, 6), (21, 60, 7), (9, 13, 8), (3, 47, 9)]]
+
+
+@pytest.mark.parametrize("g", STREAMING, ids=lambda g: f"{g['h']}x1x{g['ci']}")
+@pytest.mark.parametrize("kind", ["int8", "int8_per_tensor", "uint8"])
+def test_streaming_shapes(g, kind, isa_level):
+    check(*_quant_case(g, kind))
+
+
+def test_streaming_shapes_without_masked_byte_loads():
+    """The int8 tiles' last channel blocks on a target without AVX-512 BW (_tail_load instead of masked loads):
+    test_streaming_shapes and a few generated cases in a process compiling for an AVX2-only CPU
+    (scripts/as_level.py, its own caches), on the avx2 and avxvnni levels."""
+    import os  # lazy: only this test starts a process
+    import subprocess  # lazy: only this test starts a process
+    import sys  # lazy: only this test starts a process
+    from pathlib import Path  # lazy: only this test starts a process
+
+    if not isa.supports("avx2"):
+        pytest.skip("needs an x86 CPU with AVX2")
+    root = Path(__file__).resolve().parent.parent
+    for level in ("avx2", "avxvnni"):
+        if level == "avxvnni" and not isa.supports("avxvnni"):
+            continue
+        r = subprocess.run([sys.executable, str(root / "scripts" / "as_level.py"), "--level", level, "--",
+                            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__)),
+                            "-k", f"(streaming_shapes or quantized_matches_official) and {level} and not without"],
+                           capture_output=True, text=True, cwd=root, env=dict(os.environ), timeout=1800)
+        assert r.returncode == 0 and " passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def _same_as_portable(data, inputs, level, monkeypatch):

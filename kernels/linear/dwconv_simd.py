@@ -3,9 +3,8 @@ kernels/linear/dwconv.py.
 
 A tile computes PT output pixels of one output row x one block of 16 channels over a padded NHWC input: the
 accumulators (PT vectors of 16 lanes) stay in registers for the whole window; for each tap t the 16 weights are
-loaded once and multiplied with the PT pixels' inputs at x[xoff + p * xstep + toff[t]]. Loads and stores are masked
-(`llvm.masked.load` / `llvm.masked.store`) to the block's live channels, so a channel count that is not a multiple
-of 16 needs no scalar tail and no byte outside the arrays is touched.
+loaded once and multiplied with the PT pixels' inputs at x[xoff + p * xstep + toff[t]]. A block of fewer than 16
+channels needs no scalar tail: masked loads and stores (or, without AVX-512 BW, _tail_load's shuffled bytes).
 
 Numerics are those of the portable loops, exactly: float32 starts from the bias and adds fmul(x, w) tap by tap
 (a separate multiply and add, no FMA), then clamps to [lo, hi]; integers accumulate ext(x) * sext(w) in wrapping
@@ -13,6 +12,8 @@ int32 lanes starting from bias - zp_in * window_sum, and are requantized by the 
 """
 
 from __future__ import annotations
+
+import platform
 
 from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
@@ -33,6 +34,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 VL = 16  # lanes per vector (one zmm of float32 / int32)
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 assert VL == _v16f.count == _v16i.count == _v16b.count
 
@@ -65,24 +67,45 @@ def _masked_store(builder, v, ptr, mask):
 
 
 def _masks_native() -> bool:
-    """True when the target has cheap masked loads and stores of every lane width (AVX-512 F and BW). Elsewhere
-    LLVM lowers a masked load or store of bytes to one branch per lane, and of float32 to vmaskmovps, whose store
-    form is slow on AMD cores; so there the tiles branch once, to plain vector loads and stores when all 16 lanes
-    are live (read at code generation, from the features Numba compiles for)."""
+    """True when the target has cheap masked loads and stores of every lane width (AVX-512 F and BW); elsewhere a
+    masked byte load or store is one branch per lane and a float32 one vmaskmovps (slow stores on AMD): see
+    _emit_split (read at code generation, from the features Numba compiles for)."""
     feats = isa.cpu_features()
     return bool(feats.get("avx512f") and feats.get("avx512bw"))
 
 
-def _emit_split(builder, nch, emit):
-    """emit(full) once with masks (targets with native masks), or twice behind one branch on nch >= 16."""
+def _emit_split(builder, nch, emit, tail=None):
+    """emit("masked") once (targets with native masks), or behind a branch emit("full") when nch >= 16, else
+    emit("tail") where the i1 `tail` holds (_tail_load, x86 only), else emit("masked")."""
     if _masks_native():
-        emit(False)
+        emit("masked")
         return
     with builder.if_else(builder.icmp_signed(">=", nch, _i(VL))) as (whole, part):
         with whole:
-            emit(True)
+            emit("full")
         with part:
-            emit(False)
+            if tail is None or not _X86:
+                emit("masked")
+                return
+            with builder.if_else(tail) as (last, first):
+                with last:
+                    emit("tail")
+                with first:
+                    emit("masked")
+
+
+def _tail_load(builder, ptr, nch):
+    """What a masked load of nch (< 16) bytes at ptr gives (zeros above), on x86 targets without masked byte loads
+    (LLVM emits 16 branches there): a plain load of the 16 bytes ending at ptr + nch (the caller knows them inside
+    the array) and a byte shuffle (pshufb: lane j < nch takes byte j + 16 - nch, the others 0x80, a zero)."""
+    v = ir.VectorType(ir.IntType(8), VL)
+    iota = ir.Constant(v, list(range(VL)))
+    n8 = _splat(builder, builder.trunc(nch, ir.IntType(8)), v)
+    shuf = builder.select(builder.icmp_signed("<", iota, n8), builder.sub(builder.add(iota, ir.Constant(v, [VL] * VL)),
+                                                                           n8), ir.Constant(v, [-128] * VL))
+    start = builder.gep(builder.bitcast(ptr, ir.IntType(8).as_pointer()), [builder.sub(nch, _i(VL))])
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v, [v, v]), "llvm.x86.ssse3.pshuf.b.128")
+    return builder.call(fn, [builder.load(builder.bitcast(start, v.as_pointer()), align=1), shuf])
 
 
 def _lane_mask(builder, nch):
@@ -110,7 +133,9 @@ def _make_f32_tile(pt: int):
             po = _data_ptr(context, builder, sig.args[9], out_)
             mask = _lane_mask(builder, nch_)
 
-            def emit(full):  # full: all 16 lanes live, plain loads and stores (see _masks_native)
+            def emit(mode):  # "full": all 16 lanes live, plain loads and stores (see _emit_split)
+                full = mode == "full"
+
                 def ld(ptr):
                     if full:
                         return builder.load(builder.bitcast(ptr, ir.PointerType(_v16f)), align=4)
@@ -217,12 +242,18 @@ def _make_int_tile(pt: int, kind: str):
             po = _data_ptr(context, builder, sig.args[15], out_)
             mask = _lane_mask(builder, nch_)
 
-            def emit(full):
-                # full: all 16 lanes live, plain loads and stores (see _masks_native)
+            def emit(mode):  # "full": all 16 lanes live, plain loads and stores (see _emit_split)
+                full = mode == "full"
+
                 def ld(ptr, vt, m):
                     if full:
                         return builder.load(builder.bitcast(ptr, ir.PointerType(vt)), align=1)
                     return _masked_load(builder, ptr, vt, m)
+
+                def ld_tap(ptr, vt):  # a tap's input or weight bytes
+                    if mode == "tail" and vt.element.width == 8:
+                        return _tail_load(builder, ptr, nch_)
+                    return ld(ptr, vt, mask)
 
                 def st(v, ptr):
                     if full:
@@ -239,10 +270,9 @@ def _make_int_tile(pt: int, kind: str):
                 with cgutils.for_range(builder, ntap_) as loop:
                     t = loop.index
                     to = builder.load(_gep(builder, ptoff, t, _i64))
-                    wv = builder.sext(ld(_gep(builder, pw, builder.mul(t, wstride_), wt), vw, mask),
-                                      _v16i)
+                    wv = builder.sext(ld_tap(_gep(builder, pw, builder.mul(t, wstride_), wt), vw), _v16i)
                     for p in range(pt):
-                        raw = ld(_gep(builder, xs[p], to, xt), vx, mask)
+                        raw = ld_tap(_gep(builder, xs[p], to, xt), vx)
                         xv = builder.sext(raw, _v16i) if x_signed else builder.zext(raw, _v16i)
                         builder.store(builder.add(builder.load(accs[p]), builder.mul(xv, wv)), accs[p])
                 vo = ir.VectorType(ot, VL)
@@ -291,7 +321,8 @@ def _make_int_tile(pt: int, kind: str):
                 else:
                     int64_stage(kind)
 
-            _emit_split(builder, nch_, emit)
+            # a last block (c0 + nch >= 16: channels of the same pixel before it) loads its tap bytes by _tail_load
+            _emit_split(builder, nch_, emit, builder.icmp_signed(">=", builder.add(c0_, nch_), _i(VL)))
             return context.get_dummy_value()
 
         return sig, codegen
@@ -367,37 +398,18 @@ def dwconv_f32_simd(xp, w, bias, out, geo, toff, lim):
     toff [KH * KW] the taps' element offsets from a window's corner, geo = [sh, sw, dh, dw]."""
     N, HP, WP, C = xp.shape
     OH, OW = out.shape[1], out.shape[2]
-    sh, sw = geo[0], geo[1]
-    lo, hi = lim[0], lim[1]
-    xf = xp.reshape(xp.size)
-    wf = w.reshape(w.size)
-    of = out.reshape(out.size)
-    T = toff.size
-    xstep = sw * C
+    xf, wf, of = xp.reshape(xp.size), w.reshape(w.size), out.reshape(out.size)
+    z = OW - OW  # 0 as a run-time int64
     for n in range(N):
-        for oy in range(OH):
-            xrow = ((n * HP + oy * sh) * WP) * C
-            orow = ((n * OH + oy) * OW) * C
-            for c0 in range(0, C, VL):
-                nch = min(VL, C - c0)
-                if OW >= PT:
-                    # tiles of PT pixels; the last one is moved back to end at OW (it recomputes a few pixels, with
-                    # the same values) rather than leaving single-pixel leftovers
-                    for t in range((OW + PT - 1) // PT):
-                        ox = min(t * PT, OW - PT)
-                        dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of,
-                                     orow + ox * C + c0, C, lo, hi, nch)
-                else:
-                    for ox in range(OW):
-                        dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of,
-                                     orow + ox * C + c0, C, lo, hi, nch)
+        for oy in range(OH):  # tiles of PT pixels, the last one moved back to end at OW; single pixels if OW < PT
+            xrow, orow = ((n * HP + oy * geo[0]) * WP) * C, ((n * OH + oy) * OW) * C
+            _f_pixels(xf, xrow, geo[1] * C, toff, wf, C, bias, of, orow, z, OW, z, lim)
 
 
 @njit(cache=True, inline="always")
 def _int_tile(pt4, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, nch,
               prm):
-    """One generic integer tile of PT pixels or one ("auto": half up below nvec, half away from zero from it)."""
-    if pt4:
+    if pt4:  # a generic integer tile of PT pixels or one ("auto": half up below nvec, half away from zero from it)
         dw_int_tile4(xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff, C, nch,
                      prm)
     else:
@@ -591,21 +603,14 @@ def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
 @njit(cache=True, nogil=True, _nrt=False)
 def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift, zp_out, qmin,
                          qmax, nvec, prm, fill, n0, n1, r0, r1):
-    """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), except
-    that the interior of the image is read where it is: a band whose output rows' windows are all inside the image
-    rows only gets its edge columns padded (dwconv.pad_band_edges, for the output pixels left of xa and from xe
-    on), and its pixels xa .. xe - 1, whose windows lie inside the image, read x directly (toff_x: the taps'
-    offsets in x). Depth multiplier 1 only for that; otherwise, and in bands with a border row, every pixel reads
-    the padded band. Every output is computed by the same tile arithmetic either way.
-
-    Only images [n0, n1) and output rows [r0, r1), in bands from r0 (dwconv.schedule_q passes the whole output;
-    a chunk of the parallel driver its own range, with its own band scratch, fill = 0). One function rather than a
-    wrapper around a row driver: a wrapper links the driver's code into its own module and LLVM re-optimises and
-    re-emits all of it (~1.5 CPU s of a cold compile)."""
+    """dwconv_q_simd one band of output rows at a time over a band scratch (see dwconv.dwconv_f32_banded), the
+    interior read in place: a band whose windows all lie in the image rows gets only its edge columns padded
+    (pad_band_edges: pixels left of xa and from xe on, in tiles, the last one moved back), its pixels [xa, xe) read x
+    (toff_x: the taps' offsets in x; depth multiplier 1 only); other bands read the padded band. The same tile
+    arithmetic either way. Images [n0, n1), output rows [r0, r1) (schedule_q: all; a parallel chunk its range, its
+    own scratch, fill = 0). One function, not a wrapper of a row driver (which LLVM would re-optimise: ~1.5 s)."""
     if fill:
         _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
-    # pixels [xa, xe) of rows [y0, y1) read x: whole tiles; [0, xa) and [xe, OW) the padded edge columns, in tiles
-    # too (the last one moved back, not before OW - PT)
     N, OH, OW, C, H, W, KH, WP, y0, y1, xa, xe, c_lo, c_hi = _banded_geometry(x, s, w, out, geo)
     xf, sf, wf, of = _flat(x), _flat(s), _flat(w), _flat(out)
     xstep = geo[1] * C
