@@ -207,3 +207,54 @@ def test_prepare_error_names_op_and_node():
     it = Interpreter(model_content=b.build())
     with pytest.raises(PrepareError, match=r"ADD \(version 1, node 0\).*cannot be broadcast"):
         it.allocate_tensors()
+
+
+def test_model_content_buffers(official, tmp_path):
+    """bytes and a read-only mmap are used as they are (the plan's constants are views of the map: closing it while
+    the interpreter lives raises BufferError, so nothing was copied); a bytearray, a memoryview or a writable map
+    is copied (zeroing it afterwards changes nothing); anything else is a TypeError naming model_content."""
+    import mmap
+
+    from lite_numba.api.compiled_model import CompiledModel
+
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [4])
+    y = b.add_tensor("y", np.float32, [4])
+    b.add_op("ADD", [x, b.add_const("k", np.array([1.5, -2.0, 0.25, 8.0], np.float32))], [y])
+    b.mark_output(y)
+    data = b.build()
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    feed = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    theirs = official_interpreter(data)
+    theirs.set_tensor(theirs.get_input_details()[0]["index"], feed)
+    theirs.invoke()
+    want = theirs.get_tensor(theirs.get_output_details()[0]["index"])
+
+    def run(content):
+        it = Interpreter(model_content=content)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], feed)
+        it.invoke()
+        return it, it.get_tensor(it.get_output_details()[0]["index"])
+
+    with open(path, "rb") as f:
+        ro = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    it, got = run(ro)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(BufferError):
+        ro.close()  # the interpreter reads the map itself
+    cm = CompiledModel.from_buffer(ro)
+    assert cm is not None
+    del it, cm
+    with open(path, "r+b") as f:
+        rw = mmap.mmap(f.fileno(), 0)
+    for content in (bytearray(data), memoryview(bytearray(data)), rw):
+        it, got = run(content)
+        content[:] = bytes(len(data))  # (copied at construction: the interpreter does not see this)
+        it.invoke()
+        np.testing.assert_array_equal(it.get_tensor(it.get_output_details()[0]["index"]), want)
+    rw.close()  # (a copy was made: nothing holds the map)
+    for bad in ("model", 3, None.__class__):
+        with pytest.raises(TypeError, match="model_content must be bytes"):
+            Interpreter(model_content=bad)

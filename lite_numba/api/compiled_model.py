@@ -31,7 +31,7 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from ..format.model import ModelError, load_model, read_model_bytes
+from ..format.model import ModelError, load_model, model_buffer, read_model_bytes
 from ..runtime.io_binding import IOBinding
 from ..runtime.model_runtime import ModelRuntime
 from ..runtime.resolver import default_op_resolver, resolve_model
@@ -487,16 +487,8 @@ class CompiledModel(ClosedOnExit):
     @classmethod
     def from_buffer(cls, model_data: bytes, hardware_accel: Optional[HardwareAccelerator] = None,
                     environment: Optional[Environment] = None, options: Optional[Options] = None) -> CompiledModel:
-        """Load and compile a model held in memory (bytes or any bytes-like object)."""
-        if isinstance(model_data, bytes):
-            data = model_data
-        else:
-            try:
-                if isinstance(model_data, str):
-                    raise TypeError
-                data = bytes(memoryview(model_data))
-            except TypeError:
-                raise TypeError(f"model_data must be bytes, got {type(model_data).__name__}") from None
+        """Load and compile a model held in memory (bytes, a read-only mmap, or any bytes-like object, copied)."""
+        data = model_buffer(model_data, "model_data")  # (bytes, a read-only mmap: not copied)
         return cls._create(lambda: data, "buffer", hardware_accel, environment, options)
 
     @property

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..format.model import ModelError, load_model, read_model_bytes, unpack_bits
+from ..format.model import ModelError, load_model, model_buffer, read_model_bytes, unpack_bits
 from ..format.plan import ModelPlan
 from ..ops import CustomOp, forwarded
 from ..runtime.model_runtime import ModelRuntime, check_int
@@ -119,10 +119,7 @@ class Interpreter:
                 raise ModelFileError(f"Could not open '{os.fspath(model_path)}'.The model allocation is null/empty") \
                     from e
         elif model_content is not None:
-            try:  # bytes or any buffer (bytearray, memoryview, mmap)
-                data = model_content if isinstance(model_content, bytes) else bytes(memoryview(model_content))
-            except TypeError:
-                raise TypeError(f"model_content must be bytes, got {type(model_content).__name__}") from None
+            data = model_buffer(model_content)  # (bytes, a read-only mmap: not copied; any other buffer: copied)
         else:
             raise ValueError("`model_path` or `model_content` must be specified.")
         if experimental_delegates:

@@ -72,6 +72,20 @@ def read_model_bytes(path: str | os.PathLike):
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
+def model_buffer(content, what: str = "model_content"):
+    """A model held in memory as the loader keeps it: bytes and read-only memory maps as they are (nothing can change
+    them under the loaded plan, so they are not copied: a .litertlm bundle's model section, a mapped file), any other
+    buffer (bytearray, memoryview, a writable map) copied to bytes. Not a buffer: TypeError naming `what`."""
+    if isinstance(content, bytes):
+        return content
+    try:
+        view = memoryview(content)
+    except TypeError:
+        raise TypeError(f"{what} must be bytes, got {type(content).__name__}") from None
+    with view:
+        return content if isinstance(content, mmap.mmap) and view.readonly else view.tobytes()
+
+
 def load_model(data) -> ModelPlan:
     """Parse and validate a .tflite flatbuffer (bytes, bytearray, memoryview or mmap)."""
     buf = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
