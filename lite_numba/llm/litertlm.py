@@ -404,9 +404,8 @@ class LitertlmFile:
 
     def interpreter(self, model_type: str = "prefill_decode", **kwargs):
         """A lite-numba Interpreter of a model section (kwargs: the Interpreter's, e.g. num_threads), given
-        model_map()'s mmap of the section. Today Interpreter(model_content=...) copies any buffer that is not `bytes`
-        (lite_numba/api/interpreter.py), so the model's bytes are copied once here; a .tflite opened by path is
-        mapped, not copied."""
+        model_map()'s read-only mmap of the section, which Interpreter(model_content=...) reads where it is (no copy,
+        as a .tflite opened by path); a section model_map() cannot map alone (not aligned) is copied once."""
         from ..api.interpreter import Interpreter  # lazy: Numba and the kernels load only when a model is run
 
         data = self.model_map(model_type)
