@@ -13,10 +13,10 @@ kernels compile for aarch64 and give the same results there.
 The subset (CASES): CONV_2D (float32, int8 per-channel and per-tensor, uint8; pointwise, 3x3, strided, dilated),
 DEPTHWISE_CONV_2D (float32, int8, uint8), FULLY_CONNECTED (float32, int8, hybrid int8 weights, INT4 blockwise
 weights), a hybrid CONV_2D, BATCH_MATMUL (float32, plain and with both operands transposed and broadcast),
-elementwise ADD / MUL (float32 with
-broadcast, int8), and whole models: small_cnn float32 / int8 / int8 with uint8 I/O and the transformer block (in
-tests/data), plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has them. int8 and uint8 results must
-be bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a whole model (the official x86
+elementwise ADD / MUL (float32 with broadcast, int8), and whole models: small_cnn float32 / int8 / int8 with uint8
+I/O, the transformer block and three compiled control-flow models (WHILE / IF, Keras GRU and LSTM; in tests/data),
+plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has them. int8 and uint8 results must be
+bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a whole model (the official x86
 kernels' summation order is not aarch64's), except the hybrid and INT4 layers: bit-identical floats too (exact int32
 sums, the official float epilogue).
 
@@ -114,8 +114,12 @@ def _cases() -> dict:
         cases[f"{op.lower()}_int8"] = (
             one_op(op, [(np.int8, qa.shape, (0.05, 3)), (np.int8, qb.shape, (0.03, -7))],
                    (np.int8, qa.shape, (0.08 if op == "ADD" else 0.02, 5))), [qa, qb], None)
+    # (and compiled control flow: a WHILE in a looping runner and an IF, the GRU's looping runner, the LSTM's loop
+    # with copies per iteration)
     models = [ROOT / "tests/data/models" / f for f in ("small_cnn_f32.tflite", "small_cnn_int8.tflite",
-                                                       "small_cnn_int8_uint8io.tflite", "transformer_block_f32.tflite")]
+                                                       "small_cnn_int8_uint8io.tflite", "transformer_block_f32.tflite",
+                                                       "control_flow_while_cond.tflite", "keras_gru.tflite",
+                                                       "keras_lstm.tflite")]
     models += [SHARED_MODELS / f for f in ("mobilenet_v2_035_96_f32.tflite", "mobilenet_v2_035_96_int8.tflite")]
     for path in models:
         if path.exists():
