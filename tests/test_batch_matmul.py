@@ -38,6 +38,26 @@ def test_float(case, const_rhs, seed):
     assert_close(ours, ref, 1e-6)
 
 
+# decode-step attention (few query rows, k contiguous in the run-time rhs: batch_matmul._schedule_swapped computes
+# the product transposed): Gemma 3 270M's q x K cache and probabilities x transposed V cache, Qwen3's grouped heads,
+# a row remainder, the SWAP_ROWS limit, a broadcast batch, adj_x
+DOT_CASES = [((1, 1, 4, 256), (1, 1, 1024, 256), False, True), ((1, 1, 4, 1024), (1, 1, 256, 1024), False, True),
+             ((1, 8, 2, 128), (1, 8, 1024, 128), False, True), ((1, 2, 5, 96), (1, 2, 300, 96), False, True),
+             ((16, 64), (200, 64), False, True), ((3, 1, 64), (1, 37, 64), False, True),
+             ((2, 7, 1), (2, 33, 7), True, True)]
+
+
+@pytest.mark.parametrize("ls, rs, adj_x, adj_y", DOT_CASES)
+def test_float_swapped(ls, rs, adj_x, adj_y):
+    rng = np.random.default_rng(39)
+    lhs, rhs = _rand(rng, np.float32, ls), _rand(rng, np.float32, rs)
+    data = bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y)
+    ours, ref = both(data, [lhs, rhs])
+    assert np.array_equal(ours, ref)  # the official kernel's sums in the same order, as the packed-rhs GEMM's
+    two, _ = both(data, [lhs, rhs], num_threads=2)
+    assert np.array_equal(two, ours)  # every output computed by the same code whatever the threads
+
+
 def _assert_exact(ours, ref):
     assert ours.dtype == ref.dtype and ours.shape == ref.shape
     diff = np.abs(ours.astype(np.int64) - ref.astype(np.int64))

@@ -1,5 +1,5 @@
 """FULLY_CONNECTED's float32 loops: the packed-weights GEMM, the row-dot kernel for run-time weights, batch
-transposes."""
+transposes (and the one BATCH_MATMUL's transposed product writes its output with)."""
 
 from __future__ import annotations
 
@@ -126,3 +126,11 @@ def fc_rows_f32(x, w, bias, out, batch, k, units, lim):
             for i in range(k):
                 s += wr[i] * xr[i]
             out[b * units + n] = min(max(s + bias[n], lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def transpose_into(x, out, off, R, C):
+    """out[off + c * R + r] = x[r * C + c] for the [R, C] block x: a [C, R] block written at off of out."""
+    for c in range(C):
+        for r in range(R):
+            out[off + c * R + r] = x[r * C + c]
