@@ -5,12 +5,14 @@ tokens/s, time to first token (TTFT) and the process's peak RSS. Each measuremen
 that with subprocesses), so that its peak RSS is its own; each prints one JSON line, so bench/ can call this script
 in a subprocess and parse the last line of its output.
 
-    # LiteRT-LM (its own venv: python -m venv /work/venv-litertlm && /work/venv-litertlm/bin/pip install litert-lm)
-    /work/venv-litertlm/bin/python scripts/litert_lm_bench.py litertlm MODEL.litertlm --threads 1
+    # LiteRT-LM (its own venv: python3.11 -m venv /tmp/lmvenv && /tmp/lmvenv/bin/pip install litert-lm-api==0.18.1)
+    /tmp/lmvenv/bin/python scripts/litert_lm_bench.py litertlm MODEL.litertlm --threads 1
     # the official Interpreter's signature runners (ai-edge-litert, default resolver: XNNPACK)
     python3.11 scripts/litert_lm_bench.py interpreter MODEL.tflite --threads 1
     # lite-numba's Interpreter, same loop (a first try: --prefill 0 --decode 1 --no-warmup: load, one decode step)
     python3.11 scripts/litert_lm_bench.py lite-numba MODEL.tflite --threads 1
+    # lite-numba's KVSession (bound caches, no copy per step) on the .tflite or the .litertlm bundle
+    python3.11 scripts/litert_lm_bench.py kvsession MODEL.tflite|MODEL.litertlm --threads 1
     # one core's read bandwidth (numpy sum over 512 MiB) and the decode limit it allows for a model
     python3.11 scripts/litert_lm_bench.py bandwidth [--model MODEL.tflite]
     # all of them for the models of scripts/make_llm_models.py, as a table (--engines to choose)
@@ -55,7 +57,8 @@ PROMPT_IDS = list(range(1000, 1000 + PREFILL))
 PROMPT = " ".join(f"w{i}" for i in PROMPT_IDS)
 DEFAULT_DIR = Path("~/.cache/lite-numba/llm-models").expanduser()
 MODELS = ("gemma3_270m", "qwen3_0_6b")
-LITERTLM_PYTHON = "/work/venv-litertlm/bin/python"
+LITERTLM_PYTHON = next((p for p in ("/tmp/lmvenv/bin/python", "/work/venv-litertlm/bin/python") if os.path.exists(p)),
+                       "/tmp/lmvenv/bin/python")
 
 
 def peak_rss_mib() -> float:
@@ -193,6 +196,55 @@ def bench_lite_numba(path: str, threads: int, prefill: int, decode: int, warmup:
     return {"engine": "lite-numba", "threads": threads, **res}
 
 
+def bench_kvsession(path: str, threads: int, prefill: int, decode: int, warmup: bool) -> dict:
+    """lite_numba.llm.KVSession (caches bound: nothing copied per step) on a .tflite or a .litertlm bundle: prefill
+    the 128 prompt ids, then `decode` greedy steps from the prompt's last id at position 128 (the protocol above)."""
+    import numpy as np
+
+    from lite_numba import Interpreter
+    from lite_numba.llm.litertlm import LitertlmFile, is_litertlm
+    from lite_numba.llm.session import KVSession
+
+    t0 = time.perf_counter()
+    if is_litertlm(path):
+        it = LitertlmFile(path).interpreter(num_threads=threads)
+    else:
+        it = Interpreter(model_path=path, num_threads=threads)
+    session = KVSession(it)
+    load_s = time.perf_counter() - t0
+
+    def turn():
+        session.reset()
+        t0 = time.perf_counter()
+        if prefill:
+            session.feed(PROMPT_IDS[:prefill])
+        t_pre = time.perf_counter() - t0
+        token, steps, tokens = PROMPT_IDS[-1], [], []
+        for _ in range(decode):
+            t0 = time.perf_counter()
+            logits = session.step(token)
+            token = int(np.argmax(logits))
+            steps.append(time.perf_counter() - t0)
+            tokens.append(token)
+        return t_pre, steps, tokens
+
+    warm = 0.0
+    if warmup:
+        t0 = time.perf_counter()
+        session.feed(PROMPT_IDS[:prefill]) if prefill else None
+        session.step(PROMPT_IDS[-1])
+        warm = time.perf_counter() - t0
+    t_prefill, steps, tokens = turn()
+    return {"engine": "lite-numba KVSession", "threads": threads, "load_s": round(load_s, 3),
+            "warmup_s": round(warm, 3), "prefill_tokens": prefill,
+            "prefill_tok_s": round(prefill / t_prefill, 2) if prefill else None, "decode_tokens": decode,
+            "decode_tok_s": round(decode / sum(steps), 2) if steps else None,
+            "ttft_s": round(t_prefill + (steps[0] if steps else 0.0), 4),
+            "decode_step_ms_min": round(1e3 * min(steps), 2) if steps else None,
+            "decode_steps_ms": [round(1e3 * t, 1) for t in steps[:4]],
+            "copies": session.copies(), "tokens": tokens[:8], "peak_rss_mib": round(peak_rss_mib(), 1)}
+
+
 # ----------------------------------------------------------------------------------------------------- bandwidth
 def streamed_weight_bytes(path: str, signature: str = "decode") -> dict:
     """Bytes of the constant weights a decode step reads in full: every distinct constant buffer feeding a
@@ -285,6 +337,8 @@ def run_all(args) -> None:
             for engine in engines:
                 if engine == "litertlm":
                     r = _child(["litertlm", str(bundle), *common, "--cache-dir", args.cache_dir], args.litertlm_python)
+                elif engine == "kvsession" and args.bundle:
+                    r = _child(["kvsession", str(bundle), *common], sys.executable)
                 else:
                     r = _child([engine, str(tfl), *common], sys.executable)
                 r.update(model=name, limit_tok_s=round(limit, 1) if limit else None)
@@ -306,7 +360,7 @@ def run_all(args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("litertlm", "interpreter", "lite-numba"):
+    for name in ("litertlm", "interpreter", "lite-numba", "kvsession"):
         p = sub.add_parser(name)
         p.add_argument("model")
         p.add_argument("--threads", type=int, default=1)
@@ -323,11 +377,13 @@ def main() -> None:
     p.add_argument("--dir", default=str(DEFAULT_DIR))
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--engines", default="litertlm,interpreter", help="litertlm,interpreter,lite-numba")
+    p.add_argument("--engines", default="litertlm,interpreter,kvsession",
+                   help="litertlm,interpreter,lite-numba,kvsession")
     p.add_argument("--prefill", type=int, default=PREFILL)
     p.add_argument("--decode", type=int, default=DECODE)
     p.add_argument("--cache-dir", default=str(DEFAULT_DIR / "litertlm-cache"))
     p.add_argument("--litertlm-python", default=LITERTLM_PYTHON)
+    p.add_argument("--bundle", action="store_true", help="kvsession runs the .litertlm bundle, not the .tflite")
     args = ap.parse_args()
 
     if args.cmd == "run":
@@ -348,6 +404,8 @@ def main() -> None:
         res = bench_litertlm(args.model, args.threads, args.prefill, args.decode, cache, not args.no_warmup)
     elif args.cmd == "interpreter":
         res = bench_interpreter(args.model, args.threads, args.prefill, args.decode, not args.no_warmup)
+    elif args.cmd == "kvsession":
+        res = bench_kvsession(args.model, args.threads, args.prefill, args.decode, not args.no_warmup)
     else:
         res = bench_lite_numba(args.model, args.threads, args.prefill, args.decode, not args.no_warmup)
     print(json.dumps(res), flush=True)
