@@ -433,6 +433,6 @@ def _prepare_hybrid_fc(ctx: PrepareContext, x, w, b, out, units: int, k: int) ->
     q, sf, zp = schedule_hybrid_rows(ctx, x, batch, k)
     acc = ctx.temp((batch * units,), np.int32)
     schedule_igemm(ctx, q, zero, 0, np.int8, None, np.ascontiguousarray(dense.T), zero, 0, acc, batch, k, units)
-    row_sums = dense.astype(np.int64).sum(axis=1).astype(np.int32)
+    row_sums = dense.sum(axis=1, dtype=np.int64).astype(np.int32)
     ctx.call(hybrid_fc_finish, acc, sf, zp, row_sums, scales, bias, ctx.view(o, (o.size,)), units, act)
     ctx.call(hybrid_fc_zero_input, ctx.view(x, (x.size,)), bias, ctx.view(o, (o.size,)), units, act)
