@@ -56,6 +56,7 @@ from numba.extending import intrinsic
 
 MR = 4  # rows of a tile
 HALF = 16  # channels of a tile: half a panel
+NSETS = 4  # accumulator sets of a 1-row tile (narrow_accumulate)
 
 _V8I = ir.VectorType(_i32, 8)
 _V16I = ir.VectorType(_i32, 16)
@@ -108,40 +109,57 @@ def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg,
     as they lie instead of being shuffled out of a byte group."""
     zero32 = ir.Constant(_V32B, None)
     half = builder.ashr(gs, _const(1))  # bytes from a group's first depth pair to its second
-    accs = [[cgutils.alloca_once_value(builder, ir.Constant(_V8I, None)) for _ in range(nv)] for _ in range(mr)]
+    # a 1-row tile has only nv chains of dependent sums (vpdpbusd's latency is ~5 cycles): NSETS accumulator sets
+    # take the groups in turn and are added at the end (wrapping int32 sums: the same result in any order)
+    nset = NSETS if mr == 1 else 1
+    sets = [[[cgutils.alloca_once_value(builder, ir.Constant(_V8I, None)) for _ in range(nv)] for _ in range(mr)]
+            for _ in range(nset)]
+
+    def group(g, arow, pb0, accs):
+        pg = byte_ptr(builder, pb0, builder.mul(g, gs))
+        aoff = builder.mul(g, _const(4))
+        if vnni:
+            bv = [load(builder, byte_ptr(builder, pg, _const(32 * v)), _V8I) for v in range(nv)]
+        else:
+            bv = [[builder.sext(load(builder, byte_ptr(builder, pg, builder.add(
+                builder.mul(half, _const(h)), _const(16 * v))), _V16B), _V16S) for v in range(nv)]
+                for h in range(2)]
+        for r in range(mr):
+            av = _splat(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32), _V8I)
+            if vnni:
+                for v in range(nv):
+                    builder.store(dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
+                continue
+            if a16:
+                p01 = builder.bitcast(av, _V16S)
+                p23 = builder.bitcast(_splat(builder, load(builder, byte_ptr(builder, arow[r], builder.add(
+                    aoff, _const(2))), _i32), _V8I), _V16S)
+            else:
+                ab = builder.bitcast(av, _V32B)
+                p01 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR01), _V16S)
+                p23 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR23), _V16S)
+            for v in range(nv):
+                s = builder.add(maddwd(builder, p01, bv[0][v]), maddwd(builder, p23, bv[1][v]))
+                builder.store(builder.add(builder.load(accs[r][v]), s), accs[r][v])
+
     with cgutils.for_range(builder, nrun) as run, cgutils.for_range(builder, nrun2) as run2:
         u, u2 = run.index, run2.index
         a0 = builder.add(a_off, builder.add(builder.mul(u, rstride), builder.mul(u2, rstride2)))
         arow = [byte_ptr(builder, pa, builder.add(a0, builder.mul(lda, _const(r)))) for r in range(mr)]
         k0 = builder.mul(builder.add(builder.mul(u, nrun2), u2), kg)  # groups before this run
         pb0 = byte_ptr(builder, pb, builder.add(b_off, builder.mul(k0, gs)))
-        with cgutils.for_range(builder, kg) as loop:
-            g = loop.index
-            pg = byte_ptr(builder, pb0, builder.mul(g, gs))
-            aoff = builder.mul(g, _const(4))
-            if vnni:
-                bv = [load(builder, byte_ptr(builder, pg, _const(32 * v)), _V8I) for v in range(nv)]
-            else:
-                bv = [[builder.sext(load(builder, byte_ptr(builder, pg, builder.add(
-                    builder.mul(half, _const(h)), _const(16 * v))), _V16B), _V16S) for v in range(nv)]
-                    for h in range(2)]
-            for r in range(mr):
-                av = _splat(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32), _V8I)
-                if vnni:
-                    for v in range(nv):
-                        builder.store(dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
-                    continue
-                if a16:
-                    p01 = builder.bitcast(av, _V16S)
-                    p23 = builder.bitcast(_splat(builder, load(builder, byte_ptr(builder, arow[r], builder.add(
-                        aoff, _const(2))), _i32), _V8I), _V16S)
-                else:
-                    ab = builder.bitcast(av, _V32B)
-                    p01 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR01), _V16S)
-                    p23 = builder.bitcast(builder.shuffle_vector(ab, zero32, _PAIR23), _V16S)
-                for v in range(nv):
-                    s = builder.add(maddwd(builder, p01, bv[0][v]), maddwd(builder, p23, bv[1][v]))
-                    builder.store(builder.add(builder.load(accs[r][v]), s), accs[r][v])
+        whole = builder.sdiv(kg, _const(nset)) if nset > 1 else kg
+        with cgutils.for_range(builder, whole) as loop:
+            for i in range(nset):
+                group(builder.add(builder.mul(loop.index, _const(nset)), _const(i)), arow, pb0, sets[i])
+        if nset > 1:
+            with cgutils.for_range(builder, builder.srem(kg, _const(nset))) as loop:
+                group(builder.add(builder.mul(whole, _const(nset)), loop.index), arow, pb0, sets[0])
+    accs = sets[0]
+    for extra in sets[1:]:
+        for r in range(mr):
+            for v in range(nv):
+                builder.store(builder.add(builder.load(accs[r][v]), builder.load(extra[r][v])), accs[r][v])
     return accs
 
 
