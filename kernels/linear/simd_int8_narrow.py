@@ -7,8 +7,9 @@ differ, so every output byte is the one the AVX-512 VNNI path and the official r
 
 - The tile is MR = 4 rows x 16 output channels (two vectors of 8 int32 lanes per row: 8 accumulators of the 16 ymm
   registers), or 8 channels (one vector) for a last panel half with at most 8 live channels, or one row for a few
-  leftover rows and matrix-vector products. Weights are packed in panels of 32 channels (16 for a last odd panel)
-  like the VNNI path; a panel is computed as two 16-channel halves.
+  leftover rows and matrix-vector products (16 channels, or a whole 32-channel panel: one activation broadcast for
+  4 vectors; a 1-row tile sums the depth in several accumulator sets, narrow_accumulate). Weights are packed in
+  panels of 32 channels (16 for a last odd panel) like the VNNI path; a panel is computed as two 16-channel halves.
 - AVX-VNNI (level "avxvnni"): the VNNI layout (simd_int8.pack_weights_vnni: per 4-byte group of the depth, each
   channel's 4 bytes) and `vpdpbusd` on ymm registers (the VEX encoding; LLVM's intrinsic is the AVX-512 VL one,
   selected as AVX-VNNI on CPUs without AVX-512). When the target lacks both, the intrinsic's generic twin computes
@@ -111,7 +112,7 @@ def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg,
     half = builder.ashr(gs, _const(1))  # bytes from a group's first depth pair to its second
     # a 1-row tile has only nv chains of dependent sums (vpdpbusd's latency is ~5 cycles): NSETS accumulator sets
     # take the groups in turn and are added at the end (wrapping int32 sums: the same result in any order)
-    nset = NSETS if mr == 1 else 1
+    nset = min(NSETS, 8 // nv) if mr == 1 else 1  # at most 8 accumulators
     sets = [[[cgutils.alloca_once_value(builder, ir.Constant(_V8I, None)) for _ in range(nv)] for _ in range(mr)]
             for _ in range(nset)]
 
@@ -164,7 +165,8 @@ def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg,
 
 
 def _make_tile(mr: int, nv: int, vnni: bool):
-    """An intrinsic computing an [mr, 8 * nv] tile of the quantized output (nv = 1 or 2 vectors of 8 channels):
+    """An intrinsic computing an [mr, 8 * nv] tile of the quantized output (nv = 1 or 2 vectors of 8 channels, or 4
+    for one row: two 16-channel pieces, the second with ncols - 16 live):
 
     tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo, nrows, ncols,
     qmin, qmax, rs_on, rs_off)
@@ -196,16 +198,19 @@ def _make_tile(mr: int, nv: int, vnni: bool):
                     for v in range(nv):
                         builder.store(builder.add(builder.load(accs[r][v]), t), accs[r][v])
             lo, hi = _splat(builder, qmin_, _V16I), _splat(builder, qmax_, _V16I)
-            params = requantize_params(builder, pp, c0_)
-            for r in range(mr):
-                with builder.if_then(builder.icmp_signed("<", _const(r), nrows_)):
-                    hi8 = builder.load(accs[r][1]) if nv == 2 else ir.Constant(_V8I, None)
-                    acc = builder.shuffle_vector(builder.load(accs[r][0]), hi8, ir.Constant(_V16I, list(range(16))))
-                    y = builder.trunc(requantize_vector(builder, acc, params, lo, hi), _V16B)
-                    if nv == 1:
-                        y = builder.shuffle_vector(y, y, ir.Constant(_V8I, list(range(8))))
-                    dst = builder.gep(po, [builder.add(o_off_, builder.mul(ldo_, _const(r)))], inbounds=True)
-                    store_live(builder, y, dst, ncols_)
+            for q in range(max(nv // 2, 1)):  # 16-channel pieces (a 1 x 32 tile: two, the second one live)
+                params = requantize_params(builder, pp, builder.add(c0_, _const(HALF * q)))
+                for r in range(mr):
+                    with builder.if_then(builder.icmp_signed("<", _const(r), nrows_)):
+                        hi8 = builder.load(accs[r][2 * q + 1]) if nv >= 2 else ir.Constant(_V8I, None)
+                        acc = builder.shuffle_vector(builder.load(accs[r][2 * q]), hi8,
+                                                     ir.Constant(_V16I, list(range(16))))
+                        y = builder.trunc(requantize_vector(builder, acc, params, lo, hi), _V16B)
+                        if nv == 1:
+                            y = builder.shuffle_vector(y, y, ir.Constant(_V8I, list(range(8))))
+                        dst = builder.gep(po, [builder.add(o_off_, builder.add(builder.mul(ldo_, _const(r)),
+                                                                               _const(HALF * q)))], inbounds=True)
+                        store_live(builder, y, dst, builder.sub(ncols_, _const(HALF * q)))
             return context.get_dummy_value()
 
         return sig, codegen
@@ -217,6 +222,8 @@ def _make_tile(mr: int, nv: int, vnni: bool):
 _vnni_4x16, _vnni_4x8, _vnni_1x16, _vnni_1x8 = (_make_tile(m, v, True) for m, v in ((MR, 2), (MR, 1), (1, 2), (1, 1)))
 _pairs_4x16, _pairs_4x8, _pairs_1x16, _pairs_1x8 = (_make_tile(m, v, False)
                                                     for m, v in ((MR, 2), (MR, 1), (1, 2), (1, 1)))
+# a whole 32-channel panel in one 1-row tile (matrix-vector products: one activation broadcast for 4 vectors)
+_vnni_1x32, _pairs_1x32 = _make_tile(1, 4, True), _make_tile(1, 4, False)
 
 
 # --- weight packing (prepare time, numpy) -----------------------------------------------------------------------------
@@ -265,6 +272,14 @@ def _panel_halves(vnni, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstr
     channels from j0), mr rows."""
     gs = 4 * width
     hq = 64 if vnni else 32  # bytes from a group's first channel to its 17th, in either layout
+    if mr == 1 and width == 2 * HALF and ncols > HALF:
+        args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, gs, prm, j0, out, o_off, ldo, nrows, ncols,
+                qmin, qmax, rs_on, rs_off)
+        if vnni:
+            _vnni_1x32(*args)
+        else:
+            _pairs_1x32(*args)
+        return
     for q in range(width // HALF):
         live = ncols - HALF * q
         if live <= 0:
