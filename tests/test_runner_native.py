@@ -158,3 +158,34 @@ def test_call_native_at_reads_positions_from_the_bases():
     ft = np.array([0.0, 10.0, 0.0, -1.0])  # f of call 0 at ft[0 + 1], of call 1 at ft[2 + 1]
     run(arena, np.zeros(8, np.uint8), it, ft, fp)
     np.testing.assert_array_equal(a, [15.0, 15.0, 1.0, 1.0, 6.0, 6.0, 6.0, 1.0])
+
+
+def test_packed_weights_live_once():
+    """A call's precomputed array (here the float FULLY_CONNECTED's packed weights) is copied into its segment's
+    aux, and the call then points there: the packed original is freed, so after allocate numpy holds one packed copy
+    of the weights, not two (Gemma 3 270M: ~256 MiB less resident)."""
+    import tracemalloc
+
+    from lite_numba.builder import ModelBuilder
+
+    k, n = 1024, 2048
+    w = np.random.default_rng(0).standard_normal((n, k)).astype(np.float32)
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [4, k])
+    y = b.add_tensor("y", np.float32, [4, n])
+    b.add_op("FULLY_CONNECTED", [x, b.add_const("w", w), b.add_const("bias", np.zeros(n, np.float32))], [y])
+    b.mark_output(y)
+    data = b.build()
+    Interpreter(model_content=data).allocate_tensors()  # (compiled and cached before the count)
+    tracemalloc.start()
+    try:
+        it = Interpreter(model_content=data)
+        it.allocate_tensors()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 1.5 * w.nbytes, held / w.nbytes
+    xs = np.random.default_rng(1).standard_normal((4, k)).astype(np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], xs)
+    it.invoke()
+    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), xs @ w.T, rtol=1e-4, atol=1e-3)

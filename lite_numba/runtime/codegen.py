@@ -65,6 +65,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
     seg = Segment(nodes, calls)
     aux_parts: list[np.ndarray] = []
     aux_pos: dict[int, int] = {}
+    consts: set[int] = set()  # (the ConstArg arrays among aux_parts)
     aux_size = 0
     it: list[int] = [0, 0]  # it[0]: where the step table starts, it[1]: the number of steps (see _step_loop)
     arena_args: list[int] = []  # positions in `it` of arena array arguments (Segment.arena_args)
@@ -94,6 +95,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
                 if isinstance(a, ConstArg):
                     arr, shape, base = a.array, a.array.shape, "aux"
                     off = aux_offset(arr)
+                    consts.add(id(arr))
                 else:
                     t = a if isinstance(a, Tensor) else a.tensor
                     shape = a.shape
@@ -182,6 +184,13 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
             else:
                 args.append(a)
         seg.py_calls.append((call.fn, tuple(args), ni))
+    # The calls' precomputed arrays (packed weights, tables) now live in aux: the calls (kept with their nodes'
+    # preparations) point there too, so the originals are freed instead of doubling the model's memory.
+    moved = {id(arr): ConstArg(aux[aux_pos[id(arr)]:aux_pos[id(arr)] + arr.nbytes].view(arr.dtype).reshape(arr.shape))
+             for arr in aux_parts if id(arr) in consts}
+    for _ni, call in calls:
+        if any(isinstance(a, ConstArg) for a in call.args):
+            call.args = tuple(moved[id(a.array)] if isinstance(a, ConstArg) else a for a in call.args)
     if compiled:
         seg.fp = np.array([cached_address(fn.overloads[sig]) for fn, sig in fptrs] or [0], np.int64)
         run = compile_runner(seg.source, kernels)
