@@ -288,7 +288,7 @@ def _panel_halves(vnni, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstr
               prm, j0 + HALF * q, out, o_off + HALF * q, ldo, nrows, live, qmin, qmax, rs_on, rs_off)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)  # no reference counting of the views it makes (as qconv_vnni)
 def qconv_narrow(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
     """simd_int8.qconv_vnni on 256-bit tiles: the same arguments, both ways of feeding the tiles (im2col blocks, or
     with geo[13] = 1 the windows of a KxK convolution read in place from the padded input in abuf), and the same
