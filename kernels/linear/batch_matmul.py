@@ -145,6 +145,8 @@ def _contiguous(ctx: PrepareContext, t, shape, strides):
 # rows of a float32 product by a transposed run-time rhs computed as its transpose (above): Gemma 3 270M's decode step
 # (4 query rows, 1 MiB caches) spent ~0.35 / 0.6 ms per K / V product packing the cache for the GEMM
 SWAP_ROWS = 16
+# at most this many output batches (three calls and a row table each; attention has one per KV head)
+SWAP_BATCHES = 64
 
 
 def _schedule_swapped(ctx: PrepareContext, lhs, a_off, a_strides, rhs, b_off, bn, o, M: int, K: int, N: int,
@@ -215,7 +217,7 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
     am, ak = (lst[-1], lst[-2]) if adj_x else (lst[-2], lst[-1])
     bk, bn = (rst[-1], rst[-2]) if adj_y else (rst[-2], rst[-1])
     if (not quantized and rhs.dtype == np.float32 and drivers is not None and not rhs.is_const and M <= SWAP_ROWS
-            and bk == 1 and K > 0):
+            and bk == 1 and K > 0 and int(np.prod(out_b, dtype=np.int64)) <= SWAP_BATCHES):
         _schedule_swapped(ctx, lhs, _batch_offsets(ls, lst, out_b), (am, ak), rhs, _batch_offsets(rs, rst, out_b), bn,
                           o, M, K, N, drivers)
         return
