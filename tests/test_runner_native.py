@@ -189,3 +189,32 @@ def test_packed_weights_live_once():
     it.set_tensor(it.get_input_details()[0]["index"], xs)
     it.invoke()
     np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), xs @ w.T, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("source", ["path", "bytes"])
+def test_large_constant_read_in_place(official, tmp_path, source):
+    """A constant tensor of 64 KiB or more that a kernel reads as a tensor (here GATHER's table, as an LLM's
+    embedding) is read where the model holds it (the mapped file), not copied into the segment's aux: the official
+    outputs, also from a clone; from bytes it is read in place when aligned, copied otherwise, the same outputs."""
+    from lite_numba.builder import ModelBuilder
+
+    table = np.random.default_rng(0).standard_normal((512, 64)).astype(np.float32)
+    b = ModelBuilder()
+    ids = b.add_input("ids", np.int32, [5])
+    out = b.add_tensor("out", np.float32, [5, 64])
+    b.add_op("GATHER", [b.add_const("table", table), ids], [out], options={"axis": 0})
+    b.mark_output(out)
+    data = b.build()
+    path = tmp_path / "gather.tflite"
+    path.write_bytes(data)
+    it = Interpreter(model_path=str(path)) if source == "path" else Interpreter(model_content=data)
+    it.allocate_tensors()
+    segs = [s for kind, s in it.runtime.graph(0).steps if kind == "segment"]
+    if source == "path":
+        assert sum(s.aux.nbytes for s in segs) < table.nbytes and sum(len(s.keep) for s in segs) == 1
+    feed = [np.array([0, 511, 3, 7, 100], np.int32)]
+    want = run_official(data, feed)
+    for runner in (it, it.clone()):
+        runner.set_tensor(runner.get_input_details()[0]["index"], feed[0])
+        runner.invoke()
+        np.testing.assert_array_equal(runner.get_tensor(runner.get_output_details()[0]["index"]), want[0])

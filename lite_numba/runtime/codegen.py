@@ -30,6 +30,11 @@ from ..jit.symbols import symbol_name
 from ..ops import Call, ConstArg, Tensor, TensorView
 from .arena import align64
 
+# A constant tensor of at least this many bytes (16-byte aligned, as the schema aligns buffers and numpy aligns aux
+# itself) is read by the runner where the model holds it (the mapped file), addressed from aux, instead of being
+# copied into aux: an LLM's embedding table is read by a GATHER of every signature (Gemma 3 270M: 160 MiB a copy).
+IN_PLACE_CONST = 1 << 16
+
 
 def executor_mode() -> str:
     """'compiled' (default) or 'python' (one Python call per kernel; for debugging): $LITE_NUMBA_EXECUTOR."""
@@ -53,6 +58,7 @@ class Segment:
         self.arena_args: np.ndarray | None = None
         self.py_calls: list[tuple[Any, tuple, int]] = []  # (fn, resolved args, node) for python mode / profiling
         self.source = ""
+        self.keep: list = []  # constants the runner reads where they are (make_segment), kept alive with it
 
 
 
@@ -65,6 +71,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
     seg = Segment(nodes, calls)
     aux_parts: list[np.ndarray] = []
     aux_pos: dict[int, int] = {}
+    outside: list[tuple[int, np.ndarray]] = []  # (position in `it`, constant) of constants left where they are
     consts: set[int] = set()  # (the ConstArg arrays among aux_parts)
     aux_size = 0
     it: list[int] = [0, 0]  # it[0]: where the step table starts, it[1]: the number of steps (see _step_loop)
@@ -101,7 +108,11 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
                     shape = a.shape
                     if t.is_const:
                         arr = np.ascontiguousarray(t.data)
-                        base, off = "aux", aux_offset(arr)
+                        if arr.nbytes >= IN_PLACE_CONST and arr.ctypes.data % 16 == 0:
+                            base, off = "aux", 0  # (read where it is: its offset from aux set below)
+                            outside.append((len(it), arr))
+                        else:
+                            base, off = "aux", aux_offset(arr)
                     else:
                         base, off = "arena", offsets[t.index]
                     arr = None
@@ -161,10 +172,19 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
         lines = [body]
         it[0], it[1] = len(it), len(steps)
         it += table
+    if kernels:  # (a kernel linked into the runner slices aux in its source: every constant goes into it)
+        for p, arr in outside:
+            it[p] = aux_offset(arr)
+            it[p + 1] += it[p]
+        outside = []
     aux = np.zeros(max(aux_size, 64), np.uint8)
     for arr in aux_parts:
         off = aux_pos[id(arr)]
         aux[off:off + arr.nbytes] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    for p, arr in outside:  # a large constant tensor (an embedding table) read in the model's buffer, not copied
+        it[p] = arr.ctypes.data - aux.ctypes.data
+        it[p + 1] += it[p]
+    seg.keep = [arr for _, arr in outside]
     seg.aux = aux
     seg.it = np.array(it or [0], np.int64)
     seg.arena_args = None if kernels else np.array(arena_args, np.int64)
