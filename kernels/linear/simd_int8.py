@@ -283,7 +283,7 @@ def channel_offsets(w: np.ndarray, flip: int, zp_in: int, Np: int) -> np.ndarray
     """Per-channel int32 offset -(flip + zp_in) * sum_k w[n, k] (wrapped like the int32 accumulator), padded to Np.
 
     `flip` is 128 when int8 activations are packed as x + 128, 0 for uint8."""
-    s = w.astype(np.int64).sum(axis=1) * -(int(flip) + int(zp_in))
+    s = w.sum(axis=1, dtype=np.int64) * -(int(flip) + int(zp_in))  # (no int64 copy of the weights)
     out = np.zeros(Np, np.int64)
     out[:w.shape[0]] = s
     return ((out + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
