@@ -6,9 +6,8 @@ accumulators (PT vectors of 16 lanes) stay in registers for the whole window; fo
 loaded once and multiplied with the PT pixels' inputs at x[xoff + p * xstep + toff[t]]. A block of fewer than 16
 channels needs no scalar tail: masked loads and stores (or, without AVX-512 BW, _tail_load's shuffled bytes).
 
-Numerics are those of the portable loops, exactly: float32 starts from the bias and adds fmul(x, w) tap by tap
-(a separate multiply and add, no FMA), then clamps to [lo, hi]; integers accumulate ext(x) * sext(w) in wrapping
-int32 lanes starting from bias - zp_in * window_sum, and are requantized by the portable row loop.
+Numerics are the portable loops': float32 adds fmul(x, w) to the bias tap by tap (no FMA), then clamps; integers
+sum ext(x) * sext(w) in wrapping int32 lanes (any order) from bias - zp_in * window_sum, requantized as there.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from lite_numba.kernels.base.llvm_ir import i64 as _i
 from lite_numba.kernels.base.llvm_ir import splat as _splat
 from lite_numba.kernels.linear.dwconv_loops import bias_minus_zp, dw_rows, each_band, pad_band, pad_band_edges
 from lite_numba.kernels.linear.simd_int8 import channel_params, params64, requantize_params, requantize_vector
+from lite_numba.kernels.linear.simd_int8_narrow import maddwd
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -35,6 +35,9 @@ from numba.extending import intrinsic
 
 VL = 16  # lanes per vector (one zmm of float32 / int32)
 _X86 = platform.machine().lower() in ("x86_64", "amd64")
+_v8i, _v16s = ir.VectorType(ir.IntType(32), 8), ir.VectorType(ir.IntType(16), VL)
+_HALVES = (0xFFFF, -65536)  # the even / odd int16 of an int32 lane
+_INTERLEAVE = ir.Constant(_v16i, [i // 2 + 8 * (i % 2) for i in range(VL)])  # channels from even / odd lanes
 
 assert VL == _v16f.count == _v16i.count == _v16b.count
 
@@ -114,10 +117,8 @@ def _lane_mask(builder, nch):
 
 
 def _make_f32_tile(pt: int):
-    """tile(x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch):
-
-    out[ooff + p * ostep + j] = clamp(bias[c0 + j] + sum_t x[xoff + p * xstep + toff[t] + j] * w[t * wstride + c0 + j])
-    for p < pt, j < nch (<= 16), float32, taps added in order."""
+    """tile(x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch): float32 out[ooff + p *
+    ostep + j] = clamp(bias[c0 + j] + sum_t x[xoff + p * xstep + toff[t] + j] * w[t * wstride + c0 + j]) in order."""
 
     @intrinsic
     def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch):
@@ -174,9 +175,8 @@ def _make_f32_tile(pt: int):
 
 
 def _requantize(builder, a, q, left, right, kind, upmask):
-    """The RQ_NEON output stage on 16 int32 accumulators `a` (int64 lanes out, before the zero point):
-    kind "up": conv_loops.mbqm_half_up; "away": mbqm_away (TFLite's MultiplyByQuantizedMultiplier); "mixed":
-    lanes of upmask half up, the others half away. q, left, right: per-lane multiplier and shifts (int64)."""
+    """RQ_NEON on 16 int32 lanes `a` (int64 out, before the zero point): "up" conv_loops.mbqm_half_up, "away"
+    mbqm_away, "mixed" upmask's lanes up, the others away; q, left, right: per-lane multiplier, shifts (int64)."""
     v16l = ir.VectorType(_i64, VL)
 
     def c(v):
@@ -207,16 +207,12 @@ def _requantize(builder, a, q, left, right, kind, upmask):
 
 def _make_int_tile(pt: int, kind: str):
     """tile(x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out, ooff, ostep,
-    nch, prm):
-
-    acc = be[c0 + j] + sum_t ext(x[xoff + p * xstep + toff[t] + j]) * sext(w[t * wstride + c0 + j]) in wrapping
-    int32; out[ooff + p * ostep + j] = clamp(requantize(acc, mult[c0 + j], shift[c0 + j]) + zp_out, qmin, qmax)
-    for p < pt, j < nch. x int8 (sign-extended) or uint8 (zero-extended), w int8 or int16; out int8 or uint8.
-    kind: the rounding of the block: "up", "away", "mixed" (channels below nvec half up), or "auto", the one
-    _q_pixels uses (its blocks never straddle nvec): a block below nvec is "up", else "away", chosen at run time
-    so that one tile's main loop serves both. The "up" output stage takes be, mult, shift and zp_out from prm
-    (simd_int8's output stage on parameters filled by simd_int8.channel_params, the same arithmetic as
-    _requantize "up" + zp_out); "up" and "auto" tiles start from 0 and add be in the "away" stage."""
+    nch, prm): acc = be[c0 + j] + sum_t ext(x[xoff + p * xstep + toff[t] + j]) * sext(w[t * wstride + c0 + j]) in
+    wrapping int32; out[ooff + p * ostep + j] = clamp(requantize(acc, ...) + zp_out, qmin, qmax) for p < pt,
+    j < nch; x int8 / uint8, w int8 / int16, out int8 / uint8. kind, the block's rounding: "up", "away", "mixed"
+    (half up below nvec) or "auto" (_q_pixels', whose blocks never straddle nvec: "up" below nvec, else "away", at
+    run time). "up" takes its parameters from prm (simd_int8's output stage, channel_params); "up" and "auto"
+    tiles start from 0 and add be in the "away" stage."""
 
     @intrinsic
     def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out,
@@ -267,14 +263,29 @@ def _make_int_tile(pt: int, kind: str):
                 b = ir.Constant(_v16i, None) if kind in ("up", "auto") else ld(pbe, _v16i, mask)
                 accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
                 xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), xt) for p in range(pt)]
+                # no AVX-512: vpmaddwd on int16 lanes, odd / even weights zeroed, sums even / odd channels (half the
+                eo = [[cgutils.alloca_once_value(builder, ir.Constant(_v8i, None)) for _ in range(2)]
+                      for _ in range(pt)] if not _masks_native() else None  # extensions, no vpmulld; interleaved)
                 with cgutils.for_range(builder, ntap_) as loop:
                     t = loop.index
                     to = builder.load(_gep(builder, ptoff, t, _i64))
-                    wv = builder.sext(ld_tap(_gep(builder, pw, builder.mul(t, wstride_), wt), vw), _v16i)
+                    wraw = ld_tap(_gep(builder, pw, builder.mul(t, wstride_), wt), vw)
+                    w32 = builder.bitcast(wraw if wt.width == 16 else builder.sext(wraw, _v16s), _v8i)
+                    wh = [builder.bitcast(builder.and_(w32, ir.Constant(_v8i, [m] * 8)), _v16s) for m in _HALVES]
+                    wv = builder.sext(wraw, _v16i)
                     for p in range(pt):
                         raw = ld_tap(_gep(builder, xs[p], to, xt), vx)
+                        if eo is not None:
+                            x16 = builder.sext(raw, _v16s) if x_signed else builder.zext(raw, _v16s)
+                            for h in range(2):
+                                m = maddwd(builder, x16, wh[h])
+                                builder.store(builder.add(builder.load(eo[p][h]), m), eo[p][h])
+                            continue
                         xv = builder.sext(raw, _v16i) if x_signed else builder.zext(raw, _v16i)
                         builder.store(builder.add(builder.load(accs[p]), builder.mul(xv, wv)), accs[p])
+                for p in range(pt if eo is not None else 0):
+                    v = builder.shuffle_vector(builder.load(eo[p][0]), builder.load(eo[p][1]), _INTERLEAVE)
+                    builder.store(builder.add(builder.load(accs[p]), v), accs[p])
                 vo = ir.VectorType(ot, VL)
                 store = cgutils.get_or_insert_function(
                     builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
@@ -333,11 +344,9 @@ def _make_int_tile(pt: int, kind: str):
 
 def _make_int_rows3_tile(pt: int, sw: int):
     """tile(x, xoff, C, ys, nrow, w, c0, out, ooff, prm, qmin, qmax): the "up" int8 tile for windows of nrow rows of
-    3 adjacent taps (dilation 1 along x) and stride sw along x, 16 whole channels: the (pt - 1) * sw + 3 input
-    vectors of a window row are loaded once and shared by the pt pixels (pixel p, tap kx reads column
-    p * sw + kx; row ky of pixel p's window starts at x[xoff + ky * ys + p * sw * C]); weights w[(ky * 3 + kx) * C
-    + c0 + j]; output at out[ooff + p * C + j], requantized like _make_int_tile's "up" tile. Accumulates the same
-    int32 products as the generic tile (in another order: wrapping int32 sums do not depend on it)."""
+    3 adjacent taps, stride sw along x, 16 whole channels: a window row's (pt - 1) * sw + 3 input vectors loaded
+    once for the pt pixels (row ky of pixel p at x[xoff + ky * ys + p * sw * C]); weights w[(ky * 3 + kx) * C + c0
+    + j]; out[ooff + p * C + j]. The generic tile's int32 products (wrapping sums: any order)."""
     ncol = (pt - 1) * sw + 3
 
     @intrinsic
@@ -432,11 +441,9 @@ def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, a, b, lo, prm):
-    """Output pixels ox in [a, b) of one output row (channels last, the row's pixel 0 at of[orow]) whose windows
-    start at xf[xrow + ox * xstep] (toff: the taps' offsets from there); tiles of PT pixels, the last one moved back
-    to end at b but not before lo (it recomputes a few pixels with the same values), single pixels when
-    b - lo < PT. Whole half-up blocks of windows made of rows of 3 adjacent taps (stride 1 or 2 along x) use the
-    rows3 tiles (inputs shared between neighbouring pixels); the taps' row step ys is read off toff."""
+    """Output pixels ox in [a, b) of a row (pixel 0 at of[orow]), windows at xf[xrow + ox * xstep] + toff: tiles of
+    PT, the last moved back to end at b, not before lo (recomputing pixels), single pixels when b - lo < PT; whole
+    half-up blocks of 3-tap window rows (stride 1 or 2 along x; row step ys read off toff) use the rows3 tiles."""
     T = toff.size
     ys = 0
     if T % 3 == 0 and (xstep == C or xstep == 2 * C) and xf.dtype == wf.dtype:
@@ -488,11 +495,9 @@ def _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, pr
 
 @njit(cache=True, nogil=True, _nrt=False)
 def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_out, qmin, qmax, nvec, prm, fill):
-    """Integer depthwise over a padded input (see dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON:
-    channels below nvec rounded half up, the others half away from zero); be [C] int32 and prm
-    [ceil(nvec / 16) (at least 1), simd_int8.PRM_BLOCK] int32 scratch (the output-stage parameters of the blocks
-    below nvec; those channels' shifts must lie in [-21, 31], prepare checks). fill = 0: be and prm hold those
-    values already (computed at prepare, dwconv.schedule_q)."""
+    """Integer depthwise over a padded input (dwconv.dw3x3_q), any window, requantized in the tile (RQ_NEON: half up
+    below nvec, else half away); be [C], prm [max(ceil(nvec / 16), 1), PRM_BLOCK] int32: the blocks' output-stage
+    parameters below nvec (shifts in [-21, 31], prepare checks), filled here unless fill = 0 (schedule_q did)."""
     if fill:
         _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm)
     _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, prm)
@@ -500,9 +505,8 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
 
 @njit(cache=True, nogil=True)
 def _f_pixels(xf, xrow, xstep, toff, wf, C, bias, of, orow, a, b, lo, lim):
-    """Float32 output pixels ox in [a, b) of one output row whose windows start at xf[xrow + ox * xstep] (as
-    _q_pixels: tiles of PT pixels, the last one moved back to end at b but not before lo; single pixels when
-    b - lo < PT)."""
+    """Float32 output pixels ox in [a, b) of one output row whose windows start at xf[xrow + ox * xstep] (tiled as
+    in _q_pixels)."""
     T = toff.size
     tiles = b - lo >= PT
     count = (b - a + PT - 1) // PT if tiles else b - a
@@ -520,10 +524,9 @@ def _f_pixels(xf, xrow, xstep, toff, wf, C, bias, of, orow, a, b, lo, lim):
 
 @njit(cache=True, inline="always")
 def _interior(H, W, KH, KW, OH, OW, WP, geo):
-    """Where a banded driver may read the unpadded input in place: output rows [y0, y1) and pixels [xa, xe) (whole
-    tiles of PT, at least PT in from the left edge) whose windows lie inside the image, and the padded columns
-    [0, c_lo) and [c_hi, WP) the pixels left of xa and from xe on read (y1 = y0, nothing in place, for a depth
-    multiplier other than 1 or fewer than PT such pixels)."""
+    """Where a banded driver reads the input in place: output rows [y0, y1), pixels [xa, xe) (whole PT tiles, >= PT
+    from the left) whose windows lie inside the image; the others read padded columns [0, c_lo), [c_hi, WP)
+    (y1 = y0, nothing in place, for a depth multiplier other than 1 or fewer than PT such pixels)."""
     sh, sw, dh, dw, pt, pl, dm = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     y0 = (pt + sh - 1) // sh
     y1 = max(min((H - 1 + pt - (KH - 1) * dh) // sh + 1, OH), y0)
@@ -540,8 +543,7 @@ def _interior(H, W, KH, KW, OH, OW, WP, geo):
 
 @njit(cache=True, inline="always")
 def _banded_geometry(x, s, w, out, geo):
-    """The banded drivers' sizes: (N, OH, OW, C, H, W, KH, WP) of out [N, OH, OW, C], x, w [KH, KW, ...] and the
-    band scratch s [.., .., WP, ..], then _interior's (y0, y1, xa, xe, c_lo, c_hi)."""
+    """(N, OH, OW, C, H, W, KH, WP) of out, x, w and the band scratch s, then _interior's six values."""
     N, OH, OW, C = out.shape
     H, W = x.shape[1], x.shape[2]
     KH, KW = w.shape[0], w.shape[1]
@@ -557,10 +559,8 @@ def _flat(a):
 
 @njit(cache=True, inline="always")
 def _pad_for(xb, sb, geo, KH, n, oy0, end, y0, y1, c_lo, c_hi):
-    """Build the band scratch of the nb = min(band, end - oy0) output rows from oy0 of image n: only the edge
-    columns [0, c_lo) and [c_hi, WP) when the band lies in the rows [y0, y1) whose windows are inside the image
-    (inner: its interior pixels read the input in place, see _interior), else every padded row. Returns
-    (nb, inner)."""
+    """(nb, inner): the band scratch of nb = min(band, end - oy0) output rows from oy0 of image n built, only its edge
+    columns [0, c_lo), [c_hi, WP) when inner (rows within [y0, y1): the interior is read in place, _interior)."""
     nb = min(geo[9], end - oy0)
     inner = oy0 >= y0 and oy0 + nb <= y1
     if inner:
