@@ -52,13 +52,13 @@ def skip_or_fail(msg: str) -> None:
     pytest.skip(msg)
 
 
-def require_module(module: str):
-    """Import and return `module` (an optional engine: ray, dask, apache_beam...); skips when it is missing, fails
-    under CI (the extras are installed there)."""
+def require_module(module: str, extra: str = "ray,dask,beam"):
+    """Import and return `module` (an optional engine or library: ray, dask, tokenizers...); skips when it is
+    missing, fails under CI (the extras are installed there)."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        skip_or_fail(f"{module} is not installed (pip install -e '.[ray,dask,beam]'): {e}")
+        skip_or_fail(f"{module} is not installed (pip install -e '.[{extra}]'): {e}")
 
 
 def model_path(name: str) -> Path:

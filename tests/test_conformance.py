@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conformance_ops import conformance_triple, run_steps, triple_model
-from conftest import DATA, MODELS
+from conftest import DATA, MODELS, require_module
 from small_models import add_model
 
 import lite_numba
@@ -610,12 +610,7 @@ def test_install_as_tflite_runtime_runs_a_library_written_for_it(tmp_path, offic
 
 
 def _require_plugin():
-    try:
-        import ovos_ww_plugin_microwakeword.inference  # noqa: F401
-    except ImportError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"ovos-ww-plugin-microwakeword is part of the [test] extra: {e}")
-        pytest.skip(f"ovos-ww-plugin-microwakeword is not installed ({e})")
+    require_module("ovos_ww_plugin_microwakeword.inference", "test")
 
 
 _PLUGIN_RUN = """

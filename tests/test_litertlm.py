@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import mmap
-import os
 import pathlib
 import re
 import struct
@@ -25,6 +24,7 @@ import zlib
 import flatbuffers
 import numpy as np
 import pytest
+from conftest import require_module
 
 from lite_numba.llm import (
     KVSession,
@@ -46,13 +46,7 @@ CASES = EXPECTED["cases"]
 
 def require_tokenizers():
     """The `tokenizers` library (the test extra has it), or skip — fail under CI, where the oracle is recorded."""
-    try:
-        import tokenizers
-    except ImportError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"tokenizers is not importable ({exc}); it is in the test extra")
-        pytest.skip(f"tokenizers is not importable ({exc}): pip install 'lite-numba[llm]'")
-    return tokenizers
+    return require_module("tokenizers", "llm")
 
 
 @pytest.fixture(scope="module")
@@ -401,7 +395,7 @@ def test_streamed_text_holds_back_incomplete_utf8_characters():
 
 def test_chat_templates_render_sandboxed(bundle):
     require_tokenizers()
-    pytest.importorskip("jinja2")  # optional: without it the prompt affixes are used (the test below)
+    require_module("jinja2", "llm")  # (without it a bundle's prompt affixes are used: the test below)
     refuse = LlmMetadata(jinja_prompt_template="{{ raise_exception('no system role here') }}")
     with pytest.raises(ValueError, match="the chat template refused the messages: no system role here"):
         TextGenerator(bundle, metadata=refuse).prompt_ids("hi", chat=True)
@@ -430,12 +424,7 @@ def test_a_sentencepiece_bundle_without_a_model():
     """sp_tokenizer.litertlm (litert-lm-builder: an SP_Tokenizer and an LlmMetadata, no model): its tokenizer
     encodes and decodes as the sentencepiece library did when recording, streamed pieces included; generation is
     refused for want of a model section."""
-    try:
-        import sentencepiece  # noqa: F401
-    except ImportError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"sentencepiece is not importable ({exc}); it is in the test extra")
-        pytest.skip(f"sentencepiece is not importable ({exc})")
+    require_module("sentencepiece", "test")
     from lite_numba.llm import load_tokenizer
     from lite_numba.llm.text import _Stream
 
