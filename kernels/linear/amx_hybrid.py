@@ -22,7 +22,7 @@ from lite_numba.kernels.base.llvm_ir import F32, I32, data_ptr, store_live
 from lite_numba.kernels.base.llvm_ir import i64 as const64
 from lite_numba.kernels.base.llvm_ir import splat as splat_vector
 from lite_numba.kernels.linear.amx_output import for_live_blocks
-from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, fill_bias, hybrid_params
+from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, fill_bias, hybrid_params, weight_sums
 from lite_numba.kernels.linear.simd_amx import (
     AMX_MIN_DEPTH,
     KSTEP,
@@ -170,11 +170,6 @@ def hybrid_conv_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qimg, qs
         amx.release()
 
 
-def _weight_sums(w: np.ndarray) -> np.ndarray:
-    s = w.sum(axis=1, dtype=np.int64)  # no int64 copy of the weights (8x their size: 1.3 GB for Gemma's logits)
-    return ((s + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
-
-
 def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bias, out, lims: np.ndarray, *,
                         rows: int = 0, asymmetric: bool = False, geo_conv=None) -> bool:
     """Schedule a hybrid layer on the tiles (hybrid_schedule.schedule_hybrid's arguments; lims the float32 [lo, hi,
@@ -182,7 +177,7 @@ def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bi
     shortcut is the caller's."""
     N, K = w.shape
     Kp, Np = -(-K // KSTEP) * KSTEP, -(-N // 16) * 16
-    hpc = ctx.const(hybrid_params(_weight_sums(w), scales, bias if isinstance(bias, np.ndarray) else None, Np))
+    hpc = ctx.const(hybrid_params(weight_sums(w), scales, bias if isinstance(bias, np.ndarray) else None, Np))
     hp = ctx.temp((Np // 16 * HP_BLOCK,), np.int32)
     if kind == "fc":
         if not gemm_pays(rows, K, N, AMX_MIN_DEPTH):

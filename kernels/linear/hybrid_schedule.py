@@ -32,7 +32,7 @@ from lite_numba.kernels.linear.hybrid_gemm import (
     conv_image,
     hybrid_fc_zero,
 )
-from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, NARROW_MR, WIDE_MR, fill_bias, hybrid_params
+from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, NARROW_MR, WIDE_MR, fill_bias, hybrid_params, weight_sums
 from lite_numba.kernels.linear.simd_int8 import NR, block_rows, pack_weights_vnni, pad_runs, padded_sizes
 from lite_numba.kernels.linear.simd_int8_narrow import pack_weights_pairs
 from numba import njit
@@ -121,11 +121,6 @@ def _pack(w: np.ndarray, scheme: int) -> np.ndarray:
     return pack_weights_pairs(w) if scheme in (0, 3) else pack_weights_vnni(w)
 
 
-def _weight_sums(w: np.ndarray) -> np.ndarray:
-    s = w.sum(axis=1, dtype=np.int64)  # no int64 copy of the weights (8x their size: 1.3 GB for Gemma's logits)
-    return ((s + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
-
-
 def _row_chunks(ctx: PrepareContext, rows: int, units: int, depth: int, mr: int, geo: np.ndarray, m_at: int):
     """The chunks of a parallel FULLY_CONNECTED (module doc) as copies of geo with rows [m_at, m_at + 1] and units
     [m_at + 2, m_at + 3] set, and the number of workers; no chunks (serial) when one thread or too little work."""
@@ -189,9 +184,9 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
     N, K = w.shape
     Kp, Np = padded_sizes(K, N)
     mr = WIDE_MR if scheme == 2 else NARROW_MR
-    hpc = ctx.const(hybrid_params(_weight_sums(w), scales, None, Np))
+    hpc = ctx.const(hybrid_params(weight_sums(w), scales, None, Np))
     if kind == "bmm":  # the bias slots hold the weight sums as float32 (hybrid_tiles._bmm_value)
-        bias = ctx.const(_weight_sums(w).astype(np.float32))
+        bias = ctx.const(weight_sums(w).astype(np.float32))
         act = ACT_NONE
     if kind in ("fc", "bmm"):
         drivers = FC_DRIVERS if kind == "fc" else BMM_DRIVERS
