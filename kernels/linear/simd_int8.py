@@ -242,21 +242,28 @@ def padded_sizes(K: int, N: int) -> tuple[int, int]:
 
 def pack_panels_int8(w: np.ndarray, arrange) -> np.ndarray:
     """w [N, K] int8 -> flat int8 panels: panel j0 (NR channels, 16 for a last odd panel) at byte j0 * Kp holds
-    arrange(its rows w[j0:j0 + width] as [width, Kp]) in row-major order; zero beyond N and K."""
+    arrange(its rows w[j0:j0 + width] as [width, Kp]) in row-major order; zero beyond N and K. `arrange` takes a
+    batch of panels [P, width, Kp] and arranges each (numpy, one call for all the full panels: a 262,144-channel
+    logits layer is 8,192 panels)."""
     N, K = w.shape
     Kp, Np = padded_sizes(K, N)
-    wp = np.zeros((Np, Kp), np.int8)
-    wp[:N, :K] = w
+    if (N, K) == (Np, Kp) and w.dtype == np.int8 and w.flags.c_contiguous:
+        wp = w
+    else:
+        wp = np.zeros((Np, Kp), np.int8)
+        wp[:N, :K] = w
     out = np.empty(Np * Kp, np.int8)
-    for j0 in range(0, Np, NR):
-        width = min(NR, Np - j0)
-        out[j0 * Kp:(j0 + width) * Kp] = arrange(wp[j0:j0 + width]).reshape(-1)
+    full = Np // NR * NR
+    if full:
+        out[:full * Kp] = arrange(wp[:full].reshape(full // NR, NR, Kp)).reshape(-1)
+    if full < Np:
+        out[full * Kp:] = arrange(wp[full:].reshape(1, Np - full, Kp)).reshape(-1)
     return out
 
 
 def pack_weights_vnni(w: np.ndarray) -> np.ndarray:
     """The panels of the vpdpbusd tiles: w[j0 + j, 4 * g + i] at (g * width + j) * 4 + i of panel j0."""
-    return pack_panels_int8(w, lambda panel: panel.reshape(panel.shape[0], -1, 4).transpose(1, 0, 2))
+    return pack_panels_int8(w, lambda p: p.reshape(p.shape[0], p.shape[1], -1, 4).transpose(0, 2, 1, 3))
 
 
 def pad_runs(w: np.ndarray, runs: int) -> np.ndarray:

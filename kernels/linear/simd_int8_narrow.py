@@ -232,7 +232,7 @@ _vnni_1x32, _pairs_1x32 = _make_tile(1, 4, True), _make_tile(1, 4, False)
 def pack_weights_pairs(w: np.ndarray) -> np.ndarray:
     """The panels of the vpmaddwd tiles: per 4-byte group g, the bytes w[j0 + j, 4g + 2h + i] at
     g * 4 * width + (h * width + j) * 2 + i of panel j0 (h: the group's first or second depth pair)."""
-    return pack_panels_int8(w, lambda panel: panel.reshape(panel.shape[0], -1, 2, 2).transpose(1, 2, 0, 3))
+    return pack_panels_int8(w, lambda p: p.reshape(p.shape[0], p.shape[1], -1, 2, 2).transpose(0, 2, 3, 1, 4))
 
 
 # --- drivers ----------------------------------------------------------------------------------------------------------
