@@ -186,20 +186,30 @@ def plan_arena(allocs: list[Allocation]) -> tuple[dict[int, int], int]:
     """Offsets for every allocation so that buffers alive at the same time never overlap.
 
     Largest first; each goes to the lowest aligned offset that fits between the buffers already placed whose
-    lifetimes intersect its own. Returns (offset by key, arena size in bytes)."""
-    placed: list[tuple[int, int, Allocation]] = []  # (offset, end, alloc)
+    lifetimes intersect its own. Returns (offset by key, arena size in bytes). The scan over the placed buffers is
+    in numpy (an LLM's graph has thousands of tensors: the Python scan was quadratic, 0.2 s per signature): with
+    the live buffers sorted by (offset, end), the candidate offset before buffer i is the running maximum of the
+    ends before it, and the first buffer that starts at or after candidate + size leaves the gap."""
+    order = sorted(allocs, key=lambda a: (-a.nbytes, a.first, a.key))
+    n = len(order)
+    first, last = np.empty(n, np.int64), np.empty(n, np.int64)
+    start, end = np.empty(n, np.int64), np.empty(n, np.int64)  # (placed buffers' ends are 64-byte aligned)
     offsets: dict[int, int] = {}
     total = 0
-    for a in sorted(allocs, key=lambda a: (-a.nbytes, a.first, a.key)):
+    for i, a in enumerate(order):
         size = max(align64(a.nbytes), MIN_SLOT)
-        live = sorted((off, end) for off, end, b in placed if b.first <= a.last and a.first <= b.last)
+        live = np.flatnonzero((first[:i] <= a.last) & (last[:i] >= a.first))
         offset = 0
-        for off, end in live:
-            if offset + size <= off:
-                break
-            offset = max(offset, align64(end))
+        if live.size:
+            offs, ends = start[live], end[live]
+            by = np.lexsort((ends, offs))
+            offs, ends = offs[by], ends[by]
+            reach = np.maximum.accumulate(ends)
+            before = np.concatenate(([0], reach[:-1]))
+            fits = np.flatnonzero(before + size <= offs)
+            offset = int(before[fits[0]]) if fits.size else int(reach[-1])
         offsets[a.key] = offset
-        placed.append((offset, offset + size, a))
+        first[i], last[i], start[i], end[i] = a.first, a.last, offset, offset + size
         total = max(total, offset + size)
     return offsets, total
 
