@@ -64,3 +64,34 @@ def test_truncated_model_raises_value_error():
     for cut in range(0, len(data), max(1, len(data) // 50)):
         with pytest.raises(ValueError):
             load_model(data[:cut])
+
+
+@pytest.mark.parametrize("name", ["tfkeras_lstm_int8", "keras_lstm", "lstm_text_tfkeras"])
+def test_vectors_read_at_schema_slots_match_the_generated_accessors(name):
+    """The loader reads shapes, shape signatures and operator inputs / outputs / intermediates at their schema
+    slots (lite_numba.format.model.VECTOR_SLOTS) instead of through the generated `tflite` accessors: both give
+    the same vectors (the integer LSTM has intermediates, the Keras models dynamic shape signatures)."""
+    import tflite  # lazy: only this test reads the model through the generated accessors
+
+    data = (MODELS / f"{name}.tflite").read_bytes()
+    plan = load_model(data)
+    m = tflite.Model.GetRootAs(data, 0)
+
+    def vec(obj, field):
+        return () if getattr(obj, field + "IsNone")() else tuple(int(v) for v in getattr(obj, field + "AsNumpy")())
+
+    seen = set()
+    for si, sub in enumerate(plan.subgraphs):
+        sg = m.Subgraphs(si)
+        assert (sub.inputs, sub.outputs) == (vec(sg, "Inputs"), vec(sg, "Outputs"))
+        for t in sub.tensors:
+            ft = sg.Tensors(t.index)
+            assert t.shape == vec(ft, "Shape")
+            assert t.shape_signature == (vec(ft, "ShapeSignature") or t.shape)
+            seen.add("signature" if vec(ft, "ShapeSignature") else "shape")
+        for ni, node in enumerate(n for n in sub.nodes if not n.origin):
+            op = sg.Operators(ni)
+            assert (node.inputs, node.outputs) == (vec(op, "Inputs"), vec(op, "Outputs"))
+            assert node.intermediates == vec(op, "Intermediates")
+            seen.update("intermediates" for _ in node.intermediates[:1])
+    assert "shape" in seen
