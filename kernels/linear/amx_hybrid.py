@@ -21,7 +21,8 @@ from lite_numba.kernels.base.hybrid_rows import quantize_row
 from lite_numba.kernels.base.llvm_ir import F32, I32, data_ptr, store_live
 from lite_numba.kernels.base.llvm_ir import i64 as const64
 from lite_numba.kernels.base.llvm_ir import splat as splat_vector
-from lite_numba.kernels.linear.amx_output import for_live_blocks
+from lite_numba.kernels.linear.amx_output import C_STRIDE_I32, for_live_blocks
+from lite_numba.kernels.linear.hybrid_gemv import const_bias, weight_rows
 from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, fill_bias, hybrid_params, weight_sums
 from lite_numba.kernels.linear.simd_amx import (
     AMX_MIN_DEPTH,
@@ -46,6 +47,7 @@ from numba.extending import intrinsic
 
 _V16F = ir.VectorType(F32, 16)
 _V16I = ir.VectorType(I32, 16)
+_V16I32 = ir.VectorType(I32, 16)  # (shuffle masks)
 
 
 @intrinsic
@@ -93,6 +95,126 @@ def store_block_hybrid(typingctx, c, rows, nb, hp, c0, out, dst, d0, ncols, rz, 
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+def _transpose16(builder, v):
+    """16 vectors of 16 int32 (rows) -> the 16 columns: four stages of two-input shuffles swapping blocks of 8, 4, 2
+    and 1 lanes between rows b apart."""
+    v = list(v)
+    for b in (8, 4, 2, 1):
+        m1 = ir.Constant(_V16I32, [j if j & b == 0 else 16 + j - b for j in range(16)])
+        m2 = ir.Constant(_V16I32, [j + b if j & b == 0 else 16 + j for j in range(16)])
+        for i in range(16):
+            if i & b == 0:
+                v[i], v[i + b] = (builder.shuffle_vector(v[i], v[i + b], m1),
+                                  builder.shuffle_vector(v[i], v[i + b], m2))
+    return v
+
+
+@intrinsic
+def store_block_t(typingctx, c, nch, ntok, hp, c0, out, o_row0, N, rz, rsf, r0, lim):
+    """store_block_t(c, nch, ntok, hp, c0, out, o_row0, N, rz, rsf, r0, lim): a transposed C block (rows: nch <= 32
+    channels c0.., columns: ntok <= 32 input rows; C_STRIDE_I32 int32 per row) through hybrid_tiles' epilogue (as
+    store_block_hybrid) into out[(o_row0 + t) * N + c0 + j] for channels < N; row t's zero point and scaling factor
+    at rz / rsf[r0 + t]. Each 16 x 16 quarter is transposed in registers, so the stores are 16 channels wide."""
+    ip = types.intp
+    sig = types.void(c, ip, ip, hp, ip, out, ip, ip, rz, rsf, ip, lim)
+
+    def codegen(context, builder, sig, args):
+        _, nch_, ntok_, _, c0_, _, orow_, N_, _, _, r0_, _ = args
+        pc, php, po, prz, prs, plim = (data_ptr(context, builder, sig.args[k], args[k]) for k in (0, 3, 5, 8, 9, 11))
+        lo, hi, nl = (builder.load(builder.gep(plim, [const64(k)], inbounds=True)) for k in range(3))
+        lo, hi = splat_vector(builder, lo, _V16F), splat_vector(builder, hi, _V16F)
+        nan_lo = splat_vector(builder, builder.fcmp_unordered("!=", nl, ir.Constant(F32, 0.0)),
+                              ir.VectorType(ir.IntType(1), 16))
+        for q in range(2):  # channels 16 q ..
+            live_q = builder.icmp_signed(">", nch_, const64(16 * q))
+            with builder.if_then(live_q):
+                cq = builder.add(c0_, const64(16 * q))
+                base = builder.mul(builder.sdiv(cq, const64(16)), const64(HP_BLOCK))
+
+                def param(k, ty, base=base):
+                    p = builder.gep(php, [builder.add(base, const64(16 * k))], inbounds=True)
+                    return builder.load(builder.bitcast(p, ty.as_pointer()), align=4)
+
+                ws, cs, bias = param(0, _V16I), param(1, _V16F), param(2, _V16F)
+                count = builder.sub(N_, cq)
+                for h in range(2):  # input rows 16 h ..
+                    with builder.if_then(builder.icmp_signed(">", ntok_, const64(16 * h))):
+                        rows = [builder.load(builder.bitcast(builder.gep(pc, [const64((16 * q + r) * C_STRIDE_I32
+                                                                                      + 16 * h)], inbounds=True),
+                                                             _V16I.as_pointer()), align=4) for r in range(16)]
+                        cols = _transpose16(builder, rows)
+                        for t in range(16):
+                            with builder.if_then(builder.icmp_signed(">", ntok_, const64(16 * h + t))):
+                                at = builder.add(r0_, const64(16 * h + t))
+                                z = splat_vector(builder, builder.load(builder.gep(prz, [at], inbounds=True)), _V16I)
+                                s = splat_vector(builder, builder.load(builder.gep(prs, [at], inbounds=True)), _V16F)
+                                dot = builder.sub(cols[t], builder.mul(z, ws))
+                                y = builder.fadd(builder.fmul(builder.sitofp(dot, _V16F), builder.fmul(cs, s)), bias)
+                                m = builder.select(builder.fcmp_ordered(">", lo, y), lo, y)
+                                m = builder.select(builder.fcmp_ordered("<", hi, m), hi, m)
+                                m = builder.select(builder.and_(builder.fcmp_unordered("uno", y, y), nan_lo), lo, m)
+                                d = builder.add(builder.mul(builder.add(orow_, const64(16 * h + t)), N_), cq)
+                                store_live(builder, m, builder.gep(po, [d], inbounds=True), count)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _weight_blocks(a0, c0, c1, K, xa, rows, c, prm, out, m0, N, rz, rsf, lim):
+    """Channels [c0, c1) of weight rows read at a0 (channel c0's row; K bytes apart, in place) over the packed input
+    rows xa (panels of 32 rows, 32 K bytes apart): C^T blocks through store_block_t."""
+    ks = K // KSTEP
+    for j in range(c0, c1, TN):
+        ma = 2 if c1 - j >= TN else 1
+        a = a0 + (j - c0) * K
+        for p in range(0, rows, TM):
+            nb = 2 if rows - p > 16 else 1
+            block_products(ma, nb, a, K, 0, 1, ks, xa + p * K, c, 16 * K)
+            store_block_t(c, 16 * ma, min(TM, rows - p), prm, j, out, m0 + p, N, rz, rsf, p, lim)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def hybrid_fc_amx_t(x, w, wtail, hpc, bias, out, geo, lim, xb, rz, rsf, hp, qrow, qscratch, scratch):
+    """Hybrid FULLY_CONNECTED on the tiles with the weights in place, w [N * K] int8 (K a multiple of 64) as the A
+    operand: C^T = W . X^T, 16 channels x 64 bytes of depth per A tile read with stride K where the model keeps
+    them, the input rows quantized (signed, as hybrid_fc_amx) and packed per call as B tiles (xb uint8 [MB * K]:
+    panels of 32 rows, per 64 bytes of depth their 16-row tiles of 1 KiB, row n's bytes 4g..4g+3 at 64 g + 4 n).
+    wtail: the last N % 16 weight rows zero-padded to 16 ([16 * K]; read instead of past the end of w). hpc / hp /
+    bias as hybrid_gemv (hp shorter than hpc: the bias is in hpc); geo = [M, K, N, asymmetric]; qrow int8 [K],
+    qscratch int8 [K], scratch int32 (simd_amx.split_scratch: the C block and the tile configuration)."""
+    M, K, N, asym = geo[0], geo[1], geo[2], geo[3] != 0
+    prm = hpc
+    if hp.size >= hpc.size:
+        fill_bias(hp, hpc, bias)
+        prm = hp
+    MB = rz.size
+    c, cfg, _ = split_scratch(scratch)
+    configure_tiles(cfg)
+    ks = K // KSTEP
+    q32 = qrow.view(np.int32)
+    x32 = xb.view(np.int32)
+    xa = np.int64(xb.ctypes.data)
+    N16 = N // 16 * 16
+    for m0 in range(0, M, MB):
+        rows = min(MB, M - m0)
+        for r in range(rows):
+            sf, zp = quantize_row(x, (m0 + r) * K, K, asym, qrow, 0, 0, qscratch)
+            rz[r] = zp
+            rsf[r] = sf
+            p, j, n = r // TM, r % TM // 16, r % 16
+            nb = 2 if rows - p * TM > 16 else 1
+            for s in range(ks):
+                d = (p * TM * K + (s * nb + j) * 1024) // 4 + n
+                for g in range(16):
+                    x32[d + 16 * g] = q32[s * 16 + g]
+        if N16 > 0:
+            _weight_blocks(np.int64(w.ctypes.data), 0, N16, K, xa, rows, c, prm, out, m0, N, rz, rsf, lim)
+        if N16 < N:
+            _weight_blocks(np.int64(wtail.ctypes.data), N16, N, K, xa, rows, c, prm, out, m0, N, rz, rsf, lim)
+    amx.release()
 
 
 @njit(cache=True, inline="always")
@@ -182,6 +304,20 @@ def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bi
     if kind == "fc":
         if not gemm_pays(rows, K, N, AMX_MIN_DEPTH):
             return False
+        if K % KSTEP == 0:  # the weights read in place as the A operand (hybrid_fc_amx_t)
+            cb = const_bias(bias)
+            if cb is not None:
+                hpc = ctx.const(hybrid_params(weight_sums(w), scales, cb, Np))
+                hp = ctx.temp((16,), np.int32)
+            n16 = N // 16 * 16
+            wtail = np.zeros((16, K), np.int8)
+            wtail[:N - n16] = w[n16:]
+            MB = min(-(-rows // TM) * TM, max(TM, (1 << 20) // K // TM * TM))
+            ctx.call(hybrid_fc_amx_t, x, weight_rows(ctx, w), ctx.const(wtail.reshape(-1)), hpc, bias, out,
+                     np.array([rows, K, N, int(asymmetric)], np.int64), lims, ctx.temp((MB * K,), np.uint8),
+                     ctx.temp((MB,), np.int32), ctx.temp((MB,), np.float32), hp, ctx.temp((K,), np.int8),
+                     ctx.temp((K,), np.int8), ctx.temp((SCRATCH_HEAD + 2,), np.int32))
+            return True
         MB = min(max(TM, (64 * 1024 // Kp) // TM * TM), -(-rows // TM) * TM)
         ctx.call(hybrid_fc_amx, x, ctx.const(pack_weights_amx(w)), hpc, bias, out,
                  np.array([rows, K, N, int(asymmetric)], np.int64), lims, ctx.temp((MB, Kp), np.uint8),

@@ -32,6 +32,7 @@ from lite_numba.kernels.linear.hybrid_gemm import (
     conv_image,
     hybrid_fc_zero,
 )
+from lite_numba.kernels.linear.hybrid_gemv import CHUNK, GEMV_DRIVERS, PF_BLOCKS, const_bias, rows_of, weight_rows
 from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, NARROW_MR, WIDE_MR, fill_bias, hybrid_params, weight_sums
 from lite_numba.kernels.linear.simd_int8 import NR, block_rows, pack_weights_vnni, pad_runs, padded_sizes
 from lite_numba.kernels.linear.simd_int8_narrow import pack_weights_pairs
@@ -153,6 +154,30 @@ def _call_parallel(ctx: PrepareContext, par, serial, args: list, at: int, geos: 
     ctx.call(par, addr, *args, ctx.temp((1,), np.int64), t)
 
 
+def _schedule_gemv(ctx: PrepareContext, scheme: int, x, w: np.ndarray, scales, bias, out, rows: int, act: int,
+                   asymmetric: bool) -> None:
+    """The hybrid FULLY_CONNECTED over the weights in place (hybrid_gemv), serial or split by channels."""
+    N, K = w.shape
+    Np = -(-N // 16) * 16
+    cb = const_bias(bias)
+    hpc = ctx.const(hybrid_params(weight_sums(w), scales, cb, Np))
+    R = rows_of(scheme)
+    Kp = -(-max(K, 1) // CHUNK) * CHUNK
+    MB = max(1, min(rows, 64 * 1024 // Kp))
+    geo = np.array([rows, K, N, int(asymmetric), scheme, act, 0, rows, 0, N, PF_BLOCKS * R * K], np.int64)
+    args = [x, weight_rows(ctx, w), hpc, bias, out, geo, np.array(_FC_LIMITS[act], np.float32),
+            _Shape((MB, Kp), np.uint16 if scheme in (0, 3) else np.uint8), _Shape((MB,), np.int32),
+            _Shape((MB,), np.float32), _Shape(((Np // 16 * HP_BLOCK) if cb is None else 16,), np.int32),
+            _Shape(((K + 3) // 4 * 4 + 64,), np.int8)]
+    driver = GEMV_DRIVERS[scheme]
+    geos, t = _row_chunks(ctx, rows, N, K, 64, geo, 6)
+    if geos:
+        _call_parallel(ctx, hybrid_fc_par, driver, args, 5, geos, (7, 8, 9, 10, 11), t)
+    else:
+        ctx.call(driver, *(ctx.temp(a.shape, a.dtype) if isinstance(a, _Shape) else a for a in args))
+    ctx.call(hybrid_fc_zero, x, bias, out, N, act)
+
+
 class _Shape:
     """A scratch shape and dtype (serial_address reads only these), made a real temp by _call_parallel."""
 
@@ -181,6 +206,9 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
             if kind == "fc":
                 ctx.call(hybrid_fc_zero, x, bias, out, w.shape[0], act)
             return True
+    if kind == "fc":
+        _schedule_gemv(ctx, scheme, x, w, scales, bias, out, rows, act, asymmetric)
+        return True
     N, K = w.shape
     Kp, Np = padded_sizes(K, N)
     mr = WIDE_MR if scheme == 2 else NARROW_MR
