@@ -309,10 +309,10 @@ def _run_branch(tab, ptrs):
 
 @njit(cache=True, nogil=True)
 def _run_call_once(tab):
-    flag = carray(_ptr(tab[1]), 1, np.int64)
-    if flag[0] == 0:
+    # (the flag read and written at its address: a carray over it took and dropped a reference every invoke)
+    if _ld(tab[1], np.int64) == 0:
         _run_program(tab, tab[2], tab[3], tab[4])
-        flag[0] = 1
+        _st(tab[1], np.int64(1))
 
 
 TRACE_LIMIT = -(1 << 40)  # run_trace's result when the iteration cap was reached
