@@ -3,13 +3,13 @@ math.erfc, np.tanh are one libm call per element, which no loop vectorizer can w
 
 exp: exp(t) = p(f) * 2**k with k = round(t / ln 2), f = t - k ln 2 (|f| <= ln 2 / 2, ln 2 split in two parts so
 k ln 2 is exact), p a degree-6 Taylor polynomial (truncation ~1e-7 relative) and 2**k built from its exponent bits.
-erfc: the Chebyshev-fitted form t exp(-z^2 + poly(t)), t = 1 / (1 + z/2), whose fractional error is below 1.2e-7
-for every z >= 0 (Press et al., Numerical Recipes, section 6.2), its two polynomials in fused multiply-adds where the
-target has them (fmadd: GELU 2.9 -> 1.6 us for 2176 floats on the Xeon model 167, the same worst relative error
-against float64 erfc, 2.3e-6 for x > -5 and 1.9e-5 down to x = -20, where float32 exp nears its subnormals); both
-are compared with the official runtime's libm results by the activation and softmax tests. tanh and the logistic
-function are the official build's own (Eigen's float approximations, reproduced step by step), so TANH, LOGISTIC and
-the sequence ops' gates are bit-exact."""
+GELU's exact form, 0.5 x erfc(-x / sqrt(2)): erfc by the Chebyshev-fitted form t exp(-z^2 + poly(t)),
+t = 1 / (1 + z/2), whose fractional error is below 1.2e-7 for every z >= 0 (Press et al., Numerical Recipes, section
+6.2), folded into GELU (gelu_f32: ln 2 in the polynomial's constant, exp's reduction and a degree-5 polynomial in
+fused multiply-adds; 2176 floats 1.6 -> 1.2 us on the Xeon model 167, worst relative error against float64 2.2e-6
+over [-14, 14], the official libm form's 5.3e-6), compared with the official runtime by the activation tests.
+tanh and the logistic function are the official build's own (Eigen's float approximations, reproduced step by
+step), so TANH, LOGISTIC and the sequence ops' gates are bit-exact."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def exp_f32(t):
 def fmadd(typingctx, a, b, c):
     """a * b + c for float32 as llvm.fmuladd: one fused multiply-add (one rounding) where the target has FMA (every
     x86 level from avx2 up, NEON), else a multiply and an add. Only for maths that need not match another
-    implementation bit for bit (erfc_f32's polynomials): the result's last bit depends on the target."""
+    implementation bit for bit (gelu_f32's polynomials): the result's last bit depends on the target."""
     if not (a == b == c == types.float32):
         return None
 
@@ -127,28 +127,23 @@ def fmadd(typingctx, a, b, c):
     return types.float32(types.float32, types.float32, types.float32), codegen
 
 
-@njit(cache=True, inline="always")
-def _exp_nonpositive_f32(t):
-    """exp(t) for the arguments erfc_f32 gives (t <= 0.03: no overflow side), exp_f32's steps with its polynomial
-    in fused multiply-adds; 0 below -87.3. NaN is the caller's (erfc_f32 returns its NaN argument)."""
-    c = max(t, np.float32(-87.3))
-    k = np.floor(c * _LOG2E + np.float32(0.5))
-    f = c - k * _LN2_HI - k * _LN2_LO
-    p = fmadd(np.float32(1.0 / 720), f, np.float32(1.0 / 120))
-    p = fmadd(p, f, np.float32(1.0 / 24))
-    p = fmadd(p, f, np.float32(1.0 / 6))
-    p = fmadd(p, f, np.float32(0.5))
-    p = fmadd(p, f, np.float32(1.0))
-    p = fmadd(p, f, np.float32(1.0))
-    r = f32_from_bits(f32_bits(p) + (np.int32(k) << 23))  # a normal float: see exp_f32
-    return r if t >= np.float32(-87.3) else np.float32(0.0)
+# exp(f) on [-ln2 / 2, ln2 / 2] by a degree-5 polynomial fitted for relative error (Lawson's iteration on Chebyshev
+# nodes): 1.35e-7 with these float32 coefficients
+_E5 = (np.float32(1.0000001192092896), np.float32(0.9999997019767761), np.float32(0.49998894333839417),
+       np.float32(0.16667574644088745), np.float32(0.04191538318991661), np.float32(0.008297654800117016))
+_LN2_F = np.float32(0.6931471805599453)
 
 
 @njit(cache=True, inline="always")
-def erfc_f32(z):
-    """erfc(z) for float32 z (both signs): fractional error ~1.2e-7 plus float32 rounding; NaN for NaN."""
-    a = abs(z)
-    t = fdiv(np.float32(1.0), np.float32(1.0) + np.float32(0.5) * a)
+def gelu_f32(v):
+    """0.5 v erfc(-v / sqrt(2)), the official GELU's exact form, for float32 v, relative error against float64
+    below 2.5e-6 over [-14, 14] (the tail for large negative v included: no cancellation). With h = Phi(-|v|) =
+    erfc(|v| / sqrt(2)) / 2 in the module docstring's form, t = 1 / (1 + |v| / (2 sqrt(2))),
+    h = t exp(q(t) - ln 2 - v^2 / 2), the result is v (1 - h) for v > 0 and v h otherwise: no NaN test (a NaN v
+    gives NaN), +inf gives +inf and -inf NaN as the official kernel. 37 vector operations per vector (46 for
+    0.5 v erfc(...) as two functions): ln 2 folded into the polynomial's constant, v^2 / 2 in one fused
+    multiply-add, exp's reduction in fused multiply-adds with round-to-nearest and a degree-5 polynomial."""
+    t = fdiv(np.float32(1.0), fmadd(abs(v), np.float32(0.35355339059327373), np.float32(1.0)))
     q = fmadd(np.float32(0.17087277), t, np.float32(-0.82215223))
     q = fmadd(q, t, np.float32(1.48851587))
     q = fmadd(q, t, np.float32(-1.13520398))
@@ -157,10 +152,20 @@ def erfc_f32(z):
     q = fmadd(q, t, np.float32(0.09678418))
     q = fmadd(q, t, np.float32(0.37409196))
     q = fmadd(q, t, np.float32(1.00002368))
-    q = fmadd(q, t, np.float32(-1.26551223))
-    e = t * _exp_nonpositive_f32(q - a * a)
-    r = e if z >= 0 else np.float32(2.0) - e
-    return r if z == z else z
+    q = fmadd(q, t, np.float32(-1.26551223) - _LN2_F)
+    w = fmadd(v * np.float32(-0.5), v, q)  # < -0.66: no overflow side
+    c = max(w, np.float32(-87.3))
+    k = np.rint(c * _LOG2E)
+    f = fmadd(k, -_LN2_HI, c)
+    f = fmadd(k, -_LN2_LO, f)
+    p = fmadd(_E5[5], f, _E5[4])
+    p = fmadd(p, f, _E5[3])
+    p = fmadd(p, f, _E5[2])
+    p = fmadd(p, f, _E5[1])
+    p = fmadd(p, f, _E5[0])
+    e = f32_from_bits(f32_bits(p) + (np.int32(k) << 23))  # a normal float: see exp_f32
+    h = t * (e if w >= np.float32(-87.3) else np.float32(0.0))
+    return v * (np.float32(1.0) - h if v > np.float32(0.0) else h)
 
 
 @njit(cache=True, inline="always")
@@ -236,8 +241,10 @@ def eigen_exp_f32(x):
     return v if x == x else x
 
 
-def _emit_eigen_sum(builder, ptr, lo, n, base):
-    """IR of eigen_sum_f32 over the float pointer ptr (see there): returns the float32 sum."""
+def _emit_eigen_sum(builder, ptr, lo, n, base, tf=None):
+    """IR of eigen_sum_f32 over the float pointer ptr (see there): returns the float32 sum. tf(builder, value), if
+    given, maps each loaded value (a float or a vector of floats) to the value summed."""
+    tf = tf or (lambda b, v: v)
     v4, v8 = ir.VectorType(F32, 4), ir.VectorType(F32, 8)
     zero, four = i64(0), i64(4)
     start = builder.srem(builder.sub(four, builder.srem(base, four)), four)
@@ -249,15 +256,15 @@ def _emit_eigen_sum(builder, ptr, lo, n, base):
     res = cgutils.alloca_once(builder, F32)
 
     def vload(p0, off, ty):
-        return builder.load(builder.bitcast(gep(builder, p0, off, F32), ty.as_pointer()), align=4)
+        return tf(builder, builder.load(builder.bitcast(gep(builder, p0, off, F32), ty.as_pointer()), align=4))
 
     def add_run(a, b):  # res += row[a:b] in order
         with cgutils.for_range_slice(builder, a, b, i64(1), inc=True) as (i, _):
-            builder.store(builder.fadd(builder.load(res), builder.load(gep(builder, row, i, F32))), res)
+            builder.store(builder.fadd(builder.load(res), tf(builder, builder.load(gep(builder, row, i, F32)))), res)
 
     with builder.if_else(builder.icmp_signed("==", s1, zero)) as (few, packets):
         with few:  # fewer than 4 aligned elements: in order
-            builder.store(builder.load(row), res)
+            builder.store(tf(builder, builder.load(row)), res)
             add_run(i64(1), n)
         with packets:
             pk = gep(builder, row, start, F32)
@@ -296,6 +303,35 @@ def eigen_sum_f32(typingctx, v, lo, n, base):
     def codegen(context, builder, sig, args):
         va, lo, n, base = args
         return _emit_eigen_sum(builder, data_ptr(context, builder, sig.args[0], va), lo, n, base)
+
+    return sig, codegen
+
+
+@intrinsic
+def eigen_sum_sq_f32(typingctx, v, lo, n, base, m, clamped):
+    """eigen_sum_f32 of the squares the normalization patterns sum, computed as they are loaded (no scratch row):
+    (v[i] - m)^2 (SQUARED_DIFFERENCE: the difference rounded, then squared) when `clamped` is False, else v[i]^2
+    clamped to FLT_MAX as MUL stores it (a NaN stays NaN). `clamped` is a compile-time boolean."""
+    if not (isinstance(v, types.Array) and v.dtype == types.float32 and v.ndim == 1 and m == types.float32
+            and isinstance(clamped, types.BooleanLiteral)):
+        return None
+    sig = types.float32(v, types.int64, types.int64, types.int64, types.float32, clamped)
+    clamp = clamped.literal_value
+
+    def codegen(context, builder, sig, args):
+        va, lo, n, base, mv, _ = args
+
+        def square(b, val):
+            if clamp:
+                p = b.fmul(val, val)
+                big = ir.Constant(val.type, float(np.finfo(np.float32).max)) if not isinstance(
+                    val.type, ir.VectorType) else splat(b, ir.Constant(F32, float(np.finfo(np.float32).max)), val.type)
+                return b.select(b.fcmp_ordered(">", p, big), big, p)
+            mm = splat(b, mv, val.type) if isinstance(val.type, ir.VectorType) else mv
+            t = b.fsub(val, mm)
+            return b.fmul(t, t)
+
+        return _emit_eigen_sum(builder, data_ptr(context, builder, sig.args[0], va), lo, n, base, square)
 
     return sig, codegen
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from lite_numba.kernels.base.vecmath import erfc_f32, sigmoid_f32, tanh_f32
+from lite_numba.kernels.base.vecmath import gelu_f32, sigmoid_f32, tanh_f32
 from lite_numba.kernels.elementwise.arithmetic import (
     BINARY_PLAIN,
     binary_inputs,
@@ -69,14 +69,13 @@ def _leaky_relu(v, p):
     return v if v > 0 else v * p[0]
 
 
-_SQRT1_2 = np.float32(math.sqrt(0.5))
 _SQRT_2_PI = np.float32(math.sqrt(2.0 / math.pi))
 
 
 @scalar
 def _gelu(v, p):
-    # 0.5 x erfc(-x / sqrt(2)): TFLite's form, stable for large negative x (erfc_f32 vectorizes, math.erfc does not)
-    return np.float32(0.5) * v * erfc_f32(v * -_SQRT1_2)
+    # 0.5 x erfc(-x / sqrt(2)): TFLite's form, stable for large negative x (gelu_f32 vectorizes, math.erfc does not)
+    return gelu_f32(v)
 
 
 @scalar

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.activation import F32_MAX
-from lite_numba.kernels.base.vecmath import eigen_sum_f32, wide_vectors
+from lite_numba.kernels.base.vecmath import eigen_sum_f32, eigen_sum_sq_f32, wide_vectors
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -34,8 +34,11 @@ def _fin(v):
 @njit(cache=True, nogil=True, error_model="numpy")
 def fused_norm_f32(x, xf, w, out, kind, eps, c0, s):
     """out [rows, n] = the pattern `kind` over x [rows, n] (xf: the same values flat); w: gamma or the RMS weight
-    (n values); s: n floats of scratch (one row of the pattern's squares). Rows indexed two-dimensionally and the
-    sums through the eigen_sum_f32 intrinsic: no array view or helper call per row (Numba reference-counts those)."""
+    (n values); s: 2 * rows floats of scratch (each row's mean and reciprocal deviation). Two passes: first every
+    row's sums (the squares computed as they are summed, eigen_sum_sq_f32: no scratch row) and 1 / sqrt, rows
+    independent of each other so that the CPU overlaps one row's chains of additions with the next row's; then the
+    outputs. Rows indexed two-dimensionally and the sums through intrinsics: no array view or helper call per row
+    (Numba reference-counts those)."""
     wide_vectors()
     rows, n = x.shape
     e, z = np.float32(eps), np.float32(c0)
@@ -47,25 +50,29 @@ def fused_norm_f32(x, xf, w, out, kind, eps, c0, s):
         if kind != 2:
             if packets:
                 m = eigen_sum_f32(xf, j * n, n, j * n) / d
+                v = eigen_sum_sq_f32(xf, j * n, n, j * n, m, False) / d
             else:
                 m = np.float32(-0.0)
                 for i in range(n):
                     m += x[j, i]
                 m = m / d
-            for i in range(n):
-                t = x[j, i] - m
-                s[i] = t * t
-        else:
-            for i in range(n):
-                s[i] = _fin(x[j, i] * x[j, i])
-        if packets:
-            v = eigen_sum_f32(s, 0, n, j * n) / d
+                v = np.float32(-0.0)
+                for i in range(n):
+                    t = x[j, i] - m
+                    v += t * t
+                v = v / d
+        elif packets:
+            v = eigen_sum_sq_f32(xf, j * n, n, j * n, m, True) / d
         else:
             v = np.float32(-0.0)
             for i in range(n):
-                v += s[i]
+                v += _fin(x[j, i] * x[j, i])
             v = v / d
-        r = one / np.sqrt(_fin(v + e))
+        s[2 * j] = m
+        s[2 * j + 1] = one / np.sqrt(_fin(v + e))
+    for j in range(rows):
+        m = s[2 * j]
+        r = s[2 * j + 1]
         if kind == 2:
             for i in range(n):
                 out[j, i] = _fin(_fin(x[j, i] * r) * w[i])
@@ -98,7 +105,7 @@ def FUSED_NORM(ctx: PrepareContext) -> None:
         return
     weights = ctx.const(np.zeros(n, np.float32)) if w is None else ctx.view(w, (n,))
     ctx.call(fused_norm_f32, ctx.view(x, (rows, n)), ctx.view(x, (x.size,)), weights, ctx.view(out, (rows, n)),
-             kind, float(ctx.options["eps"]), float(ctx.options.get("c0", 0.0)), ctx.temp((n,), np.float32))
+             kind, float(ctx.options["eps"]), float(ctx.options.get("c0", 0.0)), ctx.temp((2 * rows,), np.float32))
 
 
 __all__ = ["FUSED_NORM", "KINDS", "fused_norm_f32"]
