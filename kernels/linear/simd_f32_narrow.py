@@ -27,6 +27,7 @@ import platform
 from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.linear import simd_f32
 from lite_numba.kernels.linear.simd_f32 import (
+    GEMV_ROWS,
     L1D_BYTES,
     L2_BYTES,
     NR,
@@ -34,6 +35,7 @@ from lite_numba.kernels.linear.simd_f32 import (
     each_batch,
     each_batch_chunk,
     each_chunk,
+    gemv_tiles_32,
     make_tiles,
     run_tiles,
 )
@@ -99,6 +101,15 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
     lo, hi = lim[0], lim[1]
     K = segs.size * seglen
     panel = K * NR
+    if r1 - r0 <= GEMV_ROWS:  # simd_f32.gemv_tiles_32
+        for p in range(p0, p1):
+            n0 = p * NR
+            ncols = min(NR, N - n0)
+            width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
+            if r1 > r0:
+                run_tiles(gemv_tiles_32, ymm_tiles_16, ymm_tiles_8, r1 - r0, width, a, abase, rows, r0, 1, segs,
+                          seglen, bp, bp_off + p * panel, c, c_off + n0 + r0 * N, N, bias, n0, lo, hi, ncols)
+        return
     arow = 4 * max(K, 1)
     room = max(L1D_BYTES - K * HALF * 4, L1D_BYTES // 4)
     group = max(room // (arow * MR), 1) * MR
