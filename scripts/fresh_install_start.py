@@ -5,7 +5,7 @@ import + load + allocate + first invoke on zeros, what was compiled (Numba's num
 lite_numba.jit.compiler.STATS, which counts the compile workers' too) and peak RSS, with the CPU and the load.
 
     python scripts/fresh_install_start.py --python /tmp/wheelvenv/bin/python --model small_cnn_f32.tflite \
-        [--copy-cache ~/.cache/lite_numba] [--precompiled DIR] [--cold-runs 2] [--warm-runs 3]
+        [--copy-cache ~/.cache/lite_numba] [--precompiled DIR | --no-precompiled] [--cold-runs 2] [--warm-runs 3]
 
 docs/design/startup.md ("Caches across installations") has the scenario and the figures.
 """
@@ -85,10 +85,14 @@ def main() -> None:
     ap.add_argument("--model", required=True)
     ap.add_argument("--copy-cache", help="a $LITE_NUMBA_CACHE_DIR to copy into each fresh ~/.cache/lite_numba")
     ap.add_argument("--precompiled", help="LITE_NUMBA_PRECOMPILED_DIR of the fresh processes")
+    ap.add_argument("--no-precompiled", action="store_true",
+                    help="LITE_NUMBA_PRECOMPILED=0: ignore the wheel's own lite_numba/_precompiled (the control)")
     ap.add_argument("--cold-runs", type=int, default=2)
     ap.add_argument("--warm-runs", type=int, default=3)
     a = ap.parse_args()
     extra = {"LITE_NUMBA_PRECOMPILED_DIR": a.precompiled} if a.precompiled else {}
+    if a.no_precompiled:
+        extra["LITE_NUMBA_PRECOMPILED"] = "0"
     print(f"CPU: {_cpu()}; python {a.python}")
     first, warm = [], []
     for i in range(a.cold_runs):
