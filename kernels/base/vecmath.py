@@ -336,6 +336,94 @@ def eigen_sum_sq_f32(typingctx, v, lo, n, base, m, clamped):
     return sig, codegen
 
 
+def _emit_row_map(builder, dst, src, n, fn):
+    """dst[i] = fn(src[i]) for i < n (float pointers, dst == src allowed; fn maps a float vector) in vectors of
+    16 lanes (8 without AVX-512 F): whole vectors, then one more ending at n; a row of 4 to 15 floats as two
+    overlapping vectors of the largest of 8 and 4 lanes that fits; 1 to 3 floats one by one. Every vector a row
+    needs is loaded before the first store, so the overlapped lanes are computed from the row's values as they were
+    (the same value stored twice): no masked moves, which stall the loads after them, and no scalar remainder."""
+    lanes = 16 if isa.cpu_features().get("avx512f") else 8
+    done = builder.append_basic_block("map.done")
+
+    def vec(k):
+        return ir.VectorType(F32, k).as_pointer()
+
+    def load(off, k):
+        return builder.load(builder.bitcast(gep(builder, src, off, F32), vec(k)), align=4)
+
+    def store(v, off, k):
+        builder.store(fn(v), builder.bitcast(gep(builder, dst, off, F32), vec(k)), align=4)
+
+    here, nxt = builder.append_basic_block("map.long"), builder.append_basic_block("map.short")
+    builder.cbranch(builder.icmp_signed(">=", n, i64(lanes)), here, nxt)
+    builder.position_at_end(here)
+    last = builder.sub(n, i64(lanes))
+    tail = load(last, lanes)
+    with cgutils.for_range(builder, builder.sdiv(builder.add(last, i64(lanes - 1)), i64(lanes))) as loop:
+        off = builder.mul(loop.index, i64(lanes))
+        store(load(off, lanes), off, lanes)
+    store(tail, last, lanes)
+    builder.branch(done)
+    builder.position_at_end(nxt)
+    k = lanes // 2
+    while k >= 4:
+        here, nxt = builder.append_basic_block(f"map.{k}"), builder.append_basic_block(f"map.lt{k}")
+        builder.cbranch(builder.icmp_signed(">=", n, i64(k)), here, nxt)
+        builder.position_at_end(here)
+        last = builder.sub(n, i64(k))
+        first, tail = load(i64(0), k), load(last, k)
+        store(first, i64(0), k)
+        store(tail, last, k)
+        builder.branch(done)
+        builder.position_at_end(nxt)
+        k //= 2
+    with cgutils.for_range(builder, n) as loop:
+        one = builder.insert_element(ir.Constant(ir.VectorType(F32, 1), None),
+                                     builder.load(gep(builder, src, loop.index, F32)), ir.Constant(I32, 0))
+        store(one, loop.index, 1)
+    builder.branch(done)
+    builder.position_at_end(done)
+
+
+def _flat_f32(*arrays) -> bool:
+    return all(isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == 1 for a in arrays)
+
+
+@intrinsic
+def row_shift_scale_f32(typingctx, out, x, lo, n, m, b):
+    """out[lo + i] = (x[lo + i] - m) * b for i < n (flat float32 arrays, distinct or the same; each step rounded as
+    the scalar expression): _emit_row_map's vectors."""
+    if not (_flat_f32(out, x) and m == types.float32 and b == types.float32):
+        return None
+    sig = types.none(out, x, types.int64, types.int64, types.float32, types.float32)
+
+    def codegen(context, builder, sig, args):
+        ov, xv, lo_, n_, m_, b_ = args
+        dst = gep(builder, data_ptr(context, builder, sig.args[0], ov), lo_, F32)
+        src = gep(builder, data_ptr(context, builder, sig.args[1], xv), lo_, F32)
+        _emit_row_map(builder, dst, src, n_,
+                      lambda v: builder.fmul(builder.fsub(v, splat(builder, m_, v.type)), splat(builder, b_, v.type)))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def row_scale_f32(typingctx, out, lo, n, s):
+    """out[lo + i] *= s for i < n (a flat float32 array): _emit_row_map's vectors."""
+    if not (_flat_f32(out) and s == types.float32):
+        return None
+    sig = types.none(out, types.int64, types.int64, types.float32)
+
+    def codegen(context, builder, sig, args):
+        ov, lo_, n_, s_ = args
+        row = gep(builder, data_ptr(context, builder, sig.args[0], ov), lo_, F32)
+        _emit_row_map(builder, row, row, n_, lambda v: builder.fmul(v, splat(builder, s_, v.type)))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @intrinsic
 def row_max_f32(typingctx, v, lo, n):
     """max(v[lo:lo + n]) (n >= 1) in 16 lanes, each keeping x when x > its current value (a NaN never wins; a NaN

@@ -10,7 +10,16 @@ the sums are the only ordered part."""
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.vecmath import eigen_exp_f32, eigen_sum_f32, exp_f32, fdiv, row_max_f32, wide_vectors
+from lite_numba.kernels.base.vecmath import (
+    eigen_exp_f32,
+    eigen_sum_f32,
+    exp_f32,
+    fdiv,
+    row_max_f32,
+    row_scale_f32,
+    row_shift_scale_f32,
+    wide_vectors,
+)
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -43,18 +52,14 @@ def softmax_f32(x, out, beta):
     size = rows * n
     tail = size - size % 4  # Eigen's exp assignment: packets up to here, std::exp after
     for r in range(rows):
-        m = row_max_f32(xf, r * n, n)
-        for i in range(n):
-            out[r, i] = (x[r, i] - m) * b
+        row_shift_scale_f32(of, xf, r * n, n, row_max_f32(xf, r * n, n), b)
     # one flat pass (short rows would each end in a scalar remainder), as Eigen's one linear assignment
     for i in range(tail):
         of[i] = eigen_exp_f32(of[i])
     for i in range(tail, size):
         of[i] = np.float32(np.exp(of[i]))
     for r in range(rows):
-        inv = fdiv(np.float32(1.0), eigen_sum_f32(of, r * n, n, r * n))
-        for i in range(n):
-            out[r, i] = out[r, i] * inv
+        row_scale_f32(of, r * n, n, fdiv(np.float32(1.0), eigen_sum_f32(of, r * n, n, r * n)))
 
 
 @njit(cache=True, nogil=True, fastmath=_FM, error_model="numpy")
