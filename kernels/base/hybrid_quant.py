@@ -319,6 +319,8 @@ def refuse_minus_128(ctx: PrepareContext, name: str, values) -> None:
     the LSTM, RNN and SVDF matrices) must lie in [-127, 127], as TFLite's int8 quantization spec says: that product
     takes |input| and moves the input's sign onto the weight, and -128 has no positive counterpart, so its products
     with negative inputs come out with the wrong sign there. A -128 is refused rather than answered differently."""
-    if values is not None and (np.asarray(values).view(np.int8) == -128).any():
+    # the minimum, a reduction: no boolean copy of the weights (160 MiB for Gemma 3 270M's logits layer)
+    v = None if values is None else np.asarray(values).view(np.int8)
+    if v is not None and v.size and v.min() == -128:
         ctx.fail(f"{name} holds -128: hybrid (dynamic-range) int8 weights must lie in [-127, 127] (TFLite's int8 "
                  f"quantization spec; the official kernels compute -128 times a negative input with the wrong sign)")
