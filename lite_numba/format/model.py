@@ -118,24 +118,46 @@ class _Loader:
         _check(0 <= n * elem_size <= self.n, f"{field} vector length {n} exceeds the file size")
         return n
 
-    def int_tuple(self, obj, field: str) -> tuple[int, ...]:
+    def int_tuple(self, obj, field: str, table: tuple[int, int, int] | None = None) -> tuple[int, ...]:
         """An int32 vector field as a tuple of ints. The hot fields (shapes, operator inputs and outputs: an LLM
-        has thousands) are read straight from the buffer at their schema slot (`VECTOR_SLOTS`), 5x faster than
-        the generated accessors; their length is checked against the file as vec_len does."""
+        has thousands) are read straight from the buffer at their schema slot (`VECTOR_SLOTS`; `table`: the
+        object's slots() when the caller has them), several times faster than the generated accessors; their
+        length is checked against the file as vec_len does."""
         slot = VECTOR_SLOTS.get((type(obj).__name__, field))
         if slot is None:
             return tuple(int(v) for v in self.int_vec(obj, field))
-        tab = obj._tab  # the generated table's buffer and position (flatbuffers' Python API)
-        o = tab.Offset(slot)
-        if not o:
+        at = self.field(table or self.slots(obj), slot)
+        if not at:
             return ()
-        pos = tab.Vector(o)
-        n = self.u32(pos - 4)
+        pos = at + self.u32(at)
+        n = self.u32(pos)
         _check(n * 4 <= self.n, f"{field} vector length {n} exceeds the file size")
-        return struct.unpack_from(f"<{n}i", self.buf, pos)
+        return struct.unpack_from(f"<{n}i", self.buf, pos + 4)
 
     def u32(self, pos: int) -> int:
         return struct.unpack_from("<I", self.buf, pos)[0]
+
+    def slots(self, obj) -> tuple[int, int, int]:
+        """(table position, vtable position, vtable bytes) of a generated table object, for field()."""
+        pos = obj._tab.Pos
+        vt = pos - struct.unpack_from("<i", self.buf, pos)[0]
+        return pos, vt, struct.unpack_from("<H", self.buf, vt)[0]
+
+    def field(self, table: tuple[int, int, int], slot: int) -> int:
+        """The position of the field at vtable offset `slot` of `table` (slots()), or 0 when it is absent (its
+        default applies), as the generated accessors' Offset(slot) finds it."""
+        pos, vt, vlen = table
+        if slot >= vlen:
+            return 0
+        o = struct.unpack_from("<H", self.buf, vt + slot)[0]
+        return pos + o if o else 0
+
+    def string_at(self, at: int) -> bytes:
+        """The flatbuffer string whose offset is stored at position `at`."""
+        start = at + self.u32(at)
+        n = self.u32(start)
+        _check(start + 4 + n <= self.n, f"string of {n} bytes at {start} exceeds the file size")
+        return bytes(self.buf[start + 4:start + 4 + n])
 
     def int_vec(self, obj, field: str) -> np.ndarray:
         n = self.vec_len(obj, field)
@@ -215,11 +237,10 @@ class _Loader:
                 out.append(b.DataAsNumpy() if n else None)
         return out
 
-    def read_quantization(self, t, what: str, type_name: str, shape: tuple[int, ...]) -> Quantization:
-        """The tensor's affine quantization, checked as the official InterpreterBuilder does (quantized_dimension
-        within the rank, one scale or one per channel) and beyond it: finite, non-negative scales and zero points
-        the type can hold."""
-        q = t.Quantization()
+    def read_quantization(self, q, what: str, type_name: str, shape: tuple[int, ...]) -> Quantization:
+        """A tensor's affine quantization `q` (its QuantizationParameters table, or None), checked as the official
+        InterpreterBuilder does (quantized_dimension within the rank, one scale or one per channel) and beyond it:
+        finite, non-negative scales and zero points the type can hold."""
         if q is None:
             return NO_QUANTIZATION
         if q.DetailsType() == BLOCKWISE_DETAILS:
@@ -291,28 +312,37 @@ class _Loader:
         blockwise_what: dict[int, str] = {}
         for ti in range(ntensors):
             t = sg.Tensors(ti)
-            name = (t.Name() or b"").decode("utf-8", "replace")
-            ttype = t.Type()
+            # name, type, buffer, is_variable, quantization and sparsity at their schema slots (as VECTOR_SLOTS):
+            # the generated accessors look each up again (an LLM has thousands of tensors)
+            tab = self.slots(t)
+            at = self.field(tab, 10)
+            name = self.string_at(at).decode("utf-8", "replace") if at else ""
+            at = self.field(tab, 6)
+            ttype = struct.unpack_from("<b", self.buf, at)[0] if at else 0
+            at = self.field(tab, 14)
+            is_variable = bool(self.buf[at]) if at else False
+            has_quant, has_sparsity = self.field(tab, 12) != 0, self.field(tab, 16) != 0
             _check(ttype in TENSOR_TYPES, f"tensor {ti} ({name!r}) has unknown type {ttype}")
             dtype, type_name = TENSOR_TYPES[ttype]
-            shape = self.int_tuple(t, "Shape")
+            shape = self.int_tuple(t, "Shape", tab)
             _check(all(d >= 0 for d in shape), f"tensor {ti} ({name!r}) has negative dimension in shape {shape}")
-            sig = self.int_tuple(t, "ShapeSignature") or shape
+            sig = self.int_tuple(t, "ShapeSignature", tab) or shape
             _check(len(sig) == len(shape), f"tensor {ti} ({name!r}) shape_signature rank differs from shape")
             nbytes = math.prod(shape) * dtype.itemsize
             _check(nbytes <= MAX_TENSOR_BYTES, f"tensor {ti} ({name!r}) declares {nbytes} bytes (shape "
                                                f"{list(shape)} of {type_name}), more than any machine holds")
-            bi = t.Buffer()
+            at = self.field(tab, 8)
+            bi = self.u32(at) if at else 0
             _check(0 <= bi < max(len(self.buffers), 1), f"tensor {ti} ({name!r}) buffer index {bi} out of range")
             raw = self.buffers[bi] if bi < len(self.buffers) else None
             data = None
-            sparsity = self.read_sparsity(t)
+            sparsity = self.read_sparsity(t) if has_sparsity else None
             what = f"tensor {ti} ({name!r})"
-            tq = t.Quantization()
+            tq = t.Quantization() if has_quant else None
             if tq is not None and tq.DetailsType() == BLOCKWISE_DETAILS:  # name the op reading it in every error
                 uses = self.first_uses(sg, si) if uses is None else uses
                 what = blockwise_what[ti] = f"tensor {ti} ({name!r}, {uses.get(ti, 'read by no operator')})"
-            quant = self.read_quantization(t, what, type_name, shape)
+            quant = self.read_quantization(tq, what, type_name, shape)
             bits = PACKED_BITS.get(type_name, 0)
             packed_bits = 0
             if quant.blockwise:
@@ -345,19 +375,19 @@ class _Loader:
                     if raw.ctypes.data % dtype.alignment:
                         raw = raw.copy()
                     data = raw.view(dtype).reshape(shape)
-            _check(data is None or not t.IsVariable(), f"tensor {ti} ({name!r}) is a variable tensor with a buffer "
-                                                       f"(the official runtime does not support it either)")
+            _check(data is None or not is_variable, f"tensor {ti} ({name!r}) is a variable tensor with a buffer "
+                                                     f"(the official runtime does not support it either)")
             tensors.append(TensorSpec(
                 index=ti, name=name, dtype=dtype, type_name=type_name, shape=shape, shape_signature=sig,
-                quantization=quant, data=data, is_variable=bool(t.IsVariable()), sparsity=sparsity,
+                quantization=quant, data=data, is_variable=is_variable, sparsity=sparsity,
                 packed_bits=packed_bits,
             ))
         for ti, spec in enumerate(tensors):
             if spec.quantization.blockwise:
                 tensors[ti] = _resolve_blockwise(tensors, spec, blockwise_what[ti])
 
-        def indices(obj, field: str, what: str, allow_optional: bool) -> tuple[int, ...]:
-            vals = self.int_tuple(obj, field)
+        def indices(obj, field: str, what: str, allow_optional: bool, table=None) -> tuple[int, ...]:
+            vals = self.int_tuple(obj, field, table)
             for v in vals:
                 ok = (0 <= v < ntensors) or (allow_optional and v == -1)
                 _check(ok, f"subgraph {si} {what} tensor index {v} out of range (subgraph has {ntensors} tensors)")
@@ -372,9 +402,10 @@ class _Loader:
             _check(0 <= oci < len(self.codes), f"operator {ni} in subgraph {si} has opcode index {oci} out of range")
             name, code, ver = self.codes[oci]
             where = f"operator {ni} ({name}) in subgraph {si}"
-            ins = indices(op, "Inputs", f"{where} input", True)
-            outs = indices(op, "Outputs", f"{where} output", True)
-            inter = indices(op, "Intermediates", f"{where} intermediate", True)
+            tab = self.slots(op)
+            ins = indices(op, "Inputs", f"{where} input", True, tab)
+            outs = indices(op, "Outputs", f"{where} output", True, tab)
+            inter = indices(op, "Intermediates", f"{where} intermediate", True, tab)
             custom = None
             options = {}
             if code == CUSTOM_CODE:
