@@ -337,7 +337,8 @@ def eigen_sum_sq_f32(typingctx, v, lo, n, base, m, clamped):
 
 
 def _emit_row_map(builder, dst, src, n, fn):
-    """dst[i] = fn(src[i]) for i < n (float pointers, dst == src allowed; fn maps a float vector) in vectors of
+    """dst[i] = fn(src[i]) for i < n (float pointers, dst == src allowed; fn maps a float vector; src may be a list
+    of pointers, fn then maps the list of their vectors) in vectors of
     16 lanes (8 without AVX-512 F): whole vectors, then one more ending at n; a row of 4 to 15 floats as two
     overlapping vectors of the largest of 8 and 4 lanes that fits; 1 to 3 floats one by one. Every vector a row
     needs is loaded before the first store, so the overlapped lanes are computed from the row's values as they were
@@ -348,11 +349,14 @@ def _emit_row_map(builder, dst, src, n, fn):
     def vec(k):
         return ir.VectorType(F32, k).as_pointer()
 
+    srcs = src if isinstance(src, list) else [src]
+    f = fn if isinstance(src, list) else (lambda vs: fn(vs[0]))
+
     def load(off, k):
-        return builder.load(builder.bitcast(gep(builder, src, off, F32), vec(k)), align=4)
+        return [builder.load(builder.bitcast(gep(builder, p, off, F32), vec(k)), align=4) for p in srcs]
 
     def store(v, off, k):
-        builder.store(fn(v), builder.bitcast(gep(builder, dst, off, F32), vec(k)), align=4)
+        builder.store(f(v), builder.bitcast(gep(builder, dst, off, F32), vec(k)), align=4)
 
     here, nxt = builder.append_basic_block("map.long"), builder.append_basic_block("map.short")
     builder.cbranch(builder.icmp_signed(">=", n, i64(lanes)), here, nxt)
@@ -378,9 +382,7 @@ def _emit_row_map(builder, dst, src, n, fn):
         builder.position_at_end(nxt)
         k //= 2
     with cgutils.for_range(builder, n) as loop:
-        one = builder.insert_element(ir.Constant(ir.VectorType(F32, 1), None),
-                                     builder.load(gep(builder, src, loop.index, F32)), ir.Constant(I32, 0))
-        store(one, loop.index, 1)
+        store(load(loop.index, 1), loop.index, 1)
     builder.branch(done)
     builder.position_at_end(done)
 
@@ -419,6 +421,57 @@ def row_scale_f32(typingctx, out, lo, n, s):
         ov, lo_, n_, s_ = args
         row = gep(builder, data_ptr(context, builder, sig.args[0], ov), lo_, F32)
         _emit_row_map(builder, row, row, n_, lambda v: builder.fmul(v, splat(builder, s_, v.type)))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _fin(builder, v):
+    """v clamped to [-FLT_MAX, FLT_MAX] as ADD / SUB / MUL store it (Numba's min(max(v, -M), M): a NaN stays)."""
+    big = splat(builder, ir.Constant(F32, float(np.finfo(np.float32).max)), v.type)
+    neg = splat(builder, ir.Constant(F32, float(-np.finfo(np.float32).max)), v.type)
+    v = builder.select(builder.fcmp_ordered(">", neg, v), neg, v)
+    return builder.select(builder.fcmp_ordered("<", big, v), big, v)
+
+
+@intrinsic
+def norm_row_f32(typingctx, out, x, w, lo, n, kind, r, c):
+    """One output row of norm_fusion's patterns, out[lo + i] for i < n from x[lo + i] and w[i] (flat float32
+    arrays), every step rounded and clamped as the pattern's node stores it: kind 0 (mean_shift, c = its b)
+    fin(fin(x r) + c); kind 1 (gamma, c = -mean) g = fin(r w), fin(fin(x g) + fin(c g)); kind 2 (rms)
+    fin(fin(x r) w). _emit_row_map's vectors, so a row of 32 floats does not run scalar."""
+    if not (_flat_f32(out, x, w) and r == types.float32 and c == types.float32
+            and isinstance(kind, types.Integer)):
+        return None
+    sig = types.none(out, x, w, types.int64, types.int64, kind, types.float32, types.float32)
+
+    def codegen(context, builder, sig, args):
+        ov, xv, wv, lo_, n_, kind_, r_, c_ = args
+        dst = gep(builder, data_ptr(context, builder, sig.args[0], ov), lo_, F32)
+        xs = gep(builder, data_ptr(context, builder, sig.args[1], xv), lo_, F32)
+        ws = data_ptr(context, builder, sig.args[2], wv)
+        b = builder
+
+        def shift(vs):
+            xr = _fin(b, b.fmul(vs[0], splat(b, r_, vs[0].type)))
+            return _fin(b, b.fadd(xr, splat(b, c_, vs[0].type)))
+
+        def gamma(vs):
+            g = _fin(b, b.fmul(splat(b, r_, vs[0].type), vs[1]))
+            return _fin(b, b.fadd(_fin(b, b.fmul(vs[0], g)), _fin(b, b.fmul(splat(b, c_, g.type), g))))
+
+        def rms(vs):
+            return _fin(b, b.fmul(_fin(b, b.fmul(vs[0], splat(b, r_, vs[0].type))), vs[1]))
+
+        done = builder.append_basic_block("norm.done")
+        switch = builder.switch(kind_, done)
+        for k, fn in enumerate((shift, gamma, rms)):
+            block = builder.append_basic_block(f"norm.{k}")
+            switch.add_case(ir.Constant(kind_.type, k), block)
+            builder.position_at_end(block)
+            _emit_row_map(builder, dst, [xs, ws], n_, fn)
+            builder.branch(done)
+        builder.position_at_end(done)
         return context.get_dummy_value()
 
     return sig, codegen

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.activation import F32_MAX
-from lite_numba.kernels.base.vecmath import eigen_sum_f32, eigen_sum_sq_f32, wide_vectors
+from lite_numba.kernels.base.vecmath import eigen_sum_f32, eigen_sum_sq_f32, norm_row_f32, wide_vectors
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
@@ -32,13 +32,13 @@ def _fin(v):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def fused_norm_f32(x, xf, w, out, kind, eps, c0, s):
-    """out [rows, n] = the pattern `kind` over x [rows, n] (xf: the same values flat); w: gamma or the RMS weight
+def fused_norm_f32(x, xf, w, of, kind, eps, c0, s):
+    """of (flat [rows * n]) = the pattern `kind` over x [rows, n] (xf: flat); w: gamma or the RMS weight
     (n values); s: 2 * rows floats of scratch (each row's mean and reciprocal deviation). Two passes: first every
     row's sums (the squares computed as they are summed, eigen_sum_sq_f32: no scratch row) and 1 / sqrt, rows
     independent of each other so that the CPU overlaps one row's chains of additions with the next row's; then the
-    outputs. Rows indexed two-dimensionally and the sums through intrinsics: no array view or helper call per row
-    (Numba reference-counts those)."""
+    outputs, a row at a time in vectors (norm_row_f32). Rows indexed two-dimensionally and the sums through
+    intrinsics: no array view or helper call per row (Numba reference-counts those)."""
     wide_vectors()
     rows, n = x.shape
     e, z = np.float32(eps), np.float32(c0)
@@ -73,18 +73,8 @@ def fused_norm_f32(x, xf, w, out, kind, eps, c0, s):
     for j in range(rows):
         m = s[2 * j]
         r = s[2 * j + 1]
-        if kind == 2:
-            for i in range(n):
-                out[j, i] = _fin(_fin(x[j, i] * r) * w[i])
-        elif kind == 0:
-            b = _fin(z - _fin(r * m))
-            for i in range(n):
-                out[j, i] = _fin(_fin(x[j, i] * r) + b)
-        else:
-            nm = -m
-            for i in range(n):
-                g = _fin(r * w[i])
-                out[j, i] = _fin(_fin(x[j, i] * g) + _fin(nm * g))
+        c = _fin(z - _fin(r * m)) if kind == 0 else -m
+        norm_row_f32(of, xf, w, j * n, n, kind, r, c)
 
 
 @kernel("FUSED_NORM")
@@ -104,7 +94,7 @@ def FUSED_NORM(ctx: PrepareContext) -> None:
     if out.size == 0:
         return
     weights = ctx.const(np.zeros(n, np.float32)) if w is None else ctx.view(w, (n,))
-    ctx.call(fused_norm_f32, ctx.view(x, (rows, n)), ctx.view(x, (x.size,)), weights, ctx.view(out, (rows, n)),
+    ctx.call(fused_norm_f32, ctx.view(x, (rows, n)), ctx.view(x, (x.size,)), weights, ctx.view(out, (out.size,)),
              kind, float(ctx.options["eps"]), float(ctx.options.get("c0", 0.0)), ctx.temp((2 * rows,), np.float32))
 
 
