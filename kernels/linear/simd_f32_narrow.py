@@ -52,8 +52,9 @@ def tile_rows(vector_registers: int, nv: int) -> int:
 LANES = 8  # floats per vector (ymm)
 HALF = 16  # columns of a tile: half a packed panel
 # x86 without AVX-512 has 16 ymm registers: 6 rows x 2 vectors (12 accumulators), measured 2-5 % faster than 4 rows
-# on the Xeon (AVX2 code generation) and fewer instructions per product where dispatch is the limit (Zen 3: 4 pipes,
-# 6 ops a cycle). On aarch64 (8 lanes = two of the 32 q registers) the 4-row tile stays: not measured on a core.
+# on the Xeon (AVX2 code generation); fewer loads and loop instructions per product should also help where dispatch
+# is the limit (a Zen 3 by our estimate, not measured there). On aarch64 (8 lanes = two of the 32 q registers) the
+# 4-row tile stays: not measured on a core.
 MR = tile_rows(16, 2) if platform.machine().lower() in ("x86_64", "amd64") else 4
 
 ymm_tiles_8 = make_tiles(MR, LANES, 1)
