@@ -9,6 +9,10 @@ leave in the L1 scratch (store_block_hybrid). A CONV_2D image is then read as an
 (simd_amx's modes: rows in place, windows of a padded copy whose padding is the image's zero point, im2col
 blocks). Weights are packed as simd_amx packs them; the channel parameters are hybrid_tiles.hybrid_params'.
 
+A FULLY_CONNECTED whose depth is a multiple of 64 runs transposed instead (hybrid_fc_amx_t: C^T = W X^T, the
+weights read in place as the A operand, the input rows packed per call as B), so no packed copy of its weights
+exists.
+
 Chosen by hybrid_schedule.schedule_hybrid before the other tile families when the level is amx, the layer pays on
 the tiles (simd_amx.amx_pays for a CONV_2D; AMX_MIN_ROWS rows and AMX_MIN_MACS for a FULLY_CONNECTED) and one thread
 runs it (with num_threads > 1 the other families' parallel drivers split it)."""

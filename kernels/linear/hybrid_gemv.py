@@ -137,11 +137,7 @@ def _make_tile(scheme: int):
                         for s in range(2):
                             acc = dpbusd(builder, acc, xs[s], load(builder, byte_ptr(builder, p, i64(32 * s)), lane_t))
                     builder.store(acc, accs[r])
-            vals = [builder.load(p) for p in accs]
-            if wide:
-                tot = _reduce(builder, vals)
-            else:  # 8 lanes, 8 rows
-                tot = _reduce(builder, vals)
+            tot = _reduce(builder, [builder.load(p) for p in accs])  # R rows of R lanes -> R sums
             tot = builder.add(tot, builder.load(builder.bitcast(ptl, vi.as_pointer()), align=4))
             # the epilogue (hybrid_tiles' operation order), channels n0.. in hybrid_params' blocks of 16
             base = builder.add(builder.mul(builder.sdiv(n0_, i64(16)), i64(HP_BLOCK)), builder.srem(n0_, i64(16)))

@@ -3,7 +3,8 @@ CONV_2D (hybrid_gemm) or an INT4 blockwise FULLY_CONNECTED (fc_int4) on the leve
 num_threads > 1 their parallel drivers. Above the kernel modules, as qgemm is for the int8 layers.
 
 `engine()` is the one place that maps a level to a tile family; on the amx level a layer that pays on the AMX tiles
-runs there first (amx_hybrid, one thread). The callers
+runs there first (amx_hybrid, one thread). A FULLY_CONNECTED otherwise runs hybrid_gemv's tiles over its weights
+read in place (weight_rows); BATCH_MATMUL and CONV_2D the packed tiles of hybrid_gemm. The callers
 (conv.py, fully_connected_quantized.py, fc_blockwise.py) keep their portable loops when it answers None.
 
 Parallel drivers (kernels/base/threads.py: chunks taken in turn by the workers, each chunk running a serial driver
