@@ -209,3 +209,14 @@ def quantize_row(x, base, K, asymmetric, dst, dbase, flip, scratch):
         v = off + (round_neon(p) if k < nvec else round_half_away(np.float64(p)))
         _store(dst, dbase + k, np.int64(min(127.0, max(qlo, v))), fl)
     return sf, off
+
+
+@njit(cache=True, inline="always")
+def quantize_block(x, m0, rows, K, asymmetric, dst, dstride, rz, rsf, scratch):
+    """Input rows m0 .. m0 + rows - 1 of x (K floats each) quantized by quantize_row into dst as unsigned bytes
+    (q + 128; row r at r * dstride), each row's zero point + 128 in rz[r] and scaling factor in rsf[r]: a block of
+    rows for the hybrid tiles (hybrid_gemm) and matrix-vector tiles (hybrid_gemv)."""
+    for r in range(rows):
+        sf, zp = quantize_row(x, (m0 + r) * K, K, asymmetric, dst, r * dstride, 128, scratch)
+        rz[r] = 128 + zp
+        rsf[r] = sf

@@ -22,7 +22,7 @@ in its code (fc_body's note).
 from __future__ import annotations
 
 from lite_numba.kernels.base.hybrid_quant import official_is_zero_vector
-from lite_numba.kernels.base.hybrid_rows import quantize_row
+from lite_numba.kernels.base.hybrid_rows import quantize_block, quantize_row
 from lite_numba.kernels.linear.fc_hybrid import apply_float_activation
 from lite_numba.kernels.linear.hybrid_tiles import NARROW_MR, WIDE_MR, fill_bias, panel_tiles
 from lite_numba.kernels.linear.simd_int8 import NR, a_source, start_block
@@ -76,10 +76,7 @@ def fc_body(scheme, mode, x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, sc
     a = abuf.reshape(abuf.size)
     for m0 in range(geo[6], geo[7], MB):
         rows = min(MB, geo[7] - m0)
-        for r in range(rows):
-            sf, zp = quantize_row(x, (m0 + r) * K, K, asym, a, r * Kp, 128, scratch)
-            rz[r] = 128 + zp
-            rsf[r] = sf
+        quantize_block(x, m0, rows, K, asym, a, Kp, rz, rsf, scratch)
         _block_tiles(scheme, mode, a, 0, Kp, Kp // 4, 1, 0, 1, 0, Kp, wp, hp, out, m0 * N, N, rows, rz, rsf, 0, 1,
                      lim, False, geo[8], geo[9])
 

@@ -27,7 +27,7 @@ nothing is copied per call)."""
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.hybrid_rows import quantize_row
+from lite_numba.kernels.base.hybrid_rows import quantize_block
 from lite_numba.kernels.base.llvm_ir import F32, I8, I32, byte_ptr, data_ptr, i64, load, splat, store_live
 from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, fill_bias
 from lite_numba.kernels.linear.simd_int8_narrow import dpbusd, maddwd
@@ -192,10 +192,7 @@ def gemv_body(scheme, x, w, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, scratch
     n_end = min(geo[9], N)
     for m0 in range(geo[6], geo[7], MB):
         rows = min(MB, geo[7] - m0)
-        for r in range(rows):
-            sf, zp = quantize_row(x, (m0 + r) * K, K, asym, a, r * Kp, 128, scratch)
-            rz[r] = 128 + zp
-            rsf[r] = sf
+        quantize_block(x, m0, rows, K, asym, a, Kp, rz, rsf, scratch)
         for n0 in range(geo[8], n_end, R):
             for r in range(rows):
                 if K64 < K:
