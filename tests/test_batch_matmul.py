@@ -58,6 +58,22 @@ def test_float_swapped(ls, rs, adj_x, adj_y):
     assert np.array_equal(two, ours)  # every output computed by the same code whatever the threads
 
 
+# more query rows than SWAP_ROWS with k contiguous in the run-time rhs (a prefill's q x K cache, its probabilities x
+# a transposed V cache): the rhs packed into panels by 8 x 8 tile transposes (simd_f32.pack_panels), with column and
+# depth remainders (37 = 4 tiles + 5, 29 = 3 tiles + 5) and a panel of fewer than 8 live columns
+PACKED_CASES = [((1, 2, 40, 64), (1, 2, 72, 64), False, True), ((37, 29), (37, 29), False, True),
+                ((1, 20, 16), (1, 35, 16), False, True), ((2, 24, 24), (2, 24, 24), True, True)]
+
+
+@pytest.mark.parametrize("ls, rs, adj_x, adj_y", PACKED_CASES)
+def test_float_packed_transposed_rhs(ls, rs, adj_x, adj_y):
+    rng = np.random.default_rng(30)
+    lhs, rhs = _rand(rng, np.float32, ls), _rand(rng, np.float32, rs)
+    data = bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y)
+    ours, ref = both(data, [lhs, rhs])
+    assert np.array_equal(ours, ref)
+
+
 def _assert_exact(ours, ref):
     assert ours.dtype == ref.dtype and ours.shape == ref.shape
     diff = np.abs(ours.astype(np.int64) - ref.astype(np.int64))

@@ -38,6 +38,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.activation import float_activation_range
+from lite_numba.kernels.base.copy import TILE, transpose_tile
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
 from lite_numba.kernels.base.llvm_ir import I1 as _i1
 from lite_numba.kernels.base.llvm_ir import I32 as _i32
@@ -323,6 +324,7 @@ def pack_panels(src, off, K, N, sk, sn, bp):
     src (sn == 1: a plain right-hand side) are copied as slices; columns contiguous (sk == 1: a transposed one, an
     adj_y BATCH_MATMUL or the keys of an attention) are read along k. Unsigned offsets: no negative-index checks,
     so the copies vectorize."""
+    bw, sw = bp.view(np.uint32), src.view(np.uint32)
     for p in range((N + NR - 1) // NR):
         n0 = p * NR
         base = p * K * NR
@@ -340,9 +342,14 @@ def pack_panels(src, off, K, N, sk, sn, bp):
             for k in range(K):
                 for j in range(live, NR):
                     bp[base + k * NR + j] = 0.0
+            # 8 columns x 8 k at a time as a tile transpose (vector loads, shuffles, stores), the rest one by one
+            j8, k8 = live // TILE * TILE, K // TILE * TILE
+            for j0 in range(0, j8, TILE):
+                for k0 in range(0, k8, TILE):
+                    transpose_tile(bw, base + k0 * NR + j0, NR, sw, off + (n0 + j0) * sn + k0, sn)
             for j in range(live):
                 col = src[off + (n0 + j) * sn:off + (n0 + j) * sn + K]
-                for k in range(K):
+                for k in range(k8 if j < j8 else 0, K):
                     bp[np.uint64(base + k * NR + j)] = col[k]
         else:
             for k in range(K):

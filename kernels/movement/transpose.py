@@ -16,7 +16,7 @@ with few channels as interleaving shuffles. Xeon model 167, vit_f32's copies: th
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base.copy import WORDS
+from lite_numba.kernels.base.copy import TILE, WORDS, transpose_tile, word_arrays
 from lite_numba.kernels.base.llvm_ir import I8, I32, data_ptr, gep, i64
 from lite_numba.kernels.base.shapes import index_vector
 from lite_numba.kernels.base.vecmath import wide_vectors
@@ -28,10 +28,6 @@ from numba.extending import intrinsic
 from lite_numba.ops import PrepareContext, Tensor, kernel
 
 # --- vector moves (LLVM IR): runs of bytes, 8 x 8 tiles, interleaved planes ------------------------------------------
-
-
-def _word_arrays(*arrays) -> bool:
-    return all(isinstance(a, types.Array) and a.ndim == 1 and isinstance(a.dtype, types.Integer) for a in arrays)
 
 
 def _move(builder, dst, src, off, ty):
@@ -96,7 +92,7 @@ def _byte_ptr(context, builder, aty, arr, idx):
 def copy_rows(typingctx, out, o, os, x, xi, xs, rows, n):
     """out[o + r * os:o + r * os + n] = x[xi + r * xs:xi + r * xs + n] for r < rows: 1-D integer (word) arrays of
     one type, no two of the ranges overlapping; vector moves (emit_copy_rows)."""
-    if not (_word_arrays(out, x) and out.dtype == x.dtype):
+    if not (word_arrays(out, x) and out.dtype == x.dtype):
         return None
     sig = types.none(out, types.int64, types.int64, x, types.int64, types.int64, types.int64, types.int64)
 
@@ -107,56 +103,6 @@ def copy_rows(typingctx, out, o, os, x, xi, xs, rows, n):
             emit_copy_rows(builder, _byte_ptr(context, builder, sig.args[0], out_v, o_v), builder.mul(os_v, size),
                            _byte_ptr(context, builder, sig.args[3], x_v, xi_v), builder.mul(xs_v, size), rows_v,
                            builder.mul(n_v, size))
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-TILE = 8
-
-
-def transpose_rows(builder, rows):
-    """The TILE x TILE transpose of `rows` (TILE vectors of TILE lanes): log2(TILE) rounds of two-vector shuffles,
-    each swapping the off-diagonal blocks of the block size (4, 2, 1)."""
-    n = len(rows)
-    rows = list(rows)
-    b = n // 2
-    while b >= 1:
-        lo_mask, hi_mask = [], []
-        for k in range(0, n, 2 * b):
-            lo_mask += list(range(k, k + b)) + list(range(n + k, n + k + b))
-            hi_mask += list(range(k + b, k + 2 * b)) + list(range(n + k + b, n + k + 2 * b))
-        lo_c = ir.Constant(ir.VectorType(I32, n), lo_mask)
-        hi_c = ir.Constant(ir.VectorType(I32, n), hi_mask)
-        new = list(rows)
-        for i in range(n):
-            if i & b:
-                continue
-            new[i] = builder.shuffle_vector(rows[i], rows[i + b], lo_c)
-            new[i + b] = builder.shuffle_vector(rows[i], rows[i + b], hi_c)
-        rows = new
-        b //= 2
-    return rows
-
-
-@intrinsic
-def transpose_tile(typingctx, out, o, os, x, xi, xs):
-    """out[o + c * os + r] = x[xi + r * xs + c] for r, c < TILE (TILE vector loads, shuffles, TILE vector stores)."""
-    if not (_word_arrays(out, x) and out.dtype == x.dtype):
-        return None
-    sig = types.none(out, types.int64, types.int64, x, types.int64, types.int64)
-
-    def codegen(context, builder, sig, args):
-        out_v, o_v, os_v, x_v, xi_v, xs_v = args
-        et = context.get_value_type(sig.args[0].dtype)
-        vt = ir.VectorType(et, TILE)
-        src = gep(builder, data_ptr(context, builder, sig.args[3], x_v), xi_v, et)
-        dst = gep(builder, data_ptr(context, builder, sig.args[0], out_v), o_v, et)
-        rows = [builder.load(builder.bitcast(gep(builder, src, builder.mul(xs_v, i64(r)), et), vt.as_pointer()),
-                             align=1) for r in range(TILE)]
-        for c, v in enumerate(transpose_rows(builder, rows)):
-            builder.store(v, builder.bitcast(gep(builder, dst, builder.mul(os_v, i64(c)), et), vt.as_pointer()),
-                          align=1)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -177,7 +123,7 @@ def _concat(builder, vs):
 def interleave_planes(typingctx, out, o, x, xi, xs, planes):
     """out[o + c * planes + p] = x[xi + p * xs + c] for c < TILE and p < planes (2 to 7): TILE pixels of `planes`
     channel planes into TILE * planes consecutive words (NCHW -> NHWC with few channels)."""
-    if not (_word_arrays(out, x) and out.dtype == x.dtype):
+    if not (word_arrays(out, x) and out.dtype == x.dtype):
         return None
     sig = types.none(out, types.int64, x, types.int64, types.int64, types.int64)
 
