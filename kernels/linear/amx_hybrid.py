@@ -13,9 +13,13 @@ A FULLY_CONNECTED whose depth is a multiple of 64 runs transposed instead (hybri
 weights read in place as the A operand, the input rows packed per call as B), so no packed copy of its weights
 exists.
 
-Chosen by hybrid_schedule.schedule_hybrid before the other tile families when the level is amx, the layer pays on
-the tiles (simd_amx.amx_pays for a CONV_2D; AMX_MIN_ROWS rows and AMX_MIN_MACS for a FULLY_CONNECTED) and one thread
-runs it (with num_threads > 1 the other families' parallel drivers split it)."""
+Chosen by hybrid_schedule.schedule_hybrid before the other tile families when the level is amx and the layer pays on
+the tiles (simd_amx.amx_pays for a CONV_2D; AMX_MIN_ROWS rows and AMX_MIN_MACS for a FULLY_CONNECTED). With
+num_threads > 1 a FULLY_CONNECTED read in place runs hybrid_fc_amx_t_par (kernels/base/threads.py's chunks): each
+block of input rows quantized and packed once, in row chunks, then its C^T blocks in chunks of whole 32-channel panels
+(x 32-row blocks when the panels are fewer than the chunks), every worker loading its own tile configuration and
+releasing the tiles at the end of each chunk; every output is one thread's block product and epilogue, so the bytes
+are one thread's. The other hybrid layers go to the other families' parallel drivers."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from lite_numba.kernels.base.hybrid_rows import quantize_row
 from lite_numba.kernels.base.llvm_ir import F32, I32, data_ptr, store_live
 from lite_numba.kernels.base.llvm_ir import i64 as const64
 from lite_numba.kernels.base.llvm_ir import splat as splat_vector
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, call_at, run_chunks, serial_address
 from lite_numba.kernels.linear.amx_output import C_STRIDE_I32, for_live_blocks
 from lite_numba.kernels.linear.hybrid_gemv import const_bias, weight_rows
 from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, fill_bias, hybrid_params, weight_sums
@@ -167,17 +172,50 @@ def store_block_t(typingctx, c, nch, ntok, hp, c0, out, o_row0, N, rz, rsf, r0, 
 
 
 @njit(cache=True, inline="always")
-def _weight_blocks(a0, c0, c1, K, xa, rows, c, prm, out, m0, N, rz, rsf, lim):
+def _weight_blocks(a0, c0, c1, K, xa, r0, r1, c, prm, out, m0, N, rz, rsf, lim):
     """Channels [c0, c1) of weight rows read at a0 (channel c0's row; K bytes apart, in place) over the packed input
-    rows xa (panels of 32 rows, 32 K bytes apart): C^T blocks through store_block_t."""
+    rows r0 .. r1 - 1 (r0 a multiple of TM) of xa (panels of 32 rows, 32 K bytes apart): C^T blocks through
+    store_block_t."""
     ks = K // KSTEP
     for j in range(c0, c1, TN):
         ma = 2 if c1 - j >= TN else 1
         a = a0 + (j - c0) * K
-        for p in range(0, rows, TM):
-            nb = 2 if rows - p > 16 else 1
+        for p in range(r0, r1, TM):
+            nb = 2 if r1 - p > 16 else 1
             block_products(ma, nb, a, K, 0, 1, ks, xa + p * K, c, 16 * K)
-            store_block_t(c, 16 * ma, min(TM, rows - p), prm, j, out, m0 + p, N, rz, rsf, p, lim)
+            store_block_t(c, 16 * ma, min(TM, r1 - p), prm, j, out, m0 + p, N, rz, rsf, p, lim)
+
+
+@njit(cache=True, inline="always")
+def _pack_rows(x, m0, rows, r0, r1, K, asym, xb, rz, rsf, qrow, qscratch):
+    """Rows r0 .. r1 - 1 of the block of `rows` input rows at m0 quantized (signed bytes) and packed into xb as the B
+    tiles (hybrid_fc_amx_t's layout), their zero points and scaling factors in rz / rsf[r]."""
+    ks = K // KSTEP
+    q32 = qrow.view(np.int32)
+    x32 = xb.view(np.int32)
+    for r in range(r0, r1):
+        sf, zp = quantize_row(x, (m0 + r) * K, K, asym, qrow, 0, 0, qscratch)
+        rz[r] = zp
+        rsf[r] = sf
+        p, j, n = r // TM, r % TM // 16, r % 16
+        nb = 2 if rows - p * TM > 16 else 1
+        for s in range(ks):
+            d = (p * TM * K + (s * nb + j) * 1024) // 4 + n
+            for g in range(16):
+                x32[d + 16 * g] = q32[s * 16 + g]
+
+
+@njit(cache=True, inline="always")
+def _channel_range(w, wtail, c0, c1, K, xb, r0, r1, c, prm, out, m0, N, rz, rsf, lim):
+    """Channels [c0, c1) (c0 a multiple of 16) over packed rows r0 .. r1 - 1: those below N16 from w in place, the
+    last N % 16 from wtail."""
+    N16 = N // 16 * 16
+    xa = np.int64(xb.ctypes.data)
+    if c0 < min(c1, N16):
+        _weight_blocks(np.int64(w.ctypes.data) + c0 * K, c0, min(c1, N16), K, xa, r0, r1, c, prm, out, m0, N, rz,
+                       rsf, lim)
+    if c1 > N16:
+        _weight_blocks(np.int64(wtail.ctypes.data), N16, c1, K, xa, r0, r1, c, prm, out, m0, N, rz, rsf, lim)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -197,28 +235,75 @@ def hybrid_fc_amx_t(x, w, wtail, hpc, bias, out, geo, lim, xb, rz, rsf, hp, qrow
     MB = rz.size
     c, cfg, _ = split_scratch(scratch)
     configure_tiles(cfg)
-    ks = K // KSTEP
-    q32 = qrow.view(np.int32)
-    x32 = xb.view(np.int32)
-    xa = np.int64(xb.ctypes.data)
-    N16 = N // 16 * 16
     for m0 in range(0, M, MB):
         rows = min(MB, M - m0)
-        for r in range(rows):
-            sf, zp = quantize_row(x, (m0 + r) * K, K, asym, qrow, 0, 0, qscratch)
-            rz[r] = zp
-            rsf[r] = sf
-            p, j, n = r // TM, r % TM // 16, r % 16
-            nb = 2 if rows - p * TM > 16 else 1
-            for s in range(ks):
-                d = (p * TM * K + (s * nb + j) * 1024) // 4 + n
-                for g in range(16):
-                    x32[d + 16 * g] = q32[s * 16 + g]
-        if N16 > 0:
-            _weight_blocks(np.int64(w.ctypes.data), 0, N16, K, xa, rows, c, prm, out, m0, N, rz, rsf, lim)
-        if N16 < N:
-            _weight_blocks(np.int64(wtail.ctypes.data), N16, N, K, xa, rows, c, prm, out, m0, N, rz, rsf, lim)
+        _pack_rows(x, m0, rows, 0, rows, K, asym, xb, rz, rsf, qrow, qscratch)
+        _channel_range(w, wtail, 0, N, K, xb, 0, rows, c, prm, out, m0, N, rz, rsf, lim)
     amx.release()
+
+
+# --- hybrid_fc_amx_t with num_threads > 1 (kernels/base/threads.py) --------------------------------------------------
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def amx_t_pack(x, geo, xb, rz, rsf, qrow, qscratch, m0, rows, r0, r1):
+    """_pack_rows by native address: rows r0 .. r1 - 1 of the block at m0 (a chunk of hybrid_fc_amx_t_par)."""
+    _pack_rows(x, m0, rows, r0, r1, geo[1], geo[3] != 0, xb, rz, rsf, qrow, qscratch)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def amx_t_block(w, wtail, prm, out, geo, lim, xb, rz, rsf, scratch, m0, r0, r1, c0, c1):
+    """Channels [c0, c1) of packed rows r0 .. r1 - 1 of the block at m0 (a chunk of hybrid_fc_amx_t_par), with this
+    worker's own tile configuration (loaded here, the tiles released at the end) and C block (scratch)."""
+    c, cfg, _ = split_scratch(scratch)
+    configure_tiles(cfg)
+    _channel_range(w, wtail, c0, c1, geo[1], xb, r0, r1, c, prm, out, m0, geo[2], rz, rsf, lim)
+    amx.release()
+
+
+@njit(cache=True, inline="always")
+def _pack_chunk(args, wk, j):
+    addr, x, geo, xb, rz, rsf, qrow, qscratch, m0, rows, nch, T = args
+    K = qrow.size // T
+    call_at(addr, (x, geo, xb, rz, rsf, qrow[wk * K:(wk + 1) * K], qscratch[wk * K:(wk + 1) * K], m0, rows,
+                   rows * j // nch, rows * (j + 1) // nch))
+
+
+@njit(cache=True, inline="always")
+def _block_chunk(args, wk, j):
+    addr, w, wtail, prm, out, geo, lim, xb, rz, rsf, scratch, m0, rows, nr, nc, T = args
+    S = scratch.size // T
+    nrb, ncb = (rows + TM - 1) // TM, (geo[2] + TN - 1) // TN  # row blocks and channel panels of 32
+    jr, jc = j // nc, j % nc
+    r0, r1 = nrb * jr // nr * TM, min(rows, nrb * (jr + 1) // nr * TM)
+    c0, c1 = ncb * jc // nc * TN, min(geo[2], ncb * (jc + 1) // nc * TN)
+    call_at(addr, (w, wtail, prm, out, geo, lim, xb, rz, rsf, scratch[wk * S:(wk + 1) * S], m0, r0, r1, c0, c1))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def hybrid_fc_amx_t_par(addr_pack, addr_block, x, w, wtail, hpc, bias, out, geo, lim, xb, rz, rsf, hp, qrow,
+                        qscratch, scratch, cnt, T):
+    """hybrid_fc_amx_t (its arguments; qrow, qscratch and scratch T times longer: one slice per worker) in T
+    workers, per block of input rows: the rows quantized and packed once, in row chunks (amx_t_pack at addr_pack),
+    then the C^T blocks in chunks of whole 32-channel panels, of whole 32-row blocks when the panels are too few for
+    the chunks (amx_t_block at addr_block). Every output is the one thread's block product and epilogue: the same
+    bytes for any thread count."""
+    M, N = geo[0], geo[2]
+    prm = hpc
+    if hp.size >= hpc.size:
+        fill_bias(hp, hpc, bias)
+        prm = hp
+    MB = rz.size
+    parts = CHUNKS_PER_THREAD * T
+    for m0 in range(0, M, MB):
+        rows = min(MB, M - m0)
+        npk = min(parts, rows)
+        run_chunks(T, cnt, npk, _pack_chunk, (addr_pack, x, geo, xb, rz, rsf, qrow, qscratch, m0, rows, npk, T))
+        ncb = (N + TN - 1) // TN
+        nc = min(parts, ncb)
+        nr = min((rows + TM - 1) // TM, max(1, parts // nc))
+        run_chunks(T, cnt, nr * nc, _block_chunk, (addr_block, w, wtail, prm, out, geo, lim, xb, rz, rsf, scratch,
+                                                   m0, rows, nr, nc, T))
 
 
 @njit(cache=True, inline="always")
@@ -297,12 +382,15 @@ def hybrid_conv_amx(x, wp, hpc, bias, out, geo, lim, abuf, rz, rsf, hp, qimg, qs
 
 
 def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bias, out, lims: np.ndarray, *,
-                        rows: int = 0, asymmetric: bool = False, geo_conv=None) -> bool:
+                        rows: int = 0, asymmetric: bool = False, geo_conv=None, threads: int = 1) -> bool:
     """Schedule a hybrid layer on the tiles (hybrid_schedule.schedule_hybrid's arguments; lims the float32 [lo, hi,
-    nan-to-lo] it computed); False when the tiles do not pay (nothing scheduled). The FULLY_CONNECTED's all-zero
+    nan-to-lo] it computed); False when the tiles do not pay (nothing scheduled). threads > 1: hybrid_fc_amx_t_par
+    in that many workers, for a FULLY_CONNECTED read in place only (else False). The FULLY_CONNECTED's all-zero
     shortcut is the caller's."""
     N, K = w.shape
     Kp, Np = -(-K // KSTEP) * KSTEP, -(-N // 16) * 16
+    if threads > 1 and (kind != "fc" or K % KSTEP != 0):
+        return False
     hpc = ctx.const(hybrid_params(weight_sums(w), scales, bias if isinstance(bias, np.ndarray) else None, Np))
     hp = ctx.temp((Np // 16 * HP_BLOCK,), np.int32)
     if kind == "fc":
@@ -317,10 +405,21 @@ def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bi
             wtail = np.zeros((16, K), np.int8)
             wtail[:N - n16] = w[n16:]
             MB = min(-(-rows // TM) * TM, max(TM, (1 << 20) // K // TM * TM))
-            ctx.call(hybrid_fc_amx_t, x, weight_rows(ctx, w), ctx.const(wtail.reshape(-1)), hpc, bias, out,
-                     np.array([rows, K, N, int(asymmetric)], np.int64), lims, ctx.temp((MB * K,), np.uint8),
-                     ctx.temp((MB,), np.int32), ctx.temp((MB,), np.float32), hp, ctx.temp((K,), np.int8),
-                     ctx.temp((K,), np.int8), ctx.temp((SCRATCH_HEAD + 2,), np.int32))
+            args = [x, weight_rows(ctx, w), ctx.const(wtail.reshape(-1)), hpc, bias, out,
+                    np.array([rows, K, N, int(asymmetric)], np.int64), lims, ctx.temp((MB * K,), np.uint8),
+                    ctx.temp((MB,), np.int32), ctx.temp((MB,), np.float32), hp]
+            S = SCRATCH_HEAD + 16  # (a multiple of 16 int32: each worker's slice 64-byte aligned)
+            if threads <= 1:
+                ctx.call(hybrid_fc_amx_t, *args, ctx.temp((K,), np.int8), ctx.temp((K,), np.int8),
+                         ctx.temp((S,), np.int32))
+                return True
+            q, scr = np.zeros(K, np.int8), np.zeros(S, np.int32)  # (the serial kernels' argument types)
+            x_, wr, wt, _, _, out_, geo, _, xb, rz, rsf, _ = args
+            a_pack = serial_address(amx_t_pack, (x_, geo, xb, rz, rsf, q, q, 0, 0, 0, 0))
+            a_block = serial_address(amx_t_block, (wr, wt, hp, out_, geo, lims, xb, rz, rsf, scr, 0, 0, 0, 0, 0))
+            ctx.call(hybrid_fc_amx_t_par, a_pack, a_block, *args, ctx.temp((K * threads,), np.int8),
+                     ctx.temp((K * threads,), np.int8), ctx.temp((S * threads,), np.int32), ctx.temp((1,), np.int64),
+                     threads)
             return True
         MB = min(max(TM, (64 * 1024 // Kp) // TM * TM), -(-rows // TM) * TM)
         ctx.call(hybrid_fc_amx, x, ctx.const(pack_weights_amx(w)), hpc, bias, out,

@@ -3,7 +3,8 @@ CONV_2D (hybrid_gemm) or an INT4 blockwise FULLY_CONNECTED (fc_int4) on the leve
 num_threads > 1 their parallel drivers. Above the kernel modules, as qgemm is for the int8 layers.
 
 `engine()` is the one place that maps a level to a tile family; on the amx level a layer that pays on the AMX tiles
-runs there first (amx_hybrid, one thread). A FULLY_CONNECTED otherwise runs hybrid_gemv's tiles over its weights
+runs there first (amx_hybrid; with num_threads > 1 only a FULLY_CONNECTED read in place, by amx_hybrid's own parallel
+driver). A FULLY_CONNECTED otherwise runs hybrid_gemv's tiles over its weights
 read in place (weight_rows); BATCH_MATMUL and CONV_2D the packed tiles of hybrid_gemm. The callers
 (conv.py, fully_connected_quantized.py, fc_blockwise.py) keep their portable loops when it answers None.
 
@@ -199,11 +200,12 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
     scheme = engine()
     if scheme is None or (kind == "fc" and act not in _FC_LIMITS):
         return False
-    if has("amx") and kind in ("fc", "conv"):  # the AMX tiles (amx_hybrid) when they pay and one thread runs it
+    if has("amx") and kind in ("fc", "conv"):  # the AMX tiles (amx_hybrid) when they pay
         lims = np.array(_FC_LIMITS[act] if kind == "fc" else (lim[0], lim[1], 0.0), np.float32)
         work = rows * w.size if kind == "fc" else int(np.prod(out.shape[:3])) * w.size
-        if threads_for(ctx, work, threads.MIN_Q8_MACS) == 1 and schedule_hybrid_amx(
-                ctx, kind, x, w, scales, bias, out, lims, rows=rows, asymmetric=asymmetric, geo_conv=geo_conv):
+        t = threads_for(ctx, work, threads.MIN_Q8_MACS)  # t > 1: a FULLY_CONNECTED read in place only
+        if schedule_hybrid_amx(ctx, kind, x, w, scales, bias, out, lims, rows=rows, asymmetric=asymmetric,
+                               geo_conv=geo_conv, threads=t):
             if kind == "fc":
                 ctx.call(hybrid_fc_zero, x, bias, out, w.shape[0], act)
             return True
