@@ -56,11 +56,12 @@ def _exact(ours, ref):
     assert not bad.any(), f"{int(bad.sum())} of {ref.size} differ, e.g. {ours[bad][:4]} vs {ref[bad][:4]}"
 
 
-GEMV_CASES = [  # batch, k, units, asymmetric, act, bias: weights >= 64 KiB are read in the mapped file
+GEMV_CASES = [  # batch, k, units, asymmetric, act, bias: weights >= 64 KiB are read in the mapped file; from 2 rows
+    # only weights above hybrid_schedule.PACKED_MAX_BYTES run in place
     (1, 640, 130, False, "NONE", False),
     (1, 1000, 70, True, "RELU", True),  # depth tail of 40 bytes
-    (4, 512, 200, True, "RELU_N1_TO_1", False),
-    (3, 37, 9, False, "RELU6", True),  # small: copied, every row a tail
+    (4, 1000, 200, True, "RELU_N1_TO_1", False),
+    (1, 37, 9, False, "RELU6", True),  # small: copied, every row a tail
 ]
 
 
@@ -72,6 +73,18 @@ def test_gemv_in_place(case, isa_level, tmp_path):
     if isa_level != "portable":
         assert _kernels(it) & {"hybrid_gemv_wide", "hybrid_gemv_vnni256", "hybrid_gemv_pairs"}
         assert _in_place(it, w) == (w.nbytes >= 1 << 16)
+
+
+@pytest.mark.parametrize("case", [(17, 64, 192, True, "NONE", True), (4, 192, 47, False, "RELU", False),
+                                  (2, 640, 200, True, "RELU6", True)], ids=lambda c: "x".join(map(str, c[:3])))
+def test_small_layers_packed(case, isa_level, tmp_path):
+    """From 2 rows, weights of at most PACKED_MAX_BYTES run on hybrid_gemm's packed tiles (faster in cache than the
+    in-place ones: vit_dynamic's 17 x 64 -> 192): the official bytes too."""
+    data, x, w = _case(*case, seed=sum(case[:3]))
+    ours, it = _run(tmp_path, data, x)
+    _exact(ours, run_official(data, [x])[0])
+    if isa_level != "portable":
+        assert _kernels(it) & {"hybrid_fc_wide", "hybrid_fc_vnni256", "hybrid_fc_pairs", "hybrid_fc_pairs16"}
 
 
 def test_gemv_two_threads(tmp_path):

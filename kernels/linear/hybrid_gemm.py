@@ -3,11 +3,11 @@ tiles, bit-exact with the official builtin kernels: one compiled call quantizes 
 (base/hybrid_rows.quantize_row: quantize_rows' bytes), multiplies them with the packed weights in the int8 tiles and
 rescales the exact int32 sums to float32 in the tiles' epilogue (hybrid_tiles, the official operation order).
 
-- FULLY_CONNECTED (hybrid_fc; the layers now run hybrid_gemv's tiles over their weights in place, these drivers
-  stay for BATCH_MATMUL's epilogue and bench/test_kernels.py): blocks of input rows are quantized straight into
-  the tiles' activation buffer (as uint8, q + 128), each row with its own scaling factor and zero point; then
-  every weight panel passes over the block. Afterwards, the official all-zero-input shortcut
-  (fc_hybrid.hybrid_fc_zero_input's test) replaces the output by act(bias) when it applies.
+- FULLY_CONNECTED (hybrid_fc; layers of 2 rows or more whose weights are small, hybrid_schedule.PACKED_MAX_BYTES,
+  the others running hybrid_gemv's tiles over their weights in place; also BATCH_MATMUL's epilogue): blocks of input
+  rows are quantized straight into the tiles' activation buffer (as uint8, q + 128), each row with its own scaling
+  factor and zero point; then every weight panel passes over the block. Afterwards, the official all-zero-input
+  shortcut (fc_hybrid.hybrid_fc_zero_input's test) replaces the output by act(bias) when it applies.
 - CONV_2D with one group (hybrid_conv): each image is quantized (one scaling factor and zero point per image, as
   the official EvalHybrid / EvalHybridPerChannel) into an int8 scratch, then runs as an int8 convolution would: K x K
   windows read in place from the padded, flipped copy (padded taps hold the image's zero point, contributing

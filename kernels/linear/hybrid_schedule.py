@@ -5,7 +5,8 @@ num_threads > 1 their parallel drivers. Above the kernel modules, as qgemm is fo
 `engine()` is the one place that maps a level to a tile family; on the amx level a layer that pays on the AMX tiles
 runs there first (amx_hybrid; with num_threads > 1 only a FULLY_CONNECTED read in place, by amx_hybrid's own parallel
 driver). A FULLY_CONNECTED otherwise runs hybrid_gemv's tiles over its weights
-read in place (weight_rows); BATCH_MATMUL and CONV_2D the packed tiles of hybrid_gemm. The callers
+read in place (weight_rows), or from 2 rows with small weights (PACKED_MAX_BYTES) the packed tiles of hybrid_gemm,
+as BATCH_MATMUL and CONV_2D do. The callers
 (conv.py, fully_connected_quantized.py, fc_blockwise.py) keep their portable loops when it answers None.
 
 Parallel drivers (kernels/base/threads.py: chunks taken in turn by the workers, each chunk running a serial driver
@@ -180,6 +181,23 @@ def _schedule_gemv(ctx: PrepareContext, scheme: int, x, w: np.ndarray, scales, b
     ctx.call(hybrid_fc_zero, x, bias, out, N, act)
 
 
+# hybrid FULLY_CONNECTED weights of at most this many bytes run on hybrid_gemm's packed tiles (a packed copy) from 2
+# rows on; larger ones, and one row, on hybrid_gemv over the weights in place. Measured (Xeon model 167, amx level,
+# avx512vnni tiles, 1 thread, CPU time, weights cache-resident, load ~3): packed / in place at 1 row 0.77-1.02 (64-640
+# x 64-192), at 2 rows 0.80-0.98, 4 rows 0.71-0.95, 8 rows 0.46-0.71, 17 rows 0.48-0.70 (vit_dynamic's 17 x 64 ->
+# 192: 3.1 vs 6.1 us; the in-place tiles load a weight vector per vpdpbusd and sum each row's lanes across, the
+# packed ones broadcast 8 rows against one); 17 x 2,048 -> 1,024 0.35. So the in-place kernel is for memory, not speed
+# in cache: the cap keeps the LLMs' layers (Gemma 3 270M's smallest 640 x 256 = 160 KiB) in place, one copy of the
+# model's weights; one row (a decode step) stays in place whatever the size (the weights streamed once).
+PACKED_MAX_BYTES = 128 * 1024
+
+
+def gemv_first(rows: int, K: int, N: int) -> bool:
+    """Whether a hybrid FULLY_CONNECTED of `rows` rows, depth K and N channels runs hybrid_gemv over its weights in
+    place (else hybrid_gemm's packed tiles): PACKED_MAX_BYTES."""
+    return rows < 2 or K * N > PACKED_MAX_BYTES
+
+
 class _Shape:
     """A scratch shape and dtype (serial_address reads only these), made a real temp by _call_parallel."""
 
@@ -209,7 +227,7 @@ def schedule_hybrid(ctx: PrepareContext, kind: str, x, w: np.ndarray, scales: np
             if kind == "fc":
                 ctx.call(hybrid_fc_zero, x, bias, out, w.shape[0], act)
             return True
-    if kind == "fc":
+    if kind == "fc" and gemv_first(rows, w.shape[1], w.shape[0]):
         _schedule_gemv(ctx, scheme, x, w, scales, bias, out, rows, act, asymmetric)
         return True
     N, K = w.shape
