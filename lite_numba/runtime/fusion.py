@@ -441,9 +441,81 @@ def fold_pads(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     return _rewritten(plan, nodes, kernels, changed)
 
 
+# --- attention over a masked KV cache ----------------------------------------------------------------------------
+# litert-torch's export_hf: scores = BATCH_MATMUL(q, K cache), ADD(scores, mask), SOFTMAX over the keys, BATCH_MATMUL
+# with the V cache, over all S cache positions though the mask is -inf past the current one. MASKED_ATTENTION
+# (kernels/linear/masked_attention.py) computes the four nodes over the keys the mask leaves, bit for bit. Taken when
+# the intermediates are read by the pattern alone (no graph output), every tensor is float32, the nodes run the
+# builtin kernels, the ADD has no activation, the SOFTMAX is over the second product's contraction axis, the mask
+# does not broadcast along the keys, S is a multiple of 16 above 16, and the query rows are more than
+# ATTENTION_MIN_ROWS (decode steps keep the unfused nodes: measured in docs/design/llm.md).
+ATTENTION_MIN_ROWS = 16
+
+
+def _attention_match(g: _Graph, bmm2: Node, ours: set[int]):
+    """(bmm1, add, softmax, mask, mask_first) when bmm2 ends the pattern above, else None."""
+
+    def plain(n, op, n_in):
+        return (n is not None and n.op_name == op and not n.is_custom and id(g.kernels[n.index]) in ours
+                and len(n.inputs) == n_in and len(n.outputs) == 1 and "views" not in n.options
+                and not int(n.options.get("fused_activation_function", 0) or 0))
+
+    def inner(t, user):
+        return t >= 0 and t not in g.pinned and g.uses.get(t, []) == [user.index]
+
+    if not plain(bmm2, "BATCH_MATMUL", 2) or bmm2.options.get("adj_x", False):
+        return None
+    p = bmm2.inputs[0]
+    sm = g.producers.get(p)
+    if not plain(sm, "SOFTMAX", 1) or not inner(p, bmm2) or bmm2.inputs[1] == p:
+        return None
+    add = g.producers.get(sm.inputs[0])
+    if not plain(add, "ADD", 2) or not inner(sm.inputs[0], sm):
+        return None
+    for slot in (0, 1):
+        s, mask = add.inputs[slot], add.inputs[1 - slot]
+        bmm1 = g.producers.get(s)
+        if plain(bmm1, "BATCH_MATMUL", 2) and inner(s, add) and mask != s and mask >= 0:
+            break
+    else:
+        return None
+    ts = [bmm1.inputs[0], bmm1.inputs[1], mask, bmm2.inputs[1], s, sm.inputs[0], p, bmm2.outputs[0]]
+    if any(t < 0 or g.spec(t).dtype != np.float32 for t in ts):
+        return None
+    shape = tuple(g.spec(s).shape)
+    if (len(shape) < 2 or tuple(g.spec(sm.inputs[0]).shape) != shape or tuple(g.spec(p).shape) != shape
+            or not g.spec(mask).shape or g.spec(mask).shape[-1] != shape[-1] or shape[-1] % 16 or shape[-1] <= 16
+            or shape[-2] <= ATTENTION_MIN_ROWS):
+        return None
+    return bmm1, add, sm, mask, slot == 1
+
+
+def fuse_masked_attention(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
+    """Replace BATCH_MATMUL -> ADD(mask) -> SOFTMAX -> BATCH_MATMUL by MASKED_ATTENTION (see above)."""
+    ours = _builtin_kernels("BATCH_MATMUL", "ADD", "SOFTMAX")
+    g = _Graph(plan, kernels)
+    nodes, kernels = list(plan.nodes), list(kernels)
+    changed = False
+    for bmm2 in plan.nodes:
+        found = _attention_match(g, bmm2, ours)
+        if found is None:
+            continue
+        bmm1, add, sm, mask, mask_first = found
+        opts = {"adj_x": bool(bmm1.options.get("adj_x", False)), "adj_y": bool(bmm1.options.get("adj_y", False)),
+                "adj_y2": bool(bmm2.options.get("adj_y", False)), "mask_first": mask_first,
+                "beta": float(sm.options.get("beta", 1.0))}
+        nodes[bmm2.index] = dataclasses.replace(bmm2, op_name="MASKED_ATTENTION", options=opts,
+                                                inputs=(bmm1.inputs[0], bmm1.inputs[1], mask, bmm2.inputs[1]))
+        kernels[bmm2.index] = REWRITES["MASKED_ATTENTION"]
+        _fuse_away(nodes, kernels, (bmm1, add, sm), bmm2.index)
+        changed = True
+    return _rewritten(plan, nodes, kernels, changed)
+
+
 def fuse(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Every rewrite, in order."""
     plan, kernels = fuse_slice_updates(plan, kernels)
     plan, kernels = fuse_norms(plan, kernels)
     plan, kernels = fold_pads(plan, kernels)
+    plan, kernels = fuse_masked_attention(plan, kernels)
     return fold_transposes(plan, kernels)
