@@ -26,6 +26,7 @@ from linear_models import geometry as _geometry
 from lite_numba.kernels.base import threads
 
 from lite_numba import Interpreter
+from lite_numba.jit import team
 from lite_numba.testing import assert_close, require_official, run_interpreter, run_official
 
 require_official()
@@ -53,8 +54,16 @@ def check_threads(data: bytes, inputs, level: str, parallel: str | None, family:
     simd = any("simd" in m or m.endswith(("hybrid_gemm", "fc_int4")) for m in modules1)
     if parallel == "all" or (parallel == "simd" and simd):
         assert any(n.endswith("_par") for n in names2), f"{level}: no parallel kernel with two threads: {names2}"
-    for k, (a, b, ref) in enumerate(zip(one, two, refs)):
+    # the same parallel drivers with the team limit at 1 (lite_numba/jit/team.py: a core taken by another process):
+    # every chunk on the calling thread
+    team.force_team_limit(1)
+    try:
+        serial, _, _ = run_threads(data, inputs, 2)
+    finally:
+        team.force_team_limit(None)
+    for k, (a, b, c, ref) in enumerate(zip(one, two, serial, refs)):
         np.testing.assert_array_equal(a, b, err_msg=f"{level}: 1 and 2 threads differ")
+        np.testing.assert_array_equal(a, c, err_msg=f"{level}: 1 thread and 2 with the team limit at 1 differ")
         assert_close(b, ref, family=family, what=f"{level} output {k}")  # integers exact
 
 
@@ -231,3 +240,38 @@ def test_default_is_one_thread():
     it.allocate_tensors()
     names, _ = _kernels(it)
     assert not any(n.endswith("_par") for n in names), names
+
+
+def test_team_policy_follows_the_faster_setting():
+    """TeamPolicy (lite_numba/jit/team.py) with a clock of its own: a run that costs 10 units with the workers and 4
+    on the calling thread (a core taken) switches to the calling thread at the first probe; when the workers become
+    faster again (3 against 4) it switches back within a few probes; the limit is cleared after every run."""
+    now = [0]
+    cost = {0: 10, 1: 4}
+    seen = []
+
+    def run():
+        seen.append(team.team_limit())
+        now[0] += cost[team.team_limit()]
+
+    policy = team.TeamPolicy(run, clock=lambda: now[0])
+    for _ in range(team.PROBE_EVERY):
+        policy()
+    assert seen[:team.PROBE_EVERY - 1] == [0] * (team.PROBE_EVERY - 1) and seen[-1] == 1  # the first probe
+    assert policy.serial and team.team_limit() == 0
+    for _ in range(team.PROBE_EVERY):
+        policy()
+    assert seen[-team.PROBE_EVERY:-1] == [1] * (team.PROBE_EVERY - 1) and seen[-1] == 0  # a probe of the workers
+    cost[0] = 3
+    for _ in range(8 * team.PROBE_EVERY):
+        policy()
+    assert not policy.serial
+    team.force_team_limit(1)
+    try:
+        n = len(seen)
+        for _ in range(3 * team.PROBE_EVERY):
+            policy()
+        assert set(seen[n:]) == {1}  # forced: no probes
+    finally:
+        team.force_team_limit(None)
+    assert team.team_limit() == 0

@@ -10,6 +10,10 @@ the same instructions in the same order as with one thread: identical results fo
 assignment of chunks to workers. Each worker has its own slice of scratch (`Recorder` replays a serial schedule
 with every scratch array made t times longer along its first axis).
 
+A region first reads the process's team limit (`team_limit`, lite_numba/jit/team.py): at 1 the calling thread runs
+every chunk itself as worker 0 and no region starts. The invoke policy there sets it from the measured invoke times
+(num_threads > 1 only): with a core taken by another process a region would wait for a descheduled worker.
+
 Threads: Numba's pool runs the t workers of a region at once (a thread that has not called
 `numba.set_num_threads` uses the whole pool, `NUMBA_NUM_THREADS`, by default the number of cores; pool threads
 beyond t find no work). The drivers do not call `set_num_threads` themselves: a function using it cannot be cached
@@ -34,7 +38,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from lite_numba.ops import compiled_address
+from lite_numba.ops import TEAM_LIMIT_SYMBOL, compiled_address
 
 # work (multiply-adds) below which a parallel launch (~1.5-2 us with two threads) does not pay: a 3x3 conv of
 # 12x12x16 -> 16 (330k) gains 7.8 -> 6.7 us, 8x8x16 -> 16 (150k) loses 3.8 -> 4.3 us (2-core Zen 4, omp layer)
@@ -70,10 +74,33 @@ def next_chunk(typingctx, cnt):
     return types.int64(cnt), codegen
 
 
+@intrinsic
+def team_limit(typingctx):
+    """The process's current limit on a parallel region's workers (lite_numba/jit/team.py: 0 none, 1 run the chunks
+    on the calling thread), read from the int64 behind TEAM_LIMIT_SYMBOL (an external symbol: the cached code
+    stays valid in every process)."""
+
+    def codegen(context, builder, sig, args):
+        mod = builder.module
+        g = mod.globals.get(TEAM_LIMIT_SYMBOL)
+        if g is None:
+            g = ir.GlobalVariable(mod, ir.IntType(64), TEAM_LIMIT_SYMBOL)
+            g.linkage = "external"
+        return builder.load_atomic(g, "monotonic", 8)
+
+    return types.int64(), codegen
+
+
 @njit(cache=True, inline="always")
 def run_chunks(T, cnt, nch, work, args):
     """The body of every parallel driver: T workers (prange) take the chunks 0 .. nch - 1 in turn from the counter
-    cnt (next_chunk) and run work(args, worker, chunk) on each; inlined into a parallel=True function."""
+    cnt (next_chunk) and run work(args, worker, chunk) on each; inlined into a parallel=True function. With the
+    team limit at 1 (lite_numba/jit/team.py: a core taken by another process) the calling thread runs them all as
+    worker 0, no region started."""
+    if team_limit() == 1:
+        for j in range(nch):
+            work(args, 0, j)
+        return
     cnt[0] = 0
     for wk in prange(T):
         j = next_chunk(cnt)

@@ -47,7 +47,7 @@ from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import gep as _gep
 from lite_numba.kernels.base.llvm_ir import i64 as _i
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, next_chunk, threads_for
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, next_chunk, team_limit, threads_for
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
@@ -276,6 +276,11 @@ def each_chunk(part, a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
     """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range) through the driver's part,
     taken in turn by T workers (cnt: a one-int64 counter scratch); inlined into a parallel driver."""
     nch = ch.size // 4
+    if team_limit() == 1:  # a core taken by another process: every chunk on this thread (threads.run_chunks)
+        for j in range(nch):
+            part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
+                 ch[4 * j + 3])
+        return
     cnt[0] = 0
     for _w in prange(T):
         j = next_chunk(cnt)
@@ -292,6 +297,11 @@ def each_batch_chunk(part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, 
     of whole panels); inlined into a parallel driver."""
     nch = ch.size // 4
     size = bp.size // T
+    if team_limit() == 1:  # a core taken by another process: every chunk on this thread as worker 0
+        for j in range(nch):
+            each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, bp[:size], bias, c, N, lim, segs, ch[4 * j],
+                       ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3])
+        return
     cnt[0] = 0
     for w in prange(T):
         mine = bp[w * size:(w + 1) * size]

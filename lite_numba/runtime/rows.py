@@ -29,6 +29,7 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 from ..jit.compiler import compiled_overload
+from ..jit.team import TeamPolicy
 
 
 @intrinsic
@@ -113,8 +114,10 @@ def compiled_entry(fn, sig):
 def install_entry(rt) -> None:
     """Give an allocated GraphRuntime whose whole invoke is compiled runners (native_program) its own `run`: one call
     of run_program's compiled wrapper with its table's address (a functools.partial: no Python frame, no dispatcher,
-    no array unboxed; Interpreter.invoke calls it). It stays while the runtime keeps this preparation: invalidate()
-    and the next program remove it (GraphRuntime.run is then invoke). An I/O binding rewrites `it` in place: seen."""
+    no array unboxed; Interpreter.invoke calls it), wrapped with num_threads > 1 in jit/team.py's TeamPolicy (the
+    parallel regions' workers used or not by the invokes' measured times). It stays while the runtime keeps this
+    preparation: invalidate() and the next program remove it (GraphRuntime.run is then invoke). An I/O binding
+    rewrites `it` in place: seen."""
     prog = rt.native_program()
     if prog is None:
         return
@@ -126,7 +129,8 @@ def install_entry(rt) -> None:
     tab = np.asarray(tab, np.int64)
     entry = functools.partial(compiled_entry(run_program, (types.int64, types.int64)), tab.ctypes.data, tab.size)
     entry.table = tab  # (the table lives as long as the entry)
-    rt.run = entry
+    # with num_threads > 1 the parallel regions' workers are used or not by the invokes' measured times
+    rt.run = TeamPolicy(entry) if rt.num_threads > 1 else entry
 
 
 @njit(cache=True, nogil=True)

@@ -1,0 +1,79 @@
+"""How many workers the parallel drivers may use right now, and the policy that decides it per invoke.
+
+With `num_threads=n > 1` prepare schedules parallel drivers (kernels/base/threads.py): each call starts a parallel
+region whose workers take fixed chunks in turn, and the region ends when every chunk is done. When another process
+holds a core, the OS deschedules a worker in the middle of a chunk and the region waits for it a whole time slice:
+measured with one of the two cores of a Xeon spinning, MobileNetV3-Small int8 took 3.8x and face_detection_front
+2.6x our own one-thread time at num_threads=2 (bench/test_latency.py test_one_core_busy).
+
+So the regions read a process-wide limit, the int64 behind the symbol TEAM_LIMIT_SYMBOL (registered with LLVM
+here, at import, before any kernel is compiled or loaded from the disk cache): 0 lets every region use its workers,
+1 makes it run its chunks one after the other on the calling thread. Every output is computed by the same code
+whatever the limit (each chunk runs the serial kernel with worker 0's scratch), so results are identical.
+
+`TeamPolicy` wraps an allocated graph's run with num_threads > 1: it times every invoke, runs one in PROBE_EVERY
+with the other setting, and runs the next invokes with the setting whose recent median is lower. On a quiet
+machine the workers win and the probes cost 1/PROBE_EVERY of the difference; with a core taken the serial runs win
+within a few probes. The limit is set for the duration of the run and cleared after it (interpreters invoked from
+several Python threads at once may see each other's setting: only their speed can change, not their results).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import time
+from collections import deque
+
+from llvmlite import binding as llvm
+
+TEAM_LIMIT_SYMBOL = "lite_numba_team_limit"
+_LIMIT = ctypes.c_int64(0)
+llvm.add_symbol(TEAM_LIMIT_SYMBOL, ctypes.addressof(_LIMIT))
+
+PROBE_EVERY = 32  # invokes per probe of the setting not in use
+# samples kept per setting: the setting in use keeps its last RECENT invokes, the other its last RECENT probes, and
+# the medians are compared (a preempted invoke takes a whole time slice: the median ignores up to two in five)
+RECENT = 5
+
+
+_FORCED: list[int | None] = [None]
+
+
+def force_team_limit(n: int | None) -> None:
+    """Fix the limit for every invoke from now on (0: parallel regions use their workers; 1: they run on the calling
+    thread), or give the choice back to the policies (None). For tests and for measuring either setting."""
+    _FORCED[0] = None if n is None else int(n)
+    _LIMIT.value = _FORCED[0] or 0
+
+
+def team_limit() -> int:
+    """The limit in force (0 or 1)."""
+    return _LIMIT.value
+
+
+class TeamPolicy:
+    """A graph's `run` for num_threads > 1 (see the module doc): `TeamPolicy(run)()` runs it with the setting that has
+    been faster, probing the other now and then. `clock` returns nanoseconds (tests pass their own)."""
+
+    def __init__(self, run, clock=time.perf_counter_ns):
+        self.inner = run
+        self.clock = clock
+        self.serial = False  # the setting in use
+        self.recent = (deque(maxlen=RECENT), deque(maxlen=RECENT))  # ns: [workers, serial]
+        self.count = 0
+
+    def __call__(self) -> None:
+        if _FORCED[0] is not None:
+            return self.inner()
+        self.count += 1
+        serial = int(self.serial != (self.count % PROBE_EVERY == 0))
+        _LIMIT.value = serial
+        t0 = self.clock()
+        try:
+            self.inner()
+        finally:
+            _LIMIT.value = 0
+        self.recent[serial].append(self.clock() - t0)
+        if self.recent[1 - serial]:
+            self.serial = statistics.median(self.recent[1]) < statistics.median(self.recent[0])
