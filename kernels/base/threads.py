@@ -38,7 +38,9 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from lite_numba.ops import TEAM_LIMIT_SYMBOL, compiled_address
+from lite_numba.ops import compiled_address, register_team_limit
+
+TEAM_LIMIT_SYMBOL = register_team_limit()
 
 # work (multiply-adds) below which a parallel launch (~1.5-2 us with two threads) does not pay: a 3x3 conv of
 # 12x12x16 -> 16 (330k) gains 7.8 -> 6.7 us, 8x8x16 -> 16 (150k) loses 3.8 -> 4.3 us (2-core Zen 4, omp layer)

@@ -3,13 +3,15 @@
 With `num_threads=n > 1` prepare schedules parallel drivers (kernels/base/threads.py): each call starts a parallel
 region whose workers take fixed chunks in turn, and the region ends when every chunk is done. When another process
 holds a core, the OS deschedules a worker in the middle of a chunk and the region waits for it a whole time slice:
-measured with one of the two cores of a Xeon spinning, MobileNetV3-Small int8 took 3.8x and face_detection_front
-2.6x our own one-thread time at num_threads=2 (bench/test_latency.py test_one_core_busy).
+measured on a 2-vCPU Xeon with a spinning process beside the bench (and other work running), MobileNetV3-Small
+int8 took 3.8x and face_detection_front 2.6x our own one-thread time at num_threads=2 (bench/test_latency.py
+test_one_core_busy).
 
-So the regions read a process-wide limit, the int64 behind the symbol TEAM_LIMIT_SYMBOL (registered with LLVM
-here, at import, before any kernel is compiled or loaded from the disk cache): 0 lets every region use its workers,
-1 makes it run its chunks one after the other on the calling thread. Every output is computed by the same code
-whatever the limit (each chunk runs the serial kernel with worker 0's scratch), so results are identical.
+So the regions read a process-wide limit, the int64 behind the symbol TEAM_LIMIT_SYMBOL (registered with LLVM by
+register_team_limit when kernels/base/threads.py is imported, before any kernel reading it is compiled or loaded): 0
+lets every region use its workers, 1 makes it run its chunks one after the other on the calling thread. Every output
+is computed by the same code whatever the limit (each chunk runs the serial kernel with worker 0's scratch), so
+results are identical.
 
 `TeamPolicy` wraps an allocated graph's run with num_threads > 1: it times every invoke, runs one in PROBE_EVERY
 with the other setting, and runs the next invokes with the setting whose recent median is lower. On a quiet
@@ -25,11 +27,17 @@ import statistics
 import time
 from collections import deque
 
-from llvmlite import binding as llvm
-
 TEAM_LIMIT_SYMBOL = "lite_numba_team_limit"
 _LIMIT = ctypes.c_int64(0)
-llvm.add_symbol(TEAM_LIMIT_SYMBOL, ctypes.addressof(_LIMIT))
+
+
+def register_team_limit() -> str:
+    """Make TEAM_LIMIT_SYMBOL resolvable by LLVM in this process (kernels/base/threads.py calls it at import, before
+    any kernel that reads the limit is compiled or loaded); returns the symbol's name."""
+    from llvmlite import binding  # lazy: `import lite_numba` loads no compiler (tests/test_startup_cache.py)
+
+    binding.add_symbol(TEAM_LIMIT_SYMBOL, ctypes.addressof(_LIMIT))
+    return TEAM_LIMIT_SYMBOL
 
 PROBE_EVERY = 32  # invokes per probe of the setting not in use
 # samples kept per setting: the setting in use keeps its last RECENT invokes, the other its last RECENT probes, and
