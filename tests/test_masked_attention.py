@@ -141,3 +141,14 @@ def test_not_rewritten(kw):
     inputs = _inputs(np.random.default_rng(2), start=1, **kw)
     ours, ref = run_ours(data, inputs), run_official(data, inputs)
     assert all(o.tobytes() == r.tobytes() for o, r in zip(ours, ref))
+
+
+@pytest.mark.parametrize("scale, skips", [(1e6, True), (1e14, False), (1e19, False)])
+@pytest.mark.parametrize("fill", [-np.inf, -F32_MAX, -2.0 ** 100])
+def test_large_scores(scale, skips, fill):
+    """Queries and keys scaled so the scores reach ~1e13, ~1e29 (the skipped scores' bound then too close to the
+    mask fill: everything computed) and overflow (NaN rows): the unfused bytes either way."""
+    q, k, mask, v = _inputs(np.random.default_rng(1), start=10)
+    q, k = q * np.float32(scale), k * np.float32(scale)
+    mask = np.where(np.isinf(mask), np.float32(fill), mask).astype(np.float32)
+    _check(attention_model(), [q, k, mask, v], _span(10 + ROWS - 1) if skips else S)

@@ -63,18 +63,24 @@ INF_BITS = 0x7F800000
 
 @njit(cache=True, inline="always")
 def _zmm(a, a_off, rows, segs, b, b_off, sk, sn, K, bp, bias, c, N, lim, ascr, z1, ch, cnt, T):
-    if T > 1:
-        simd_f32.batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)
-    else:
-        simd_f32.batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs)
+    simd_f32.batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs)
 
 
 @njit(cache=True, inline="always")
 def _ymm(a, a_off, rows, segs, b, b_off, sk, sn, K, bp, bias, c, N, lim, ascr, z1, ch, cnt, T):
-    if T > 1:
-        simd_f32_narrow.batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)
-    else:
-        simd_f32_narrow.batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs)
+    simd_f32_narrow.batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs)
+
+
+# the parallel drivers (num_threads > 1), in entries of their own: code that calls a parallel=True function needs the
+# threading layer's symbols when it loads, which a 1-thread process does not start (threads.threads_for does)
+@njit(cache=True, inline="always")
+def _zmm_par(a, a_off, rows, segs, b, b_off, sk, sn, K, bp, bias, c, N, lim, ascr, z1, ch, cnt, T):
+    simd_f32.batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)
+
+
+@njit(cache=True, inline="always")
+def _ymm_par(a, a_off, rows, segs, b, b_off, sk, sn, K, bp, bias, c, N, lim, ascr, z1, ch, cnt, T):
+    simd_f32_narrow.batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)
 
 
 @njit(cache=True, inline="always")
@@ -232,20 +238,34 @@ def _run(gemm, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, 
 @njit(cache=True, nogil=True)
 def masked_attention_zmm(q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx,
                          scans, dims, beta, state, ascr, z1, ch, cnt):
-    _run(_zmm, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx, scans, dims,
-         beta, state, ascr, z1, ch, cnt)
+    _run(_zmm, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx, scans,
+         dims, beta, state, ascr, z1, ch, cnt)
+
+
+@njit(cache=True, nogil=True)
+def masked_attention_zmm_par(q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx,
+                             scans, dims, beta, state, ascr, z1, ch, cnt):
+    _run(_zmm_par, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx, scans,
+         dims, beta, state, ascr, z1, ch, cnt)
 
 
 @njit(cache=True, nogil=True)
 def masked_attention_ymm(q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx,
                          scans, dims, beta, state, ascr, z1, ch, cnt):
-    _run(_ymm, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx, scans, dims,
-         beta, state, ascr, z1, ch, cnt)
+    _run(_ymm, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx, scans,
+         dims, beta, state, ascr, z1, ch, cnt)
 
 
 @njit(cache=True, nogil=True)
-def masked_attention_portable(q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr,
-                              pidx, scans, dims, beta, state, ascr, z1, ch, cnt):
+def masked_attention_ymm_par(q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx,
+                             scans, dims, beta, state, ascr, z1, ch, cnt):
+    _run(_ymm_par, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx, scans,
+         dims, beta, state, ascr, z1, ch, cnt)
+
+
+@njit(cache=True, nogil=True)
+def masked_attention_portable(q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx,
+                              scans, dims, beta, state, ascr, z1, ch, cnt):
     _run(_portable, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, bp, bias, lim, scr, pidx, scans,
          dims, beta, state, ascr, z1, ch, cnt)
 
@@ -308,8 +328,6 @@ def MASKED_ATTENTION(ctx: PrepareContext) -> None:
     if out.size == 0:
         return
     d = simd_f32_narrow.float_drivers()
-    fn = masked_attention_portable if d is None else \
-        masked_attention_zmm if d is simd_f32.ZMM else masked_attention_ymm
     # the first product: A = q (rows m * am, k at ak), B[k, n] = k[h * ksk + j * ksn]
     qs = _strides(q.shape)
     am, ak = (qs[-1], qs[-2]) if adj_x else (qs[-2], qs[-1])
@@ -339,6 +357,9 @@ def MASKED_ATTENTION(ctx: PrepareContext) -> None:
     ch1, t1 = chunks(n1)
     ch2, t2 = chunks(n2)
     T = min(t1, t2)
+    fn = masked_attention_portable if d is None else \
+        (masked_attention_zmm_par if T > 1 else masked_attention_zmm) if d is simd_f32.ZMM else \
+        (masked_attention_ymm_par if T > 1 else masked_attention_ymm)
     if d is None:
         pack = max(H * S, S * N2)
     else:
@@ -357,4 +378,5 @@ def MASKED_ATTENTION(ctx: PrepareContext) -> None:
              ctx.temp((M * max(H, S) if d is None else 1,), np.float32), np.zeros(1, np.int64),
              np.concatenate([ch1, ch2]), ctx.temp((1,), np.int64))
 
-__all__ = ["MASKED_ATTENTION", "masked_attention_zmm", "masked_attention_ymm", "masked_attention_portable", "SPAN"]
+__all__ = ["MASKED_ATTENTION", "masked_attention_zmm", "masked_attention_zmm_par", "masked_attention_ymm",
+           "masked_attention_ymm_par", "masked_attention_portable", "SPAN"]
