@@ -9,16 +9,17 @@ from lite_numba.builder import ModelBuilder
 
 
 def attention_model(*, kv=2, rows=24, s=64, h=16, n2=None, adj_y=True, adj_y2=True, mask_first=False, group=1,
-                    beta=1.0, observe=None) -> bytes:
+                    beta=1.0, observe=None, mask_shape=None) -> bytes:
     """q [1, kv, rows * group, h], k cache [1, kv, s, h] (adj_y) or [1, kv, h, s], mask [1, 1, rows, s] (concatenated
     `group` times along the rows for grouped query heads, as Qwen3's export), v cache [1, kv, n2, s] (adj_y2) or
-    [1, kv, s, n2] -> out [1, kv, rows * group, n2]. observe: "scores", "sum" or "probs" is also a graph output."""
+    [1, kv, s, n2] -> out [1, kv, rows * group, n2]. observe: "scores", "sum" or "probs" is also a graph output.
+    mask_shape: another mask shape broadcasting to the scores (no concatenation then)."""
     n2 = n2 or h
     m = rows * group
     b = ModelBuilder()
     q = b.add_input("q", np.float32, [1, kv, m, h])
     k = b.add_input("k", np.float32, [1, kv, s, h] if adj_y else [1, kv, h, s])
-    mask = b.add_input("mask", np.float32, [1, 1, rows, s])
+    mask = b.add_input("mask", np.float32, list(mask_shape or [1, 1, rows, s]))
     v = b.add_input("v", np.float32, [1, kv, n2, s] if adj_y2 else [1, kv, s, n2])
     if group > 1:
         mm = b.add_tensor("mask_g", np.float32, [1, 1, m, s])

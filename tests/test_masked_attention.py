@@ -152,3 +152,16 @@ def test_large_scores(scale, skips, fill):
     q, k = q * np.float32(scale), k * np.float32(scale)
     mask = np.where(np.isinf(mask), np.float32(fill), mask).astype(np.float32)
     _check(attention_model(), [q, k, mask, v], _span(10 + ROWS - 1) if skips else S)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, S), (1, KV, ROWS, S), (KV, 1, S), (S,)])
+def test_mask_shapes(shape):
+    """Masks broadcasting to the scores otherwise: one row for every query (a decode step's, over more rows), one
+    per KV head, fewer dimensions."""
+    rng = np.random.default_rng(13)
+    q, k, _, v = _inputs(rng)
+    mask = np.zeros(shape, np.float32)
+    mask[..., 37:] = -np.inf
+    if len(shape) == 4 and shape[1] == KV:
+        mask[:, 1, :, 20:] = -np.inf
+    _check(attention_model(mask_shape=shape), [q, k, mask, v], 48)

@@ -342,7 +342,7 @@ def MASKED_ATTENTION(ctx: PrepareContext) -> None:
     n1, n2 = ko.size, vo.size
     pidx = _broadcast_offsets(scores, b2) // (M * S)  # the scores' batch each output batch reads
     mo = _broadcast_offsets(ms, b1)  # the mask's matrix per scores batch, then its rows (or row 0 if broadcast)
-    mrow = (mo[:, None] + (np.arange(M, dtype=np.int64) * S if ms[-2] != 1 else 0)).reshape(-1).astype(np.int64)
+    mrow = (mo[:, None] + np.arange(M, dtype=np.int64) * (S if ms[-2] != 1 else 0)).reshape(-1).astype(np.int64)
     t = threads_for(ctx, n1 * M * H * S)
     mr = d.mr if d is not None else 1
     if d is None:
