@@ -104,6 +104,12 @@ def _cases() -> dict:
                                        ("bmm_f32_adj_broadcast", [2, 1, 16, 37], [1, 3, 70, 16], True, True)):
         cases[name] = (bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y),
                        [rng.standard_normal(ls).astype(np.float32), rng.standard_normal(rs).astype(np.float32)], 1e-5)
+    # a decode step's few query rows times a run-time rhs read along k (simd_f32_dot's 8 x 8 squares transposed in
+    # registers on NEON): the official kernel's sums in the same order, so bit-identical
+    for name, ls, rs in (("bmm_f32_decode_keys", [1, 2, 3, 40], [1, 2, 21, 40]),
+                         ("bmm_f32_decode_values", [1, 1, 9, 37], [1, 1, 19, 37])):
+        cases[name] = (bmm_model(ls, rs, adj_y=True),
+                       [rng.standard_normal(ls).astype(np.float32), rng.standard_normal(rs).astype(np.float32)], None)
     a = rng.standard_normal((2, 5, 7, 3)).astype(np.float32)
     b = rng.standard_normal((1, 7, 3)).astype(np.float32)
     for op in ("ADD", "MUL"):

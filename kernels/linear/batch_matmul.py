@@ -6,17 +6,18 @@ and hybrid (float32 lhs, int8 rhs with per-tensor or per-column scales). The mat
 B is taken as [K, N], so rhs is used as stored unless adj_y (then transposed once into a temp, or in prepare when
 constant). Every output batch gets the offsets of its lhs and rhs matrices, precomputed here. A float32 product of
 at most SWAP_ROWS rows by a run-time rhs whose k runs contiguously (adj_y: a decode step's queries times its K cache,
-its probabilities times a transposed V cache) is computed transposed (_schedule_swapped): the rhs rows read in place
-as the GEMM's left-hand side, where the GEMM would pack the whole rhs to use each value SWAP_ROWS times at most.
+its probabilities times a transposed V cache) runs on simd_f32_dot's tiles (_schedule_swapped): the rhs rows read
+in place and transposed in registers, square by square, where the GEMM would pack the whole rhs to use each value
+SWAP_ROWS times at most.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.fixedpoint import check_int64_left_shift, check_left_shift
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, threads_for
 from lite_numba.kernels.linear.amx_bmm import requantize_fixed, schedule_bmm_amx
-from lite_numba.kernels.linear.fc_loops import gemm_f32, transpose_batches, transpose_into
+from lite_numba.kernels.linear.fc_loops import gemm_f32, transpose_batches
 from lite_numba.kernels.linear.fully_connected_quantized import (
     REQUANT_FIXED,
     REQUANT_FIXED64,
@@ -27,7 +28,8 @@ from lite_numba.kernels.linear.fully_connected_quantized import (
     schedule_igemm,
 )
 from lite_numba.kernels.linear.hybrid_schedule import schedule_hybrid
-from lite_numba.kernels.linear.simd_f32 import NR, pack_panels, pad_bias, panel_count, schedule_batch_matmul
+from lite_numba.kernels.linear.simd_f32 import schedule_batch_matmul
+from lite_numba.kernels.linear.simd_f32_dot import bmm_dot, bmm_dot_par, dot_chunks, dot_lanes
 from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 from numba import njit
 
@@ -149,29 +151,19 @@ SWAP_ROWS = 16
 SWAP_BATCHES = 64
 
 
-def _schedule_swapped(ctx: PrepareContext, lhs, a_off, a_strides, rhs, b_off, bn, o, M: int, K: int, N: int,
-                      drivers) -> None:
-    """out_i = A_i @ B_i computed as (B_i^T @ A_i^T)^T: B_i^T's rows (k contiguous, bn apart) read in place as the
-    GEMM's left-hand side, A_i^T (at most SWAP_ROWS columns) packed per batch into one panel, the [N, M] result
-    written transposed into the output. Every output is the same sum, in the same order, of the same products as
-    the packed-rhs GEMM computes: bit-identical, without packing the whole rhs."""
+def _schedule_swapped(ctx: PrepareContext, lhs, a_off, a_strides, rhs, b_off, bn, o, M: int, K: int, N: int) -> None:
+    """out_i = A_i @ B_i with B_i^T's rows (k contiguous, bn apart) read in place: simd_f32_dot's tiles transpose
+    squares of them in registers and add each rounded product in k order (the same sums, in the same order, as the
+    GEMM and the official kernel: bit-identical), without packing the whole rhs."""
     a, b, c = ctx.view(lhs, (lhs.size,)), ctx.view(rhs, (rhs.size,)), ctx.view(o, (o.size,))
     am, ak = a_strides
-    lim = np.array([-np.inf, np.inf], np.float32)
-    segs, bias = np.zeros(1, np.int64), pad_bias(None, M)
-    bp = ctx.temp((panel_count(M) * K * NR,), np.float32)
-    ct = ctx.temp((N * M,), np.float32)
-    t = threads_for(ctx, M * K * N)
-    chunks = [(r0, r1, 0, panel_count(M)) for r0, r1 in bands(N, CHUNKS_PER_THREAD * t, drivers.mr)]
-    for i in range(a_off.size):
-        rows = int(b_off[i]) + np.arange(N, dtype=np.int64) * bn
-        ctx.call(pack_panels, a, int(a_off[i]), K, M, ak, am, bp)
-        if t > 1:
-            ctx.call(drivers.gemm_packed_par, b, rows, segs, K, bp, bias, ct, M, lim,
-                     np.array(chunks, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
-        else:
-            ctx.call(drivers.gemm_packed, b, rows, segs, K, bp, bias, ct, M, lim)
-        ctx.call(transpose_into, ct, c, i * M * N, N, M)
+    lanes = dot_lanes()
+    t = threads_for(ctx, a_off.size * M * K * N)
+    ch = dot_chunks(a_off.size, N, CHUNKS_PER_THREAD * t, lanes) if t > 1 else np.zeros(0, np.int64)
+    if ch.size > 4:
+        ctx.call(bmm_dot_par, lanes, a, a_off, am, ak, b, b_off, bn, c, M, K, N, ch, ctx.temp((1,), np.int64), t)
+    else:
+        ctx.call(bmm_dot, lanes, a, a_off, am, ak, b, b_off, bn, c, M, K, N)
 
 
 @kernel("BATCH_MATMUL")
@@ -219,7 +211,7 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
     if (not quantized and rhs.dtype == np.float32 and drivers is not None and not rhs.is_const and M <= SWAP_ROWS
             and bk == 1 and K > 0 and int(np.prod(out_b, dtype=np.int64)) <= SWAP_BATCHES):
         _schedule_swapped(ctx, lhs, _batch_offsets(ls, lst, out_b), (am, ak), rhs, _batch_offsets(rs, rst, out_b), bn,
-                          o, M, K, N, drivers)
+                          o, M, K, N)
         return
     if not quantized and rhs.dtype == np.float32 and drivers is not None and not rhs.is_const:
         # the SIMD GEMM reads a transposed or folded lhs in place and packs the rhs from where it is: no copies
