@@ -126,11 +126,3 @@ def fc_rows_f32(x, w, bias, out, batch, k, units, lim):
             for i in range(k):
                 s += wr[i] * xr[i]
             out[b * units + n] = min(max(s + bias[n], lo), hi)
-
-
-@njit(cache=True, nogil=True)
-def transpose_into(x, out, off, R, C):
-    """out[off + c * R + r] = x[r * C + c] for the [R, C] block x: a [C, R] block written at off of out."""
-    for c in range(C):
-        for r in range(R):
-            out[off + c * R + r] = x[r * C + c]
