@@ -176,12 +176,23 @@ def signature_loop(interpreter, prefill: int, decode: int, warmup: bool, load_s:
 
 
 def bench_interpreter(path: str, threads: int, prefill: int, decode: int, warmup: bool) -> dict:
+    """The official Interpreter's signature loop; with LITE_NUMBA_BENCH_OFFICIAL_ISA=avx2 or avxvnni its XNNPACK and
+    ruy see only that level (bench/official_isa.py, checked after the first interpreter): the XNNPACK kernels an
+    AVX2-only CPU would run, which LiteRT-LM's stripped library cannot be restricted to."""
     from ai_edge_litert import interpreter as tfl
 
+    level = (os.environ.get("LITE_NUMBA_BENCH_OFFICIAL_ISA") or "").strip().lower()
+    official_isa = None
+    if level and level != "native":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+        import official_isa  # lazy: bench/'s restriction of the official runtime, only when asked for
+
+        official_isa.restrict(level)
     t0 = time.perf_counter()
     it = tfl.Interpreter(model_path=path, num_threads=threads)
     res = signature_loop(it, prefill, decode, warmup, time.perf_counter() - t0)
-    return {"engine": "interpreter (XNNPACK)", "threads": threads, **res}
+    isa = official_isa.verify() if official_isa else "native"
+    return {"engine": "interpreter (XNNPACK)", "threads": threads, "official_isa": isa, **res}
 
 
 def bench_lite_numba(path: str, threads: int, prefill: int, decode: int, warmup: bool) -> dict:
@@ -347,6 +358,9 @@ def run_all(args) -> None:
     print()
     print(f"CPU: {cpu_name()}; one core's read bandwidth: numpy float32 sum {bw.get('sum_f32_gib_s')} GiB/s, uint8 max"
           f" {bw.get('max_u8_gib_s')} GiB/s (limit = the larger / weight bytes streamed per token)")
+    print(f"lite-numba kernel path: LITE_NUMBA_ISA={os.environ.get('LITE_NUMBA_ISA') or 'best of this CPU'}; official "
+          f"Interpreter: {next((r['official_isa'] for r in rows if r.get('official_isa')), 'native')}; LiteRT-LM: "
+          "its own choice (its library is stripped: it cannot be restricted)")
     print("| model | threads | engine | prefill tok/s | decode tok/s | TTFT s | peak RSS MiB | decode limit tok/s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
