@@ -14,6 +14,8 @@ import pytest
 from lite_numba.kernels.base import isa
 from test_hybrid_in_place import _case, _exact, _kernels, _run
 
+from lite_numba import Interpreter
+from lite_numba.builder import ModelBuilder
 from lite_numba.testing import require_official, run_official
 
 require_official()
@@ -63,3 +65,34 @@ def test_amx_two_threads_repeated(tmp_path, monkeypatch):
             outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
         np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
         _exact(outs[1], run_official(data, [x2])[0])
+
+
+@needs_amx
+def test_amx_two_threads_bias_input(monkeypatch):
+    """A bias computed at run time (a graph input): the driver writes it into the channel parameters before the
+    workers start; 2 threads the bytes of 1 and of the official runtime."""
+    monkeypatch.setenv("LITE_NUMBA_ISA", "amx")
+    rng = np.random.default_rng(5)
+    rows, k, units = 64, 512, 200
+    b = ModelBuilder()
+    x = b.add_input("x", np.float32, [rows, k])
+    bias = b.add_input("b", np.float32, [units])
+    w = b.add_const("w", rng.integers(-127, 128, (units, k)).astype(np.int8),
+                    quant={"scales": rng.uniform(0.002, 0.02, units).astype(np.float32), "zero_points": [0] * units,
+                           "quantized_dimension": 0})
+    y = b.add_tensor("y", np.float32, [rows, units])
+    b.add_op("FULLY_CONNECTED", [x, w, bias], [y], options={"fused_activation_function": "RELU"}, version=12)
+    b.mark_output(y)
+    data = b.build()
+    xs = [rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal(units).astype(np.float32)]
+    outs = []
+    for threads in (1, 2):
+        it = Interpreter(model_content=data, num_threads=threads)
+        it.allocate_tensors()
+        for d, v in zip(it.get_input_details(), xs):
+            it.set_tensor(d["index"], v)
+        it.invoke()
+        assert ("hybrid_fc_amx_t_par" if threads == 2 else "hybrid_fc_amx_t") in _kernels(it)
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    _exact(outs[1], run_official(data, xs)[0])
