@@ -244,8 +244,9 @@ def test_default_is_one_thread():
 
 def test_team_policy_follows_the_faster_setting():
     """TeamPolicy (lite_numba/jit/team.py) with a clock of its own: a run that costs 10 units with the workers and 4
-    on the calling thread (a core taken) switches to the calling thread at the first probe; when the workers become
-    faster again (3 against 4) it switches back within a few probes; the limit is cleared after every run."""
+    on the calling thread (a core taken) switches to the calling thread at the first probe (the second invoke) and
+    probes ever more rarely while that holds; when the workers become faster again (3 against 4) it switches back
+    within a few probes; the limit is cleared after every run; a forced limit runs without probes."""
     now = [0]
     cost = {0: 10, 1: 4}
     seen = []
@@ -255,21 +256,21 @@ def test_team_policy_follows_the_faster_setting():
         now[0] += cost[team.team_limit()]
 
     policy = team.TeamPolicy(run, clock=lambda: now[0])
-    for _ in range(team.PROBE_EVERY):
+    policy()
+    policy()
+    assert seen == [0, 1] and policy.serial and team.team_limit() == 0
+    for _ in range(3000):
         policy()
-    assert seen[:team.PROBE_EVERY - 1] == [0] * (team.PROBE_EVERY - 1) and seen[-1] == 1  # the first probe
-    assert policy.serial and team.team_limit() == 0
-    for _ in range(team.PROBE_EVERY):
-        policy()
-    assert seen[-team.PROBE_EVERY:-1] == [1] * (team.PROBE_EVERY - 1) and seen[-1] == 0  # a probe of the workers
+    probes = [i for i, v in enumerate(seen) if v == 0]
+    assert len(probes) < 20 and probes[-1] - probes[-2] == team.MAX_INTERVAL  # rarer and rarer, up to the cap
     cost[0] = 3
-    for _ in range(8 * team.PROBE_EVERY):
+    for _ in range(5 * team.MAX_INTERVAL):
         policy()
     assert not policy.serial
     team.force_team_limit(1)
     try:
         n = len(seen)
-        for _ in range(3 * team.PROBE_EVERY):
+        for _ in range(100):
             policy()
         assert set(seen[n:]) == {1}  # forced: no probes
     finally:

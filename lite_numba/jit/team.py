@@ -13,11 +13,12 @@ lets every region use its workers, 1 makes it run its chunks one after the other
 is computed by the same code whatever the limit (each chunk runs the serial kernel with worker 0's scratch), so
 results are identical.
 
-`TeamPolicy` wraps an allocated graph's run with num_threads > 1: it times every invoke, runs one in PROBE_EVERY
-with the other setting, and runs the next invokes with the setting whose recent median is lower. On a quiet
-machine the workers win and the probes cost 1/PROBE_EVERY of the difference; with a core taken the serial runs win
-within a few probes. The limit is set for the duration of the run and cleared after it (interpreters invoked from
-several Python threads at once may see each other's setting: only their speed can change, not their results).
+`TeamPolicy` wraps an allocated graph's run with num_threads > 1: it times every invoke, now and then runs one with
+the other setting (a probe; from the second invoke on, then ever more rarely while the probes confirm the choice),
+and runs the next invokes with the setting whose recent median is lower. On a quiet machine the workers win and the
+probes cost at most 1/MAX_INTERVAL of the difference; with a core taken the serial runs win within a few invokes.
+The limit is set for the duration of the run and cleared after it (interpreters invoked from several Python threads
+at once may see each other's setting: only their speed can change, not their results).
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def register_team_limit() -> str:
     binding.add_symbol(TEAM_LIMIT_SYMBOL, ctypes.addressof(_LIMIT))
     return TEAM_LIMIT_SYMBOL
 
-PROBE_EVERY = 32  # invokes per probe of the setting not in use
+# probes of the setting not in use: the second invoke, then at intervals that double while probes confirm the choice
+# (up to MAX_INTERVAL invokes) and drop back to 2 when a probe beats the setting in use, so a change of load is
+# confirmed within a few invokes, and on a steady machine the probes cost 1 / MAX_INTERVAL of the difference
+MAX_INTERVAL = 1024
 # samples kept per setting: the setting in use keeps its last RECENT invokes, the other its last RECENT probes, and
 # the medians are compared (a preempted invoke takes a whole time slice: the median ignores up to two in five)
 RECENT = 5
@@ -70,18 +74,27 @@ class TeamPolicy:
         self.serial = False  # the setting in use
         self.recent = (deque(maxlen=RECENT), deque(maxlen=RECENT))  # ns: [workers, serial]
         self.count = 0
+        self.interval = 1
+        self.next_probe = 2
 
     def __call__(self) -> None:
         if _FORCED[0] is not None:
             return self.inner()
         self.count += 1
-        serial = int(self.serial != (self.count % PROBE_EVERY == 0))
+        probe = self.count >= self.next_probe
+        serial = int(self.serial != probe)
         _LIMIT.value = serial
         t0 = self.clock()
         try:
             self.inner()
         finally:
             _LIMIT.value = 0
-        self.recent[serial].append(self.clock() - t0)
-        if self.recent[1 - serial]:
+        dt = self.clock() - t0
+        in_use = self.recent[1 - serial] if probe else None
+        self.recent[serial].append(dt)
+        if probe:
+            promising = not in_use or dt < statistics.median(in_use)
+            self.interval = 2 if promising else min(2 * self.interval, MAX_INTERVAL)
+            self.next_probe = self.count + self.interval
+        if self.recent[0] and self.recent[1]:
             self.serial = statistics.median(self.recent[1]) < statistics.median(self.recent[0])
