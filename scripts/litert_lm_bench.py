@@ -176,14 +176,17 @@ def signature_loop(interpreter, prefill: int, decode: int, warmup: bool, load_s:
 
 
 def bench_interpreter(path: str, threads: int, prefill: int, decode: int, warmup: bool) -> dict:
-    """The official Interpreter's signature loop; with LITE_NUMBA_BENCH_OFFICIAL_ISA=avx2 or avxvnni its XNNPACK and
-    ruy see only that level (bench/official_isa.py, checked after the first interpreter): the XNNPACK kernels an
-    AVX2-only CPU would run, which LiteRT-LM's stripped library cannot be restricted to."""
+    """The official Interpreter's signature loop; with LITE_NUMBA_BENCH_OFFICIAL_ISA=avx2 or avxvnni (unset: a
+    LITE_NUMBA_ISA forcing one of them, as in bench/) its XNNPACK and ruy see only that level
+    (bench/official_isa.py, checked after the first interpreter): the XNNPACK kernels an AVX2-only CPU would
+    run, which LiteRT-LM's stripped library cannot be restricted to."""
     from ai_edge_litert import interpreter as tfl
 
     level = (os.environ.get("LITE_NUMBA_BENCH_OFFICIAL_ISA") or "").strip().lower()
+    if not level:  # as bench/conftest.py: follow a forced LITE_NUMBA_ISA (scripts/as_level.py sets it)
+        level = (os.environ.get("LITE_NUMBA_ISA") or "").strip().lower()
     official_isa = None
-    if level and level != "native":
+    if level in ("avx2", "avxvnni"):
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
         import official_isa  # lazy: bench/'s restriction of the official runtime, only when asked for
 
