@@ -121,6 +121,28 @@ def _transpose16(builder, v):
 
 
 @intrinsic
+def transpose_rows16(typingctx, src, s0, stride, dst, d0):
+    """transpose_rows16(src, s0, stride, dst, d0): dst[d0 + 16 g + i] = src[s0 + i * stride + g] for i, g < 16 (int32
+    arrays): 16 rows of 16 int32 loaded as vectors, transposed in registers (_transpose16), stored as 16 vectors."""
+    ip = types.intp
+    sig = types.void(src, ip, ip, dst, ip)
+
+    def codegen(context, builder, sig, args):
+        _, s0_, st_, _, d0_ = args
+        ps = data_ptr(context, builder, sig.args[0], args[0])
+        pd = data_ptr(context, builder, sig.args[3], args[3])
+        rows = [builder.load(builder.bitcast(builder.gep(ps, [builder.add(s0_, builder.mul(st_, const64(i)))],
+                                                         inbounds=True), _V16I.as_pointer()), align=4)
+                for i in range(16)]
+        for g, v in enumerate(_transpose16(builder, rows)):
+            builder.store(v, builder.bitcast(builder.gep(pd, [builder.add(d0_, const64(16 * g))], inbounds=True),
+                                             _V16I.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def store_block_t(typingctx, c, nch, ntok, hp, c0, out, o_row0, N, rz, rsf, r0, lim):
     """store_block_t(c, nch, ntok, hp, c0, out, o_row0, N, rz, rsf, r0, lim): a transposed C block (rows: nch <= 32
     channels c0.., columns: ntok <= 32 input rows; C_STRIDE_I32 int32 per row) through hybrid_tiles' epilogue (as
@@ -188,21 +210,31 @@ def _weight_blocks(a0, c0, c1, K, xa, r0, r1, c, prm, out, m0, N, rz, rsf, lim):
 
 @njit(cache=True, inline="always")
 def _pack_rows(x, m0, rows, r0, r1, K, asym, xb, rz, rsf, qrow, qscratch):
-    """Rows r0 .. r1 - 1 of the block of `rows` input rows at m0 quantized (signed bytes) and packed into xb as the B
-    tiles (hybrid_fc_amx_t's layout), their zero points and scaling factors in rz / rsf[r]."""
+    """Rows r0 .. r1 - 1 (r0 a multiple of 16) of the block of `rows` input rows at m0 quantized (signed bytes) and
+    packed into xb as the B tiles (hybrid_fc_amx_t's layout), their zero points and scaling factors in rz / rsf[r].
+    Per 16 rows: quantized into qrow ([16, K]), then per 64 bytes of depth their 16 x 16 int32 transposed in
+    registers and stored as 16 whole lines of xb (row by row, each row touched all K / 4 lines of its tiles: 128 x
+    2,048 took 128 us, 57 of them quantizing)."""
     ks = K // KSTEP
+    K4 = K // 4
     q32 = qrow.view(np.int32)
     x32 = xb.view(np.int32)
-    for r in range(r0, r1):
-        sf, zp = quantize_row(x, (m0 + r) * K, K, asym, qrow, 0, 0, qscratch)
-        rz[r] = zp
-        rsf[r] = sf
-        p, j, n = r // TM, r % TM // 16, r % 16
+    for g0 in range(r0, r1, 16):
+        n = min(16, r1 - g0)
+        for i in range(n):
+            sf, zp = quantize_row(x, (m0 + g0 + i) * K, K, asym, qrow, i * K, 0, qscratch)
+            rz[g0 + i] = zp
+            rsf[g0 + i] = sf
+        p, j = g0 // TM, g0 % TM // 16
         nb = 2 if rows - p * TM > 16 else 1
         for s in range(ks):
-            d = (p * TM * K + (s * nb + j) * 1024) // 4 + n
-            for g in range(16):
-                x32[d + 16 * g] = q32[s * 16 + g]
+            d0 = (p * TM * K + (s * nb + j) * 1024) // 4
+            if n == 16:
+                transpose_rows16(q32, s * 16, K4, x32, d0)
+            else:
+                for g in range(16):
+                    for i in range(n):
+                        x32[d0 + 16 * g + i] = q32[i * K4 + s * 16 + g]
 
 
 @njit(cache=True, inline="always")
@@ -225,7 +257,7 @@ def hybrid_fc_amx_t(x, w, wtail, hpc, bias, out, geo, lim, xb, rz, rsf, hp, qrow
     them, the input rows quantized (signed, as hybrid_fc_amx) and packed per call as B tiles (xb uint8 [MB * K]:
     panels of 32 rows, per 64 bytes of depth their 16-row tiles of 1 KiB, row n's bytes 4g..4g+3 at 64 g + 4 n).
     wtail: the last N % 16 weight rows zero-padded to 16 ([16 * K]; read instead of past the end of w). hpc / hp /
-    bias as hybrid_gemv (hp shorter than hpc: the bias is in hpc); geo = [M, K, N, asymmetric]; qrow int8 [K],
+    bias as hybrid_gemv (hp shorter than hpc: the bias is in hpc); geo = [M, K, N, asymmetric]; qrow int8 [16 K],
     qscratch int8 [K], scratch int32 (simd_amx.split_scratch: the C block and the tile configuration)."""
     M, K, N, asym = geo[0], geo[1], geo[2], geo[3] != 0
     prm = hpc
@@ -264,9 +296,10 @@ def amx_t_block(w, wtail, prm, out, geo, lim, xb, rz, rsf, scratch, m0, r0, r1, 
 @njit(cache=True, inline="always")
 def _pack_chunk(args, wk, j):
     addr, x, geo, xb, rz, rsf, qrow, qscratch, m0, rows, nch, T = args
-    K = qrow.size // T
-    call_at(addr, (x, geo, xb, rz, rsf, qrow[wk * K:(wk + 1) * K], qscratch[wk * K:(wk + 1) * K], m0, rows,
-                   rows * j // nch, rows * (j + 1) // nch))
+    K, Q = qscratch.size // T, qrow.size // T
+    g = (rows + 15) // 16  # groups of 16 rows
+    call_at(addr, (x, geo, xb, rz, rsf, qrow[wk * Q:(wk + 1) * Q], qscratch[wk * K:(wk + 1) * K], m0, rows,
+                   g * j // nch * 16, min(rows, g * (j + 1) // nch * 16)))
 
 
 @njit(cache=True, inline="always")
@@ -297,7 +330,7 @@ def hybrid_fc_amx_t_par(addr_pack, addr_block, x, w, wtail, hpc, bias, out, geo,
     parts = CHUNKS_PER_THREAD * T
     for m0 in range(0, M, MB):
         rows = min(MB, M - m0)
-        npk = min(parts, rows)
+        npk = min(parts, (rows + 15) // 16)
         run_chunks(T, cnt, npk, _pack_chunk, (addr_pack, x, geo, xb, rz, rsf, qrow, qscratch, m0, rows, npk, T))
         ncb = (N + TN - 1) // TN
         nc = min(parts, ncb)
@@ -410,14 +443,14 @@ def schedule_hybrid_amx(ctx, kind: str, x, w: np.ndarray, scales: np.ndarray, bi
                     ctx.temp((MB,), np.int32), ctx.temp((MB,), np.float32), hp]
             S = SCRATCH_HEAD + 16  # (a multiple of 16 int32: each worker's slice 64-byte aligned)
             if threads <= 1:
-                ctx.call(hybrid_fc_amx_t, *args, ctx.temp((K,), np.int8), ctx.temp((K,), np.int8),
+                ctx.call(hybrid_fc_amx_t, *args, ctx.temp((16 * K,), np.int8), ctx.temp((K,), np.int8),
                          ctx.temp((S,), np.int32))
                 return True
             q, scr = np.zeros(K, np.int8), np.zeros(S, np.int32)  # (the serial kernels' argument types)
             x_, wr, wt, _, _, out_, geo, _, xb, rz, rsf, _ = args
             a_pack = serial_address(amx_t_pack, (x_, geo, xb, rz, rsf, q, q, 0, 0, 0, 0))
             a_block = serial_address(amx_t_block, (wr, wt, hp, out_, geo, lims, xb, rz, rsf, scr, 0, 0, 0, 0, 0))
-            ctx.call(hybrid_fc_amx_t_par, a_pack, a_block, *args, ctx.temp((K * threads,), np.int8),
+            ctx.call(hybrid_fc_amx_t_par, a_pack, a_block, *args, ctx.temp((16 * K * threads,), np.int8),
                      ctx.temp((K * threads,), np.int8), ctx.temp((S * threads,), np.int32), ctx.temp((1,), np.int64),
                      threads)
             return True
