@@ -104,6 +104,14 @@ def _cases() -> dict:
                                        ("bmm_f32_adj_broadcast", [2, 1, 16, 37], [1, 3, 70, 16], True, True)):
         cases[name] = (bmm_model(ls, rs, adj_x=adj_x, adj_y=adj_y),
                        [rng.standard_normal(ls).astype(np.float32), rng.standard_normal(rs).astype(np.float32)], 1e-5)
+    # masked attention (MASKED_ATTENTION, issue 39): a prefill's 24 query rows of 2 heads over a 64-position cache
+    # whose causal mask leaves the first 40 live: only those columns computed, the official sums' order kept
+    from masked_attention_models import attention_model, causal_mask
+
+    cases["masked_attention_prefill"] = (
+        attention_model(kv=2, rows=24, s=64, h=16),
+        [rng.standard_normal((1, 2, 24, 16)).astype(np.float32), rng.standard_normal((1, 2, 64, 16)).astype(np.float32),
+         causal_mask(24, 64, 16), rng.standard_normal((1, 2, 16, 64)).astype(np.float32)], None)
     # a decode step's few query rows times a run-time rhs read along k (simd_f32_dot's 8 x 8 squares transposed in
     # registers on NEON): the official kernel's sums in the same order, so bit-identical
     for name, ls, rs in (("bmm_f32_decode_keys", [1, 2, 3, 40], [1, 2, 21, 40]),
