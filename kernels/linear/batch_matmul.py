@@ -81,7 +81,8 @@ def _batch_indices(lhs_b: tuple[int, ...], rhs_b: tuple[int, ...], out_b: tuple[
             np.ravel_multi_index(rhs_c, rhs_b).astype(np.int64))
 
 
-def _strides(shape) -> list[int]:
+def strides_of(shape) -> list[int]:
+    """Element strides of a C-contiguous tensor of `shape`."""
     st = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
         st[d] = st[d + 1] * int(shape[d + 1])
@@ -95,9 +96,9 @@ def _operand(ctx: PrepareContext, slot: int):
     t = ctx.input(slot)
     view = (ctx.options.get("views") or {}).get(slot)
     if view is None or t is None:
-        return t, t.shape if t is not None else (), _strides(t.shape) if t is not None else []
+        return t, t.shape if t is not None else (), strides_of(t.shape) if t is not None else []
     perm, shape = view
-    src = _strides(t.shape)
+    src = strides_of(t.shape)
     dims = [(t.shape[p], src[p]) for p in perm if t.shape[p] != 1]
     ctx.check([n for n, _ in dims] == [n for n in shape if n != 1],
               f"input {slot} of shape {list(t.shape)} permuted by {list(perm)} does not fit the shape "
@@ -106,7 +107,7 @@ def _operand(ctx: PrepareContext, slot: int):
     return t, tuple(shape), [next(it)[1] if n != 1 else 0 for n in shape]
 
 
-def _batch_offsets(shape, strides, out_b) -> np.ndarray:
+def batch_offsets(shape, strides, out_b) -> np.ndarray:
     """Element offset of each output batch's matrix (row-major over out_b) in an operand of `shape` / `strides`
     (both padded to out_b's rank + 2), broadcast dimensions staying at 0."""
     n = int(np.prod(out_b, dtype=np.int64))
@@ -135,7 +136,7 @@ def gather6(src, shp, st, out):
 
 def _contiguous(ctx: PrepareContext, t, shape, strides):
     """A folded operand as a contiguous temporary of `shape` (a plain tensor as it is)."""
-    if list(strides) == _strides(shape):
+    if list(strides) == strides_of(shape):
         return t
     pad = 6 - len(shape)
     out = ctx.temp(tuple(shape), t.dtype)
@@ -210,13 +211,13 @@ def BATCH_MATMUL(ctx: PrepareContext) -> None:
     bk, bn = (rst[-1], rst[-2]) if adj_y else (rst[-2], rst[-1])
     if (not quantized and rhs.dtype == np.float32 and drivers is not None and not rhs.is_const and M <= SWAP_ROWS
             and bk == 1 and K > 0 and int(np.prod(out_b, dtype=np.int64)) <= SWAP_BATCHES):
-        _schedule_swapped(ctx, lhs, _batch_offsets(ls, lst, out_b), (am, ak), rhs, _batch_offsets(rs, rst, out_b), bn,
+        _schedule_swapped(ctx, lhs, batch_offsets(ls, lst, out_b), (am, ak), rhs, batch_offsets(rs, rst, out_b), bn,
                           o, M, K, N)
         return
     if not quantized and rhs.dtype == np.float32 and drivers is not None and not rhs.is_const:
         # the SIMD GEMM reads a transposed or folded lhs in place and packs the rhs from where it is: no copies
-        schedule_batch_matmul(ctx, ctx.view(lhs, (lhs.size,)), _batch_offsets(ls, lst, out_b),
-                              ctx.view(rhs, (rhs.size,)), _batch_offsets(rs, rst, out_b), ctx.view(o, (o.size,)),
+        schedule_batch_matmul(ctx, ctx.view(lhs, (lhs.size,)), batch_offsets(ls, lst, out_b),
+                              ctx.view(rhs, (rhs.size,)), batch_offsets(rs, rst, out_b), ctx.view(o, (o.size,)),
                               M, K, N, drivers, (lst[-1], lst[-2]) if adj_x else (lst[-2], lst[-1]),
                               (rst[-1], rst[-2]) if adj_y else (rst[-2], rst[-1]))
         return

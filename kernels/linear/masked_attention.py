@@ -43,6 +43,7 @@ from lite_numba.kernels.base.vecmath import (
     wide_vectors,
 )
 from lite_numba.kernels.linear import simd_f32, simd_f32_narrow
+from lite_numba.kernels.linear.batch_matmul import batch_offsets, strides_of
 from lite_numba.kernels.linear.fc_loops import gemm_f32
 from lite_numba.kernels.linear.simd_f32 import NR, pad_bias, panel_count
 from numba import njit
@@ -273,24 +274,11 @@ def masked_attention_portable(q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st
 # --- prepare ---------------------------------------------------------------------------------------------------
 
 
-def _strides(shape) -> list[int]:
-    st = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        st[d] = st[d + 1] * int(shape[d + 1])
-    return st
-
-
 def _broadcast_offsets(shape, out_b) -> np.ndarray:
     """Element offset, in a C-contiguous tensor of `shape`, of the matrix each batch of out_b (row-major) reads
     (shape's batch dimensions padded with ones to out_b's rank; broadcast ones stay at 0)."""
     b = (1,) * (len(out_b) + 2 - len(shape)) + tuple(shape)
-    st = _strides(b)
-    n = int(np.prod(out_b, dtype=np.int64))
-    if not out_b:
-        return np.zeros(1, np.int64)
-    coords = np.indices(out_b).reshape(len(out_b), n)
-    s = np.array([0 if d == 1 else st[i] for i, d in enumerate(b[:-2])], np.int64)
-    return np.ascontiguousarray((coords * s[:, None]).sum(axis=0).astype(np.int64))
+    return np.ascontiguousarray(batch_offsets(b, strides_of(b), out_b))
 
 
 def _batch(ctx: PrepareContext, a, b, what: str) -> tuple:
@@ -329,11 +317,11 @@ def MASKED_ATTENTION(ctx: PrepareContext) -> None:
         return
     d = simd_f32_narrow.float_drivers()
     # the first product: A = q (rows m * am, k at ak), B[k, n] = k[h * ksk + j * ksn]
-    qs = _strides(q.shape)
+    qs = strides_of(q.shape)
     am, ak = (qs[-1], qs[-2]) if adj_x else (qs[-2], qs[-1])
-    ks = _strides(k.shape)
+    ks = strides_of(k.shape)
     ksk, ksn = (ks[-1], ks[-2]) if adj_y else (ks[-2], ks[-1])
-    vs = _strides(v.shape)
+    vs = strides_of(v.shape)
     vsk, vsn = (vs[-1], vs[-2]) if adj_y2 else (vs[-2], vs[-1])
     rows1 = np.arange(M, dtype=np.int64) * am
     segs1 = np.arange(H, dtype=np.int64) * ak if ak != 1 else np.zeros(1, np.int64)
