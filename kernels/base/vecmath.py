@@ -515,3 +515,19 @@ def row_max_f32(typingctx, v, lo, n):
         return builder.load(res)
 
     return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def eigen_exp_normalize(v, rows, n, align):
+    """The official float SOFTMAX after its shift: over the flat v (rows of n floats, row r at r * n, each already
+    (x - max) * beta), exp as Eigen's one linear assignment over the whole block (eigen_exp_f32 in packets, libm's
+    expf for the last size % 4), then each row times the inverse of its packet sum (eigen_sum_f32, the row's
+    alignment r * align floats past the block's start: its place in the tensor SOFTMAX wrote)."""
+    size = rows * n
+    tail = size - size % 4
+    for i in range(tail):
+        v[i] = eigen_exp_f32(v[i])
+    for i in range(tail, size):
+        v[i] = np.float32(np.exp(v[i]))
+    for r in range(rows):
+        row_scale_f32(v, r * n, n, fdiv(np.float32(1.0), eigen_sum_f32(v, r * n, n, r * align)))

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 from lite_numba.kernels.base.vecmath import (
-    eigen_exp_f32,
-    eigen_sum_f32,
+    eigen_exp_normalize,
     exp_f32,
-    fdiv,
     row_max_f32,
-    row_scale_f32,
     row_shift_scale_f32,
     wide_vectors,
 )
@@ -49,17 +46,10 @@ def softmax_f32(x, out, beta):
     xf = x.reshape(-1)
     of = out.reshape(-1)
     b = np.float32(beta)
-    size = rows * n
-    tail = size - size % 4  # Eigen's exp assignment: packets up to here, std::exp after
     for r in range(rows):
         row_shift_scale_f32(of, xf, r * n, n, row_max_f32(xf, r * n, n), b)
-    # one flat pass (short rows would each end in a scalar remainder), as Eigen's one linear assignment
-    for i in range(tail):
-        of[i] = eigen_exp_f32(of[i])
-    for i in range(tail, size):
-        of[i] = np.float32(np.exp(of[i]))
-    for r in range(rows):
-        row_scale_f32(of, r * n, n, fdiv(np.float32(1.0), eigen_sum_f32(of, r * n, n, r * n)))
+    # one flat exp pass (short rows would each end in a scalar remainder), as Eigen's one linear assignment
+    eigen_exp_normalize(of, rows, n, n)
 
 
 @njit(cache=True, nogil=True, fastmath=_FM, error_model="numpy")

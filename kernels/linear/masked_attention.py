@@ -32,13 +32,10 @@ from __future__ import annotations
 import numpy as np
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
 from lite_numba.kernels.base.vecmath import (
-    eigen_exp_f32,
-    eigen_sum_f32,
+    eigen_exp_normalize,
     f32_bits,
     f32_from_bits,
-    fdiv,
     row_max_f32,
-    row_scale_f32,
     row_shift_scale_f32,
     wide_vectors,
 )
@@ -219,14 +216,8 @@ def _run(gemm, q, qo, rows1, segs1, kc, ko, mask, mrow, v, vo, st, out, sc, mx, 
     # SOFTMAX (softmax.softmax_f32's steps, each row's alignment its place in the unfused [rows, S] tensor)
     for r in range(rows):
         row_shift_scale_f32(sc, sc, r * J, J, mx[r], b)
-    size = rows * J
-    tail = size - size % 4  # J < S: S and J are multiples of 16, every exponential is a packet's
-    for i in range(tail):
-        sc[i] = eigen_exp_f32(sc[i])
-    for i in range(tail, size):
-        sc[i] = np.float32(np.exp(sc[i]))
-    for r in range(rows):
-        row_scale_f32(sc, r * J, J, fdiv(np.float32(1.0), eigen_sum_f32(sc, r * J, J, r * S)))
+    # J < S: S and J are multiples of 16, every exponential is a packet's, as in the unfused tensor
+    eigen_exp_normalize(sc, rows, J, S)
     # out = probabilities [.., M, J] x V over the first J keys
     rows2, ao2 = scr[:M], scr[M:]
     for m in range(M):
