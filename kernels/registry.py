@@ -429,6 +429,14 @@ COMPOSITES = [
 ]
 
 
+def kernel_level() -> str:
+    """The builtin kernels' instruction-set path in force (kernels/base/isa.isa_level; asking grants AMX's tile state
+    when the path uses it): part of a native image's key (runtime/native/image.py)."""
+    from lite_numba.kernels.base.isa import isa_level  # lazy: as kernel_path
+
+    return isa_level()
+
+
 def kernel_path() -> str:
     """The builtin kernels' instruction-set path in force and why a better level of this CPU is not used (e.g. "amx
     not used: Linux refused the AMX tile state ..."): what lite-numba inspect and the benchmark reports print

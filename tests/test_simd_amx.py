@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 from linear_models import conv_case_int8, fc_quant_case, geometry
-from lite_numba.kernels.base import amx, isa
+from lite_numba.kernels.base import isa
 from lite_numba.kernels.linear import qgemm, simd_amx, simd_int8
 
 from lite_numba import Interpreter
@@ -167,12 +167,12 @@ def test_weight_packing_layout():
 def refused(monkeypatch):
     """Linux refusing the tile state, simulated: the grant's answer replaced, the cached answers cleared."""
     reason = "Linux refused the AMX tile state (simulated by the test)"
-    monkeypatch.setattr(amx, "request_tile_state", lambda: reason)
-    amx.refusal.cache_clear()
+    monkeypatch.setattr(isa, "request_tile_state", lambda: reason)
+    isa.refusal.cache_clear()
     isa._level_for.cache_clear()
     monkeypatch.delenv("LITE_NUMBA_ISA", raising=False)
     yield reason
-    amx.refusal.cache_clear()
+    isa.refusal.cache_clear()
     isa._level_for.cache_clear()
 
 

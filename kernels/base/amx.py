@@ -6,9 +6,9 @@ Three things make the tiles usable from a Numba kernel (the spike: ../shared/spi
 1. Linux hands the 8 KiB of tile data to a process only on request: ``arch_prctl(ARCH_REQ_XCOMP_PERM,
    XFEATURE_XTILEDATA)``, once per process (threads started later inherit it). Without it the first tile
    instruction kills the process (SIGILL), so the ``amx`` level of kernels/base/isa.py needs the grant besides the
-   CPU flags: ``refusal()`` asks once and says why not (a kernel without AMX support, a seccomp filter, a hypervisor
-   that hides XTILEDATA); the level in force is then ``avx512vnni``, and ``lite-numba inspect`` and the benchmark
-   report print the reason.
+   CPU flags: ``isa.refusal()`` asks once (without Numba) and says why not (a kernel without AMX support, a seccomp
+   filter, a hypervisor that hides XTILEDATA); the level in force is then ``avx512vnni``, and ``lite-numba
+   inspect`` and the benchmark report print the reason.
 2. LLVM assembles inline assembly only once llvmlite's native asm parser is initialised (done on import here).
 3. Tile shapes come from a 64-byte configuration loaded by ``ldtilecfg`` (palette 1; bytes per row of tile t at
    16 + 2t, rows at 48 + t). Every kernel here uses one shape for all 8 tiles, 16 rows x 64 bytes
@@ -27,13 +27,6 @@ clobbered registers before the asm changes them (an input operand must not be mo
 
 from __future__ import annotations
 
-import ctypes
-import errno
-import functools
-import os
-import platform
-import sys
-
 import llvmlite.binding as llb
 import numpy as np
 from llvmlite import ir
@@ -42,40 +35,9 @@ from numba.extending import intrinsic
 
 llb.initialize_native_asmparser()
 
-SYS_ARCH_PRCTL = 158  # x86-64 syscall number
-ARCH_GET_XCOMP_PERM = 0x1022
-ARCH_REQ_XCOMP_PERM = 0x1023
-XFEATURE_XTILEDATA = 18
-
 TILE_ROWS = 16  # rows of every tile (A rows, C rows, B groups of 4 k-bytes)
 TILE_BYTES = 64  # bytes per tile row: 64 k-bytes of A, 16 columns x 4 k-bytes of B, 16 int32 of C
 C_STRIDE = 128  # bytes per row of the C scratch (2 tiles of 16 int32 side by side)
-
-
-def request_tile_state() -> str | None:
-    """Ask Linux for the AMX tile data of this process (arch_prctl); None when granted, else why not."""
-    if sys.platform != "linux" or platform.machine().lower() not in ("x86_64", "amd64"):
-        return f"the tile state is only requested on Linux x86-64 (this is {sys.platform} {platform.machine()})"
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    rc = libc.syscall(ctypes.c_long(SYS_ARCH_PRCTL), ctypes.c_long(ARCH_REQ_XCOMP_PERM),
-                      ctypes.c_long(XFEATURE_XTILEDATA))
-    if rc != 0:
-        e = ctypes.get_errno()
-        return (f"Linux refused the AMX tile state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): "
-                f"{errno.errorcode.get(e, e)}, {os.strerror(e)})")
-    bits = ctypes.c_uint64(0)
-    rc = libc.syscall(ctypes.c_long(SYS_ARCH_PRCTL), ctypes.c_long(ARCH_GET_XCOMP_PERM), ctypes.byref(bits))
-    if rc != 0 or not (bits.value >> XFEATURE_XTILEDATA) & 1:
-        return "Linux did not grant the AMX tile state (ARCH_GET_XCOMP_PERM lacks XFEATURE_XTILEDATA)"
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def refusal() -> str | None:
-    """Why this process may not use the AMX tiles (None: granted), asked once (request_tile_state). Tests replace
-    request_tile_state and clear this cache to simulate a refusal."""
-    return request_tile_state()
 
 
 def tile_config() -> np.ndarray:

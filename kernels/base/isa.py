@@ -24,8 +24,12 @@ so the choice ends up in the runner's structure (and its cache key) like any oth
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import functools
 import os
+import platform
+import sys
 
 # In order of preference within an architecture (the best supported one is the default).
 LEVELS = ("portable", "avx2", "avxvnni", "avx512", "avx512vnni", "amx", "neon", "neon-dotprod")
@@ -68,11 +72,41 @@ GRANTS = {"amx": "amx"}
 
 
 def _grant_refusal(level: str) -> str | None:
-    if level not in GRANTS:
-        return None
-    from lite_numba.kernels.base import amx  # lazy: llvmlite's asm parser and ctypes, only when a level needs them
+    return refusal() if level in GRANTS else None
 
-    return amx.refusal()
+
+# Linux hands the AMX tile data to a process only on request (kernels/base/amx.py): asked here, without Numba, so
+# that a process running a native image (lite_numba/runtime/native) gets it before the image's AMX code runs
+SYS_ARCH_PRCTL = 158  # x86-64 syscall number
+ARCH_GET_XCOMP_PERM = 0x1022
+ARCH_REQ_XCOMP_PERM = 0x1023
+XFEATURE_XTILEDATA = 18
+
+
+def request_tile_state() -> str | None:
+    """Ask Linux for the AMX tile data of this process (arch_prctl); None when granted, else why not."""
+    if sys.platform != "linux" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"the tile state is only requested on Linux x86-64 (this is {sys.platform} {platform.machine()})"
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    rc = libc.syscall(ctypes.c_long(SYS_ARCH_PRCTL), ctypes.c_long(ARCH_REQ_XCOMP_PERM),
+                      ctypes.c_long(XFEATURE_XTILEDATA))
+    if rc != 0:
+        e = ctypes.get_errno()
+        return (f"Linux refused the AMX tile state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): "
+                f"{errno.errorcode.get(e, e)}, {os.strerror(e)})")
+    bits = ctypes.c_uint64(0)
+    rc = libc.syscall(ctypes.c_long(SYS_ARCH_PRCTL), ctypes.c_long(ARCH_GET_XCOMP_PERM), ctypes.byref(bits))
+    if rc != 0 or not (bits.value >> XFEATURE_XTILEDATA) & 1:
+        return "Linux did not grant the AMX tile state (ARCH_GET_XCOMP_PERM lacks XFEATURE_XTILEDATA)"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def refusal() -> str | None:
+    """Why this process may not use the AMX tiles (None: granted), asked once (request_tile_state). Tests replace
+    request_tile_state and clear this cache to simulate a refusal."""
+    return request_tile_state()
 
 
 def supports(level: str, features: dict[str, bool] | None = None) -> bool:
