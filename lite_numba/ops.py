@@ -98,7 +98,6 @@ class Tensor:
 @dataclass(frozen=True)
 class TensorView:
     """A tensor passed to a kernel with another shape of the same byte size (and possibly another dtype)."""
-
     tensor: Tensor
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -111,14 +110,12 @@ class TensorView:
 @dataclass(frozen=True)
 class ConstArg:
     """Precomputed data for a kernel call (held by the executor, passed as an array)."""
-
     array: np.ndarray
 
 
 @dataclass
 class Call:
     """One scheduled call of a compiled function."""
-
     fn: Any
     args: tuple
 
@@ -126,7 +123,6 @@ class Call:
 @dataclass
 class OpKernel:
     """A kernel: Python init/prepare/free hooks; prepare schedules njit functions with ctx.call."""
-
     name: str
     prepare: Callable[["PrepareContext"], None]
     init: Callable[[Any], Any] | None = None
@@ -529,9 +525,8 @@ def _jit(fn):
     """fn compiled with Numba, cached on disk when Numba can locate its source (a module file, a notebook cell),
     and compiled per process otherwise: functions typed at the REPL, given to `python -c` or on stdin, or made by
     exec() have no file for Numba's cache index, and njit(cache=True) refuses them at decoration."""
-    from numba import njit  # lazy: Numba is imported when a custom op is defined, not with lite_numba
+    from numba import njit  # lazy: Numba is imported when a custom op is first used, not with lite_numba
     from numba.core.registry import CPUDispatcher  # lazy: as above
-
     if isinstance(fn, CPUDispatcher):
         return fn
     try:
@@ -546,10 +541,15 @@ class CustomOp(OpKernel):
     """A custom op made from a plain Python function by @custom_op; calling it calls the compiled function."""
 
     def __init__(self, name: str, fn, prepare=None, init=None, free=None):
-        self.jitted = _jit(fn)
-        self.user_prepare = prepare
+        self._fn, self._jitted, self.user_prepare = fn, None, prepare  # (compiled on first use: `jitted`)
         super().__init__(name, self._prepare, init=init, free=free)
         functools.update_wrapper(self, fn, updated=())
+
+    @property
+    def jitted(self):  # (so defining an op, as the shipped plugins do, does not import Numba)
+        if self._jitted is None:
+            self._jitted = _jit(self._fn)
+        return self._jitted
 
     def __call__(self, *args):
         return self.jitted(*args)

@@ -60,7 +60,17 @@ def composites_mode() -> str:
 
 def is_composite(node: Node, kernel: OpKernel | None) -> bool:
     """Whether the rewrite replaces this node: its kernel names the option holding the subgraph to inline."""
-    return kernel is not None and not node.is_custom and bool(kernel.meta.get("inline_subgraph"))
+    return bool(subgraph_meta(node, kernel, "inline_subgraph"))
+
+
+def subgraph_meta(node: Node, kernel: OpKernel | None, key: str):
+    """kernel.meta[key] for a builtin node ("inline_subgraph", "subgraph_ops": options naming another subgraph), else
+    None. A registry row (a lazy kernel, `module` set) is imported for StableHLO ops only, the only rows whose kernels
+    have these (tests/test_native_image.py checks): kernel modules import Numba, which a process running native
+    images never loads (runtime/native)."""
+    if kernel is None or node.is_custom or (hasattr(kernel, "module") and not node.op_name.startswith("STABLEHLO_")):
+        return None
+    return kernel.meta.get(key)
 
 
 def composite_label(node: Node) -> str:
@@ -83,7 +93,7 @@ def find_fused(name: str, version: int, attributes: dict, specs: list) -> OpKern
 def describe_bodies(model: ModelPlan, subgraph: int, node: Node, kernel: OpKernel | None) -> Node:
     """The node with options["subgraph_ops"] (the op names of the body subgraph its kernel's meta["subgraph_ops"]
     option names) when its kernel asks for them; ModelError for a body index out of range."""
-    key = kernel.meta.get("subgraph_ops") if kernel is not None and not node.is_custom else None
+    key = subgraph_meta(node, kernel, "subgraph_ops")
     if not key:
         return node
     index = node.options.get(key)

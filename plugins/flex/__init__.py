@@ -18,19 +18,25 @@ from __future__ import annotations
 
 from lite_numba.ops import OpKernel
 
-from . import builtin_map, complex_ops, linalg, math_ops, tensor_list, text_ops
+from . import tensor_list, text_ops
 from .nodedef import FlexDecodeError, FlexNode, decode_flex_options
 
-# the families the Flex kernel runs, in lookup order: complex_ops last, as its complex AddV2, Exp, ... serve a TF op
-# of builtin_map only when an input is complex
-FAMILIES = (builtin_map, math_ops, linalg, complex_ops)
+
+def families() -> tuple:
+    """The families the Flex kernel runs, in lookup order: complex_ops last, as its complex AddV2, Exp, ... serve a TF
+    op of builtin_map only when an input is complex. Imported on first use: their kernels import Numba, which a
+    process running native images never loads (lite_numba/runtime/native)."""
+    from . import builtin_map, complex_ops, linalg, math_ops  # lazy: as the docstring says
+
+    return builtin_map, math_ops, linalg, complex_ops
 
 
 def find_op(op: str, complex_input: bool = False):
     """The prepare of TF op `op` from its family's table (complex_ops' first when an input is complex), or None."""
+    complex_ops = families()[3]
     if complex_input and op in complex_ops.OPS:
         return complex_ops.OPS[op]
-    for family in FAMILIES:
+    for family in families():
         impl = family.OPS.get(op)
         if impl is not None:
             return impl
@@ -39,7 +45,7 @@ def find_op(op: str, complex_input: bool = False):
 
 def supported_flex_ops() -> list[str]:
     """The TensorFlow op names lite-numba runs as Flex ops, sorted."""
-    return sorted({op for family in (*FAMILIES, tensor_list, text_ops) for op in family.OPS})
+    return sorted({op for family in (*families(), tensor_list, text_ops) for op in family.OPS})
 
 
 def flex_node(ctx) -> FlexNode:
