@@ -27,6 +27,10 @@ MODELS = DATA / "models"
 # The development machines have the team's shared folder beside the repository (with the larger models); a fresh
 # clone (and CI) does not, and every model-level test must run without it.
 SHARED_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+# Native images (lite_numba/runtime/native) are off for the suite and the processes it starts, so every test runs the
+# path it names (a second interpreter of a model in one process would otherwise restore the first one's image);
+# tests/test_native_image.py turns them on in processes of its own.
+os.environ.setdefault("LITE_NUMBA_IMAGE", "0")
 
 settings.register_profile("ci", max_examples=100, derandomize=True, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -55,25 +55,27 @@ def tensor_details(t) -> dict:
     else:
         params = {"scales": q.scales.astype(np.float32), "zero_points": q.zero_points.astype(np.int32),
                   "quantized_dimension": int(q.quantized_dimension), "block_size": 0}
-    return {
-        "name": spec.name,
-        "index": spec.index,
-        "shape": np.array(shape, np.int32),
-        "shape_signature": np.array(spec.shape_signature, np.int32),
-        "dtype": dtype,
-        "quantization": per_tensor,
-        "quantization_parameters": params,
-        "sparsity_parameters": {},
-    }
+    return {"name": spec.name, "index": spec.index, "shape": np.array(shape, np.int32),
+            "shape_signature": np.array(spec.shape_signature, np.int32), "dtype": dtype, "quantization": per_tensor,
+            "quantization_parameters": params, "sparsity_parameters": {}}
+
+
+def fast_io_when_loaded(interp, base, views: dict, slot: list) -> bool:
+    """The built-in set_tensor / get_tensor (api/fast_io.py) once Numba is loaded (runtime/native: images need none)."""
+    if "numba" not in sys.modules:
+        return False
+    from .fast_io import install  # lazy: imports Numba's extension API
+
+    install(interp, base, views, slot)
+    return True
 
 
 def _resolver_type(value) -> str:
     """The name of an OpResolverType (ours or the official enum), else the official ValueError."""
     if value is None:
         return "AUTO"
-    name = getattr(value, "name", None)
-    if isinstance(value, enum.Enum) and name in OpResolverType.__members__:
-        return name
+    if isinstance(value, enum.Enum) and getattr(value, "name", None) in OpResolverType.__members__:
+        return value.name
     raise ValueError(f"Unrecognized passed in op resolver type: {value}")
 
 
@@ -149,6 +151,7 @@ class Interpreter:
             runtime = ModelRuntime(model, resolve_model(resolver, model), num_threads=options["num_threads"],
                                    preserve_all_tensors=options["preserve_all"],
                                    max_arena_bytes=options.get("max_arena_bytes"))
+            runtime.image_source = (data, options)  # (what a native image's key covers: runtime/native/image.py)
         self._rt = runtime
         self._main = runtime.main  # (subgraph 0: its `run`, one native call when the whole invoke is compiled)
         self._views = runtime.io_views  # the set/get fast path (one dict object, refilled by every allocation)
@@ -161,8 +164,7 @@ class Interpreter:
         self._token = np.frombuffer(memoryview(np.zeros(64, np.uint8)), np.uint8)
         self._token_arena = None
         self._held: list[np.ndarray] = []
-        from .fast_io import install  # lazy: imports Numba
-        install(self, Interpreter, self._views, self._slot)  # (set_tensor / get_tensor as built-ins)
+        self._fast_io = fast_io_when_loaded(self, Interpreter, self._views, self._slot)  # (else at allocate)
 
     @property
     def runtime(self) -> ModelRuntime:
@@ -239,6 +241,8 @@ class Interpreter:
         try:
             self._ensure_safe()
             self._rt.allocate()
+            if not self._fast_io:  # (a native image runs without Numba: the Python methods then)
+                self._fast_io = fast_io_when_loaded(self, Interpreter, self._views, self._slot)
         finally:
             self._slot.append(None)
 
@@ -358,8 +362,7 @@ class Interpreter:
         self._check_index(tensor_index, subgraph_index)
         spec = self.model.subgraphs[subgraph_index].tensors[tensor_index]
         if spec.packed_bits:  # blockwise weights kept packed: their values, as the official get_tensor gives them
-            count = int(np.prod(spec.shape, dtype=np.int64))
-            return unpack_bits(spec.data, count, spec.packed_bits).reshape(spec.shape)
+            return unpack_bits(spec.data, int(np.prod(spec.shape)), spec.packed_bits).reshape(spec.shape)
         return self._rt.get_tensor(tensor_index, subgraph_index)
 
     def tensor(self, tensor_index: int):
@@ -417,9 +420,7 @@ class Interpreter:
         self._enter("invoke")  # (once per batch: invoke's inlined fast path is not needed here)
         try:
             self._ensure_safe()
-            if self._trace:
-                return None
-            return self._rt.run_rows(inputs, outputs)
+            return None if self._trace else self._rt.run_rows(inputs, outputs)
         finally:
             self._slot.append(None)
 

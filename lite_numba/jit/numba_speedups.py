@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 
-from . import fast_reshape
+from . import fast_reshape, native_loader
 
 _APPLIED = False
 _RESHAPE = False
@@ -62,6 +62,7 @@ def apply() -> None:
     global _APPLIED, _RESHAPE
     if not _RESHAPE:  # not a compile-time change (fast_reshape): on whatever LITE_NUMBA_FAST_INLINE says
         _RESHAPE = True
+        _keep_object_code()  # (the same: loaded object code kept for native images)
         if "numba.np.arrayobj" in sys.modules:
             fast_reshape.apply()
         else:
@@ -74,6 +75,23 @@ def apply() -> None:
         _patch_inlining()
     else:
         sys.meta_path.insert(0, AfterImport("numba.core.inline_closurecall", _patch_inlining))
+
+
+def _keep_object_code() -> None:
+    """Numba's object-cache hook gives a cached function's object code to LLVM and drops it; keep it on the library
+    first (native_loader.capture), so this process can write a native image of what it loaded."""
+    from numba.core import codegen  # lazy: Numba is imported (apply runs after its import)
+
+    cls = codegen.CPUCodeLibrary
+    original = cls._object_getbuffer_hook.__func__
+
+    def getbuffer(klass, ll_module):
+        library = getattr(ll_module, "_CPUCodeLibrary__library", None)
+        if library is not None:
+            native_loader.capture(library)
+        return original(klass, ll_module)
+
+    cls._object_getbuffer_hook = classmethod(getbuffer)
 
 
 class AfterImport:

@@ -59,6 +59,8 @@ class Segment:
         self.py_calls: list[tuple[Any, tuple, int]] = []  # (fn, resolved args, node) for python mode / profiling
         self.source = ""
         self.keep: list = []  # constants the runner reads where they are (make_segment), kept alive with it
+        self.natives: list = []  # (kernel, signature) behind each entry of fp, and the runner's compile result
+        self.runner_cres = None  # (what a native image saves: runtime/native/image.py)
 
 
 
@@ -213,6 +215,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
             call.args = tuple(moved[id(a.array)] if isinstance(a, ConstArg) else a for a in call.args)
     if compiled:
         seg.fp = np.array([cached_address(fn.overloads[sig]) for fn, sig in fptrs] or [0], np.int64)
+        seg.natives = fptrs
         run = compile_runner(seg.source, kernels)
         args = (arena, seg.aux, seg.it, seg.ft, seg.fp)
         sig = runner_sig(args)
@@ -223,7 +226,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
                 precompile([(fn, tuple(typeof(a) for a in args)) for fn, args, _ in seg.py_calls
                             if any(fn is k for k in kernels)])
             run.compile(sig)  # compile (or load from the disk cache) now, without running anything
-        cres = run.overloads[sig]
+        cres = seg.runner_cres = run.overloads[sig]
         seg.run = cres.entry_point  # the compiled wrapper: skips the dispatcher's type checks
         seg.address = cached_address(cres) if native_callable(run, sig) else 0
     return seg

@@ -31,6 +31,7 @@ from .control.state import ControlState
 from .errors import InvokeError
 from .executor import GraphRuntime
 from .fusion import fuse
+from .native import image
 from .profiling import Profile, profile_runtime, trace_runtime
 from .signature_io import SignatureIO
 
@@ -162,11 +163,16 @@ class ModelRuntime:
         resized and invoked again gives what a fresh interpreter of the new shape gives)."""
         rt = self.graph(subgraph)
         if not rt.ready:
-            if subgraph != 0 or not self.plans.restore(rt):  # (a streaming resize back to a shape seen before)
+            image.materialize(rt)  # (restored from a native image and resized since: the normal path from here)
+            # a streaming resize back to a shape seen before; a native image an earlier process saved
+            restored = subgraph == 0 and (self.plans.restore(rt) or image.restore(self, rt))
+            if not restored:
                 rt.allocate()
                 if subgraph == 0:
                     self.plans.save(rt)
             rt.init_variables()
+            if subgraph == 0 and not restored:
+                image.save(self, rt)
 
     def invalidate(self, subgraph: int = 0) -> None:
         """Mark the subgraph as needing allocation (the next allocate() prepares and plans it again)."""
