@@ -1,4 +1,5 @@
-"""Start-up cost (issue 16): cold (empty caches: compile everything), warm (new process, caches present), the time
+"""Start-up cost (issues 16, 33): cold (empty caches: compile everything), warm (new process, caches present: since
+issue 33 the model's native image, run without Numba; and without it, LITE_NUMBA_IMAGE=0), the time
 of `import lite_numba`, and memory, beside the official runtime (builtin kernels) in the same run.
 
 Each figure is a new process: import, load, allocate_tensors, first invoke on zeros. Cold runs get fresh
@@ -59,7 +60,8 @@ if which == "ours":
     stats = getattr(compiler, "STATS", {})
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the forking process (pytest's own RSS)
 hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
-print(json.dumps({"import_s": t_import - t0, "first_invoke_s": t3 - t0, "cpu_s": time.process_time() - c0,
+print(json.dumps({"numba_imported": "numba" in sys.modules, "import_s": t_import - t0, "first_invoke_s": t3 - t0,
+                  "cpu_s": time.process_time() - c0,
                   "worker_cpu_s": child_ru.ru_utime + child_ru.ru_stime, "peak_rss_mib": hwm / 1024,
                   "stats": stats, "phases_s": {"import": t_import - t0, "Interpreter() (load, resolve)": t1 - t_import,
                   "allocate_tensors": t2 - t1, "first invoke": t3 - t2}}))
@@ -118,8 +120,9 @@ def test_cold_and_warm_start(benchmark, name):
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, LITE_NUMBA_CACHE_DIR=os.path.join(cache, "ln"),
                    NUMBA_CACHE_DIR=os.path.join(cache, "nb"), LITE_NUMBA_PROGRESS="0")
-        cold = _run("ours", path, env)
+        cold = _run("ours", path, env)  # (also saves the model's native image: lite_numba/runtime/native)
         warm = _run("ours", path, env)
+        plain = _run("ours", path, dict(env, LITE_NUMBA_IMAGE="0"))  # the warm start without the image
     official = _run("builtin", path, dict(os.environ))
     floor = _run("numba-floor", path, dict(os.environ))
     ROWS.append({"case": f"{name} cold start (empty caches)", "ours": cold["first_invoke_s"],
@@ -129,7 +132,12 @@ def test_cold_and_warm_start(benchmark, name):
                  "builtin": official["first_invoke_s"], "unit": "s",
                  "note": f"import lite_numba {warm['import_s']:.2f} s (official {official['import_s']:.2f} s); CPU "
                          f"{warm['cpu_s']:.2f} s; peak RSS {warm['peak_rss_mib']:.0f} MiB (Numba's floor "
-                         f"{floor['peak_rss_mib']:.0f}, official {official['peak_rss_mib']:.0f})"})
-    benchmark.extra_info.update({"cold": cold, "warm": warm, "official": official, "numba_floor": floor,
+                         f"{floor['peak_rss_mib']:.0f}, official {official['peak_rss_mib']:.0f}); Numba imported: "
+                         f"{warm['numba_imported']}"})
+    ROWS.append({"case": f"{name} warm start without the native image", "ours": plain["first_invoke_s"],
+                 "builtin": official["first_invoke_s"], "unit": "s",
+                 "note": f"LITE_NUMBA_IMAGE=0; CPU {plain['cpu_s']:.2f} s; peak RSS {plain['peak_rss_mib']:.0f} MiB"})
+    benchmark.extra_info.update({"cold": cold, "warm": warm, "warm_no_image": plain, "official": official,
+                                 "numba_floor": floor,
                                  "setting": setting})
     benchmark.pedantic(lambda: None, rounds=1)
