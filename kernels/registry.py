@@ -437,6 +437,14 @@ def kernel_level() -> str:
     return isa_level()
 
 
+def grant_refusal(level: str) -> str | None:
+    """Why the operating system refuses what kernel path `level` needs besides the CPU's features (AMX's tile state;
+    asked once, granting it), or None. Asks nothing of LLVM (a native image's process: runtime/native/image.py)."""
+    from lite_numba.kernels.base.isa import GRANTS, refusal  # lazy: as kernel_path
+
+    return refusal() if level in GRANTS else None
+
+
 def kernel_path() -> str:
     """The builtin kernels' instruction-set path in force and why a better level of this CPU is not used (e.g. "amx
     not used: Linux refused the AMX tile state ..."): what lite-numba inspect and the benchmark reports print

@@ -19,6 +19,7 @@ from lite_numba.kernels import registry
 from test_gather import gather_model
 
 from lite_numba import Interpreter
+from lite_numba.jit import native_loader
 from lite_numba.testing import run_official
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,8 @@ CHILD = textwrap.dedent("""
         it.invoke()
         outs = [it.get_tensor(d["index"]) for d in it.get_output_details()]
     np.savez(out, *outs)
-    print(json.dumps({"kind": kind, "numba": loaded, "error": error, "after": "numba" in sys.modules}))
+    print(json.dumps({"kind": kind, "numba": loaded, "error": error, "after": "numba" in sys.modules,
+                      "llvm": "llvmlite.binding" in sys.modules}))
 """)
 
 
@@ -95,6 +97,18 @@ def test_restored_without_numba_gives_the_official_outputs(tmp_path, name, offic
             np.testing.assert_array_equal(a, w)
         else:
             np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not native_loader.ElfLinker.usable(), reason="the ELF linker is for Linux x86-64")
+def test_the_elf_linker_and_llvms_run_the_same_code(tmp_path):
+    path = model_path("mobilenet_v2_035_96_int8")
+    x = _inputs(path, seed=3)
+    first, want = _child(tmp_path, path, x)
+    own, ours = _child(tmp_path, path, x)
+    llvm, theirs = _child(tmp_path, path, x, LITE_NUMBA_NATIVE_LOADER="llvm")
+    assert own["kind"] == llvm["kind"] == "ImageGraphRuntime"
+    assert not own["llvm"] and llvm["llvm"]  # (the ELF linker needs no LLVM in the process)
+    assert np.array_equal(ours[0], want[0]) and np.array_equal(theirs[0], want[0])
 
 
 def test_anything_else_materializes_the_normal_path(tmp_path, official):

@@ -23,10 +23,13 @@ import builtins
 import ctypes
 import importlib.machinery
 import importlib.util
+import os
+import platform
+import struct
 import sys
 import threading
 
-from .team import register_team_limit
+from .team import TEAM_LIMIT_SYMBOL, register_team_limit, team_limit_address
 
 # Numba's calling convention: int32 status (0: returned; -2: returned None; others: an exception, described by the
 # excinfo pointer the second argument receives), a pointer to the return slot, a pointer to the excinfo pointer,
@@ -67,6 +70,27 @@ def _numba_extension(name: str):
     raise LoaderError(f"{name}: no loadable extension module in {folder}")
 
 
+def _helper_symbols() -> dict[str, int]:
+    """Every symbol Numba registers with LLVM for its code (numba/core/base.py, runtime/nrt.py, externals.py), with
+    its address: what both loaders resolve first. Loads Numba's C extension modules by file."""
+    table = _STATE.get("symbols")
+    if table is not None:
+        return table
+    helper, dynfunc, nrt = (_numba_extension(n) for n in _EXTENSIONS)
+    if "numba.core.runtime.nrt" not in sys.modules:  # (what numba/core/runtime/nrt.py does at import)
+        nrt.memsys_use_cpython_allocator()
+    table = {"_Py_NoneStruct": id(None), TEAM_LIMIT_SYMBOL: team_limit_address()}
+    for name, address in (*helper.c_helpers.items(), *dynfunc.c_helpers.items()):
+        table["numba_" + name] = address
+    for obj in vars(builtins).values():
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            table[f"PyExc_{obj.__name__}"] = id(obj)
+    for name, address in nrt.c_helpers.items():
+        table[name if name.startswith("_") else "NRT_" + name] = address
+    _STATE["symbols"] = table
+    return table
+
+
 def _engine():
     """The process's MCJIT engine for native images, made once with every symbol Numba's code may refer to."""
     ee = _STATE.get("engine")
@@ -74,20 +98,11 @@ def _engine():
         return ee
     import llvmlite.binding as ll  # lazy: only a process that loads a native image needs LLVM
 
-    helper, dynfunc, nrt = (_numba_extension(n) for n in _EXTENSIONS)
-    if "numba.core.runtime.nrt" not in sys.modules:  # (what numba/core/runtime/nrt.py does at import)
-        nrt.memsys_use_cpython_allocator()
+    symbols = _helper_symbols()
     ll.initialize_native_target()
     ll.initialize_native_asmprinter()
-    ll.add_symbol("_Py_NoneStruct", id(None))
-    for table in (helper.c_helpers, dynfunc.c_helpers):
-        for name, address in table.items():
-            ll.add_symbol("numba_" + name, address)
-    for obj in vars(builtins).values():
-        if isinstance(obj, type) and issubclass(obj, BaseException):
-            ll.add_symbol(f"PyExc_{obj.__name__}", id(obj))
-    for name, address in nrt.c_helpers.items():
-        ll.add_symbol(name if name.startswith("_") else "NRT_" + name, address)
+    for name, address in symbols.items():
+        ll.add_symbol(name, address)
     register_team_limit()
     module = ll.parse_assembly("")
     module.triple = ll.get_process_triple()
@@ -100,7 +115,20 @@ def _engine():
 
 def load(objects: list[tuple[bytes, str]]) -> dict[str, int]:
     """Load each (object code, entry symbol) into the process (once per symbol: a symbol names one compiled function
-    of one signature, lite_numba.jit.symbols) and return {entry symbol: address}. LoaderError when it cannot be."""
+    of one signature, lite_numba.jit.symbols) and return {entry symbol: address}. LoaderError when it cannot be.
+    On Linux x86-64 the objects are linked here (ElfLinker: no LLVM in the process); else, or when an object needs
+    what that linker does not do, by llvmlite's MCJIT ($LITE_NUMBA_NATIVE_LOADER=llvm: always)."""
+    if ElfLinker.usable():
+        try:
+            with _LOCK:
+                linker = _STATE.get("elf") or _STATE.setdefault("elf", ElfLinker(_helper_symbols()))
+                return linker.load(objects)
+        except LoaderError:
+            pass
+    return _load_llvm(objects)
+
+
+def _load_llvm(objects: list[tuple[bytes, str]]) -> dict[str, int]:
     with _LOCK:
         try:
             ee = _engine()
@@ -148,3 +176,155 @@ def object_code(cres) -> tuple[bytes, str] | None:
     lib = cres.library
     code = getattr(lib, "lnb_object", None) or getattr(lib, "_compiled_object", None)
     return (bytes(code), cres.fndesc.llvm_func_name) if code else None
+
+
+# --- x86-64 ELF objects linked in memory, without LLVM ---------------------------------------------------------------
+
+_PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
+_MAP_PRIVATE, _MAP_ANONYMOUS = 0x02, 0x20
+_SHF_WRITE, _SHF_ALLOC = 0x1, 0x2
+_SHT_SYMTAB, _SHT_RELA, _SHT_NOBITS, _SHT_X86_64_UNWIND = 2, 4, 8, 0x70000001
+_SHN_UNDEF, _SHN_LORESERVE, _SHN_ABS, _SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
+_R_64, _R_PC32, _R_PLT32, _R_32, _R_32S, _R_PC64 = 1, 2, 4, 10, 11, 24
+
+
+class ElfLinker:
+    """Relocatable x86-64 ELF objects (what Numba's JIT emits: the large code model, so absolute 64-bit and 64-bit
+    PC-relative relocations) mapped into memory and linked: each object's allocated sections (not .eh_frame: nothing
+    here unwinds) laid out in one mapping, or two when one is writable; symbols resolved from the objects loaded so
+    far (the first definition of a name wins, as in LLVM's linker for Numba's weak copies of shared helpers), then
+    Numba's helpers (_helper_symbols), then the process and libgcc_s (compiler support routines); relocations applied;
+    the code mapping made read + execute. An unknown relocation, a 32-bit one out of reach, an unresolved symbol:
+    LoaderError (the caller then uses llvmlite). Mappings live as long as the process, like LLVM's."""
+
+    def __init__(self, helpers: dict[str, int]):
+        self.helpers = helpers
+        self.globals: dict[str, int] = {}
+        self.cells: list = []  # (common symbols' storage)
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.mmap.restype = ctypes.c_void_p
+        self.libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_long)
+        self.libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        self.libs = [self.libc]
+        try:
+            self.libs.append(ctypes.CDLL("libgcc_s.so.1"))
+        except OSError:
+            pass
+
+    @staticmethod
+    def usable() -> bool:
+        return (sys.platform.startswith("linux") and platform.machine().lower() in ("x86_64", "amd64")
+                and os.environ.get("LITE_NUMBA_NATIVE_LOADER", "elf") != "llvm")
+
+    def load(self, objects: list[tuple[bytes, str]]) -> dict[str, int]:
+        for code, name in objects:
+            if name not in self.globals:
+                self._link(bytes(code))
+        missing = [name for _, name in objects if name not in self.globals]
+        if missing:
+            raise LoaderError(f"entry symbols not defined by their objects: {missing}")
+        return {name: self.globals[name] for _, name in objects}
+
+    def _map(self, size: int) -> int:
+        size = -(-max(size, 1) // 4096) * 4096
+        addr = self.libc.mmap(None, size, _PROT_READ | _PROT_WRITE, _MAP_PRIVATE | _MAP_ANONYMOUS, -1, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise LoaderError(f"mmap of {size} bytes failed (errno {ctypes.get_errno()})")
+        return addr
+
+    def _resolve(self, name: str, new: dict[str, int]) -> int:
+        addr = new.get(name) or self.globals.get(name) or self.helpers.get(name)
+        if addr:
+            return addr
+        for lib in self.libs:
+            try:
+                return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+            except AttributeError:
+                continue
+        raise LoaderError(f"unresolved symbol {name}")
+
+    def _link(self, data: bytes) -> None:
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 or struct.unpack_from("<HH", data, 16) != (1, 62):
+            raise LoaderError("not a relocatable x86-64 ELF64 object")
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, _ = struct.unpack_from("<HHH", data, 0x3A)
+        secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        # (name, type, flags, addr, offset, size, link, info, align, entsize)
+        load = [i for i, s in enumerate(secs) if s[2] & _SHF_ALLOC and s[1] != _SHT_X86_64_UNWIND]
+        base: dict[int, int] = {}
+        for writable in (False, True):
+            part = [i for i in load if bool(secs[i][2] & _SHF_WRITE) == writable]
+            if not part:
+                continue
+            offsets, end = {}, 0
+            for i in part:
+                align = max(secs[i][8], 1)
+                end = -(-end // align) * align
+                offsets[i] = end
+                end += secs[i][5]
+            region = self._map(end)
+            for i in part:
+                base[i] = region + offsets[i]
+                if secs[i][1] != _SHT_NOBITS and secs[i][5]:
+                    ctypes.memmove(base[i], data[secs[i][4]:secs[i][4] + secs[i][5]], secs[i][5])
+            if not writable:
+                code_region, code_size = region, end
+        symtab = next((s for s in secs if s[1] == _SHT_SYMTAB), None)
+        if symtab is None:
+            raise LoaderError("no symbol table")
+        strtab = secs[symtab[6]]
+        names = data[strtab[4]:strtab[4] + strtab[5]]
+        symbols = []
+        new: dict[str, int] = {}  # (this object's definitions: joined to self.globals once it is linked)
+        for k in range(symtab[5] // 24):
+            st_name, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", data, symtab[4] + 24 * k)
+            name = names[st_name:names.index(b"\0", st_name)].decode()
+            bind = info >> 4
+            if shndx == _SHN_UNDEF:
+                symbols.append((name, None))
+            elif shndx == _SHN_COMMON:  # zeroed storage shared by name (Numba's environment pointers)
+                addr = new.get(name) or self.globals.get(name)
+                if addr is None:
+                    cell = ctypes.create_string_buffer(max(size, 8) + 64)
+                    self.cells.append(cell)
+                    addr = new[name] = -(-ctypes.addressof(cell) // 64) * 64
+                symbols.append((name, addr))
+            elif shndx >= _SHN_LORESERVE:
+                if shndx != _SHN_ABS:
+                    raise LoaderError(f"symbol {name}: section index {shndx:#x}")
+                symbols.append((name, value))
+            elif shndx in base:
+                addr = base[shndx] + value
+                symbols.append((name, addr))
+                if bind in (1, 2) and name and name not in self.globals:  # global, weak: the first definition
+                    new[name] = addr  # of a name serves every object
+            else:
+                symbols.append((name, 0))  # (a section not loaded: .eh_frame's own symbols)
+        for s in secs:
+            if s[1] != _SHT_RELA or s[7] not in base:
+                continue
+            target = base[s[7]]
+            for k in range(s[5] // 24):
+                off, info, addend = struct.unpack_from("<QQq", data, s[4] + 24 * k)
+                kind, sym = info & 0xFFFFFFFF, info >> 32
+                name, addr = symbols[sym] if sym else ("", 0)  # (symbol 0: an absolute addend)
+                if addr is None:
+                    addr = self._resolve(name, new)
+                value, where = addr + addend, target + off
+                if kind == _R_64:
+                    ctypes.c_uint64.from_address(where).value = value & 0xFFFFFFFFFFFFFFFF
+                elif kind == _R_PC64:
+                    ctypes.c_int64.from_address(where).value = value - where
+                elif kind in (_R_PC32, _R_PLT32, _R_32S, _R_32):
+                    v = value - where if kind in (_R_PC32, _R_PLT32) else value
+                    lo, hi = (0, 1 << 32) if kind == _R_32 else (-(1 << 31), 1 << 31)
+                    if not lo <= v < hi:
+                        raise LoaderError(f"relocation {kind} to {name or 'a section'} out of 32-bit reach")
+                    ctypes.c_uint32.from_address(where).value = v & 0xFFFFFFFF
+                else:
+                    raise LoaderError(f"relocation type {kind} not handled")
+        if any(not (secs[i][2] & _SHF_WRITE) for i in load) and self.libc.mprotect(
+                code_region, -(-code_size // 4096) * 4096, _PROT_READ | _PROT_EXEC) != 0:
+            raise LoaderError(f"mprotect failed (errno {ctypes.get_errno()})")
+        self.globals.update(new)

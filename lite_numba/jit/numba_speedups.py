@@ -18,6 +18,10 @@ sys.stderr every time: 3.5 % of a cold compile's profile. With Numba's default c
 markup only adds a bold escape code, so `apply` gives Numba a scheme that returns the text as it is (the same
 text Numba shows when colorama is absent or NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING is set).
 
+Loaded object code kept. Numba's object-cache hook hands a cached function's machine code to LLVM and forgets it;
+`apply` keeps it on the library first (jit/native_loader.capture), so a process can save what it loaded as a native
+image (lite_numba/runtime/native/image.py). The code is unchanged.
+
 LITE_NUMBA_FAST_INLINE=0 leaves Numba as it is (both changes off), for comparing compile times. `apply` also installs
 lite_numba.jit.fast_reshape, which does change the compiled code (a faster reshape, the same views) and so is on
 in every process whatever that variable says."""

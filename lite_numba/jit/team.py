@@ -32,6 +32,11 @@ TEAM_LIMIT_SYMBOL = "lite_numba_team_limit"
 _LIMIT = ctypes.c_int64(0)
 
 
+def team_limit_address() -> int:
+    """The address of the int64 behind TEAM_LIMIT_SYMBOL (for a loader resolving it without LLVM: jit/native_loader)."""
+    return ctypes.addressof(_LIMIT)
+
+
 def register_team_limit() -> str:
     """Make TEAM_LIMIT_SYMBOL resolvable by LLVM in this process (kernels/base/threads.py calls it at import, before
     any kernel that reads the limit is compiled or loaded); returns the symbol's name."""

@@ -1,24 +1,26 @@
 """Native images: subgraph 0's compiled program, saved after a normal allocation and restored by a later process
-without importing Numba (issue 33: a warm start is then Python, numpy and llvmlite, not Numba's 0.13-0.3 s import,
-its typing machinery and its memory).
+without importing Numba (issue 33: a warm start is then Python and numpy, not Numba's 0.13-0.3 s import, its
+typing machinery and LLVM's memory).
 
 An allocation whose whole invoke is compiled runners (GraphRuntime.native_program) is, once planned, data: the arena's
 size and initial bytes, the tensors' shapes and arena offsets, every segment's tables (aux, it, ft) and the machine
 code of its runner, of the kernels its `fp` table names and of `rows.run_program`. `save` writes that (with the
 object code the process loaded or compiled: jit/native_loader.capture) to `$LITE_NUMBA_CACHE_DIR/images/KEY.lni`
 (or `$LITE_NUMBA_IMAGE_DIR`; the KEEP most recently used are kept), sealed with a sha256 like Numba's cache files
-(jit/numba_cache.seal); `restore` loads the code with jit/native_loader (llvmlite's in-memory linker, no Numba),
-rebuilds the tables (fp gets this process's addresses, constants read where the model holds them get this process's
-offsets) and gives the GraphRuntime that state and a `run` calling run_program through ctypes: invoke, set_tensor
-and get_tensor then work as after a normal allocation.
+(jit/numba_cache.seal); `restore` loads the code with jit/native_loader (its own ELF linker on Linux x86-64, else
+llvmlite's; never Numba), rebuilds the tables (fp gets this process's addresses, constants read where the model
+holds them get this process's offsets) and gives the GraphRuntime that state and a `run` calling run_program through
+ctypes: invoke, set_tensor and get_tensor then work as after a normal allocation.
 
 The key covers everything the program depends on: the model's bytes, lite-numba's sources, Numba's, llvmlite's and
-Python's versions (jit/numba_cache.cache_key), the CPU features and code-generation target, the kernel path in force,
-the interpreter's options, the input shapes, the resolved kernels and every LITE_NUMBA_* / NUMBA_* variable. Only
-graphs of our own kernels are saved (no user custom op, whose code can change without our sources changing), with
-one thread (a parallel kernel needs Numba's thread pool), no STRING tensor, no dynamic node, and no lowered control
-flow or variable op (their tables hold this process's addresses). A file that is missing, damaged, of another key
-or whose code cannot be loaded is a miss: the normal path runs (and writes a new image in place of a damaged one).
+Python's versions (jit/numba_cache.cache_key), the CPU (its model and features as Linux reports them: the same CPU
+chooses the same code-generation target and kernel path; the path is saved and its OS grant, AMX's tile state,
+asked again at restore), the interpreter's options, the input shapes, the resolved kernels and every LITE_NUMBA_* /
+NUMBA_* variable. Only graphs of our own kernels are saved (no user custom op, whose code can change without our
+sources changing), with one thread (a parallel kernel needs Numba's thread pool), no STRING tensor, no dynamic node,
+and no lowered control flow or variable op (their tables hold this process's addresses). A file that is missing,
+damaged, of another key or whose code cannot be loaded is a miss: the normal path runs (and writes a new image in
+place of a damaged one).
 
 The restored runtime (ImageGraphRuntime) keeps only that state. Anything else a caller asks of it (profiling, trace,
 the batch loop, clone, signature binding, a resize that no image covers, a kernel's error) first makes it a plain
@@ -41,7 +43,7 @@ import numpy as np
 from ...jit import native_loader, numba_cache
 from ...jit.compiler import cache_dir
 from ...jit.symbols import symbol_name
-from ...kernels.registry import kernel_level
+from ...kernels.registry import grant_refusal, kernel_level
 from ...version import __version__
 from ..executor import GraphRuntime
 
@@ -53,6 +55,9 @@ PAGE = 4096
 DIGEST_BYTES = 32  # (numba_cache.seal: a sha256)
 # kernels whose tables hold this process's addresses (lowered control flow, variables): never saved
 _ADDRESS_MODULES = ("lite_numba.runtime.", "lite_numba.kernels.host.")
+# variables that change where files are or how code is loaded, not the program
+_NOT_KEYED = {"LITE_NUMBA_IMAGE_DIR", "LITE_NUMBA_NATIVE_LOADER", "LITE_NUMBA_PROGRESS", "LITE_NUMBA_COMPILE_WORKERS",
+              "LITE_NUMBA_COMPILE_LOCK"}
 # what a restored runtime keeps; reading any other attribute materializes it
 _KEPT = ("plan", "kernels", "num_threads", "preserve_all", "subgraph_index", "host_env", "tensors", "ready", "arena",
          "arena_size", "views", "fast_views", "dynamic_arrays", "strings", "offsets", "writable_inputs", "run", "image")
@@ -79,15 +84,39 @@ def _identity(k) -> tuple | None:
 _HOST: list = []
 
 
+_CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "Features", "CPU implementer",
+               "CPU architecture", "CPU variant", "CPU part", "CPU revision")
+
+
+def _cpu() -> str:
+    """This CPU's model and features as Linux reports them (/proc/cpuinfo's first processor), else as LLVM sees them:
+    the same CPU gives the same answer, so the code an image holds is code this CPU ran (and its kernel path the
+    one it chose, up to the operating system's grants: checked at restore)."""
+    try:
+        fields = []
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.strip() in _CPU_FIELDS:
+                    fields.append(f"{key.strip()}={value.strip()}")
+        if fields:
+            return ";".join(fields)
+    except OSError:
+        pass
+    import llvmlite.binding as ll  # lazy: only without /proc/cpuinfo
+
+    return ",".join(f"{k}={int(v)}" for k, v in sorted(ll.get_host_cpu_features().items()))
+
+
 def _host() -> tuple:
     """What this process's code depends on besides the model (asked once): the sources and versions, the CPU."""
     if not _HOST:
-        import llvmlite
-        import llvmlite.binding as ll  # lazy: only where images are used
+        import llvmlite  # lazy: its version only (llvmlite.binding, LLVM itself, is not loaded by this)
 
-        features = ",".join(f"{k}={int(v)}" for k, v in sorted(ll.get_host_cpu_features().items()))
         _HOST.append((__version__, numba_cache.cache_key(__version__), llvmlite.__version__, sys.version,
-                      platform.machine(), features))
+                      platform.machine(), _cpu()))
     return _HOST[0]
 
 
@@ -102,15 +131,15 @@ def image_key(owner, rt) -> str | None:
         return None
     try:
         host = _host()
-        level = kernel_level()
-    except Exception:  # noqa: BLE001 - no llvmlite, or a kernel path refused: no image
+    except Exception:  # noqa: BLE001 - no llvmlite: no image
         return None
     digest = getattr(owner, "image_digest", None)
     if digest is None:
         digest = owner.image_digest = hashlib.sha256(memoryview(data).cast("B")).digest()
     h = hashlib.sha256(digest)
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(("LITE_NUMBA_", "NUMBA_")))
-    parts = (FORMAT, host, level, sorted((k, repr(v)) for k, v in options.items()), env,
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith(("LITE_NUMBA_", "NUMBA_")) and k not in _NOT_KEYED)
+    parts = (FORMAT, host, sorted((k, repr(v)) for k, v in options.items()), env,
              [rt.tensors[i].shape for i in rt.plan.inputs], sorted(rt.writable_inputs), kernels)
     h.update(repr(parts).encode())
     return h.hexdigest()[:32]
@@ -198,7 +227,8 @@ def _payload(rt, key: str) -> dict | None:
     live = np.flatnonzero(pages.reshape(-1, PAGE).any(axis=1))
     folded = {t.index: np.array(t.data) for t, s in zip(rt.tensors, rt.plan.tensors) if t.data is not None
               and s.data is None}  # (computed once at allocate)
-    payload = {"format": FORMAT, "key": key, "arena_size": rt.arena_size, "arena_bytes": arena.size,
+    payload = {"format": FORMAT, "key": key, "level": kernel_level(), "arena_size": rt.arena_size,
+               "arena_bytes": arena.size,
                "pages": live, "page_bytes": pages.reshape(-1, PAGE)[live].tobytes(),
                "shapes": [t.shape for t in rt.tensors], "offsets": dict(rt.offsets),
                "views": sorted(i for i in rt.views if i < n), "folded": folded, "segments": segments,
@@ -234,7 +264,7 @@ def restore(owner, rt) -> bool:
     """Give `rt` (subgraph 0, not allocated) the allocation its native image holds (True), or leave it alone."""
     key = image_key(owner, rt)
     payload = None if key is None else _read(key)
-    if payload is None or len(payload["shapes"]) != len(rt.tensors):
+    if payload is None or len(payload["shapes"]) != len(rt.tensors) or grant_refusal(payload["level"]):
         return False
     try:
         os.utime(_path(key))  # (recently used: kept by _prune)
