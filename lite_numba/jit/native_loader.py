@@ -328,3 +328,27 @@ class ElfLinker:
                 code_region, -(-code_size // 4096) * 4096, _PROT_READ | _PROT_EXEC) != 0:
             raise LoaderError(f"mprotect failed (errno {ctypes.get_errno()})")
         self.globals.update(new)
+
+
+def symbol_address(name: str) -> int:
+    """The address of a global (function or variable) of the objects loaded so far, else 0."""
+    with _LOCK:
+        elf = _STATE.get("elf")
+        if elf is not None and name in elf.globals:
+            return elf.globals[name]
+        ee = _STATE.get("engine")
+        return ee.get_global_value_address(name) if ee is not None else 0
+
+
+def python_function(wrapper: str, env_name: str, name: str, keep) -> object:
+    """A Python built-in function calling Numba's CPython wrapper `wrapper` (loaded), as Numba's own dispatcher entry
+    is made (numba/core/cpu.py: _dynfunc.make_function, the environment pointer set in the global `env_name`): what
+    Interpreter.invoke calls, with Numba's argument conversion and exception raising (an exception's pickled
+    arguments are read by numba.core.serialize: Numba is imported then, on that error only)."""
+    dynfunc = _numba_extension("numba._dynfunc")
+    fn, env_at = symbol_address(wrapper), symbol_address(env_name)
+    if not fn or not env_at:
+        raise LoaderError(f"{wrapper} or {env_name} not loaded")
+    env = dynfunc.Environment({"__name__": __name__})
+    ctypes.c_void_p.from_address(env_at).value = id(env)
+    return dynfunc.make_function(sys.modules[__name__], name, f"compiled wrapper for {name}", fn, env, (env, keep))

@@ -32,6 +32,7 @@ so its text is the normal path's. LITE_NUMBA_IMAGE=0 turns images off.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import pickle
@@ -50,6 +51,9 @@ from ..executor import GraphRuntime
 FORMAT = 1
 MAX_MODEL_BYTES = 256 << 20  # larger models (LLMs) are not hashed at each start; their weights stay where they are
 MAX_IMAGE_BYTES = 64 << 20
+# no offset, shape or count in a runner's `it` table comes near this; a user-space address does (x86-64 Linux puts
+# the heap and mappings above 2^44): a table holding one is not saved (a kernel passed an address, not an offset)
+ADDRESS_LIKE = 1 << 44
 KEEP = 256  # images kept in the folder (the least recently used are removed)
 PAGE = 4096
 DIGEST_BYTES = 32  # (numba_cache.seal: a sha256)
@@ -192,9 +196,11 @@ def _payload(rt, key: str) -> dict | None:
 
     from ..rows import compiled_overload, run_program  # lazy: rows imports Numba
 
-    program = native_loader.object_code(compiled_overload(run_program, (types.int64, types.int64)))
+    cres = compiled_overload(run_program, (types.int64, types.int64))
+    program = native_loader.object_code(cres)
     if program is None:
         return None
+    wrapper = (cres.fndesc.llvm_cpython_wrapper_name, cres.fndesc.env_name)
     objects = {program[1]: program[0]}
     consts = {t.data.ctypes.data: t.index for t in rt.tensors if t.data is not None}
     segments = []
@@ -218,6 +224,12 @@ def _payload(rt, key: str) -> dict | None:
             if index is None or not at.size:
                 return None
             outside.append((at.tolist(), index))
+        rebased = np.zeros(seg.it.size, bool)
+        for at, _ in outside:
+            rebased[at] = True
+            rebased[np.asarray(at) + 1] = True
+        if np.any(np.abs(seg.it[~rebased]) >= ADDRESS_LIKE):  # (an address in a table: this process's only)
+            return None
         segments.append({"runner": codes[0][1], "fp": [name for _, name in codes[1:]], "aux": seg.aux.copy(),
                          "it": seg.it.copy(), "ft": seg.ft.copy(), "outside": outside})
     n = len(rt.tensors)
@@ -232,7 +244,7 @@ def _payload(rt, key: str) -> dict | None:
                "pages": live, "page_bytes": pages.reshape(-1, PAGE)[live].tobytes(),
                "shapes": [t.shape for t in rt.tensors], "offsets": dict(rt.offsets),
                "views": sorted(i for i in rt.views if i < n), "folded": folded, "segments": segments,
-               "objects": objects, "program": program[1]}
+               "objects": objects, "program": program[1], "wrapper": wrapper}
     size = sum(len(c) for c in objects.values()) + len(payload["page_bytes"]) + sum(s["aux"].nbytes for s in segments)
     return payload if size <= MAX_IMAGE_BYTES else None
 
@@ -321,8 +333,14 @@ def restore(owner, rt) -> bool:
     live.clear()
     live.update(views)
     rt.fast_views = live
+    try:  # run_program's CPython wrapper as a built-in (the normal path's entry), else through ctypes
+        entry = native_loader.python_function(*payload["wrapper"], "run_program", keep)
+        run = functools.partial(entry, table.ctypes.data, table.size)
+        run.table = table
+    except native_loader.LoaderError:
+        run = ImageEntry(rt, native_loader.program_entry(addresses[payload["program"]]), table, keep)
     rt.image = key
-    rt.run = ImageEntry(rt, native_loader.program_entry(addresses[payload["program"]]), table, keep)
+    rt.run = run
     rt.ready = True
     return True
 
@@ -385,7 +403,11 @@ class ImageGraphRuntime(GraphRuntime):
     def invoke(self) -> None:
         if not self.ready:
             raise RuntimeError("Invoke called on model that is not ready.")
-        self.run()
+        try:
+            self.run()
+        except Exception:  # noqa: BLE001 - a kernel's error: raised by the normal path, as GraphRuntime.invoke words it
+            materialize(self)
+            GraphRuntime.invoke(self)
 
 
 _SAFE = {"tensor", "array", "invalidate", "release", "set_input_shape", "init_variables", "max_arena_bytes", "invoke"}
