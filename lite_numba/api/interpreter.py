@@ -18,6 +18,7 @@ from ..runtime.profile_report import Profile
 from ..runtime.resolver import MutableOpResolver, OpResolver, default_op_resolver, resolve_model
 from ..runtime.signature_io import CallPlan
 from .delegates import Delegate, DelegateError, delegate_refused, load_delegate
+from .io_builtins import install_when_loaded
 
 
 class OpResolverType(enum.Enum):
@@ -58,16 +59,6 @@ def tensor_details(t) -> dict:
     return {"name": spec.name, "index": spec.index, "shape": np.array(shape, np.int32),
             "shape_signature": np.array(spec.shape_signature, np.int32), "dtype": dtype, "quantization": per_tensor,
             "quantization_parameters": params, "sparsity_parameters": {}}
-
-
-def fast_io_when_loaded(interp, base, views: dict, slot: list) -> bool:
-    """The built-in set_tensor / get_tensor (api/fast_io.py) once Numba is loaded (runtime/native: images need none)."""
-    if "numba" not in sys.modules:
-        return False
-    from .fast_io import install  # lazy: imports Numba's extension API
-
-    install(interp, base, views, slot)
-    return True
 
 
 def _resolver_type(value) -> str:
@@ -164,7 +155,7 @@ class Interpreter:
         self._token = np.frombuffer(memoryview(np.zeros(64, np.uint8)), np.uint8)
         self._token_arena = None
         self._held: list[np.ndarray] = []
-        self._fast_io = fast_io_when_loaded(self, Interpreter, self._views, self._slot)  # (else at allocate)
+        self._fast_io = install_when_loaded(self, Interpreter, self._views, self._slot)  # (else at allocate)
 
     @property
     def runtime(self) -> ModelRuntime:
@@ -242,7 +233,7 @@ class Interpreter:
             self._ensure_safe()
             self._rt.allocate()
             if not self._fast_io:  # (a native image runs without Numba: the Python methods then)
-                self._fast_io = fast_io_when_loaded(self, Interpreter, self._views, self._slot)
+                self._fast_io = install_when_loaded(self, Interpreter, self._views, self._slot)
         finally:
             self._slot.append(None)
 

@@ -282,6 +282,9 @@ def wait_for_compile(fn, sig) -> None:
 # the kernels, in the workers, instead of before them; on a warm one whose copy was lost or damaged, on its own):
 # api.fast_io's entry
 COMPILE_ALONG: list = []
+# callables run (once) when the next batch starts, before COMPILE_ALONG is read: registrations made before Numba was
+# imported (api/io_builtins.py: whether fast_io's entry is wanted is known only once Numba is loaded)
+ALONG_LATER: list = []
 
 
 def precompile(items) -> None:
@@ -297,6 +300,8 @@ def precompile(items) -> None:
             todo[(id(fn), sig)] = (fn, sig)
     if not todo:
         return
+    while ALONG_LATER:
+        ALONG_LATER.pop()()
     pending = list(todo.values())
     missing = [(fn, sig) for fn, sig in pending if _disk_cached(fn) and not in_disk_cache(fn, sig)]
     along = [(fn, sig) for fn, sig in COMPILE_ALONG
