@@ -19,6 +19,7 @@ from lite_numba.kernels import registry
 from test_gather import gather_model
 
 from lite_numba import Interpreter
+from lite_numba.builder import ModelBuilder
 from lite_numba.jit import native_loader
 from lite_numba.testing import run_official
 
@@ -111,6 +112,28 @@ def test_the_elf_linker_and_llvms_run_the_same_code(tmp_path):
     assert np.array_equal(ours[0], want[0]) and np.array_equal(theirs[0], want[0])
 
 
+def test_a_folded_constant_read_in_place(tmp_path, official):
+    """A constant computed at allocate (DEQUANTIZE of float16, folded) and large enough to be read where it lies
+    (GATHER's table, >= 64 KiB: codegen.IN_PLACE_CONST): the image holds the folded values and the restoring process
+    points the runner at them (hand_landmark_lite's case: its image was refused before)."""
+    rng = np.random.default_rng(5)
+    b = ModelBuilder()
+    idx = b.add_input("idx", np.int32, [6])
+    t16 = b.add_const("t16", rng.standard_normal((512, 64)).astype(np.float16))
+    t = b.add_tensor("t", np.float32, [512, 64])
+    y = b.add_tensor("y", np.float32, [6, 64])
+    b.add_op("DEQUANTIZE", [t16], [t])
+    b.add_op("GATHER", [t, idx], [y], options={"axis": 0})
+    b.mark_output(y)
+    model = tmp_path / "folded_gather.tflite"
+    model.write_bytes(b.build())
+    x = [np.array([0, 511, 7, 7, 300, 1], np.int32)]
+    first, _ = _child(tmp_path, model, x)
+    second, ours = _child(tmp_path, model, x)
+    assert first["kind"] == "GraphRuntime" and second["kind"] == "ImageGraphRuntime" and not second["numba"]
+    np.testing.assert_array_equal(ours[0], run_official(model.read_bytes(), x)[0])
+
+
 def test_anything_else_materializes_the_normal_path(tmp_path, official):
     path = ROOT / "lite_numba" / "examples" / "small_cnn_f32.tflite"
     x = _inputs(path, seed=1)
@@ -171,7 +194,7 @@ EVERY_MODEL = textwrap.dedent("""
     import numpy as np
     from lite_numba import Interpreter
     out = {}
-    for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.tflite"))):
+    for path in sorted(p for d in sys.argv[1:] for p in glob.glob(os.path.join(d, "*.tflite"))):
         it = Interpreter(model_path=path)
         try:
             it.allocate_tensors()
@@ -190,13 +213,14 @@ EVERY_MODEL = textwrap.dedent("""
 
 
 def test_every_bundled_model_restores_to_the_same_bytes(tmp_path):
-    """Every model of tests/data/models, run by a process that saves images and again by one that restores them: the
-    same outputs (or the same error) byte for byte, every static one-thread graph from its image. The normal path
-    is held to the official runtime by the op and model tests; this holds the images to the normal path."""
+    """Every model of tests/data/models and tests/data/real, run by a process that saves images and again by one that
+    restores them: the same outputs (or the same error) byte for byte, every static one-thread graph from its image.
+    The normal path is held to the official runtime by the op and model tests; this holds the images to it."""
     env = {**os.environ, "LITE_NUMBA_IMAGE": "1", "LITE_NUMBA_IMAGE_DIR": str(tmp_path / "images")}
     runs = []
     for _ in range(2):
-        r = subprocess.run([sys.executable, "-c", EVERY_MODEL, str(ROOT / "tests" / "data" / "models")],
+        r = subprocess.run([sys.executable, "-c", EVERY_MODEL, str(ROOT / "tests" / "data" / "models"),
+                            str(ROOT / "tests" / "data" / "real")],
                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
         assert r.returncode == 0, r.stderr[-3000:]
         runs.append(json.loads(r.stdout.strip().splitlines()[-1]))

@@ -105,7 +105,7 @@ def _cpu() -> str:
                 key, _, value = line.partition(":")
                 if key.strip() in _CPU_FIELDS:
                     fields.append(f"{key.strip()}={value.strip()}")
-        if fields:
+        if any(f.startswith(("flags=", "Features=")) for f in fields):  # (never a model name without its features)
             return ";".join(fields)
     except OSError:
         pass
@@ -291,6 +291,7 @@ def restore(owner, rt) -> bool:
     for j, p in enumerate(payload["pages"].tolist()):
         end = min(arena.size, (p + 1) * PAGE)
         arena[p * PAGE:end] = pages[j, :end - p * PAGE]
+    folded = payload["folded"]
     keep = [arena]
     table = [len(payload["segments"])]
     for s in payload["segments"]:
@@ -299,10 +300,14 @@ def restore(owner, rt) -> bool:
             return False
         it = s["it"].copy()
         for at, index in s["outside"]:
-            data = rt.tensors[index].data
-            arr = None if data is None else np.ascontiguousarray(data)
-            if arr is None or arr.ctypes.data != data.ctypes.data or arr.ctypes.data % 16:
+            data = folded[index] if index in folded else rt.tensors[index].data
+            if data is None:
                 return False
+            arr = np.ascontiguousarray(data)
+            if arr.ctypes.data % 16:  # (read in place where it was 16-byte aligned: an aligned copy here)
+                raw = np.empty(arr.nbytes + 16, np.uint8)
+                arr = raw[-raw.ctypes.data % 16:][:arr.nbytes].view(arr.dtype).reshape(arr.shape)
+                arr[...] = data
             delta = arr.ctypes.data - aux.ctypes.data
             for p in at:
                 it[p + 1] += delta - it[p]
@@ -315,9 +320,9 @@ def restore(owner, rt) -> bool:
         for a in (arena, aux, it, ft, fp):
             table += [a.ctypes.data, a.size]
     table = np.asarray(table, np.int64)
-    for t, shape in zip(rt.tensors, payload["shapes"]):
+    for t, shape in zip(rt.tensors, payload["shapes"]):  # (from here on nothing fails: rt takes the image's state)
         t.shape = tuple(shape)
-    for i, value in payload["folded"].items():
+    for i, value in folded.items():
         rt.tensors[i].data = value
     views = {}
     for i in payload["views"]:
