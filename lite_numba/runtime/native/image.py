@@ -190,7 +190,8 @@ def save(owner, rt) -> bool:
 def _payload(rt, key: str) -> dict | None:
     prog = rt.native_program()
     if (prog is None or rt.dynamic_nodes or any(t.dtype == object for t in rt.tensors)
-            or any(getattr(k, "host", None) is not None for k in rt.kernels if k is not None)):
+            or any(getattr(k, "host", None) is not None for k in rt.kernels if k is not None)
+            or sum(aux.nbytes for _, aux, *_ in prog) > MAX_IMAGE_BYTES):  # (before copying anything)
         return None
     from numba import types  # lazy: a process that allocated normally has Numba
 
