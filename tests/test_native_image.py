@@ -229,3 +229,30 @@ def test_every_bundled_model_restores_to_the_same_bytes(tmp_path):
     assert {k: v[1] for k, v in first.items()} == {k: v[1] for k, v in second.items()}
     restored = [k for k, v in second.items() if v[0] == "ImageGraphRuntime"]
     assert len(restored) >= 0.8 * len(second), sorted(k for k in second if k not in restored)
+
+
+UNRESOLVED = textwrap.dedent("""
+    import llvmlite.binding as ll
+    from lite_numba.jit import native_loader
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    mod = ll.parse_assembly('declare void @lite_numba_no_such_symbol()\\n'
+                            'define void @f() {\\n  call void @lite_numba_no_such_symbol()\\n  ret void\\n}\\n')
+    mod.triple = ll.get_process_triple()
+    code = ll.Target.from_default_triple().create_target_machine(codemodel="large").emit_object(mod)
+    try:
+        native_loader.load([(code, "f")])
+    except native_loader.UnresolvedSymbol as e:
+        print("refused:", e)
+""")
+
+
+@pytest.mark.parametrize("loader", ["elf", "llvm"])
+def test_an_unresolved_symbol_is_refused_not_fatal(loader):
+    """An object naming a symbol nothing defines is refused by either linker before LLVM sees it (LLVM's linker
+    reports it with a fatal error that ends the process); the image is then a miss."""
+    env = {**os.environ, "LITE_NUMBA_NATIVE_LOADER": loader}
+    r = subprocess.run([sys.executable, "-c", UNRESOLVED], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "refused: unresolved symbol lite_numba_no_such_symbol" in r.stdout

@@ -46,6 +46,10 @@ class LoaderError(RuntimeError):
     """The objects could not be loaded here (a missing symbol, another Numba, no llvmlite): use the normal path."""
 
 
+class UnresolvedSymbol(LoaderError):
+    """An object refers to a symbol nothing here defines: no linker may be given it (LLVM's aborts the process)."""
+
+
 def _numba_extension(name: str):
     """Numba's C extension module `name`, loaded by file without importing the numba package."""
     mod = sys.modules.get(name)
@@ -101,6 +105,11 @@ def _engine():
     symbols = _helper_symbols()
     ll.initialize_native_target()
     ll.initialize_native_asmprinter()
+    if sys.platform.startswith("linux"):  # (compiler support routines, as numba/core/cpu.py loads them)
+        try:
+            ll.load_library_permanently("libgcc_s.so.1")
+        except RuntimeError:
+            pass
     for name, address in symbols.items():
         ll.add_symbol(name, address)
     register_team_limit()
@@ -123,6 +132,8 @@ def load(objects: list[tuple[bytes, str]]) -> dict[str, int]:
             with _LOCK:
                 linker = _STATE.get("elf") or _STATE.setdefault("elf", ElfLinker(_helper_symbols()))
                 return linker.load(objects)
+        except UnresolvedSymbol:
+            raise
         except LoaderError:
             pass
     return _load_llvm(objects)
@@ -135,6 +146,7 @@ def _load_llvm(objects: list[tuple[bytes, str]]) -> dict[str, int]:
             defined = _STATE["defined"]
             import llvmlite.binding as ll  # lazy: imported by _engine
 
+            _check_resolvable([code for code, name in objects if name not in defined])
             added = False
             for code, name in objects:
                 if name not in defined:
@@ -178,7 +190,7 @@ def object_code(cres) -> tuple[bytes, str] | None:
     return (bytes(code), cres.fndesc.llvm_func_name) if code else None
 
 
-# --- x86-64 ELF objects linked in memory, without LLVM ---------------------------------------------------------------
+# --- ELF objects: their tables; x86-64 ones linked in memory, without LLVM ------------------------------------------
 
 _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
 _MAP_PRIVATE, _MAP_ANONYMOUS = 0x02, 0x20
@@ -186,6 +198,52 @@ _SHF_WRITE, _SHF_ALLOC = 0x1, 0x2
 _SHT_SYMTAB, _SHT_RELA, _SHT_NOBITS, _SHT_X86_64_UNWIND = 2, 4, 8, 0x70000001
 _SHN_UNDEF, _SHN_LORESERVE, _SHN_ABS, _SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
 _R_64, _R_PC32, _R_PLT32, _R_32, _R_32S, _R_PC64 = 1, 2, 4, 10, 11, 24
+
+
+def _elf_tables(data: bytes) -> tuple[list, list]:
+    """A relocatable little-endian ELF64 object's section headers (name, type, flags, addr, offset, size, link, info,
+    align, entsize) and symbols (name, bind, section index, value, size)."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 or struct.unpack_from("<H", data, 16)[0] != 1:
+        raise LoaderError("not a relocatable little-endian ELF64 object")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, _ = struct.unpack_from("<HHH", data, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    symtab = next((sec for sec in secs if sec[1] == _SHT_SYMTAB), None)
+    if symtab is None:
+        raise LoaderError("no symbol table")
+    strtab = secs[symtab[6]]
+    names = data[strtab[4]:strtab[4] + strtab[5]]
+    symbols = []
+    for k in range(symtab[5] // 24):
+        st_name, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", data, symtab[4] + 24 * k)
+        symbols.append((names[st_name:names.index(b"\0", st_name)].decode(), info >> 4, shndx, value, size))
+    return secs, symbols
+
+
+def _check_resolvable(codes: list[bytes]) -> None:
+    """UnresolvedSymbol when an ELF object among `codes` refers to a symbol that neither they, the objects loaded
+    before, Numba's table nor the process (or libgcc_s) define: LLVM's linker would abort the process on it. Objects
+    of other formats are not checked."""
+    defined = _STATE.setdefault("llvm_globals", set())
+    tables = []
+    for code in codes:
+        try:
+            tables.append(_elf_tables(bytes(code))[1])
+        except LoaderError:
+            return
+    batch = {name for symbols in tables for name, bind, shndx, _, _ in symbols if shndx != _SHN_UNDEF and bind}
+    helpers = _helper_symbols()
+    libs = [ctypes.CDLL(None)]
+    try:
+        libs.append(ctypes.CDLL("libgcc_s.so.1"))
+    except OSError:
+        pass
+    for symbols in tables:
+        for name, _bind, shndx, _, _ in symbols:
+            if shndx == _SHN_UNDEF and name and name not in batch and name not in defined and name not in helpers \
+                    and not any(hasattr(lib, name) for lib in libs):
+                raise UnresolvedSymbol(f"unresolved symbol {name}")
+    defined |= batch
 
 
 class ElfLinker:
@@ -242,15 +300,12 @@ class ElfLinker:
                 return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
             except AttributeError:
                 continue
-        raise LoaderError(f"unresolved symbol {name}")
+        raise UnresolvedSymbol(f"unresolved symbol {name}")
 
     def _link(self, data: bytes) -> None:
-        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 or struct.unpack_from("<HH", data, 16) != (1, 62):
-            raise LoaderError("not a relocatable x86-64 ELF64 object")
-        shoff, = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum, _ = struct.unpack_from("<HHH", data, 0x3A)
-        secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-        # (name, type, flags, addr, offset, size, link, info, align, entsize)
+        if struct.unpack_from("<H", data, 18)[0] != 62:
+            raise LoaderError("not an x86-64 object")
+        secs, table = _elf_tables(data)
         load = [i for i, s in enumerate(secs) if s[2] & _SHF_ALLOC and s[1] != _SHT_X86_64_UNWIND]
         base: dict[int, int] = {}
         for writable in (False, True):
@@ -270,17 +325,9 @@ class ElfLinker:
                     ctypes.memmove(base[i], data[secs[i][4]:secs[i][4] + secs[i][5]], secs[i][5])
             if not writable:
                 code_region, code_size = region, end
-        symtab = next((s for s in secs if s[1] == _SHT_SYMTAB), None)
-        if symtab is None:
-            raise LoaderError("no symbol table")
-        strtab = secs[symtab[6]]
-        names = data[strtab[4]:strtab[4] + strtab[5]]
         symbols = []
         new: dict[str, int] = {}  # (this object's definitions: joined to self.globals once it is linked)
-        for k in range(symtab[5] // 24):
-            st_name, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", data, symtab[4] + 24 * k)
-            name = names[st_name:names.index(b"\0", st_name)].decode()
-            bind = info >> 4
+        for name, bind, shndx, value, size in table:
             if shndx == _SHN_UNDEF:
                 symbols.append((name, None))
             elif shndx == _SHN_COMMON:  # zeroed storage shared by name (Numba's environment pointers)
