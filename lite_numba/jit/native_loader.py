@@ -7,10 +7,11 @@ the helpers of `numba._helperlib` / `numba._dynfunc` (`numba_*`, called by the P
 `PyExc_*`, and lite-numba's team limit (jit/team.py). Those helpers are C extension modules; their module init needs
 numpy only, so they are loaded here by file from Numba's installed package without running `numba/__init__.py`
 (registered in `sys.modules` under their own names: a later `import numba` uses the very same modules, and so the
-same allocator). The objects are added to one llvmlite MCJIT engine of this module (LLVM links them in memory,
-resolving every symbol as Numba's own loading does: the same registrations, `ll.add_symbol`), so loading needs
-llvmlite's shared library but neither Numba's Python package nor its compiler (import ~0.02 s against Numba's
-~0.13-0.3 s, and no typing or lowering machinery in memory).
+same allocator). On Linux x86-64 the objects are linked here (`ElfLinker`: mapped, relocated and resolved against
+the same symbols Numba registers), so an image process loads neither Numba's Python package nor LLVM (llvmlite's
+shared library alone is ~40 MiB of memory); elsewhere, or for an object that linker does not handle, they go to one
+llvmlite MCJIT engine of this module, with the same registrations (`ll.add_symbol`). Either way, an object naming
+a symbol nothing defines is refused first (UnresolvedSymbol): LLVM's linker would end the process on it.
 
 `capture(library)` (installed where Numba is configured, jit/numba_speedups.py) keeps the object code of every
 function Numba loads from its disk cache, which Numba's own object-cache hook hands to LLVM and forgets, so that a
