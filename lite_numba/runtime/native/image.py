@@ -9,8 +9,9 @@ object code the process loaded or compiled: jit/native_loader.capture) to `$LITE
 (or `$LITE_NUMBA_IMAGE_DIR`; the KEEP most recently used are kept), sealed with a sha256 like Numba's cache files
 (jit/numba_cache.seal); `restore` loads the code with jit/native_loader (its own ELF linker on Linux x86-64, else
 llvmlite's; never Numba), rebuilds the tables (fp gets this process's addresses, constants read where the model
-holds them get this process's offsets) and gives the GraphRuntime that state and a `run` calling run_program through
-ctypes: invoke, set_tensor and get_tensor then work as after a normal allocation.
+holds them get this process's offsets) and gives the GraphRuntime that state and a `run` calling run_program's
+CPython wrapper as a built-in (as the normal path does; through ctypes if that cannot be made): invoke, set_tensor
+and get_tensor then work as after a normal allocation.
 
 The key covers everything the program depends on: the model's bytes, lite-numba's sources, Numba's, llvmlite's and
 Python's versions (jit/numba_cache.cache_key), the CPU (its model and features as Linux reports them: the same CPU
