@@ -135,7 +135,9 @@ def test_vnni_output_stage_extremes():
         zp_in, zp_out = (int(v) for v in rng.integers(-128, 128, 2))
         bias = rng.integers(-2**31, 2**31, co).astype(np.int32)
         mult = rng.integers(-2**31 if trial % 4 == 0 else 2**30, 2**31, co).astype(np.int32)
-        shift = rng.integers(-31, 32, co).astype(np.int32)
+        # odd trials: shifts in [-21, 0] only (simd_int8.plain_shifts), which qconv_vnni_plain also runs
+        shift = rng.integers(-31, 32, co).astype(np.int32) if trial % 2 == 0 else \
+            rng.integers(-21, 1, co).astype(np.int32)
         qmin, qmax = sorted(int(v) for v in rng.integers(-128, 128, 2)) if trial % 3 == 0 else (-128, 127)
         geo = np.array([1, 1, 1, 1, 0, 0, kh, kw, oh, ow, int(kh == kw == 1)], np.int64)
         offs = simd_int8.channel_offsets(wt, 128, zp_in, Np)
@@ -158,6 +160,14 @@ def test_vnni_output_stage_extremes():
                              qmin, qmax, np.zeros((MB, Kp), np.uint8),
                              np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
         outs.append(out)
+        assert simd_int8.plain_shifts(shift) or trial % 2 == 0
+        if simd_int8.plain_shifts(shift):  # the plain output stage, parameters per call and at prepare
+            for o in (offs, pre):
+                out = np.zeros((1, oh, ow, co), np.int8)
+                simd_int8.qconv_vnni_plain(x, simd_int8.pack_weights_vnni(wt), o, bias, out, geo, 128, zp_in, mult,
+                                           shift, zp_out, qmin, qmax, np.zeros((MB, Kp), np.uint8),
+                                           np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
+                outs.append(out)
         # the 256-bit drivers (both schemes) on the same parameters, computed per call and at prepare
         for scheme, pack in ((0, simd_int8_narrow.pack_weights_pairs), (1, simd_int8.pack_weights_vnni)):
             if not isa.supports("avxvnni" if scheme else "avx2"):

@@ -29,8 +29,10 @@ from lite_numba.kernels.linear.simd_int8 import (
     pack_weights_vnni,
     pad_runs,
     padded_sizes,
+    plain_shifts,
     qconv_portable,
     qconv_vnni,
+    qconv_vnni_plain,
 )
 from lite_numba.kernels.linear.simd_int8_narrow import qconv_narrow, schedule_narrow
 from numba import njit
@@ -105,8 +107,10 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
     else:
         offs = channel_offsets(w, flip, zp_in, Np)
     # the VNNI output stage shifts int32 lanes left by at most 31 and right by at most 31 (requantize_vector);
-    # other layers take the portable path
+    # other layers take the portable path; shifts in [-21, 0] (nearly every layer) the shorter stage of
+    # qconv_vnni_plain
     vnni = has("avx512vnni") and shifts_ok
+    vnni_fn = qconv_vnni_plain if plain_shifts(shift) else qconv_vnni
     # 256-bit tiles (AVX2 / AVX-VNNI; on NEON their generic-IR twins), simd_int8_narrow
     narrow = not vnni and (has("avx2") or has("neon")) and shifts_ok
     bias_values = const_values(bias)
@@ -131,13 +135,13 @@ def schedule_qgemm(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mult,
         CI = x.shape[3]
         xpad = ctx.temp((1, N * HP * WP * CI + MR * sw * CI + 64), np.uint8)  # 2-D: abuf's type, one kernel
         runs = KH if dw == 1 else KH * KW
-        ctx.call(qconv_vnni, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
+        ctx.call(vnni_fn, x, ctx.const(pack_weights_vnni(pad_runs(w, runs))), ctx.const(offs), bias, out,
                  np.append(geo, [0, 1]), flip, int(zp_in), np.asarray(mult, np.int32), np.asarray(shift, np.int32),
                  int(zp_out), int(qmin), int(qmax), xpad, ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32))
         return
     abuf = ctx.temp((MB, Kp), np.uint8)
     scratch = ctx.temp((Np // 16 + rs_blocks, PRM_BLOCK), np.int32) if vnni else ctx.temp((MB, Np), np.int32)
-    fn = qconv_vnni if vnni else qconv_portable
+    fn = vnni_fn if vnni else qconv_portable
     ctx.call(fn, x, ctx.const(wp), ctx.const(offs), bias, out, geo, flip, int(zp_in), np.asarray(mult, np.int32),
              np.asarray(shift, np.int32), int(zp_out), int(qmin), int(qmax), abuf, scratch)
 
@@ -157,7 +161,7 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
         ch = [(0, 1, y0, y1) for y0, y1 in bands(OH, CHUNKS_PER_THREAD * t)]
     else:
         ch = []
-    par = {fn: qconv_par for fn in (qconv_vnni, qconv_portable, qconv_narrow, qconv_amx)}
+    par = {fn: qconv_par for fn in (qconv_vnni, qconv_vnni_plain, qconv_portable, qconv_narrow, qconv_amx)}
     if len(ch) < 2 or not all(fn in par for fn, _ in rec.calls):
         return rec.replay()
 
