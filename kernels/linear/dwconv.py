@@ -1,11 +1,12 @@
 """Fast DEPTHWISE_CONV_2D loops (float32, int8, uint8), scheduled by kernels/linear/conv.py.
 
-The kernels read a padded (and, for a depth multiplier > 1, channel-expanded) input: border taps read the padding
-value (0.0 for float, the input zero point for integers) and every output pixel uses the full KH x KW window with no
-per-pixel tap ranges. When the geometry needs no padding and the depth multiplier is 1, the input is used as it is;
-otherwise the banded drivers build the padded rows one band of output rows at a time (`pad_rows`, one raw-byte loop
-for every dtype) in a small arena scratch of about BAND_BYTES, rather than a padded copy of the whole input that
-would live in the arena beside the input and the output.
+Float32 with depth multiplier 1 on the SIMD paths reads the input in place, padding included, each pixel summing the
+taps its window has in the image (`dwconv_direct.py`). The other kernels read a padded (and, for a depth multiplier
+> 1, channel-expanded) input: border taps read the padding value (0.0 for float, the input zero point for integers)
+and every output pixel uses the full KH x KW window with no per-pixel tap ranges. When the geometry needs no padding
+and the depth multiplier is 1, the input is used as it is; otherwise the banded drivers build the padded rows one
+band of output rows at a time (`pad_rows`, one raw-byte loop for every dtype) in a small arena scratch of about
+BAND_BYTES, rather than a padded copy of the whole input that would live in the arena beside the input and the output.
 
 Numerics are those of kernels/linear/conv_loops.py, exactly:
 
@@ -29,6 +30,7 @@ import numpy as np
 from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, MIN_DW_MACS, Recorder, bands, serial_address, threads_for
 from lite_numba.kernels.linear.conv_loops import dwconv_f32
+from lite_numba.kernels.linear.dwconv_direct import dwconv_f32_direct, dwconv_f32_direct_par
 from lite_numba.kernels.linear.dwconv_loops import (
     DW_ACC_BUFFER,
     dw3x3_f32,
@@ -43,7 +45,6 @@ from lite_numba.kernels.linear.dwconv_simd import (
     dwconv_f32_simd,
     dwconv_f32_simd_banded,
     dwconv_f32_simd_banded_par,
-    dwconv_f32_simd_par,
     dwconv_q_simd,
     dwconv_q_simd_banded,
     dwconv_q_simd_banded_par,
@@ -117,14 +118,15 @@ def schedule_f32(ctx, x, w, bias, out, geo, lim) -> None:
         # weight: the per-pixel tap-range loop (run 101's NaN weights)
         ctx.call(dwconv_f32, x, w, bias, out, geo, lim)
         return
+    if has("avx2") and CO == x.shape[3]:  # depth multiplier 1: the input read in place, padding included
+        tl = ctx.temp((4 * max(1, ctx.num_threads), KH * KW), np.int64)
+        ctx.call(dwconv_f32_direct, x, w, bias, out, np.asarray(geo[:6], np.int64), lim, tl, 0, N, 0, OH)
+        return
     xp, bands, g = _padded_input(ctx, x, KH, KW, CO // x.shape[3], geo, OH, OW, 0.0)
-    if has("avx2"):  # 16-lane tiles: one zmm, or two ymm on AVX2
+    if has("avx2"):  # depth multiplier > 1 (always banded: channels repeated): 16-lane tiles, zmm or ymm pairs
         toff = _tap_offsets(xp, KH, KW, int(g[2]), int(g[3]))
-        if bands is None:
-            ctx.call(dwconv_f32_simd, xp, w, bias, out, g, toff, lim)
-        else:
-            toff_x = _tap_offsets(x, KH, KW, int(g[2]), int(g[3]))  # taps in the unpadded input (interior pixels)
-            ctx.call(dwconv_f32_simd_banded, x, *bands, xp, w, bias, out, g, toff, toff_x, lim)
+        toff_x = _tap_offsets(x, KH, KW, int(g[2]), int(g[3]))  # taps in the unpadded input (interior pixels)
+        ctx.call(dwconv_f32_simd_banded, x, *bands, xp, w, bias, out, g, toff, toff_x, lim)
         return
     if bands is not None:
         ctx.call(dwconv_f32_banded, *bands, xp, w, bias, out, g, lim)
@@ -224,7 +226,7 @@ def _schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     N, OH, OW, C = out.shape
     KH, KW = ctx.input(1).shape[1:3]
     t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
-    par = {dwconv_f32_simd: dwconv_f32_simd_par, dwconv_f32_simd_banded: dwconv_f32_simd_banded_par}
+    par = {dwconv_f32_simd_banded: dwconv_f32_simd_banded_par, dwconv_f32_direct: dwconv_f32_direct_par}
     if t > 1 and not all(fn in par for fn, _ in rec.calls):  # the portable loops
         par = DW_PAR
     ch = _row_chunks(N, OH, t)
@@ -232,8 +234,8 @@ def _schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
         return rec.replay()
 
     def edit(fn, args):  # the SIMD drivers call dwconv_f32_simd by address (compiled for the chunks' types)
-        if fn is dwconv_f32_simd:
-            return [serial_address(dwconv_f32_simd, args)] + args
+        if fn is dwconv_f32_direct:  # (x, w, bias, out, geo, lim, tl, n0, n1, y0, y1): the range per chunk
+            return [serial_address(dwconv_f32_direct, args)] + args[:7]
         if fn is dwconv_f32_simd_banded:  # (x, xb, sb, s, w, bias, out, g, toff, toff_x, lim): pads whole bands
             xb, sb, s, w_, b_, o_, g_, toff, _toff_x, lim_ = args[1:]
             return [serial_address(dwconv_f32_simd, [s, w_, b_, o_, g_, toff, lim_]), xb, sb, s, w_, b_, o_, g_, toff,

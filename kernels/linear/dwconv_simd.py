@@ -25,7 +25,7 @@ from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import gep as _gep
 from lite_numba.kernels.base.llvm_ir import i64 as _i
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.linear.dwconv_loops import bias_minus_zp, dw_rows, each_band, pad_band, pad_band_edges
+from lite_numba.kernels.linear.dwconv_loops import bias_minus_zp, each_band, pad_band, pad_band_edges
 from lite_numba.kernels.linear.simd_int8 import channel_params, params64, requantize_params, requantize_vector
 from lite_numba.kernels.linear.simd_int8_narrow import maddwd
 from llvmlite import ir
@@ -118,12 +118,14 @@ def _lane_mask(builder, nch):
 
 def _make_f32_tile(pt: int):
     """tile(x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch): float32 out[ooff + p *
-    ostep + j] = clamp(bias[c0 + j] + sum_t x[xoff + p * xstep + toff[t] + j] * w[t * wstride + c0 + j]) in order."""
+    ostep + j] = clamp(bias[c0 + j] + sum_t x[xoff + p * xstep + toff[t] + j] * w[t * wstride + c0 + j]) in order;
+    wstride an int64 array instead: w[wstride[t] + c0 + j] (a table of the taps' weight offsets)."""
 
     @intrinsic
     def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, bias, c0, out, ooff, ostep, lo, hi, nch):
         i64, f32 = types.int64, types.float32
-        sig = types.void(x, i64, i64, toff, i64, w, i64, bias, i64, out, i64, i64, f32, f32, i64)
+        table = isinstance(wstride, types.Array)
+        sig = types.void(x, i64, i64, toff, i64, w, wstride if table else i64, bias, i64, out, i64, i64, f32, f32, i64)
 
         def codegen(context, builder, sig, args):
             x_, xoff_, xstep_, toff_, ntap_, w_, wstride_, bias_, c0_, out_, ooff_, ostep_, lo_, hi_, nch_ = args
@@ -148,7 +150,9 @@ def _make_f32_tile(pt: int):
                 with cgutils.for_range(builder, ntap_) as loop:
                     t = loop.index
                     to = builder.load(_gep(builder, ptoff, t, _i64))
-                    wv = ld(_gep(builder, pw, builder.mul(t, wstride_), _f32))
+                    wo = builder.load(_gep(builder, _data_ptr(context, builder, sig.args[6], wstride_), t, _i64)) \
+                        if table else builder.mul(t, wstride_)
+                    wv = ld(_gep(builder, pw, wo, _f32))
                     for p in range(pt):
                         xv = ld(_gep(builder, xs[p], to, _f32))
                         builder.store(builder.fadd(builder.load(accs[p]), builder.fmul(xv, wv)), accs[p])
@@ -639,21 +643,6 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
 
 from lite_numba.kernels.base.threads import call_at as _call_at  # noqa: E402
 from lite_numba.kernels.base.threads import run_chunks as _run_chunks  # noqa: E402
-
-
-@njit(cache=True, inline="always")
-def _f32_rows_chunk(args, wk, j):
-    addr, xp, w, bias, out, geo, toff, lim, ch = args
-    for n in range(ch[4 * j], ch[4 * j + 1]):
-        xs, os = dw_rows(xp, out, geo, n, ch[4 * j + 2], ch[4 * j + 3])
-        _call_at(addr, (xs, w, bias, os, geo, toff, lim))
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def dwconv_f32_simd_par(addr, xp, w, bias, out, geo, toff, lim, ch, cnt, T):
-    """dwconv_f32_simd (at native address addr, called with threads.call_at) over the chunks
-    ch = [n0, n1, y0, y1] * n (images x output rows), taken in turn by T workers (cnt: a counter scratch)."""
-    _run_chunks(T, cnt, ch.size // 4, _f32_rows_chunk, (addr, xp, w, bias, out, geo, toff, lim, ch))
 
 
 @njit(cache=True, inline="always")
