@@ -74,6 +74,11 @@ from lite_numba.kernels.linear.simd_int8 import PRM_BLOCK, const_values, output_
 # values it is within ~1% and the MobileNetV2 arenas within 1.08x of the official runtime's).
 BAND_BYTES = 16 * 1024
 MIN_BAND = 2
+# Float layers with a depth multiplier above 1 and fewer multiply-adds than this take the reference tap-range loop
+# (conv_loops.dwconv_f32): small_cnn's [1, 2, 2, 32] -> 64 layer 0.7 -> 0.8 us, and no banded SIMD kernel to compile
+# (~2.8 CPU s cold with its padding helpers); larger ones keep the banded SIMD driver (the reference loop is 4-8x
+# slower there: 28 x 28 x 32 -> 64 74 -> 352 us).
+SMALL_DM_MACS = 1 << 16
 
 
 def _padded_input(ctx, x, KH: int, KW: int, dm: int, geo, OH: int, OW: int, fill):
@@ -113,9 +118,11 @@ def schedule_f32(ctx, x, w, bias, out, geo, lim) -> None:
     KH, KW, CO = ctx.input(1).shape[1:]
     N, OH, OW, _ = out.shape
     wv = const_values(w)
-    if wv is not None and not np.isfinite(wv).all():
+    tiny = CO != x.shape[3] and N * OH * OW * CO * KH * KW < SMALL_DM_MACS
+    if (wv is not None and not np.isfinite(wv).all()) or tiny:
         # the official kernel skips the taps in the padding; a padded tap's 0 * w is NaN for a NaN or infinite
-        # weight: the per-pixel tap-range loop (run 101's NaN weights)
+        # weight: the per-pixel tap-range loop (run 101's NaN weights); also a small layer with a depth multiplier
+        # above 1, whose SIMD driver (banded, channels repeated) would cost more to compile than it saves
         ctx.call(dwconv_f32, x, w, bias, out, geo, lim)
         return
     if has("avx2") and CO == x.shape[3]:  # depth multiplier 1: the input read in place, padding included
