@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from lite_numba.kernels.base import isa
 from llvmlite import ir
 from numba.core import cgutils
 
@@ -104,17 +105,37 @@ def i64(v):
     return ir.Constant(I64, v)
 
 
+def _masked_stores(vtype) -> bool:
+    """Whether the target stores a vector of vtype under a lane mask in one instruction: AVX-512 F (32 / 64-bit
+    lanes) or BW (8 / 16-bit lanes), from the features Numba compiles for; not in the checked mode, which checks
+    plain stores only."""
+    feats = isa.cpu_features()
+    width = vtype.element.width if isinstance(vtype.element, ir.IntType) else 32
+    return not CHECKED and bool(feats.get("avx512f") and (width >= 32 or feats.get("avx512bw")))
+
+
 def store_live(builder, y, dst, count):
     """Store the vector y at dst (a pointer to its element type): whole when at least as many lanes as y has are
-    live (count, an i64), else its first count lanes one by one (no byte past them is written)."""
+    live (count, an i64), else its first count lanes (no byte past them is written): under a mask
+    (llvm.masked.store) where the target has masked stores of that width (_masked_stores), else one by one."""
     lanes = y.type.count
     with builder.if_else(builder.icmp_signed(">=", count, i64(lanes))) as (whole, part):
         with whole:
             builder.store(y, builder.bitcast(dst, y.type.as_pointer()), align=1)
         with part:
-            with cgutils.for_range(builder, count) as lane:
-                e = builder.extract_element(y, builder.trunc(lane.index, I32))
-                builder.store(e, builder.gep(dst, [lane.index], inbounds=True))
+            if _masked_stores(y.type):
+                vt, vi = y.type, ir.VectorType(I32, lanes)
+                n = builder.trunc(builder.select(builder.icmp_signed("<", count, i64(0)), i64(0), count), I32)
+                live = builder.icmp_signed("<", ir.Constant(vi, list(range(lanes))), splat(builder, n, vi))
+                name = f"v{lanes}f32" if isinstance(vt.element, ir.FloatType) else f"v{lanes}i{vt.element.width}"
+                fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), I32, live.type]),
+                    f"llvm.masked.store.{name}.p0")
+                builder.call(fn, [y, builder.bitcast(dst, vt.as_pointer()), ir.Constant(I32, 1), live])
+            else:
+                with cgutils.for_range(builder, count) as lane:
+                    e = builder.extract_element(y, builder.trunc(lane.index, I32))
+                    builder.store(e, builder.gep(dst, [lane.index], inbounds=True))
 
 
 def byte_ptr(builder, base, offset):
