@@ -18,7 +18,7 @@ drivers' argument, kernels/linear/dwconv.py), and here a filter with a NaN or in
 from __future__ import annotations
 
 from lite_numba.kernels.base.threads import call_at, run_chunks
-from lite_numba.kernels.linear.dwconv_simd import PT, VL, dw_f32_tile1, dw_f32_tile4
+from lite_numba.kernels.linear.dwconv_simd import VL, dw_f32_tile1, f32_pixels
 from numba import njit
 
 
@@ -53,7 +53,7 @@ def dwconv_f32_direct(x, w, bias, out, geo, lim, tl, n0, n1, y0, y1):
     OH, OW = out.shape[1], out.shape[2]
     sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
     xf, wf, of = x.reshape(x.size), w.reshape(w.size), out.reshape(out.size)
-    lo, hi = lim[0], lim[1]
+    lo, hi = lim[0], lim[1]  # (the edge pixels' one-pixel tiles)
     xstep = sw * C
     # interior pixels [xa, xe): their windows lie inside the image horizontally
     xa = min((pl + sw - 1) // sw, OW)
@@ -65,19 +65,7 @@ def dwconv_f32_direct(x, w, bias, out, geo, lim, tl, n0, n1, y0, y1):
             T = _taps(tl, 0, KW, C, W, dh, dw, kyl, kyh, 0, KW)
             xrow = (n * H + iy0 + kyl * dh) * W  # the pixel index of the first tap row's column 0
             orow = (n * OH + oy) * OW * C
-            tiles = xe - xa >= PT
-            count = (xe - xa + PT - 1) // PT if tiles else xe - xa
-            for c0 in range(0, C, VL):
-                nch = min(VL, C - c0)
-                for t in range(count):
-                    ox = min(xa + t * PT, xe - PT) if tiles else xa + t
-                    xo = (xrow + ox * sw - pl) * C + c0
-                    if tiles:
-                        dw_f32_tile4(xf, xo, xstep, tl[0], T, wf, tl[1], bias, c0, of, orow + ox * C + c0, C, lo,
-                                     hi, nch)
-                    else:
-                        dw_f32_tile1(xf, xo, xstep, tl[0], T, wf, tl[1], bias, c0, of, orow + ox * C + c0, C, lo,
-                                     hi, nch)
+            f32_pixels(xf, (xrow - pl) * C, xstep, tl[0, :T], wf, tl[1, :T], C, bias, of, orow, xa, xe, xa, lim)
             for ox in range(OW):  # the edge pixels, each with its own taps
                 if xa <= ox < xe:
                     continue

@@ -416,7 +416,7 @@ def dwconv_f32_simd(xp, w, bias, out, geo, toff, lim):
     for n in range(N):
         for oy in range(OH):  # tiles of PT pixels, the last one moved back to end at OW; single pixels if OW < PT
             xrow, orow = ((n * HP + oy * geo[0]) * WP) * C, ((n * OH + oy) * OW) * C
-            _f_pixels(xf, xrow, geo[1] * C, toff, wf, C, bias, of, orow, z, OW, z, lim)
+            f32_pixels(xf, xrow, geo[1] * C, toff, wf, C, C, bias, of, orow, z, OW, z, lim)
 
 
 @njit(cache=True, inline="always")
@@ -508,9 +508,9 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
 
 
 @njit(cache=True, nogil=True)
-def _f_pixels(xf, xrow, xstep, toff, wf, C, bias, of, orow, a, b, lo, lim):
+def f32_pixels(xf, xrow, xstep, toff, wf, ws, C, bias, of, orow, a, b, lo, lim):
     """Float32 output pixels ox in [a, b) of one output row whose windows start at xf[xrow + ox * xstep] (tiled as
-    in _q_pixels)."""
+    in _q_pixels); tap t's weights at t * ws, or at ws[t] when ws is an array (dwconv_direct's tables)."""
     T = toff.size
     tiles = b - lo >= PT
     count = (b - a + PT - 1) // PT if tiles else b - a
@@ -519,10 +519,10 @@ def _f_pixels(xf, xrow, xstep, toff, wf, C, bias, of, orow, a, b, lo, lim):
         for t in range(count):
             ox = min(a + t * PT, b - PT) if tiles else a + t
             if tiles:
-                dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of, orow + ox * C + c0, C,
+                dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, ws, bias, c0, of, orow + ox * C + c0, C,
                              lim[0], lim[1], nch)
             else:
-                dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, C, bias, c0, of, orow + ox * C + c0, C,
+                dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, ws, bias, c0, of, orow + ox * C + c0, C,
                              lim[0], lim[1], nch)
 
 
@@ -597,11 +597,11 @@ def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
             for r in range(nb):
                 srow, orow, xrow = _row_offsets(n, oy0 + r, r, geo, H, W, WP, OH, OW, C)
                 if inner:
-                    _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, z, xa, z, lim)
-                    _f_pixels(xf, xrow, xstep, toff_x, wf, C, bias, of, orow, xa, xe, xa, lim)
-                    _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, xe, OW, z, lim)
+                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, z, xa, z, lim)
+                    f32_pixels(xf, xrow, xstep, toff_x, wf, C, C, bias, of, orow, xa, xe, xa, lim)
+                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, xe, OW, z, lim)
                 else:
-                    _f_pixels(sf, srow, xstep, toff, wf, C, bias, of, orow, z, OW, z, lim)
+                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, z, OW, z, lim)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
