@@ -220,9 +220,10 @@ fma_tiles_16 = make_tiles(MR, 16, 1)
 fma_tiles_32 = make_tiles(MR, 16, 2)
 # Bands of TALL rows x 16 columns (one zmm accumulator a row): each A value is used by one multiply, which reads it
 # from memory as an embedded broadcast ({1to16}) instead of a separate broadcast, and B is one vector a step. On a
-# Zen 4 (512-bit operations split in two halves), where a broadcast takes an FP pipe beside the multiplies and adds,
-# 3x3 layers of 16-64 channels went from 1.22-1.33x to 0.92-0.98x XNNPACK's time and 1x1 ones from 1.43-1.52x to
-# 1.03-1.22x (6 x 32 tiles before); 12 to 16 rows measured alike, 8 rows slower. Leftover rows keep the 6 x 32 tiles.
+# Zen 4 (512-bit operations split in two halves; that its broadcasts take FP pipes is our guess, not measured: no
+# hardware counters in its VM), 3x3 layers of 16-64 channels went from 1.22-1.33x to 0.92-0.98x XNNPACK's time and
+# 1x1 ones from 1.43-1.52x to 1.03-1.22x (6 x 32 tiles before); 12 to 16 rows measured alike, 8 rows slower.
+# Leftover rows keep the 6 x 32 tiles.
 TALL = 12
 fma_tiles_tall = make_tiles(TALL, 16, 1, (TALL,))
 # 1-2 rows (FULLY_CONNECTED of one or two rows, a matrix-vector product bound by reading the weights): a whole
