@@ -144,8 +144,9 @@ def requantize_vector(builder, acc, params, lo, hi):
 
 def plain_shifts(shift) -> bool:
     """Whether every channel's shift lies in [-21, 0]: no left shift and no second (int32) right shift, so the
-    output stage is requantize_plain's (the VNNI tiles of qconv_vnni_plain). Nearly every layer: an effective scale
-    at least 1 or below 2^-21 is rare."""
+    output stage is requantize_plain's (the VNNI tiles of qconv_vnni_plain). Nearly every layer; one channel with an
+    effective scale of 1 or more, or below 2^-22 (a nearly dead channel, as in efficientnet_lite0), makes the layer
+    take qconv_vnni."""
     s = np.asarray(shift)
     return s.size == 0 or (-21 <= int(s.min()) and int(s.max()) <= 0)
 
