@@ -24,7 +24,7 @@ from linear_models import bmm_model, conv2d_model, conv_case_uint8, conv_shapes,
 # source
 from linear_models import conv_case_int8 as conv_case
 from lite_numba.kernels.base import isa
-from lite_numba.kernels.linear import simd_int8, simd_int8_narrow
+from lite_numba.kernels.linear import simd_int8, simd_int8_narrow, simd_int8_plain
 
 from lite_numba.testing import assert_close, require_official, run_both_single
 
@@ -135,7 +135,7 @@ def test_vnni_output_stage_extremes():
         zp_in, zp_out = (int(v) for v in rng.integers(-128, 128, 2))
         bias = rng.integers(-2**31, 2**31, co).astype(np.int32)
         mult = rng.integers(-2**31 if trial % 4 == 0 else 2**30, 2**31, co).astype(np.int32)
-        # odd trials: shifts in [-21, 0] only (simd_int8.plain_shifts), which qconv_vnni_plain also runs
+        # odd trials: shifts in [-21, 0] only (simd_int8_plain.plain_shifts), which qconv_vnni_plain also runs
         shift = rng.integers(-31, 32, co).astype(np.int32) if trial % 2 == 0 else \
             rng.integers(-21, 1, co).astype(np.int32)
         qmin, qmax = sorted(int(v) for v in rng.integers(-128, 128, 2)) if trial % 3 == 0 else (-128, 127)
@@ -160,13 +160,13 @@ def test_vnni_output_stage_extremes():
                              qmin, qmax, np.zeros((MB, Kp), np.uint8),
                              np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
         outs.append(out)
-        assert simd_int8.plain_shifts(shift) or trial % 2 == 0
-        if simd_int8.plain_shifts(shift):  # the plain output stage, parameters per call and at prepare
+        assert simd_int8_plain.plain_shifts(shift) or trial % 2 == 0
+        if simd_int8_plain.plain_shifts(shift):  # the plain output stage, parameters per call and at prepare
             for o in (offs, pre):
                 out = np.zeros((1, oh, ow, co), np.int8)
-                simd_int8.qconv_vnni_plain(x, simd_int8.pack_weights_vnni(wt), o, bias, out, geo, 128, zp_in, mult,
-                                           shift, zp_out, qmin, qmax, np.zeros((MB, Kp), np.uint8),
-                                           np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
+                simd_int8_plain.qconv_vnni_plain(x, simd_int8.pack_weights_vnni(wt), o, bias, out, geo, 128, zp_in,
+                                                 mult, shift, zp_out, qmin, qmax, np.zeros((MB, Kp), np.uint8),
+                                                 np.zeros((Np // 16, simd_int8.PRM_BLOCK), np.int32))
                 outs.append(out)
         # the 256-bit drivers (both schemes) on the same parameters, computed per call and at prepare
         for scheme, pack in ((0, simd_int8_narrow.pack_weights_pairs), (1, simd_int8.pack_weights_vnni)):

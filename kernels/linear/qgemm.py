@@ -29,12 +29,11 @@ from lite_numba.kernels.linear.simd_int8 import (
     pack_weights_vnni,
     pad_runs,
     padded_sizes,
-    plain_shifts,
     qconv_portable,
     qconv_vnni,
-    qconv_vnni_plain,
 )
 from lite_numba.kernels.linear.simd_int8_narrow import qconv_narrow, schedule_narrow
+from lite_numba.kernels.linear.simd_int8_plain import plain_shifts, qconv_vnni_plain
 from numba import njit
 
 # --- the multi-threaded driver (num_threads > 1, see kernels/base/threads.py) ----------------------------------------

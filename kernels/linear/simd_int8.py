@@ -75,7 +75,7 @@ def _splat16(builder, x):
 PRM_BLOCK = 128  # int32 slots of output-stage parameters per 16 output channels (see output_params)
 
 
-_EVEN_ODD = [i if i % 2 == 0 else 15 + i for i in range(16)]  # lanes from the low halves of even / odd int64 lanes
+EVEN_ODD = [i if i % 2 == 0 else 15 + i for i in range(16)]  # lanes from the low halves of even / odd int64 lanes
 
 
 def requantize_params(builder, prm_ptr, c):
@@ -98,7 +98,7 @@ def requantize_params(builder, prm_ptr, c):
     c32 = ir.Constant(v8i64, [32] * 8)
     he = builder.bitcast(builder.lshr(rows[2], c32), _v16i)
     ho = builder.bitcast(builder.lshr(rows[3], c32), _v16i)
-    zp = builder.shuffle_vector(he, ho, ir.Constant(_v16i, _EVEN_ODD))
+    zp = builder.shuffle_vector(he, ho, ir.Constant(_v16i, EVEN_ODD))
     return rows + (q, zp)
 
 
@@ -136,47 +136,15 @@ def requantize_vector(builder, acc, params, lo, hi):
     to = builder.mul(builder.ashr(xq, c32), sext_low(mo))
     ye = builder.bitcast(builder.lshr(builder.add(te, re), se), _v16i)
     yo = builder.bitcast(builder.lshr(builder.add(to, ro), so), _v16i)
-    y = builder.shuffle_vector(ye, yo, ir.Constant(_v16i, _EVEN_ODD))
+    y = builder.shuffle_vector(ye, yo, ir.Constant(_v16i, EVEN_ODD))
     y = builder.add(builder.ashr(y, q2), zp)
-    y = builder.select(builder.icmp_signed("<", y, lo), lo, y)
-    return builder.select(builder.icmp_signed(">", y, hi), hi, y)
-
-
-def plain_shifts(shift) -> bool:
-    """Whether every channel's shift lies in [-21, 0]: no left shift and no second (int32) right shift, so the
-    output stage is requantize_plain's (the VNNI tiles of qconv_vnni_plain). Nearly every layer; one channel with an
-    effective scale of 1 or more, or below 2^-22 (a nearly dead channel, as in efficientnet_lite0), makes the layer
-    take qconv_vnni."""
-    s = np.asarray(shift)
-    return s.size == 0 or (-21 <= int(s.min()) and int(s.max()) <= 0)
-
-
-def requantize_plain(builder, x, params, lo, hi):
-    """requantize_vector for channels with plain_shifts, on AVX-512 (vpsravq), x already holding acc + offset: the
-    int64 arithmetic shift of x * m + R (R the rounding term with the output zero point folded in, the parameter
-    slots' value XOR 2^63) is the value itself, whose low 32 bits requantize_vector's logical-shift form gives
-    (its proof): the same bytes, without the offset add, the left shift, the zero point term and the int32 shift."""
-    v8i64 = ir.VectorType(_i64, 8)
-    _, _, me, mo, re, ro, se, so, _, _ = params
-    c32 = ir.Constant(v8i64, [32] * 8)
-    top = ir.Constant(v8i64, [-(1 << 63)] * 8)
-
-    def sext_low(v):  # as requantize_vector's (vpmuldq)
-        return builder.ashr(builder.shl(v, c32), c32)
-
-    xq = builder.bitcast(x, v8i64)
-    te = builder.mul(sext_low(xq), sext_low(me))
-    to = builder.mul(builder.ashr(xq, c32), sext_low(mo))
-    ye = builder.bitcast(builder.ashr(builder.add(te, builder.xor(re, top)), se), _v16i)
-    yo = builder.bitcast(builder.ashr(builder.add(to, builder.xor(ro, top)), so), _v16i)
-    y = builder.shuffle_vector(ye, yo, ir.Constant(_v16i, _EVEN_ODD))
     y = builder.select(builder.icmp_signed("<", y, lo), lo, y)
     return builder.select(builder.icmp_signed(">", y, hi), hi, y)
 
 
 def vnni_accumulate(builder, mr: int, nv: int, pa, a_off, lda, kg, nrun, rstride, nrun2, rstride2, pb, b_off,
                     init=None):
-    """The vpdpbusd loops of an [mr, 16 * nv] tile (the contract of _make_vnni_tile's tile, from i8 pointers pa and
+    """The vpdpbusd loops of an [mr, 16 * nv] tile (the contract of make_vnni_tile's tile, from i8 pointers pa and
     pb): returns the mr x nv allocas of its <16 x i32> accumulators, C = init[v] + A . panel over every run and
     group (init: a <16 x i32> per column vector; zeros when None)."""
     dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i, [_v16i, _v16i, _v16i]),
@@ -203,11 +171,11 @@ def vnni_accumulate(builder, mr: int, nv: int, pa, a_off, lda, kg, nrun, rstride
     return accs
 
 
-def _make_vnni_tile(mr: int, nv: int, plain: bool = False):
+def make_vnni_tile(mr: int, nv: int, stage=None):
     """An intrinsic computing an [mr, 16 * nv] tile of the quantized output with vpdpbusd:
     C = A[mr, 4 * kg * nrun * nrun2] (uint8) . panel (int8, [kg * nrun * nrun2, 16 * nv, 4]), requantized by
-    requantize_vector, or when `plain` (channels with plain_shifts only) with the offsets as the accumulators'
-    start and requantize_plain.
+    requantize_vector, or given `stage` (simd_int8_plain.requantize_plain: same arguments, the offset already in the
+    lanes) with the offsets as the accumulators' start and that stage.
 
     tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, prm, c0, out, o_off, ldo, nrows, ncols, qmin,
     qmax): row r of A is nrun * nrun2 runs of 4 * kg bytes, run (u, v) starting at byte
@@ -234,13 +202,13 @@ def _make_vnni_tile(mr: int, nv: int, plain: bool = False):
             pp = _data_ptr(context, builder, sig.args[10], prm_)
             po = _data_ptr(context, builder, sig.args[12], out_)
             init = None
-            if plain:  # the offsets (slots 0..15 of each block of parameters)
+            if stage is not None:  # the offsets (slots 0..15 of each block of parameters)
                 init = [builder.load(builder.bitcast(builder.gep(pp, [builder.mul(builder.add(c0_, _const(16 * v)),
                                                                                   _const(PRM_BLOCK // 16))]),
                                                      _v16i.as_pointer()), align=4) for v in range(nv)]
             accs = vnni_accumulate(builder, mr, nv, pa, a_off_, lda_, kg_, nrun_, rstride_, nrun2_, rstride2_, pb,
                                    b_off_, init)
-            stage = requantize_plain if plain else requantize_vector
+            requantize = stage or requantize_vector
             with builder.if_then(builder.icmp_signed("!=", rs_on_, _const(0))):  # per-row terms prm[rs_off + r]
                 for r in range(mr):
                     t = _splat16(builder, builder.load(builder.gep(pp, [builder.add(rs_off_, _const(r))],
@@ -255,7 +223,7 @@ def _make_vnni_tile(mr: int, nv: int, plain: bool = False):
                 for r in range(mr):
                     with builder.if_then(builder.and_(builder.icmp_signed("<", _const(r), nrows_),
                                                       builder.icmp_signed(">", count, _const(0)))):
-                        y = builder.trunc(stage(builder, builder.load(accs[r][v]), params, lo, hi), v16i8)
+                        y = builder.trunc(requantize(builder, builder.load(accs[r][v]), params, lo, hi), v16i8)
                         dst = builder.gep(po, [builder.add(builder.add(o_off_, builder.mul(ldo_, _const(r))),
                                                            _const(16 * v))], inbounds=True)
                         store_live(builder, y, dst, count)
@@ -266,14 +234,10 @@ def _make_vnni_tile(mr: int, nv: int, plain: bool = False):
     return tile
 
 
-_tile_mr_2 = _make_vnni_tile(MR, 2)
-_tile_mr_1 = _make_vnni_tile(MR, 1)
-_tile_1_2 = _make_vnni_tile(1, 2)
-_tile_1_1 = _make_vnni_tile(1, 1)
-_plain_mr_2 = _make_vnni_tile(MR, 2, True)
-_plain_mr_1 = _make_vnni_tile(MR, 1, True)
-_plain_1_2 = _make_vnni_tile(1, 2, True)
-_plain_1_1 = _make_vnni_tile(1, 1, True)
+_tile_mr_2 = make_vnni_tile(MR, 2)
+_tile_mr_1 = make_vnni_tile(MR, 1)
+_tile_1_2 = make_vnni_tile(1, 2)
+_tile_1_1 = make_vnni_tile(1, 1)
 
 
 # --- weight packing (prepare time, numpy) -----------------------------------------------------------------------------
@@ -560,32 +524,6 @@ def _vnni_tiles(scheme, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstr
         _tile_1_2(*args)
     else:
         _tile_1_1(*args)
-
-
-@njit(cache=True, inline="always")
-def _plain_tiles(scheme, mr, width, a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, prm, j0, out, o_off,
-                 ldo, nrows, ncols, qmin, qmax, rs_on, rs_off):
-    """_vnni_tiles' plain twins (channels with plain_shifts)."""
-    args = (a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, boff, prm, j0, out, o_off, ldo, nrows, ncols, qmin,
-            qmax, rs_on, rs_off)
-    if mr == MR:
-        if width == NR:
-            _plain_mr_2(*args)
-        else:
-            _plain_mr_1(*args)
-    elif width == NR:
-        _plain_1_2(*args)
-    else:
-        _plain_1_1(*args)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def qconv_vnni_plain(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm):
-    """qconv_vnni for layers whose shifts all lie in [-21, 0] (plain_shifts: nearly all), with the shorter output
-    stage (requantize_plain); the same arguments and bytes. Scheduled instead of qconv_vnni, which stays for the
-    other layers (so a model compiles one of the two, rarely both)."""
-    conv_blocks(x, wp, offs, bias, out, geo, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, prm, MR, 3,
-                _plain_tiles, 1)
 
 
 @njit(cache=True, inline="always")
