@@ -106,7 +106,7 @@ def _make_tile(mr: int, nv: int, scheme: str, mode: int = 0):
     tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, hp, c0, out, o_off, ldo, nrows, ncols,
     rz, rsf, rs_off, rs_step, lim)
 
-    The A operand, the runs and the panel as in simd_int8._make_vnni_tile (gs: the 256-bit tiles' group stride,
+    The A operand, the runs and the panel as in simd_int8.make_vnni_tile (gs: the 256-bit tiles' group stride,
     simd_int8_narrow._make_tile; unused by "wide"); hp the channel parameters (hybrid_params) of which those of
     channels c0.. (a multiple of 16) are used; rows r < nrows and channels j < ncols are stored as float32 at
     out[o_off + r * ldo + j]; the rows' 128 + zp and sf at rz / rsf[rs_off + r * rs_step]; lim = [lo, hi,

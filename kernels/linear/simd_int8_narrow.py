@@ -171,7 +171,7 @@ def _make_tile(mr: int, nv: int, vnni: bool):
     tile(a, a_off, lda, kg, nrun, rstride, nrun2, rstride2, b, b_off, gs, prm, c0, out, o_off, ldo, nrows, ncols,
     qmin, qmax, rs_on, rs_off)
 
-    simd_int8._make_vnni_tile's contract, except that the panel's 4-byte groups are gs bytes apart (4 x the panel's
+    simd_int8.make_vnni_tile's contract, except that the panel's 4-byte groups are gs bytes apart (4 x the panel's
     channels) and b_off points at the tile's first channel within the first group; c0 (a multiple of 16) is the
     tile's first channel. vnni: the vpdpbusd layout, else the int16-pair layout (module doc)."""
 
