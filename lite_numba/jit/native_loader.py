@@ -221,6 +221,19 @@ def _elf_tables(data: bytes) -> tuple[list, list]:
     return secs, symbols
 
 
+def _system_libraries() -> list:
+    """The process's own symbols and libgcc_s (compiler support routines) where it loads, as ctypes libraries (the
+    first also serves mmap / mprotect): where both linkers look for what neither the objects nor Numba define."""
+    if "libs" not in _STATE:
+        libs = [ctypes.CDLL(None, use_errno=True)]
+        try:
+            libs.append(ctypes.CDLL("libgcc_s.so.1"))
+        except OSError:
+            pass
+        _STATE["libs"] = libs
+    return _STATE["libs"]
+
+
 def _check_resolvable(codes: list[bytes]) -> None:
     """UnresolvedSymbol when an ELF object among `codes` refers to a symbol that neither they, the objects loaded
     before, Numba's table nor the process (or libgcc_s) define: LLVM's linker would abort the process on it. Objects
@@ -234,11 +247,7 @@ def _check_resolvable(codes: list[bytes]) -> None:
             return
     batch = {name for symbols in tables for name, bind, shndx, _, _ in symbols if shndx != _SHN_UNDEF and bind}
     helpers = _helper_symbols()
-    libs = [ctypes.CDLL(None)]
-    try:
-        libs.append(ctypes.CDLL("libgcc_s.so.1"))
-    except OSError:
-        pass
+    libs = _system_libraries()
     for symbols in tables:
         for name, _bind, shndx, _, _ in symbols:
             if shndx == _SHN_UNDEF and name and name not in batch and name not in defined and name not in helpers \
@@ -260,16 +269,12 @@ class ElfLinker:
         self.helpers = helpers
         self.globals: dict[str, int] = {}
         self.cells: list = []  # (common symbols' storage)
-        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libs = _system_libraries()
+        self.libc = self.libs[0]
         self.libc.mmap.restype = ctypes.c_void_p
         self.libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                    ctypes.c_long)
         self.libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-        self.libs = [self.libc]
-        try:
-            self.libs.append(ctypes.CDLL("libgcc_s.so.1"))
-        except OSError:
-            pass
 
     @staticmethod
     def usable() -> bool:
