@@ -13,6 +13,7 @@ import numpy as np
 from ..format.model import ModelError, load_model, model_buffer, read_model_bytes, unpack_bits
 from ..format.plan import ModelPlan
 from ..ops import CustomOp, forwarded
+from ..runtime.arena import in_arena
 from ..runtime.model_runtime import ModelRuntime, check_int
 from ..runtime.profile_report import Profile
 from ..runtime.resolver import MutableOpResolver, OpResolver, default_op_resolver, resolve_model
@@ -371,7 +372,7 @@ class Interpreter:
             v.flags.writeable = False  # writing a constant would change what the compiled plan assumed
             return v
         arena = rt.arena
-        if storage.base is arena:
+        if in_arena(storage, arena):
             if self._token_arena is not arena:
                 if _refcount(self._token) > 2:  # views of the old arena (speculation re-planned during invoke)
                     self._held.append(self._token)

@@ -32,6 +32,15 @@ def align64(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
+def zeroed_arena(nbytes: int) -> np.ndarray:
+    """A zeroed uint8 array of nbytes whose data starts on a 64-byte boundary: the planned offsets are multiples of
+    64, so every buffer then starts on a cache line (numpy gives 16-byte alignment: a large arena from mmap starts 16
+    bytes past a page, and every 64-byte vector access to it straddled two lines)."""
+    raw = np.zeros(nbytes + ALIGNMENT, np.uint8)
+    start = (-raw.ctypes.data) % ALIGNMENT
+    return raw[start:start + nbytes]
+
+
 def lifetimes(nodes) -> tuple[dict[int, int], dict[int, int]]:
     """(first, last): for every tensor a node reads or writes, the index of the first and of the last such node."""
     first: dict[int, int] = {}
@@ -269,9 +278,15 @@ def check_arena_bytes(total: int, largest: str, max_arena_bytes: int | None = No
                               f"({limit} bytes, {_human(limit)}); its largest tensor is {largest}")
 
 
+def in_arena(a, arena: np.ndarray) -> bool:
+    """Whether `a` is an array viewing `arena` (a zeroed_arena: itself a view of the buffer it was aligned in, which
+    numpy makes the base of every view of it)."""
+    return isinstance(a, np.ndarray) and a.base is not None and a.base is (arena if arena.base is None else arena.base)
+
+
 def same_place(a, old, new):
     """A view of arena `new` where `a` views arena `old` (same offset, dtype, shape); anything else unchanged."""
-    if not isinstance(a, np.ndarray) or a.base is not old:
+    if not in_arena(a, old):
         return a
     off = a.ctypes.data - old.ctypes.data
     return new[off:off + a.nbytes].view(a.dtype).reshape(a.shape)

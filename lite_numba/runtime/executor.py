@@ -180,7 +180,7 @@ class GraphRuntime:
         rt.tensors = [Tensor(t.index, t.name, t.dtype, t.shape, t.spec, t.data) for t in self.tensors]
         rt._memo = {}
         rt.dynamic_arrays = {}
-        rt.arena = np.zeros_like(self.arena)
+        rt.arena = memory.zeroed_arena(self.arena.size)
         remap = lambda a: memory.same_place(a, self.arena, rt.arena)  # noqa: E731
         rt.views = {k: remap(v) for k, v in self.views.items()}
         # (its own dict, filled as allocate() fills it: not missing what a signature call left in the caller's arrays)
@@ -504,7 +504,7 @@ class GraphRuntime:
                                      f"{t.nbytes} bytes)", self.max_arena_bytes)
         old = {i: self.views[i].copy() for i in self.views if i < n and self.tensors[i].spec.is_variable}
         self.arena_size = total
-        self.arena = np.zeros(max(total, 64), np.uint8)
+        self.arena = memory.zeroed_arena(max(total, 64))
         offsets.update((m, offsets[r]) for m, r in self.aliases.items())
         self.offsets = offsets
         self.views = {k: self.arena[off:off + tensor(k).nbytes].view(tensor(k).dtype).reshape(tensor(k).shape)
