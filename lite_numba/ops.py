@@ -35,7 +35,7 @@ import numpy as np
 from .format import strings
 from .format.plan import NO_QUANTIZATION, Node, Quantization, TensorSpec
 from .jit.symbols import stable_kernel
-from .jit.team import register_team_limit  # noqa: F401 (the parallel regions' worker limit: kernels/base/threads)
+from .jit.team import TEAM_LIMIT_SYMBOL, TEAM_WORDS, register_team_limit, team_state  # noqa: F401 (kernels/base)
 
 
 def forwarded(path: str, doc: str | None = None, settable: bool = False) -> property:

@@ -2,36 +2,30 @@
 
 `Interpreter(num_threads=n)` reaches prepare as `ctx.num_threads`. A kernel with a parallel variant calls
 `threads_for(ctx, work)`: 1 (schedule the serial kernel) unless n > 1 and the work is big enough to pay for a
-parallel launch, else the number of workers t = min(n, Numba's pool size). The drivers are Numba `parallel=True`
-functions: `prange(t)` starts t workers, which take the chunks of a fixed list computed in prepare (ranges of
-images, bands of output rows, column panels; CHUNKS_PER_THREAD per worker) in turn from an atomic counter
-(`next_chunk`). Each chunk runs the serial kernel's own code on its part, so every output element is computed by
-the same instructions in the same order as with one thread: identical results for any thread count and any
-assignment of chunks to workers. Each worker has its own slice of scratch (`Recorder` replays a serial schedule
-with every scratch array made t times longer along its first axis).
+parallel launch, else the number of workers t = min(n, the pool's size). A driver runs `run_chunks`: t workers take
+the chunks of a fixed list computed in prepare (ranges of images, bands of output rows, column panels;
+CHUNKS_PER_THREAD per worker) in turn. Each chunk runs the serial kernel's own code on its part, so every output
+element is computed by the same instructions in the same order as with one thread: identical results for any thread
+count and any assignment of chunks to workers. Each worker has its own slice of scratch (`Recorder` replays a serial
+schedule with every scratch array made t times longer along its first axis).
 
 A region first reads the process's team limit (`team_limit`, lite_numba/jit/team.py): at 1 the calling thread runs
 every chunk itself as worker 0 and no region starts. The invoke policy there sets it from the measured invoke times
-(num_threads > 1 only): with a core taken by another process a region would wait for a descheduled worker.
+(num_threads > 1 only).
 
-Threads: Numba's pool runs the t workers of a region at once (a thread that has not called
-`numba.set_num_threads` uses the whole pool, `NUMBA_NUM_THREADS`, by default the number of cores; pool threads
-beyond t find no work). The drivers do not call `set_num_threads` themselves: a function using it cannot be cached
-by Numba ("dynamic globals"). Parallel drivers are compiled only when a model is prepared with num_threads > 1.
-
-The threading layer is Numba's choice (`NUMBA_THREADING_LAYER`; default: tbb, then omp, then workqueue). tbb is
-much the best on a loaded machine: with one of the 2 cores busy with another process, MobileNetV2 1.0/224 int8
-with 2 threads took 3.4-3.5 ms on tbb (one thread: 3.3 ms) but 10-270 ms median on omp, whose spinning workers
-and barrier wait whole scheduler ticks for a descheduled thread; on an idle machine both give 2.5-2.7 ms. The
-`tbb` wheel puts libtbb.so.12 where the loader does not look (outside conda), so `_find_tbb` loads it by path
-before the pool starts. workqueue does not allow parallel regions launched from several threads at once
-(invoking two interpreters concurrently with num_threads > 1 would abort); omp and tbb do. GNU OpenMP is not
-fork-safe: a process forked after a parallel region must not run one itself.
+The workers: on Linux x86-64 and aarch64, team_pool.py's own pool (the calling thread and NUMBA_NUM_THREADS - 1
+native threads, by default one per core; regions start in about a microsecond, never wait for a worker that has not
+arrived, and idle workers sleep after 0.1 ms; see its doc for why not Numba's threading layers). Elsewhere Numba's
+threading layer (`NUMBA_THREADING_LAYER`; default tbb, then omp, then workqueue) runs `prange(t)` and the workers
+take chunks from an atomic counter (`next_chunk`); drivers are then `parallel=True` (PARALLEL). The `tbb` wheel puts
+libtbb.so.12 where the loader does not look (outside conda), so `_find_tbb` loads it by path before Numba's pool
+starts. Parallel drivers are compiled only when a model is prepared with num_threads > 1.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base import team_pool
 from llvmlite import ir
 from numba import from_dtype, njit, prange, types
 from numba.core import cgutils
@@ -88,17 +82,23 @@ def team_limit(typingctx):
         if g is None:
             g = ir.GlobalVariable(mod, ir.IntType(64), TEAM_LIMIT_SYMBOL)
             g.linkage = "external"
-        return builder.load_atomic(g, "monotonic", 8)
+        return builder.load_atomic(builder.bitcast(g, ir.IntType(64).as_pointer()), "monotonic", 8)
 
     return types.int64(), codegen
 
 
 @njit(cache=True, inline="always")
-def run_chunks(T, cnt, nch, work, args):
-    """The body of every parallel driver: T workers (prange) take the chunks 0 .. nch - 1 in turn from the counter
-    cnt (next_chunk) and run work(args, worker, chunk) on each; inlined into a parallel=True function. With the
-    team limit at 1 (lite_numba/jit/team.py: a core taken by another process) the calling thread runs them all as
-    worker 0, no region started."""
+def _run_chunks_pool(T, cnt, nch, work, args):
+    if T > 1 and team_limit() != 1 and team_pool.acquire():
+        f, p = team_pool.trampoline(work, args)
+        team_pool.region(f, p, nch, T)
+        return
+    for j in range(nch):
+        work(args, 0, j)
+
+
+@njit(cache=True, inline="always")
+def _run_chunks_prange(T, cnt, nch, work, args):
     if team_limit() == 1:
         for j in range(nch):
             work(args, 0, j)
@@ -109,6 +109,16 @@ def run_chunks(T, cnt, nch, work, args):
         while j < nch:
             work(args, wk, j)
             j = next_chunk(cnt)
+
+
+# The body of every parallel driver, inlined into it: T workers take the chunks 0 .. nch - 1 in turn and run
+# work(args, worker, chunk) on each. On Linux x86-64 / aarch64 the workers are team_pool's (this thread is worker 0;
+# the pool busy with another region: every chunk on this thread); elsewhere Numba's threading layer's (prange,
+# taking chunks from the counter cnt: next_chunk). With the team limit at 1 (lite_numba/jit/team.py: a core taken by
+# another process) the calling thread runs them all as worker 0.
+run_chunks = _run_chunks_pool if team_pool.SUPPORTED else _run_chunks_prange
+# the drivers' `parallel=` flag: Numba's parfor machinery only where it runs their chunks
+PARALLEL = not team_pool.SUPPORTED
 
 
 @intrinsic
@@ -178,14 +188,18 @@ def _find_tbb() -> None:
             return
 
 
-def _pool_size() -> int:
+def _pool_size(wanted: int) -> int:
+    """How many workers a region may have for an interpreter with num_threads=wanted (starting them if need be)."""
     import numba
     from numba.np.ufunc import parallel
 
+    n = int(numba.config.NUMBA_NUM_THREADS)
+    if team_pool.SUPPORTED:  # the drivers' workers: this thread and as many of the pool's as asked for, at most
+        return 1 + team_pool.start(min(wanted, n) - 1)  # NUMBA_NUM_THREADS in all
     if not parallel._is_initialized:
         _find_tbb()
     parallel._launch_threads()  # idempotent; a cached parallel kernel needs the layer's symbols before it loads
-    return int(numba.config.NUMBA_NUM_THREADS)
+    return n
 
 
 def threads_for(ctx, work: int, min_work: int | None = None) -> int:
@@ -193,7 +207,7 @@ def threads_for(ctx, work: int, min_work: int | None = None) -> int:
     n = int(getattr(ctx, "num_threads", 1) or 1)
     if n <= 1 or work < (MIN_MACS if min_work is None else min_work):
         return 1
-    return max(1, min(n, _pool_size()))
+    return max(1, min(n, _pool_size(n)))
 
 
 def bands(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:

@@ -29,7 +29,7 @@ from lite_numba.kernels.base.hybrid_rows import quantize_row
 from lite_numba.kernels.base.llvm_ir import F32, I32, data_ptr, store_live
 from lite_numba.kernels.base.llvm_ir import i64 as const64
 from lite_numba.kernels.base.llvm_ir import splat as splat_vector
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, call_at, run_chunks, serial_address
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, PARALLEL, call_at, run_chunks, serial_address
 from lite_numba.kernels.linear.amx_output import C_STRIDE_I32, for_live_blocks
 from lite_numba.kernels.linear.hybrid_gemv import const_bias, weight_rows
 from lite_numba.kernels.linear.hybrid_tiles import HP_BLOCK, fill_bias, hybrid_params, weight_sums
@@ -313,7 +313,7 @@ def _block_chunk(args, wk, j):
     call_at(addr, (w, wtail, prm, out, geo, lim, xb, rz, rsf, scratch[wk * S:(wk + 1) * S], m0, r0, r1, c0, c1))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def hybrid_fc_amx_t_par(addr_pack, addr_block, x, w, wtail, hpc, bias, out, geo, lim, xb, rz, rsf, hp, qrow,
                         qscratch, scratch, cnt, T):
     """hybrid_fc_amx_t (its arguments; qrow, qscratch and scratch T times longer: one slice per worker) in T

@@ -27,8 +27,9 @@ output pixels x 16 channels in explicit LLVM vector IR (`kernels/linear/dwconv_s
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base import threads
 from lite_numba.kernels.base.isa import has
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, MIN_DW_MACS, Recorder, bands, serial_address, threads_for
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, Recorder, bands, serial_address, threads_for
 from lite_numba.kernels.linear.conv_loops import dwconv_f32
 from lite_numba.kernels.linear.dwconv_direct import dwconv_f32_direct, dwconv_f32_direct_par
 from lite_numba.kernels.linear.dwconv_loops import (
@@ -189,7 +190,7 @@ def schedule_q_mt(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, q
     schedule_q(rec, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin, qmax, nvec)
     N, OH, OW, C = out.shape
     KH, KW = ctx.input(1).shape[1:3]
-    t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
+    t = threads_for(ctx, N * OH * OW * C * KH * KW, threads.MIN_DW_MACS)
     ch = _row_chunks(N, OH, t)
     if len(ch) < 2 or [fn for fn, _ in rec.calls] != [dwconv_q_simd_banded] or rec.calls[0][1][20] != 0:
         return rec.replay()
@@ -232,7 +233,7 @@ def _schedule_f32_mt(ctx, x, w, bias, out, geo, lim) -> None:
     schedule_f32(rec, x, w, bias, out, geo, lim)
     N, OH, OW, C = out.shape
     KH, KW = ctx.input(1).shape[1:3]
-    t = threads_for(ctx, N * OH * OW * C * KH * KW, MIN_DW_MACS)
+    t = threads_for(ctx, N * OH * OW * C * KH * KW, threads.MIN_DW_MACS)
     par = {dwconv_f32_simd_banded: dwconv_f32_simd_banded_par, dwconv_f32_direct: dwconv_f32_direct_par}
     if t > 1 and not all(fn in par for fn, _ in rec.calls):  # the portable loops
         par = DW_PAR

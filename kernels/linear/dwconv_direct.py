@@ -17,7 +17,7 @@ drivers' argument, kernels/linear/dwconv.py), and here a filter with a NaN or in
 
 from __future__ import annotations
 
-from lite_numba.kernels.base.threads import call_at, run_chunks
+from lite_numba.kernels.base.threads import PARALLEL, call_at, run_chunks
 from lite_numba.kernels.linear.dwconv_simd import VL, dw_f32_tile1, f32_pixels
 from numba import njit
 
@@ -85,7 +85,7 @@ def _chunk(args, wk, j):
                    ch[4 * j + 3]))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def dwconv_f32_direct_par(addr, x, w, bias, out, geo, lim, tl, ch, cnt, T):
     """dwconv_f32_direct (at native address addr, called with threads.call_at) over the chunks
     ch = [n0, n1, y0, y1] * n, taken in turn by T workers, worker k with its own rows 4k..4k+3 of the scratch tl."""

@@ -641,6 +641,7 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
 # images x ranges of output rows), taken in turn by the workers, runs the serial driver on its rows with the
 # worker's own band scratch, so every output is computed by the same code as with one thread.
 
+from lite_numba.kernels.base.threads import PARALLEL  # noqa: E402
 from lite_numba.kernels.base.threads import call_at as _call_at  # noqa: E402
 from lite_numba.kernels.base.threads import run_chunks as _run_chunks  # noqa: E402
 
@@ -660,7 +661,7 @@ def _f32_bands_chunk(args, wk, j):
                   _call_band, (addr, w, bias, geo, toff, lim))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def dwconv_f32_simd_banded_par(addr, xb, sb, s, w, bias, out, geo, toff, lim, ch, cnt, T):
     """dwconv_f32_simd_banded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers: worker k
     pads its bands into s[k] (sb: its bytes, T * R rows) and runs dwconv_f32_simd (at addr) on them."""
@@ -677,7 +678,7 @@ def _q_bands_chunk(args, wk, j):
                     ch[4 * j + 3]))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def dwconv_q_simd_banded_par(addr, x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x, zp_in, mult, shift,
                              zp_out, qmin, qmax, nvec, prm, ch, cnt, T):
     """dwconv_q_simd_banded (with be and prm computed at prepare) over the chunks ch = [n0, n1, y0, y1] * n, taken

@@ -24,7 +24,15 @@ import numpy as np
 from lite_numba.kernels.base import threads
 from lite_numba.kernels.base.activation import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1
 from lite_numba.kernels.base.isa import has
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, call_at, run_chunks, serial_address, threads_for
+from lite_numba.kernels.base.threads import (
+    CHUNKS_PER_THREAD,
+    PARALLEL,
+    bands,
+    call_at,
+    run_chunks,
+    serial_address,
+    threads_for,
+)
 from lite_numba.kernels.linear import fc_int4
 from lite_numba.kernels.linear.amx_hybrid import schedule_hybrid_amx
 from lite_numba.kernels.linear.hybrid_gemm import (
@@ -72,7 +80,7 @@ def _fc_chunk(args, w, j):
                    rsf[w * R:(w + 1) * R], hp[w * H:(w + 1) * H], scratch[w * S:(w + 1) * S]))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def hybrid_fc_par(addr, x, wp, hpc, bias, out, geos, lim, abuf, rz, rsf, hp, scratch, cnt, T):
     """The serial hybrid FULLY_CONNECTED driver at native address addr (hybrid_gemm.hybrid_fc_*) on the chunks
     geos [n, 10] (its geometry with a row range and a channel range each), taken in turn by T workers; worker w uses
@@ -89,7 +97,7 @@ def _int4_chunk(args, w, j):
                    rzp[w * R:(w + 1) * R], rsf[w * R:(w + 1) * R], bb[w * B:(w + 1) * B], scratch[w * S:(w + 1) * S]))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def fc_int4_par(addr, x, wq, st, kf, bias, out, geos, qbuf, qs, rzp, rsf, bb, scratch, cnt, T):
     """The serial INT4 driver at native address addr (fc_int4.fc_int4_*) on the chunks geos [n, 9], as
     hybrid_fc_par."""
@@ -105,7 +113,7 @@ def _conv_chunk(args, w, j):
                    ch[2 * j + 1]))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def hybrid_conv_par(addr, x, wp, hpc, bias, out, geo, lim, src, abuf, rz, rsf, hp, q4, scratch, ch, cnt, T):
     """Hybrid CONV_2D (hybrid_gemm.conv_body's arguments) with each image quantized (and, direct, padded) once
     here, then its blocks of output pixels, the ranges ch = [b0, b1] * n, run by the serial blocks driver at

@@ -69,8 +69,8 @@ def _ymm(a, a_off, rows, segs, b, b_off, sk, sn, K, bp, bias, c, N, lim, ascr, z
     simd_f32_narrow.batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs)
 
 
-# the parallel drivers (num_threads > 1), in entries of their own: code that calls a parallel=True function needs the
-# threading layer's symbols when it loads, which a 1-thread process does not start (threads.threads_for does)
+# the parallel drivers (num_threads > 1), in entries of their own: where they are parallel=True (threads.PARALLEL),
+# code that calls one needs the threading layer's symbols when it loads, which a 1-thread process does not start
 @njit(cache=True, inline="always")
 def _zmm_par(a, a_off, rows, segs, b, b_off, sk, sn, K, bp, bias, c, N, lim, ascr, z1, ch, cnt, T):
     simd_f32.batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)

@@ -10,7 +10,7 @@ dwconv_f32_padded over the input, dwconv_f32_banded over a band scratch per work
 
 from __future__ import annotations
 
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, run_chunks
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, PARALLEL, bands, run_chunks
 from lite_numba.kernels.linear.conv_loops import conv2d_f32, gemm_f32
 from lite_numba.kernels.linear.dwconv_loops import (
     dw3x3_f32,
@@ -38,7 +38,7 @@ def _conv2d_chunk(args, wk, j):
     conv2d_f32(xs, w, bias, os, acc[wk * A:(wk + 1) * A], geos[j], lim)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def conv2d_f32_par(x, w, bias, out, acc, geos, lim, ch, cnt, T):
     """conv2d_f32 over the chunks ch = [n0, n1, y0, y1] * n (geos[j]: chunk j's geometry), taken in turn by T
     workers (cnt: a counter scratch); acc: T slices."""
@@ -52,7 +52,7 @@ def _gemm_chunk(args, wk, j):
     gemm_f32(x[r0:r1], w, bias, out[r0:r1], lim)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def gemm_f32_par(x, w, bias, out, lim, ch, cnt, T):
     """conv_loops.gemm_f32 over the row bands ch = [r0, r1] * n, taken in turn by T workers."""
     run_chunks(T, cnt, ch.size // 2, _gemm_chunk, (x, w, bias, out, lim, ch))
@@ -65,7 +65,7 @@ def _fc_chunk(args, wk, j):
     fc_gemm_f32(a, ch[3 * j + 2:3 * j + 3], b, b_off, bias, out[r0 * N:r1 * N], r1 - r0, K, N, lim)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def fc_gemm_f32_par(a, a_off, b, b_off, bias, out, M, K, N, lim, ch, cnt, T):
     """fully_connected.gemm_f32 of one matrix (a_off.size == 1) over the row bands ch = [r0, r1, a_off + r0 * K]
     * n, taken in turn by T workers."""
@@ -80,7 +80,7 @@ def _dw_padded_chunk(args, wk, j):
         dw_f32_rows(xs, w, bias, os, geo, lim)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def dwconv_f32_padded_par(xp, w, bias, out, geo, lim, ch, cnt, T):
     """dw3x3_f32 (3x3 windows) or dwconv_f32_padded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T
     workers."""
@@ -96,7 +96,7 @@ def _dw_banded_chunk(args, wk, j):
                   dw_f32_band, (w, bias, geo, lim))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def dwconv_f32_banded_par(xb, sb, s, w, bias, out, geo, lim, ch, cnt, T):
     """dwconv_f32_banded over the chunks ch = [n0, n1, y0, y1] * n, taken in turn by T workers: worker k pads its
     bands into s[k] (sb: its bytes, T * R rows)."""

@@ -5,10 +5,11 @@ parallel driver. Above the kernel modules, so none imports another's scheduler."
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base import threads
 from lite_numba.kernels.base.isa import has
 from lite_numba.kernels.base.threads import (
     CHUNKS_PER_THREAD,
-    MIN_Q8_MACS,
+    PARALLEL,
     Recorder,
     bands,
     call_at,
@@ -69,7 +70,7 @@ def _qconv_chunk(args, w, j):
                     scratch[w * S:(w + 1) * S]))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def qconv_par(addr, x, wp, offs, bias, out, geos, flip, zp_in, mult, shift, zp_out, qmin, qmax, abuf, scratch, ch,
               cnt, T):
     """The serial driver at native address addr (qconv_vnni or qconv_portable, called with
@@ -153,7 +154,7 @@ def schedule_qgemm_mt(ctx, x, w: np.ndarray, zp_in: int, bias, out, geo_conv, mu
     rec = Recorder(ctx)
     schedule_qgemm(rec, x, w, zp_in, bias, out, geo_conv, mult, shift, zp_out, qmin, qmax, zp_w)
     N, OH, OW, CO = out.shape
-    t = threads_for(ctx, N * OH * OW * CO * w.shape[1], MIN_Q8_MACS)
+    t = threads_for(ctx, N * OH * OW * CO * w.shape[1], threads.MIN_Q8_MACS)
     if t > 1 and N >= t:
         ch = [(n0, n1, 0, OH) for n0, n1 in bands(N, CHUNKS_PER_THREAD * t)]
     elif t > 1 and N == 1 and OH >= t:

@@ -47,9 +47,9 @@ from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import gep as _gep
 from lite_numba.kernels.base.llvm_ir import i64 as _i
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, next_chunk, team_limit, threads_for
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, PARALLEL, bands, run_chunks, threads_for
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -281,44 +281,32 @@ def each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, s
 
 
 @njit(cache=True, inline="always")
-def each_chunk(part, a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
-    """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range) through the driver's part,
-    taken in turn by T workers (cnt: a one-int64 counter scratch); inlined into a parallel driver."""
-    nch = ch.size // 4
-    if team_limit() == 1:  # a core taken by another process: every chunk on this thread (threads.run_chunks)
-        for j in range(nch):
-            part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
-                 ch[4 * j + 3])
-        return
-    cnt[0] = 0
-    for _w in prange(T):
-        j = next_chunk(cnt)
-        while j < nch:
-            part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2],
-                 ch[4 * j + 3])
-            j = next_chunk(cnt)
+def panel_chunk(part, args, wk, j):
+    """Chunk j of gemm_packed_par, ch = [r0, r1, p0, p1] * n (row band x panel range), through the driver's part."""
+    a, rows, segs, seglen, bp, bias, c, N, lim, ch = args
+    part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2], ch[4 * j + 3])
 
 
 @njit(cache=True, inline="always")
-def each_batch_chunk(part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
-    """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band) through the driver's part,
-    taken in turn by T workers: worker w packs the right-hand sides of its chunks into its own slice of bp (T slices
-    of whole panels); inlined into a parallel driver."""
-    nch = ch.size // 4
+def batch_chunk(part, args, wk, j):
+    """Chunk j of batch_gemm_par, ch = [i0, i1, r0, r1] * n (batch range x row band), through the driver's part:
+    worker wk packs the right-hand sides into its own slice of bp (T slices of whole panels)."""
+    a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, T = args
     size = bp.size // T
-    if team_limit() == 1:  # a core taken by another process: every chunk on this thread as worker 0
-        for j in range(nch):
-            each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, bp[:size], bias, c, N, lim, segs, ch[4 * j],
-                       ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3])
-        return
-    cnt[0] = 0
-    for w in prange(T):
-        mine = bp[w * size:(w + 1) * size]
-        j = next_chunk(cnt)
-        while j < nch:
-            each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, mine, bias, c, N, lim, segs, ch[4 * j],
-                       ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3])
-            j = next_chunk(cnt)
+    each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, bp[wk * size:(wk + 1) * size], bias, c, N, lim, segs,
+               ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3])
+
+
+# the chunks of this module's parallel drivers (threads.run_chunks: a chunk function names its part, which a tuple of
+# arguments could not carry without making the driver uncacheable)
+@njit(cache=True, inline="always")
+def _panel_chunk(args, wk, j):
+    panel_chunk(_gemm_part, args, wk, j)
+
+
+@njit(cache=True, inline="always")
+def _batch_chunk(args, wk, j):
+    batch_chunk(_gemm_part, args, wk, j)
 
 
 @njit(cache=True, nogil=True)
@@ -582,18 +570,19 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
                lo, hi, ncols)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
     """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range), taken in turn by T workers
-    (cnt: a one-int64 counter scratch)."""
-    each_chunk(_gemm_part, a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T)
+    (threads.run_chunks; cnt: a one-int64 counter scratch)."""
+    run_chunks(T, cnt, ch.size // 4, _panel_chunk, (a, rows, segs, seglen, bp, bias, c, N, lim, ch))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
     """batch_gemm over the chunks ch = [i0, i1, r0, r1] * n (batch range x row band), taken in turn by T workers,
     each packing into its own slice of bp."""
-    each_batch_chunk(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)
+    run_chunks(T, cnt, ch.size // 4, _batch_chunk,
+               (a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, T))
 
 
 def gemm_chunks(M: int, P: int, threads: int, mr: int = MR) -> np.ndarray:

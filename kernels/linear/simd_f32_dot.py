@@ -21,7 +21,7 @@ import numpy as np
 from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.copy import transpose_rows
 from lite_numba.kernels.base.llvm_ir import F32, I1, I32, data_ptr, gep, i64, splat, store_live
-from lite_numba.kernels.base.threads import run_chunks
+from lite_numba.kernels.base.threads import PARALLEL, run_chunks
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -149,7 +149,7 @@ def _dot_chunk(args, wk, j):
               ch[4 * j + 3])
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def bmm_dot_par(lanes, a, a_off, am, ak, b, b_off, bn, c, M, K, N, ch, cnt, T):
     """bmm_dot over the chunks ch = [i0, i1, r0, r1] * n (batch ranges x bands of whole tiles of B rows), taken in
     turn by T workers (kernels/base/threads.py)."""

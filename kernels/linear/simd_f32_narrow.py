@@ -25,6 +25,7 @@ from __future__ import annotations
 import platform
 
 from lite_numba.kernels.base.isa import has
+from lite_numba.kernels.base.threads import PARALLEL, run_chunks
 from lite_numba.kernels.linear import simd_f32
 from lite_numba.kernels.linear.simd_f32 import (
     GEMV_ROWS,
@@ -32,11 +33,11 @@ from lite_numba.kernels.linear.simd_f32 import (
     L2_BYTES,
     NR,
     GemmDrivers,
+    batch_chunk,
     each_batch,
-    each_batch_chunk,
-    each_chunk,
     gemv_tiles_32,
     make_tiles,
+    panel_chunk,
     run_tiles,
 )
 from numba import njit
@@ -138,16 +139,27 @@ def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
     each_batch(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, 0, a_off.size, 0, rows.size)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, inline="always")
+def _panel_chunk(args, wk, j):
+    panel_chunk(_gemm_part, args, wk, j)
+
+
+@njit(cache=True, inline="always")
+def _batch_chunk(args, wk, j):
+    batch_chunk(_gemm_part, args, wk, j)
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
     """simd_f32.gemm_packed_par on ymm tiles (chunks [r0, r1, p0, p1] * n taken in turn by T workers)."""
-    each_chunk(_gemm_part, a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T)
+    run_chunks(T, cnt, ch.size // 4, _panel_chunk, (a, rows, segs, seglen, bp, bias, c, N, lim, ch))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
     """simd_f32.batch_gemm_par on ymm tiles (chunks [i0, i1, r0, r1] * n, one slice of bp per worker)."""
-    each_batch_chunk(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T)
+    run_chunks(T, cnt, ch.size // 4, _batch_chunk,
+               (a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, T))
 
 
 YMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)

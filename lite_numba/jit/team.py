@@ -29,12 +29,19 @@ import time
 from collections import deque
 
 TEAM_LIMIT_SYMBOL = "lite_numba_team_limit"
-_LIMIT = ctypes.c_int64(0)
+# the int64 words behind the symbol: word 0 the limit, the others kernels/base/team_pool.py's worker pool
+TEAM_WORDS = 128
+_STATE = (ctypes.c_int64 * TEAM_WORDS)()
 
 
 def team_limit_address() -> int:
     """The address of the int64 behind TEAM_LIMIT_SYMBOL (for a loader resolving it without LLVM: jit/native_loader)."""
-    return ctypes.addressof(_LIMIT)
+    return ctypes.addressof(_STATE)
+
+
+def team_state():
+    """The state words (a ctypes array; word 0 the limit)."""
+    return _STATE
 
 
 def register_team_limit() -> str:
@@ -42,7 +49,7 @@ def register_team_limit() -> str:
     any kernel that reads the limit is compiled or loaded); returns the symbol's name."""
     from llvmlite import binding  # lazy: `import lite_numba` loads no compiler (tests/test_startup_cache.py)
 
-    binding.add_symbol(TEAM_LIMIT_SYMBOL, ctypes.addressof(_LIMIT))
+    binding.add_symbol(TEAM_LIMIT_SYMBOL, ctypes.addressof(_STATE))
     return TEAM_LIMIT_SYMBOL
 
 # probes of the setting not in use: the second invoke, then at intervals that double while probes confirm the choice
@@ -61,12 +68,12 @@ def force_team_limit(n: int | None) -> None:
     """Fix the limit for every invoke from now on (0: parallel regions use their workers; 1: they run on the calling
     thread), or give the choice back to the policies (None). For tests and for measuring either setting."""
     _FORCED[0] = None if n is None else int(n)
-    _LIMIT.value = _FORCED[0] or 0
+    _STATE[0] = _FORCED[0] or 0
 
 
 def team_limit() -> int:
     """The limit in force (0 or 1)."""
-    return _LIMIT.value
+    return _STATE[0]
 
 
 class TeamPolicy:
@@ -88,12 +95,12 @@ class TeamPolicy:
         self.count += 1
         probe = self.count >= self.next_probe
         serial = int(self.serial != probe)
-        _LIMIT.value = serial
+        _STATE[0] = serial
         t0 = self.clock()
         try:
             self.inner()
         finally:
-            _LIMIT.value = 0
+            _STATE[0] = 0
         dt = self.clock() - t0
         in_use = self.recent[1 - serial] if probe else None
         self.recent[serial].append(dt)
