@@ -228,8 +228,35 @@ def check(refs: Path, only: str = "") -> int:
             msgs = [f"{type(e).__name__}: {e}"]
         failures += bool(msgs)
         print(f"{'FAIL' if msgs else 'ok  '} {name}" + (": " + "; ".join(msgs) if msgs else ""), flush=True)
+        if not msgs and name.startswith(THREADED):
+            failures += _two_threads(name, z[f"{name}/model"].tobytes(), ins, ours)
     print(f"{len(names) - failures} passed, {failures} failed")
     return failures
+
+
+# cases also run with num_threads=2 and every layer split (the parallel drivers on kernels/base/team_pool.py's
+# threads: its futex, spin hint and trampolines on aarch64), which must give the one-thread bytes
+THREADED = ("conv_f32", "conv_int8", "dw_", "fc_hybrid", "bmm_f32")
+
+
+def _two_threads(name: str, model: bytes, ins, one) -> int:
+    from lite_numba.kernels.base import threads
+
+    from lite_numba.testing import run_interpreter
+
+    saved = threads.MIN_MACS, threads.MIN_Q8_MACS, threads.MIN_DW_MACS
+    threads.MIN_MACS = threads.MIN_Q8_MACS = threads.MIN_DW_MACS = 0
+    try:
+        two, it = run_interpreter(model, ins, num_threads=2)
+        names = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+        bad = [] if any(n.endswith("_par") for n in names) else [f"no parallel driver: {sorted(names)}"]
+        bad += [f"out{i} differs from one thread" for i, (a, b) in enumerate(zip(one, two)) if not np.array_equal(a, b)]
+    except Exception as e:
+        bad = [f"{type(e).__name__}: {e}"]
+    finally:
+        threads.MIN_MACS, threads.MIN_Q8_MACS, threads.MIN_DW_MACS = saved
+    print(f"{'FAIL' if bad else 'ok  '} {name}, 2 threads" + (": " + "; ".join(bad) if bad else ""), flush=True)
+    return int(bool(bad))
 
 
 IMAGE_CASE = r"""
