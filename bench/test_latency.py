@@ -34,6 +34,10 @@ MODELS_2_THREADS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobi
                     "resnet18_static_wi8_ai8", "mobilenet_v3_small_int8"]
 
 
+# with threads > 1, invokes before each timed sample and the fewest timed (see _model_latency)
+WARM_INVOKES = 3
+
+
 def official(path, builtin: bool, threads: int = 1):
     from ai_edge_litert.interpreter import Interpreter as Official
     from ai_edge_litert.interpreter import OpResolverType
@@ -121,10 +125,12 @@ def _model_latency(benchmark, name: str, threads: int):
         for k, it in runtimes.items():
             if threads > 1:
                 # the three runtimes' worker pools share this process: let the previous one's spinning workers go to
-                # sleep (they would take the cores this one's workers need), then wake this one's
+                # sleep (they would take the cores this one's workers need), then wake this one's and time the steady
+                # state a user invoking in a loop sees (a few invokes: the first after a sleep waits for a worker)
                 time.sleep(0.02)
-                it.invoke()
-            meds[k].append(_median_us(it.invoke, 1, inner))
+                for _ in range(WARM_INVOKES):
+                    it.invoke()
+            meds[k].append(_median_us(it.invoke, 1, inner if threads == 1 else max(inner, WARM_INVOKES)))
     row = {"case": name if threads == 1 else f"{name} ({threads} threads)",
            **{k: float(np.median(v)) for k, v in meds.items()}}
     row["note"] = (f"arena {ours.arena_size / 1024:.0f} KiB, official builtin {theirs_arena / 1024:.0f} KiB "
