@@ -34,7 +34,7 @@ MODELS_2_THREADS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobi
                     "resnet18_static_wi8_ai8", "mobilenet_v3_small_int8"]
 
 
-# with threads > 1, invokes before each timed sample and the fewest timed (see _model_latency)
+# with threads > 1, the fewest invokes before each timed sample (at least ~20 ms of them) and timed (_model_latency)
 WARM_INVOKES = 3
 
 
@@ -128,7 +128,7 @@ def _model_latency(benchmark, name: str, threads: int):
                 # sleep (they would take the cores this one's workers need), then wake this one's and time the steady
                 # state a user invoking in a loop sees (a few invokes: the first after a sleep waits for a worker)
                 time.sleep(0.02)
-                for _ in range(WARM_INVOKES):
+                for _ in range(max(WARM_INVOKES, 10 * inner)):  # ~20 ms: a 2-vCPU VM wakes a halted vCPU slowly
                     it.invoke()
             meds[k].append(_median_us(it.invoke, 1, inner if threads == 1 else max(inner, WARM_INVOKES)))
     row = {"case": name if threads == 1 else f"{name} ({threads} threads)",

@@ -72,12 +72,13 @@ def test_openvino_peer(name, threads):
                 if threads > 1:
                     time.sleep(0.02)  # the previous runtime's spinning workers go to sleep first
                 n = inner if threads == 1 else max(inner, WARM_INVOKES)
+                warm = max(WARM_INVOKES, 10 * inner) if threads > 1 else 0  # as test_latency.py
                 if k == "openvino":
-                    peer.time_us(WARM_INVOKES if threads > 1 else 1)
+                    peer.time_us(warm or 1)
                     meds[k].append(peer.time_us(n))
                     continue
                 it = ours if k == "ours" else xnn
-                for _ in range(WARM_INVOKES if threads > 1 else 0):  # as test_latency.py
+                for _ in range(warm):
                     it.invoke()
                 meds[k].append(_us_per_call(it.invoke, n))
     finally:
