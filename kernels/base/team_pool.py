@@ -6,18 +6,19 @@ call, 15-40 us on a 2-vCPU Zen 4 VM; MobileNetV2 1.0/224 int8 then gained nothin
 has not even started, a whole time slice when another process holds the core (10-270 ms), and GNU OpenMP is not
 fork-safe. workqueue sleeps between regions (7 ms).
 
-The pool: P native threads (pthread_create from ctypes, running the `worker` cfunc) and the calling thread as
-worker 0. A region publishes (trampoline, arguments, chunk count, workers) and takes chunks itself; each claims the
-next chunk by a compare-and-swap on one word holding (generation << 24 | next chunk), so a worker that wakes late
-can never take a chunk of a later region, and the caller waits only for chunks that were claimed (running), never
-for a worker to arrive: a descheduled worker costs nothing unless it is inside a chunk, and while it waits the
-caller yields its core. Idle workers spin SPIN_NS (with `pause`), then sleep on a futex that the next region wakes.
+The pool: native threads (pthread_create from ctypes, each running `_worker` compiled as a cfunc; as many as the
+interpreters ask for, num_threads - 1, at most NUMBA_NUM_THREADS - 1) and the calling thread as worker 0. A region
+publishes (trampoline, arguments, chunk count, workers) and takes chunks itself; each claims the next chunk by a
+compare-and-swap on one word holding (generation << 24 | next chunk), so a worker that wakes late can never take a
+chunk of a later region, and the caller waits only for chunks that were claimed (running), never for a worker to
+arrive: a descheduled worker costs nothing unless it is inside a chunk, and while it waits the caller yields its
+core. Idle workers spin SPIN_NS (with `pause`), then sleep on a futex that the next region wakes.
 One region at a time: a region started while another runs (a nested one, or two interpreters invoked from two
 Python threads) runs its chunks on its own thread. Every chunk runs the same trampoline, with worker 0's scratch or
 its own, so results are the same bytes for any number of workers and any assignment of chunks.
 
-The state is the int64 block behind jit/team.py's symbol (word 0 is the team limit); `start(P)` starts the threads
-once per process (again in a forked child, whose state `os.register_at_fork` resets: the threads are not copied).
+The state is the int64 block behind jit/team.py's symbol (word 0 is the team limit); `start(P)` makes the pool
+have P threads (again in a forked child, whose state `os.register_at_fork` resets: the threads are not copied).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from lite_numba.ops import TEAM_LIMIT_SYMBOL, TEAM_WORDS, team_state
 # word offsets in the state block (distinct cache lines: 16 words apart)
 CTRL, DONE, WAKE, SLEEPERS, BUSY, DESC, MISC = 16, 32, 48, 64, 80, 96, 112
 FN, ARGS, NCH, NT = DESC, DESC + 1, DESC + 2, DESC + 3
-IDS, STARTED, SPIN, TS = MISC, MISC + 1, MISC + 2, MISC + 4  # TS: two words, the futex wait's timespec
+IDS, STARTED, SPIN, TS = MISC, MISC + 1, MISC + 2, MISC + 4  # TS: two words, the futex wait's timeout
 GEN_SHIFT = 24
 CHUNK_MASK = (1 << GEN_SHIFT) - 1
 GEN_MASK = (1 << (63 - GEN_SHIFT)) - 1  # generations wrap before the word's sign bit
@@ -139,7 +140,7 @@ def yield_core(typingctx):
 
 @intrinsic
 def now_ns(typingctx):
-    """CLOCK_MONOTONIC in nanoseconds (clock_gettime into the state words TS + 2, TS + 3)."""
+    """CLOCK_MONOTONIC in nanoseconds (clock_gettime, into a timespec in the caller's frame)."""
     def codegen(context, builder, sig, args):
         fn = _extern(builder, "clock_gettime", ir.IntType(32), [ir.IntType(32), _i64.as_pointer()])
         buf = cgutils.alloca_once(builder, _i64, size=2)

@@ -13,9 +13,10 @@ A region first reads the process's team limit (`team_limit`, lite_numba/jit/team
 every chunk itself as worker 0 and no region starts. The invoke policy there sets it from the measured invoke times
 (num_threads > 1 only).
 
-The workers: on Linux x86-64 and aarch64, team_pool.py's own pool (the calling thread and NUMBA_NUM_THREADS - 1
-native threads, by default one per core; regions start in about a microsecond, never wait for a worker that has not
-arrived, and idle workers sleep after 0.1 ms; see its doc for why not Numba's threading layers). Elsewhere Numba's
+The workers: on Linux x86-64 and aarch64, team_pool.py's own pool (the calling thread and num_threads - 1 native
+threads, at most NUMBA_NUM_THREADS in all, by default the number of cores; regions start in about a microsecond,
+never wait for a worker that has not arrived, and idle workers sleep after 0.1 ms; see its doc for why not Numba's
+threading layers). Elsewhere Numba's
 threading layer (`NUMBA_THREADING_LAYER`; default tbb, then omp, then workqueue) runs `prange(t)` and the workers
 take chunks from an atomic counter (`next_chunk`); drivers are then `parallel=True` (PARALLEL). The `tbb` wheel puts
 libtbb.so.12 where the loader does not look (outside conda), so `_find_tbb` loads it by path before Numba's pool
