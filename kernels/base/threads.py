@@ -49,13 +49,15 @@ MIN_Q8_MACS = 1_000_000
 MIN_DW_MACS = 300_000
 
 
-# chunks per thread: a worker takes the next chunk when it is done with one (an atomic counter), so a thread the OS
-# descheduled (a loaded machine) delays its current chunk only, not a whole share fixed in advance. Measured under
-# load 4.5 on 2 cores, a 24x24x32 -> 64 3x3 conv (serial 265 us): one chunk per thread 140 us median but 8-12 ms
-# 90th percentile, 4 chunks per thread taken in turn 140 us median and 146-158 us 90th percentile in two of three
-# runs. More chunks re-read the weights more often (MobileNet 0.35 f32 ~7% slower with 4 than with 1 in a quiet
-# moment, within noise with 2).
-CHUNKS_PER_THREAD = 2
+# chunks per thread: a worker takes the next chunk when it is done with one, so a worker that starts late (asleep,
+# descheduled) leaves its chunks to the others. On Numba's layers, under load 4.5 on 2 cores, a 24x24x32 -> 64 3x3
+# conv (serial 265 us): one chunk per thread 140 us median but 8-12 ms 90th percentile, 4 chunks per thread 140 us
+# median and 146-158 us 90th percentile in two of three runs; 2 was kept (more chunks re-read the weights more
+# often). On team_pool (Zen 4 VM, workers forced on, 500 invokes): 1 chunk per thread against 2, quiet,
+# MobileNetV2 1.0/224 int8 1,816-1,821 vs 1,898-1,912 us, hand_landmark_lite 2,072 vs 2,150, small_cnn_f32 31 vs 34,
+# MobileNetV2 0.35 f32 339 vs 341; with a spinning process beside it (means, where TeamPolicy would run one thread)
+# 5,239 vs 4,926 and 70 vs 74 us. A region's caller there never waits for a worker that has not started.
+CHUNKS_PER_THREAD = 1 if team_pool.SUPPORTED else 2
 
 
 @intrinsic
