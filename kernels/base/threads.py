@@ -37,16 +37,16 @@ from lite_numba.ops import compiled_address, register_team_limit
 
 TEAM_LIMIT_SYMBOL = register_team_limit()
 
-# work (multiply-adds) below which a parallel launch (~1.5-2 us with two threads) does not pay: a 3x3 conv of
-# 12x12x16 -> 16 (330k) gains 7.8 -> 6.7 us, 8x8x16 -> 16 (150k) loses 3.8 -> 4.3 us (2-core Zen 4, omp layer)
-MIN_MACS = 300_000
-# the int8 VNNI GEMM does ~4x the multiply-adds per second: 16x16x16 -> 32 3x3 (1.2M) breaks even, 24x24 (2.7M)
-# gains 21 -> 15 us
-MIN_Q8_MACS = 1_000_000
-# depthwise is load-bound (few multiply-adds per byte): a 48x48x16 3x3 layer (332k) gains 26 -> 13 us alone, but in
-# MobileNetV2 0.35/96 f32 parallel depthwise layers from 50k on made the model slower with 2 threads (best runs
-# 667 vs 392 us for 300k; one thread 465 us): every parallel region is one more wait for the other thread
-MIN_DW_MACS = 300_000
+# work (multiply-adds) below which a parallel launch does not pay. On Numba's omp layer (~1.5-2 us a launch with two
+# threads, 2-core Zen 4): a 3x3 conv of 12x12x16 -> 16 (330k) gained 7.8 -> 6.7 us, 8x8x16 -> 16 (150k) lost 3.8 ->
+# 4.3 us; the int8 VNNI GEMM (~4x the multiply-adds per second) broke even at 16x16x16 -> 32 3x3 (1.2M); depthwise
+# (load-bound) from 50k on made MobileNetV2 0.35/96 f32 slower. So the thresholds were 300k / 1M / 300k. On
+# team_pool (Zen 4 VM, 500 invokes, workers forced on), a third of those: MobileNetV2 0.35/96 f32 341 -> 264 us
+# (one thread 388-397), int8 256 -> 207 (251-255); a tenth: 257 and 214; small_cnn, face_detection_front and
+# MobileNetV2 1.0/224 int8 unchanged.
+MIN_MACS = 100_000
+MIN_Q8_MACS = 300_000
+MIN_DW_MACS = 100_000
 
 
 # chunks per thread: a worker takes the next chunk when it is done with one, so a worker that starts late (asleep,
