@@ -244,9 +244,10 @@ def test_default_is_one_thread():
 
 def test_team_policy_follows_the_faster_setting():
     """TeamPolicy (lite_numba/jit/team.py) with a clock of its own: a run that costs 10 units with the workers and 4
-    on the calling thread (a core taken) switches to the calling thread at the first probe (the second invoke) and
-    probes ever more rarely while that holds; when the workers become faster again (3 against 4) it switches back
-    within a few probes; the limit is cleared after every run; a forced limit runs without probes."""
+    on the calling thread (a core taken) switches to the calling thread at the first probe (the second and third
+    invokes: a probe's first invoke only wakes the setting up) and probes ever more rarely while that holds; when the
+    workers become faster again (3 against 4) it switches back within a few probes; the limit is cleared after every
+    run; a forced limit runs without probes."""
     now = [0]
     cost = {0: 10, 1: 4}
     seen = []
@@ -255,14 +256,18 @@ def test_team_policy_follows_the_faster_setting():
         seen.append(team.team_limit())
         now[0] += cost[team.team_limit()]
 
-    policy = team.TeamPolicy(run, clock=lambda: now[0])
+    policy = team.TeamPolicy(run, clock=lambda: now[0], warm_ns=0)
     policy()
     policy()
-    assert seen == [0, 1] and policy.serial and team.team_limit() == 0
+    assert seen == [0, 1] and not policy.serial  # the probe's first invoke: not recorded
+    policy()
+    assert seen == [0, 1, 1] and policy.serial and team.team_limit() == 0
     for _ in range(3000):
         policy()
     probes = [i for i, v in enumerate(seen) if v == 0]
-    assert len(probes) < 20 and probes[-1] - probes[-2] == team.MAX_INTERVAL  # rarer and rarer, up to the cap
+    starts = [i for i in probes if i > 0 and i - 1 not in probes]  # (the first invoke ran the workers: no probe)
+    assert all(i + 1 in probes for i in starts[:-1])  # pairs: a wake-up invoke, then the recorded one
+    assert len(starts) < 20 and starts[-1] - starts[-2] == team.MAX_INTERVAL + 1  # rarer and rarer, up to the cap
     cost[0] = 3
     for _ in range(5 * team.MAX_INTERVAL):
         policy()

@@ -13,8 +13,9 @@ lets every region use its workers, 1 makes it run its chunks one after the other
 is computed by the same code whatever the limit (each chunk runs the serial kernel with worker 0's scratch), so
 results are identical.
 
-`TeamPolicy` wraps an allocated graph's run with num_threads > 1: it times every invoke, now and then runs one with
-the other setting (a probe; from the second invoke on, then ever more rarely while the probes confirm the choice),
+`TeamPolicy` wraps an allocated graph's run with num_threads > 1: it times every invoke, now and then runs a few
+with the other setting (a probe, recording its last invoke; from the second invoke on, then ever more rarely while
+the probes confirm the choice),
 and runs the next invokes with the setting whose recent median is lower. On a quiet machine the workers win and the
 probes cost at most 1/MAX_INTERVAL of the difference; with a core taken the serial runs win within a few invokes.
 The limit is set for the duration of the run and cleared after it (interpreters invoked from several Python threads
@@ -56,6 +57,12 @@ def register_team_limit() -> str:
 # (up to MAX_INTERVAL invokes) and drop back to 2 when a probe beats the setting in use, so a change of load is
 # confirmed within a few invokes, and on a steady machine the probes cost 1 / MAX_INTERVAL of the difference
 MAX_INTERVAL = 1024
+# a probe runs the other setting for two invokes, or up to PROBE_WARM_MAX while less than PROBE_WARM_NS has passed,
+# and records only its last invoke: the first ones wake it up. team_pool's workers sleep 0.1 ms after a region, and a
+# 2-vCPU VM took 20 us to over 1 ms to run a halted vCPU again (the first invoke after 5-500 ms idle 350-760 us, the
+# next ones 265-300, MobileNetV2 0.35/96 f32): one-invoke probes of the workers after serial invokes measured that
+PROBE_WARM_NS = 1_000_000
+PROBE_WARM_MAX = 8
 # samples kept per setting: the setting in use keeps its last RECENT invokes, the other its last RECENT probes, and
 # the medians are compared (a preempted invoke takes a whole time slice: the median ignores up to two in five)
 RECENT = 5
@@ -78,11 +85,14 @@ def team_limit() -> int:
 
 class TeamPolicy:
     """A graph's `run` for num_threads > 1 (see the module doc): `TeamPolicy(run)()` runs it with the setting that has
-    been faster, probing the other now and then. `clock` returns nanoseconds (tests pass their own)."""
+    been faster, probing the other now and then. `clock` returns nanoseconds (tests pass their own); a probe warms the
+    other setting up for `warm_ns` before the invoke it records."""
 
-    def __init__(self, run, clock=time.perf_counter_ns):
+    def __init__(self, run, clock=time.perf_counter_ns, warm_ns: int = PROBE_WARM_NS):
         self.inner = run
         self.clock = clock
+        self.warm_ns = warm_ns
+        self.probe_t0 = 0
         self.serial = False  # the setting in use
         self.recent = (deque(maxlen=RECENT), deque(maxlen=RECENT))  # ns: [workers, serial]
         self.count = 0
@@ -102,6 +112,12 @@ class TeamPolicy:
         finally:
             _STATE[0] = 0
         dt = self.clock() - t0
+        if probe:
+            if self.count == self.next_probe:
+                self.probe_t0 = t0
+            warming = self.count - self.next_probe < PROBE_WARM_MAX and t0 - self.probe_t0 < self.warm_ns
+            if self.count == self.next_probe or warming:
+                return  # a probe's first invokes wake the other setting up (sleeping workers): not recorded
         in_use = self.recent[1 - serial] if probe else None
         self.recent[serial].append(dt)
         if probe:
