@@ -57,12 +57,15 @@ def register_team_limit() -> str:
 # (up to MAX_INTERVAL invokes) and drop back to 2 when a probe beats the setting in use, so a change of load is
 # confirmed within a few invokes, and on a steady machine the probes cost 1 / MAX_INTERVAL of the difference
 MAX_INTERVAL = 1024
-# a probe runs the other setting for two invokes, or up to PROBE_WARM_MAX while less than PROBE_WARM_NS has passed,
-# and records only its last invoke: the first ones wake it up. team_pool's workers sleep 0.1 ms after a region, and a
-# 2-vCPU VM took 20 us to over 1 ms to run a halted vCPU again (the first invoke after 5-500 ms idle 350-760 us, the
-# next ones 265-300, MobileNetV2 0.35/96 f32): one-invoke probes of the workers after serial invokes measured that
+# a probe runs the other setting for one warm-up invoke, or up to PROBE_WARM_MAX of them while less than
+# PROBE_WARM_NS has passed, then records the next: the warm-up invokes wake it up. team_pool's workers sleep 0.1 ms
+# after a region, and a 2-vCPU VM took 20 us to over 1 ms to run a halted vCPU again (the first invoke after 5-500 ms
+# idle 350-760 us, the next ones 265-300, MobileNetV2 0.35/96 f32): one-invoke probes of the workers after serial
+# invokes measured that.
+# More warm-up invokes cost more where the workers lose (one core busy: with up to 8, small_cnn_int8 took 1.21-1.55x
+# its one-thread time, with 3 1.15-1.17)
 PROBE_WARM_NS = 1_000_000
-PROBE_WARM_MAX = 8
+PROBE_WARM_MAX = 3
 # samples kept per setting: the setting in use keeps its last RECENT invokes, the other its last RECENT probes, and
 # the medians are compared (a preempted invoke takes a whole time slice: the median ignores up to two in five)
 RECENT = 5
