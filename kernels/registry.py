@@ -410,6 +410,8 @@ REWRITES = {
     "FUSED_AWAY": slice_ops.FUSED_AWAY,  # the nodes it replaces
     "COPY": reshape.COPY,  # an inlined composite's output that is one of its inputs or a constant
     "FUSED_NORM": _lazy("reduce.norm_fusion").FUSED_NORM,  # a layer-norm / RMS-norm pattern of elementwise nodes
+    # [PAD of the last axis ->] float ADD / SUB / MUL [-> RELU-family]
+    "FUSED_ELEMENTWISE": _lazy("elementwise.fused").FUSED_ELEMENTWISE,
     # BATCH_MATMUL -> ADD(mask) -> SOFTMAX -> BATCH_MATMUL, the key positions a -inf mask excludes skipped
     "MASKED_ATTENTION": _lazy("linear.masked_attention").MASKED_ATTENTION,
 }

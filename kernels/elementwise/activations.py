@@ -83,6 +83,9 @@ def _gelu_tanh(v, p):
     return np.float32(0.5) * v * (np.float32(1.0) + tanh_f32(_SQRT_2_PI * (v + np.float32(0.044715) * (v * v * v))))
 
 
+# the clamping activations' scalar definitions, for the kernels that fuse them after another node (fused.py)
+CLAMPS = {"RELU": _relu, "RELU6": _relu6, "RELU_N1_TO_1": _relu_n1_to_1, "RELU_0_TO_1": _relu_0_to_1}
+
 RELU = unary_op("RELU", _relu)
 RELU6 = unary_op("RELU6", _relu6)
 RELU_N1_TO_1 = unary_op("RELU_N1_TO_1", _relu_n1_to_1)
@@ -159,5 +162,5 @@ def SWIGLU(ctx: PrepareContext) -> None:
 
 SWIGLU.meta["accepts"] = _swiglu_accepts
 
-__all__ = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "ELU", "LEAKY_RELU",
-           "GELU", "PRELU", "SWIGLU"]
+__all__ = ["CLAMPS", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "ELU",
+           "LEAKY_RELU", "GELU", "PRELU", "SWIGLU"]

@@ -428,6 +428,11 @@ def _with_scalar_y(kernels, scalar_kernels):
     return kernels[0], scalar_kernels[1], kernels[2], kernels[3]
 
 
+# the float scalar definitions of ADD, SUB and MUL and their clamped store, for the kernels that fuse them with
+# other nodes (fused.py): the same functions, so the same instructions
+FLOAT_OPS = {"ADD": _add, "SUB": _sub, "MUL": _mul}
+put_clamped = _put_clamped
+
 BINARY = LazyKernels({name: _binary(f) for name, f in
                       (("ADD", _add), ("SUB", _sub), ("MUL", _mul), ("DIV", _div), ("IDIV", _idiv))})
 BINARY_PLAIN = LazyKernels({name: _binary(f, clamp=False) for name, f in (

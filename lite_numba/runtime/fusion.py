@@ -159,7 +159,7 @@ class _Graph:
         if len(u) != 1 or t in self.pinned:
             return None
         n = self.plan.nodes[u[0]]
-        return n if self.node(n.outputs[0], op) is n else None
+        return n if n.outputs and self.node(n.outputs[0], op) is n else None
 
     def back(self, t: int, chain: list) -> int:
         """t, or what the RESHAPEs producing it reshape (each read only there), appended to chain."""
@@ -512,10 +512,89 @@ def fuse_masked_attention(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPl
     return _rewritten(plan, nodes, kernels, changed)
 
 
+# --- a binary node with a padded operand and an activation after it -----------------------------------------------
+# BlazeFace-style residual blocks: RELU(ADD(PAD(x) on the channel axis, conv)). A float32 ADD / SUB / MUL of two
+# same-shape operands, one of which may be a PAD / PADV2 of the last axis only (a finite constant fill) read by it
+# alone, and whose result may be read only by a RELU / RELU6 / RELU_N1_TO_1 / RELU_0_TO_1, becomes one
+# FUSED_ELEMENTWISE node (kernels/elementwise/fused.py: the same scalar definitions, the same bytes) when there is a
+# pad or an activation to take in. Every node must run the builtin kernel; no intermediate may be a graph output.
+_CLAMP_ACTS = ("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1")
+
+
+def _last_axis_pad(g: _Graph, t: int, user: Node):
+    """(pad node, before, after, fill) when t is a PAD / PADV2 of the last axis read only by `user`, else None."""
+    pad = g.producers.get(t)
+    if (pad is None or pad.op_name not in ("PAD", "PADV2") or pad.is_custom or len(pad.outputs) != 1
+            or len(pad.inputs) not in (2, 3) or any(i < 0 for i in pad.inputs) or t in g.pinned
+            or g.uses.get(t, []) != [user.index] or user.inputs.count(t) != 1):
+        return None
+    x, p = g.spec(pad.inputs[0]), g.spec(pad.inputs[1])
+    if (x.dtype != np.float32 or x.data is not None or len(x.shape) == 0 or p.data is None
+            or p.dtype not in (np.int32, np.int64) or np.size(p.data) != 2 * len(x.shape)):
+        return None
+    pairs = np.asarray(p.data, np.int64).reshape(-1, 2)
+    if pairs.min() < 0 or pairs[:-1].any() or not pairs[-1].any():
+        return None
+    fill = 0.0
+    if len(pad.inputs) == 3:
+        c = g.spec(pad.inputs[2])
+        if c.data is None or c.dtype != np.float32 or np.size(c.data) != 1:
+            return None
+        fill = float(np.asarray(c.data).reshape(-1)[0])
+        if not np.isfinite(fill):
+            return None
+    return pad, int(pairs[-1, 0]), int(pairs[-1, 1]), fill
+
+
+def fuse_elementwise(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
+    """Replace [PAD ->] ADD / SUB / MUL [-> RELU-family] by FUSED_ELEMENTWISE (see above)."""
+    ours = _builtin_kernels("ADD", "SUB", "MUL", "PAD", "PADV2", *_CLAMP_ACTS)
+    g = _Graph(plan, kernels)
+    nodes, kernels = list(plan.nodes), list(kernels)
+    changed = False
+    for b in plan.nodes:
+        if (b.op_name not in ("ADD", "SUB", "MUL") or b.is_custom or id(kernels[b.index]) not in ours
+                or len(b.inputs) != 2 or len(b.outputs) != 1 or min(*b.inputs, *b.outputs) < 0
+                or b.inputs[0] == b.inputs[1] or "fused_into" in b.options
+                or any(g.spec(t).dtype != np.float32 for t in (*b.inputs, *b.outputs))):
+            continue
+        shape = tuple(g.spec(b.outputs[0]).shape)
+        pad = None
+        for side in (0, 1):
+            found = _last_axis_pad(g, b.inputs[side], b)
+            if found is not None and id(kernels[found[0].index]) in ours:
+                pad = (side, *found)
+                break
+        ins = list(b.inputs)
+        if pad is not None:
+            ins[pad[0]] = pad[1].inputs[0]
+        if len(shape) == 0 or any(tuple(g.spec(t).shape) != shape for t in b.inputs):
+            continue  # broadcasting: the plain kernels
+        act = g.only_use(b.outputs[0], "RELU")
+        for name in _CLAMP_ACTS[1:]:
+            act = act or g.only_use(b.outputs[0], name)
+        if act is not None and (id(kernels[act.index]) not in ours or len(act.inputs) != 1):
+            act = None
+        if pad is None and act is None:
+            continue
+        last = act or b
+        opts = {"op": b.op_name, "activation": act.op_name if act else "",
+                "fused_activation_function": int(b.options.get("fused_activation_function", 0) or 0)}
+        if pad is not None:
+            opts |= {"pad": (pad[0], pad[2], pad[3]), "fill": pad[4]}
+        nodes[last.index] = dataclasses.replace(last, op_name="FUSED_ELEMENTWISE", inputs=tuple(ins), options=opts)
+        kernels[last.index] = REWRITES["FUSED_ELEMENTWISE"]
+        _fuse_away(nodes, kernels, [n for n in (pad[1] if pad else None, b if act else None) if n is not None],
+                   last.index)
+        changed = True
+    return _rewritten(plan, nodes, kernels, changed)
+
+
 def fuse(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Every rewrite, in order."""
     plan, kernels = fuse_slice_updates(plan, kernels)
     plan, kernels = fuse_norms(plan, kernels)
     plan, kernels = fold_pads(plan, kernels)
+    plan, kernels = fuse_elementwise(plan, kernels)
     plan, kernels = fuse_masked_attention(plan, kernels)
     return fold_transposes(plan, kernels)
