@@ -1,7 +1,8 @@
-"""Per-node latency of a model, ours vs the official runtime (XNNPACK, 1 thread): every node is cut out into a
-one-node model (same tensors, quantization, options and constants) and both runtimes invoke it, interleaved.
+"""Per-node latency of a model, ours vs the official runtime (XNNPACK, 1 thread or --threads N): every node is cut
+out into a one-node model (same tensors, quantization, options and constants) and both runtimes invoke it,
+interleaved.
 
-    python scripts/op_compare.py MODEL.tflite [--builtin] [--nodes 0,3,5] [--rounds 15]
+    python scripts/op_compare.py MODEL.tflite [--builtin] [--nodes 0,3,5] [--rounds 15] [--threads 2]
 
 With LITE_NUMBA_ISA=avx2 or avxvnni (scripts/as_level.py sets it) the official kernels are restricted to the same
 level (bench/official_isa.py).
@@ -89,6 +90,7 @@ def main() -> None:
     ap.add_argument("--builtin", action="store_true", help="compare with the builtin kernels instead of XNNPACK")
     ap.add_argument("--nodes", default="")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=1, help="num_threads of both runtimes")
     a = ap.parse_args()
     level = (os.environ.get("LITE_NUMBA_ISA") or "").lower()
     if level in ("avx2", "avxvnni"):  # the official kernels on the same instruction set (bench/official_isa.py)
@@ -111,8 +113,8 @@ def main() -> None:
             print(f"{node.index:3d} {node.op_name:18s} skipped: runs a subgraph ({', '.join(calls)})", flush=True)
             continue
         data = one_node_model(sg, node, folded)
-        ours = Interpreter(model_content=data, num_threads=1)
-        theirs = Official(model_content=data, num_threads=1, **kw)
+        ours = Interpreter(model_content=data, num_threads=a.threads)
+        theirs = Official(model_content=data, num_threads=a.threads, **kw)
         try:
             ours.allocate_tensors()
             theirs.allocate_tensors()
