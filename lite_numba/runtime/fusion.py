@@ -577,15 +577,20 @@ def fuse_elementwise(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, l
             act = None
         if pad is None and act is None:
             continue
-        last = act or b
         opts = {"op": b.op_name, "activation": act.op_name if act else "",
                 "fused_activation_function": int(b.options.get("fused_activation_function", 0) or 0)}
         if pad is not None:
             opts |= {"pad": (pad[0], pad[2], pad[3]), "fill": pad[4]}
-        nodes[last.index] = dataclasses.replace(last, op_name="FUSED_ELEMENTWISE", inputs=tuple(ins), options=opts)
-        kernels[last.index] = REWRITES["FUSED_ELEMENTWISE"]
-        _fuse_away(nodes, kernels, [n for n in (pad[1] if pad else None, b if act else None) if n is not None],
-                   last.index)
+        # in the binary node's place (its inputs are ready there; nothing between it and the activation reads the
+        # activation's output), so the operands' lifetimes end there
+        nodes[b.index] = dataclasses.replace(b, op_name="FUSED_ELEMENTWISE", inputs=tuple(ins), options=opts,
+                                             outputs=(act or b).outputs)
+        kernels[b.index] = REWRITES["FUSED_ELEMENTWISE"]
+        _fuse_away(nodes, kernels, [n for n in (pad[1] if pad else None, act) if n is not None], b.index)
+        if act is not None:
+            # its output is the fused node's now; it keeps the binary node's, which would otherwise be named by no
+            # node (such a tensor is given storage for the whole run)
+            nodes[act.index] = dataclasses.replace(nodes[act.index], outputs=b.outputs)
         changed = True
     return _rewritten(plan, nodes, kernels, changed)
 
