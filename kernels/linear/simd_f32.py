@@ -133,6 +133,16 @@ def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> 
         for r in range(mr):
             off = builder.load(_gep(builder, prows, builder.add(ri, _i(r)), _i64))
             arow.append(_gep(builder, pa, builder.add(abase_, off), _f32))
+        # the next band's output lines, for writing (a large output starts in no cache: its lines are read for
+        # ownership while this band computes, not when its stores reach them)
+        pf = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(ir.IntType(8)), _i32, _i32, _i32]),
+            "llvm.prefetch.p0")
+        for r in range(mr):
+            nxt = _gep(builder, pc, builder.add(coff, builder.mul(ldc_, _i(mr + r))), _f32)
+            for h in range(0, nv * lanes, 16):
+                builder.call(pf, [builder.bitcast(_gep(builder, nxt, _i(h), _f32), ir.PointerType(ir.IntType(8))),
+                                  ir.Constant(_i32, 1), ir.Constant(_i32, 3), ir.Constant(_i32, 1)])
         accs = [[cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(nv)]
                 for _ in range(mr)]
         with cgutils.for_range(builder, nseg_) as seg:
