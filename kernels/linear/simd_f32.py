@@ -138,11 +138,12 @@ def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> 
         pf = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(ir.IntType(8)), _i32, _i32, _i32]),
             "llvm.prefetch.p0")
-        for r in range(mr):
-            nxt = _gep(builder, pc, builder.add(coff, builder.mul(ldc_, _i(mr + r))), _f32)
+        for r in range(mr):  # (past the last band these point past the output: no `inbounds`; prefetches never fault)
+            nxt = builder.add(coff, builder.mul(ldc_, _i(mr + r)))
             for h in range(0, nv * lanes, 16):
-                builder.call(pf, [builder.bitcast(_gep(builder, nxt, _i(h), _f32), ir.PointerType(ir.IntType(8))),
-                                  ir.Constant(_i32, 1), ir.Constant(_i32, 3), ir.Constant(_i32, 1)])
+                at = builder.gep(pc, [builder.add(nxt, _i(h))], source_etype=_f32)
+                builder.call(pf, [builder.bitcast(at, ir.PointerType(ir.IntType(8))), ir.Constant(_i32, 1),
+                                  ir.Constant(_i32, 3), ir.Constant(_i32, 1)])
         accs = [[cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(nv)]
                 for _ in range(mr)]
         with cgutils.for_range(builder, nseg_) as seg:
