@@ -13,7 +13,8 @@ kernels compile for aarch64 and give the same results there.
 The subset (CASES): CONV_2D (float32, int8 per-channel and per-tensor, uint8; pointwise, 3x3, strided, dilated),
 DEPTHWISE_CONV_2D (float32, int8, uint8), FULLY_CONNECTED (float32, int8, hybrid int8 weights, INT4 blockwise
 weights), a hybrid CONV_2D, BATCH_MATMUL (float32, plain and with both operands transposed and broadcast),
-elementwise ADD / MUL (float32 with broadcast, int8), and whole models: small_cnn float32 / int8 / int8 with uint8
+elementwise ADD / MUL (float32 with broadcast, int8), PAD + ADD + RELU (one fused node), a MAX_POOL_2D of 28
+channels, and whole models: small_cnn float32 / int8 / int8 with uint8
 I/O, the transformer block and three compiled control-flow models (WHILE / IF, Keras GRU and LSTM; in tests/data),
 plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has them. int8 and uint8 results must be
 bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a whole model (the official x86
@@ -130,6 +131,14 @@ def _cases() -> dict:
         cases[f"{op.lower()}_int8"] = (
             one_op(op, [(np.int8, qa.shape, (0.05, 3)), (np.int8, qb.shape, (0.03, -7))],
                    (np.int8, qa.shape, (0.08 if op == "ADD" else 0.02, 5))), [qa, qb], None)
+    # BlazeFace's residual tail, RELU(ADD(PAD(x) on the channels, y)) as one FUSED_ELEMENTWISE node, and a
+    # MAX_POOL_2D of 28 channels (a last vector overlapping the one before): exact
+    cases["pad_add_relu_f32"] = (_pad_add_relu(), [rng.standard_normal((1, 9, 7, 20)).astype(np.float32),
+                                                   rng.standard_normal((1, 9, 7, 24)).astype(np.float32)], None)
+    x = rng.standard_normal((1, 10, 9, 28)).astype(np.float32)
+    cases["max_pool_f32_28"] = (one_op("MAX_POOL_2D", [(np.float32, x.shape)], (np.float32, (1, 5, 4, 28)),
+                                       {"padding": "VALID", "stride_w": 2, "stride_h": 2, "filter_width": 2,
+                                        "filter_height": 2}), [x], None)
     # (and compiled control flow: a WHILE in a looping runner and an IF, the GRU's looping runner, the LSTM's loop
     # with copies per iteration)
     models = [ROOT / "tests/data/models" / f for f in ("small_cnn_f32.tflite", "small_cnn_int8.tflite",
@@ -141,6 +150,23 @@ def _cases() -> dict:
         if path.exists():
             cases[f"model_{path.stem}"] = (path.read_bytes(), None, 1e-4)
     return cases
+
+
+def _pad_add_relu() -> bytes:
+    """x [1, 9, 7, 20] -> PAD 4 channels after -> ADD y [1, 9, 7, 24] -> RELU."""
+    from lite_numba.builder import ModelBuilder
+
+    mb = ModelBuilder()
+    x = mb.add_input("x", np.float32, [1, 9, 7, 20])
+    y = mb.add_input("y", np.float32, [1, 9, 7, 24])
+    p = mb.add_tensor("p", np.float32, [1, 9, 7, 24])
+    mb.add_op("PAD", [x, mb.add_const("pads", np.array([[0, 0], [0, 0], [0, 0], [0, 4]], np.int32))], [p])
+    s = mb.add_tensor("s", np.float32, [1, 9, 7, 24])
+    mb.add_op("ADD", [p, y], [s])
+    out = mb.add_tensor("out", np.float32, [1, 9, 7, 24])
+    mb.add_op("RELU", [s], [out])
+    mb.mark_output(out)
+    return mb.build()
 
 
 def _int4_fc(rng, rows: int, k: int, units: int, block: int) -> bytes:
