@@ -96,10 +96,22 @@ def test_streaming_shapes(g, kind, isa_level):
     check(*_quant_case(g, kind))
 
 
+@pytest.mark.parametrize("ci", [8, 24, 40, 9])
+def test_float_eight_lane_channels(ci, simd_level, monkeypatch):
+    """Float channel blocks of exactly 8 (8 channels, or the last block of 24 and 40) run as one 8-lane vector with
+    plain loads and stores where the target has no native masks (dwconv_simd._emit_split's "half"): the portable
+    bytes and the official outputs (9: the masked form beside it). Run for an AVX2-only CPU by the test below."""
+    for s in (1, 2):
+        g = dict(n=1, h=11, w=10, ci=ci, dm=1, kh=3, kw=3, sh=s, sw=s, dh=1, dw=1, padding="SAME", act="RELU6",
+                 seed=ci + s)
+        _same_as_portable(*_float_case(g), simd_level, monkeypatch)
+
+
 def test_streaming_shapes_without_masked_byte_loads():
     """The int8 tiles' last channel blocks on a target without AVX-512 BW (_tail_load instead of masked loads):
     test_streaming_shapes and a few generated cases in a process compiling for an AVX2-only CPU
-    (scripts/as_level.py, its own caches), on the avx2 and avxvnni levels."""
+    (scripts/as_level.py, its own caches), on the avx2 and avxvnni levels; and the float tiles' 8-lane blocks
+    (test_float_eight_lane_channels)."""
     import os  # lazy: only this test starts a process
     import subprocess  # lazy: only this test starts a process
     import sys  # lazy: only this test starts a process
@@ -113,7 +125,8 @@ def test_streaming_shapes_without_masked_byte_loads():
             continue
         r = subprocess.run([sys.executable, str(root / "scripts" / "as_level.py"), "--level", level, "--",
                             sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__)),
-                            "-k", f"(streaming_shapes or quantized_matches_official) and {level} and not without"],
+                            "-k", f"(streaming_shapes or quantized_matches_official or eight_lane) and {level} "
+                                  f"and not without"],
                            capture_output=True, text=True, cwd=root, env=dict(os.environ), timeout=1800)
         assert r.returncode == 0 and " passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
 
