@@ -18,7 +18,7 @@ drivers' argument, kernels/linear/dwconv.py), and here a filter with a NaN or in
 from __future__ import annotations
 
 from lite_numba.kernels.base.threads import PARALLEL, call_at, run_chunks
-from lite_numba.kernels.linear.dwconv_simd import VL, dw_f32_tile1, f32_pixels
+from lite_numba.kernels.linear.dwconv_simd import VL, dw_f32_tile1, f32_pixels, last_block
 from numba import njit
 
 
@@ -73,9 +73,10 @@ def dwconv_f32_direct(x, w, bias, out, geo, lim, tl, n0, n1, y0, y1):
                 kxl, kxh = _valid(ix0, W, dw, KW)
                 T2 = _taps(tl, 2, KW, C, W, dh, dw, kyl, kyh, kxl, kxh)
                 xo = (xrow + ix0 + kxl * dw) * C
-                for c0 in range(0, C, VL):
+                for c in range(0, C, VL):
+                    c0, nch = last_block(c, C)
                     dw_f32_tile1(xf, xo + c0, xstep, tl[2], T2, wf, tl[3], bias, c0, of, orow + ox * C + c0, C, lo,
-                                 hi, min(VL, C - c0))
+                                 hi, nch)
 
 
 @njit(cache=True, inline="always")

@@ -523,6 +523,16 @@ def dwconv_q_simd(xp, w, bias, wsum, out, be, geo, toff, zp_in, mult, shift, zp_
     _q_rows(xp, w, out, be, geo, toff, mult, shift, zp_out, qmin, qmax, nvec, prm)
 
 
+@njit(cache=True, inline="always")
+def last_block(c0, C):
+    """(first channel, channels) of the float tiles' block at c0: with more than VL channels the last block is moved
+    back to end at C (whole vectors, no masked tail; the channels it shares with the block before are computed again
+    by the same operations and stored again with the same bytes)."""
+    if C > VL and c0 + VL > C:
+        return C - VL, VL
+    return c0, min(VL, C - c0)
+
+
 @njit(cache=True, nogil=True)
 def f32_pixels(xf, xrow, xstep, toff, wf, ws, C, bias, of, orow, a, b, lo, lim):
     """Float32 output pixels ox in [a, b) of one output row whose windows start at xf[xrow + ox * xstep] (tiled as
@@ -530,8 +540,8 @@ def f32_pixels(xf, xrow, xstep, toff, wf, ws, C, bias, of, orow, a, b, lo, lim):
     T = toff.size
     tiles = b - lo >= PT
     count = (b - a + PT - 1) // PT if tiles else b - a
-    for c0 in range(0, C, VL):
-        nch = min(VL, C - c0)
+    for c in range(0, C, VL):
+        c0, nch = last_block(c, C)
         for t in range(count):
             ox = min(a + t * PT, b - PT) if tiles else a + t
             if tiles:
