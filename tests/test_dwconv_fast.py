@@ -99,7 +99,7 @@ def test_streaming_shapes(g, kind, isa_level):
 @pytest.mark.parametrize("ci", [8, 24, 40, 9])
 def test_float_eight_lane_channels(ci, simd_level, monkeypatch):
     """Float channel blocks of exactly 8 (8 channels, or the last block of 24 and 40) run as one 8-lane vector with
-    plain loads and stores where the target has no native masks (dwconv_simd._emit_split's "half"): the portable
+    plain loads and stores where the target has no native masks (dwconv_lanes.emit_split's "half"): the portable
     bytes and the official outputs (9: the masked form beside it). Run for an AVX2-only CPU by the test below."""
     for s in (1, 2):
         g = dict(n=1, h=11, w=10, ci=ci, dm=1, kh=3, kw=3, sh=s, sw=s, dh=1, dw=1, padding="SAME", act="RELU6",
@@ -108,7 +108,7 @@ def test_float_eight_lane_channels(ci, simd_level, monkeypatch):
 
 
 def test_streaming_shapes_without_masked_byte_loads():
-    """The int8 tiles' last channel blocks on a target without AVX-512 BW (_tail_load instead of masked loads):
+    """The int8 tiles' last channel blocks on a target without AVX-512 BW (dwconv_lanes.tail_load, not masked loads):
     test_streaming_shapes and a few generated cases in a process compiling for an AVX2-only CPU
     (scripts/as_level.py, its own caches), on the avx2 and avxvnni levels; and the float tiles' 8-lane blocks
     (test_float_eight_lane_channels)."""

@@ -4,7 +4,7 @@ kernels/linear/dwconv.py.
 A tile computes PT output pixels of one output row x one block of 16 channels over a padded NHWC input: the
 accumulators (PT vectors of 16 lanes) stay in registers for the whole window; for each tap t the 16 weights are
 loaded once and multiplied with the PT pixels' inputs at x[xoff + p * xstep + toff[t]]. A block of fewer than 16
-channels needs no scalar tail: masked loads and stores (or, without AVX-512 BW, _tail_load's shuffled bytes).
+channels needs no scalar tail: masked loads and stores, or without native masks dwconv_lanes.py's forms.
 
 Numerics are the portable loops': float32 adds fmul(x, w) to the bias tap by tap (no FMA), then clamps; integers
 sum ext(x) * sext(w) in wrapping int32 lanes (any order) from bias - zp_in * window_sum, requantized as there.
@@ -12,9 +12,6 @@ sum ext(x) * sext(w) in wrapping int32 lanes (any order) from bias - zp_in * win
 
 from __future__ import annotations
 
-import platform
-
-from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
 from lite_numba.kernels.base.llvm_ir import I32 as _i32
 from lite_numba.kernels.base.llvm_ir import I64 as _i64
@@ -25,6 +22,16 @@ from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import gep as _gep
 from lite_numba.kernels.base.llvm_ir import i64 as _i
 from lite_numba.kernels.base.llvm_ir import splat as _splat
+from lite_numba.kernels.linear.dwconv_lanes import (
+    VL,
+    emit_split,
+    lane_mask,
+    masked_load,
+    masked_store,
+    masks_native,
+    tail_load,
+    vec_name,
+)
 from lite_numba.kernels.linear.dwconv_loops import bias_minus_zp, each_band, pad_band, pad_band_edges
 from lite_numba.kernels.linear.simd_int8 import channel_params, params64, requantize_params, requantize_vector
 from lite_numba.kernels.linear.simd_int8_narrow import maddwd
@@ -33,8 +40,6 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-VL = 16  # lanes per vector (one zmm of float32 / int32)
-_X86 = platform.machine().lower() in ("x86_64", "amd64")
 _v8i, _v16s = ir.VectorType(ir.IntType(32), 8), ir.VectorType(ir.IntType(16), VL)
 _HALVES = (0xFFFF, -65536)  # the even / odd int16 of an int32 lane
 _INTERLEAVE = ir.Constant(_v16i, [i // 2 + 8 * (i % 2) for i in range(VL)])  # channels from even / odd lanes
@@ -44,89 +49,6 @@ assert VL == _v16f.count == _v16i.count == _v16b.count
 
 def _llvm_int(nbt):
     return ir.IntType(nbt.bitwidth)
-
-
-def _vec_name(vt):
-    el = vt.element
-    return f"v{vt.count}f32" if isinstance(el, ir.FloatType) else f"v{vt.count}i{el.width}"
-
-
-def _masked_load(builder, ptr, vt, mask):
-    """vt loaded from ptr where mask is set (zero elsewhere); nothing is read outside the mask."""
-    fn = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(vt, [ir.PointerType(vt), _i32, _v16b, vt]),
-        f"llvm.masked.load.{_vec_name(vt)}.p0")
-    align = max(vt.element.width // 8 if not isinstance(vt.element, ir.FloatType) else 4, 1)
-    return builder.call(fn, [builder.bitcast(ptr, ir.PointerType(vt)), ir.Constant(_i32, align), mask,
-                             ir.Constant(vt, None)])
-
-
-def _masked_store(builder, v, ptr, mask):
-    vt = v.type
-    fn = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(ir.VoidType(), [vt, ir.PointerType(vt), _i32, _v16b]),
-        f"llvm.masked.store.{_vec_name(vt)}.p0")
-    builder.call(fn, [v, builder.bitcast(ptr, ir.PointerType(vt)), ir.Constant(_i32, 4), mask])
-
-
-def _masks_native() -> bool:
-    """True when the target has cheap masked loads and stores of every lane width (AVX-512 F and BW); elsewhere a
-    masked byte load or store is one branch per lane and a float32 one vmaskmovps (slow stores on AMD): see
-    _emit_split (read at code generation, from the features Numba compiles for)."""
-    feats = isa.cpu_features()
-    return bool(feats.get("avx512f") and feats.get("avx512bw"))
-
-
-def _emit_split(builder, nch, emit, tail=None, half=False):
-    """emit("masked") once (targets with native masks), or behind a branch emit("full") when nch >= 16, else
-    emit("half") when `half` and nch == 8 (8 lanes, plain loads and stores), else emit("tail") where the i1 `tail`
-    holds (_tail_load, x86 only), else emit("masked")."""
-    if _masks_native():
-        emit("masked")
-        return
-    with builder.if_else(builder.icmp_signed(">=", nch, _i(VL))) as (whole, part):
-        with whole:
-            emit("full")
-        with part:
-            if half:
-                with builder.if_else(builder.icmp_signed("==", nch, _i(VL // 2))) as (eight, other):
-                    with eight:
-                        emit("half")
-                    with other:
-                        _emit_split_part(builder, emit, tail)
-                return
-            _emit_split_part(builder, emit, tail)
-
-
-def _emit_split_part(builder, emit, tail):
-    """The fewer-than-16-lanes part of _emit_split."""
-    if tail is None or not _X86:
-        emit("masked")
-        return
-    with builder.if_else(tail) as (last, first):
-        with last:
-            emit("tail")
-        with first:
-            emit("masked")
-
-
-def _tail_load(builder, ptr, nch):
-    """What a masked load of nch (< 16) bytes at ptr gives (zeros above), on x86 targets without masked byte loads
-    (LLVM emits 16 branches there): a plain load of the 16 bytes ending at ptr + nch (the caller knows them inside
-    the array) and a byte shuffle (pshufb: lane j < nch takes byte j + 16 - nch, the others 0x80, a zero)."""
-    v = ir.VectorType(ir.IntType(8), VL)
-    iota = ir.Constant(v, list(range(VL)))
-    n8 = _splat(builder, builder.trunc(nch, ir.IntType(8)), v)
-    shuf = builder.select(builder.icmp_signed("<", iota, n8), builder.sub(builder.add(iota, ir.Constant(v, [VL] * VL)),
-                                                                           n8), ir.Constant(v, [-128] * VL))
-    start = builder.gep(builder.bitcast(ptr, ir.IntType(8).as_pointer()), [builder.sub(nch, _i(VL))])
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v, [v, v]), "llvm.x86.ssse3.pshuf.b.128")
-    return builder.call(fn, [builder.load(builder.bitcast(start, v.as_pointer()), align=1), shuf])
-
-
-def _lane_mask(builder, nch):
-    iota = ir.Constant(_v16i, list(range(VL)))
-    return builder.icmp_signed("<", iota, _splat(builder, builder.trunc(nch, _i32), _v16i))
 
 
 def _make_f32_tile(pt: int):
@@ -147,16 +69,16 @@ def _make_f32_tile(pt: int):
             pw = _gep(builder, _data_ptr(context, builder, sig.args[5], w_), c0_, _f32)
             pbias = _gep(builder, _data_ptr(context, builder, sig.args[7], bias_), c0_, _f32)
             po = _data_ptr(context, builder, sig.args[9], out_)
-            mask = _lane_mask(builder, nch_)
+            mask = lane_mask(builder, nch_)
 
-            def emit(mode):  # "full" / "half": all 16 / 8 lanes live, plain loads and stores (see _emit_split)
+            def emit(mode):  # "full" / "half": all 16 / 8 lanes live, plain loads and stores (see emit_split)
                 plain = mode in ("full", "half")
                 vt = ir.VectorType(_f32, VL // 2) if mode == "half" else _v16f
 
                 def ld(ptr):
                     if plain:
                         return builder.load(builder.bitcast(ptr, ir.PointerType(vt)), align=4)
-                    return _masked_load(builder, ptr, _v16f, mask)
+                    return masked_load(builder, ptr, _v16f, mask)
 
                 b = ld(pbias)
                 accs = [cgutils.alloca_once_value(builder, b) for _ in range(pt)]
@@ -181,11 +103,11 @@ def _make_f32_tile(pt: int):
                     if plain:
                         builder.store(v, builder.bitcast(ptr, ir.PointerType(vt)), align=4)
                     else:
-                        _masked_store(builder, v, ptr, mask)
+                        masked_store(builder, v, ptr, mask)
 
             # 8 channels (MediaPipe's segmentation heads: 256 x 256 x 8) as one 8-lane vector: without AVX-512 the
             # masked 16-lane form is two vmaskmovps a load and store (2.4x XNNPACK on AVX2)
-            _emit_split(builder, nch_, emit, half=True)
+            emit_split(builder, nch_, emit, half=True)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -256,19 +178,19 @@ def _make_int_tile(pt: int, kind: str):
             pm = _gep(builder, _data_ptr(context, builder, sig.args[9], mult_), c0_, _i32)
             ps = _gep(builder, _data_ptr(context, builder, sig.args[10], shift_), c0_, _i32)
             po = _data_ptr(context, builder, sig.args[15], out_)
-            mask = _lane_mask(builder, nch_)
+            mask = lane_mask(builder, nch_)
 
-            def emit(mode):  # "full": all 16 lanes live, plain loads and stores (see _emit_split)
+            def emit(mode):  # "full": all 16 lanes live, plain loads and stores (see emit_split)
                 full = mode == "full"
 
                 def ld(ptr, vt, m):
                     if full:
                         return builder.load(builder.bitcast(ptr, ir.PointerType(vt)), align=1)
-                    return _masked_load(builder, ptr, vt, m)
+                    return masked_load(builder, ptr, vt, m)
 
                 def ld_tap(ptr, vt):  # a tap's input or weight bytes
                     if mode == "tail" and vt.element.width == 8:
-                        return _tail_load(builder, ptr, nch_)
+                        return tail_load(builder, ptr, nch_)
                     return ld(ptr, vt, mask)
 
                 def st(v, ptr):
@@ -285,7 +207,7 @@ def _make_int_tile(pt: int, kind: str):
                 xs = [_gep(builder, px, builder.add(xoff_, builder.mul(xstep_, _i(p))), xt) for p in range(pt)]
                 # no AVX-512: vpmaddwd on int16 lanes, odd / even weights zeroed, sums even / odd channels (half the
                 eo = [[cgutils.alloca_once_value(builder, ir.Constant(_v8i, None)) for _ in range(2)]
-                      for _ in range(pt)] if not _masks_native() else None  # extensions, no vpmulld; interleaved)
+                      for _ in range(pt)] if not masks_native() else None  # extensions, no vpmulld; interleaved)
                 with cgutils.for_range(builder, ntap_) as loop:
                     t = loop.index
                     to = builder.load(_gep(builder, ptoff, t, _i64))
@@ -309,7 +231,7 @@ def _make_int_tile(pt: int, kind: str):
                 vo = ir.VectorType(ot, VL)
                 store = cgutils.get_or_insert_function(
                     builder.module, ir.FunctionType(ir.VoidType(), [vo, ir.PointerType(vo), _i32, _v16b]),
-                    f"llvm.masked.store.{_vec_name(vo)}.p0")
+                    f"llvm.masked.store.{vec_name(vo)}.p0")
                 def up_stage():
                     params = requantize_params(builder, _data_ptr(context, builder, sig.args[19], prm_), c0_)
                     lo32 = _splat(builder, builder.trunc(qmin_, _i32), _v16i)
@@ -352,8 +274,8 @@ def _make_int_tile(pt: int, kind: str):
                 else:
                     int64_stage(kind)
 
-            # a last block (c0 + nch >= 16: channels of the same pixel before it) loads its tap bytes by _tail_load
-            _emit_split(builder, nch_, emit, builder.icmp_signed(">=", builder.add(c0_, nch_), _i(VL)))
+            # a last block (c0 + nch >= 16: channels of the same pixel before it) loads its tap bytes by tail_load
+            emit_split(builder, nch_, emit, builder.icmp_signed(">=", builder.add(c0_, nch_), _i(VL)))
             return context.get_dummy_value()
 
         return sig, codegen
