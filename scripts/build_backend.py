@@ -9,8 +9,10 @@ wheel loads those kernels read-only on a CPU of the same level instead of compil
 first invoke of small_cnn_f32 in well under a second instead of several); on any other CPU, Python, Numba or
 lite-numba version the precompiled code is not used and kernels compile as without it.
 
-LITE_NUMBA_PRECOMPILE chooses the levels (comma-separated, as `warmup --levels`; default `host`, the building
-CPU's own ladder; `host,avx2` adds the x86-64-v3 level every AVX2 machine can load); `0` or an empty value builds
+LITE_NUMBA_PRECOMPILE chooses the levels (comma-separated, as `warmup --levels`; default `auto`: the building
+CPU's own ladder (`host`) and, where that is more than AVX2, the x86-64-v3 level every AVX2 machine loads, so a wheel
+built on an AVX-512 machine also starts an AVX2-only one without compiling; `host`: the first only; more levels,
+e.g. `auto,avx512`, as the build CPU has them); `0` or an empty value builds
 a plain wheel (what the source tree's editable installs always are: `pip install -e .` never precompiles). The
 warm-up needs lite-numba's run-time dependencies in the build environment, so get_requires_for_build_wheel asks for
 them when it precompiles. A failed warm-up leaves the wheel plain and says so: the package works without it.
@@ -35,7 +37,7 @@ RUNTIME_REQUIRES = ["numba>=0.60", "numpy>=1.24", "flatbuffers>=24.3", "tflite>=
 
 
 def precompile_levels() -> list[str]:
-    value = os.environ.get("LITE_NUMBA_PRECOMPILE", "host").strip()
+    value = os.environ.get("LITE_NUMBA_PRECOMPILE", "auto").strip()
     return [] if value in ("", "0") else [v.strip() for v in value.split(",") if v.strip()]
 
 

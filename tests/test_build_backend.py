@@ -87,7 +87,7 @@ def test_a_failed_warmup_leaves_the_wheel_as_it_was(backend, tmp_path, monkeypat
 def test_precompile_levels_and_build_requirements(backend, monkeypatch):
     monkeypatch.setattr(backend._setuptools, "get_requires_for_build_wheel", lambda cs=None: [])
     monkeypatch.delenv("LITE_NUMBA_PRECOMPILE", raising=False)
-    assert backend.precompile_levels() == ["host"]
+    assert backend.precompile_levels() == ["auto"]
     assert any(r.startswith("numba") for r in backend.get_requires_for_build_wheel())
     monkeypatch.setenv("LITE_NUMBA_PRECOMPILE", "host, avx2")
     assert backend.precompile_levels() == ["host", "avx2"]

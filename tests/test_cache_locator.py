@@ -135,6 +135,28 @@ def test_spec_target_names_the_levels_and_refuses_missing_features():
     with pytest.raises(ValueError, match="which this CPU lacks"):
         spec_target("amx", {**host, "amx-int8": False})
 
+def test_auto_levels_add_the_avx2_level_once():
+    """`--levels auto` (the wheel's default) is this CPU's own level plus x86-64-v3; on an AVX2-only CPU the two are
+    one target, compiled once; a repeated level is compiled once; a CPU without AVX2 is refused by name."""
+    import llvmlite.binding as ll
+
+    from lite_numba.jit.numba_cache import LADDER, level_target, spec_target
+    from lite_numba.tools.warmup import level_targets
+
+    host = {k: bool(v) for k, v in ll.get_host_cpu_features().items()}
+    if level_target(host) is None:
+        pytest.skip("this CPU lacks x86-64-v3")
+    v3 = spec_target("x86-64-v3", host)
+    big = {**host, "avx512f": True, "avx512bw": True, "avx512cd": True, "avx512dq": True, "avx512vl": True}
+    assert [(s, t[0]) for s, t in level_targets(["auto"], big)] == [("host", level_target(big)[0]),
+                                                                   ("x86-64-v3", "avx2")]
+    assert level_targets(["auto"], big)[1][1] == spec_target("x86-64-v3", big)
+    avx2_only = {**host, **{f: False for f in LADDER}}
+    assert level_targets(["auto"], avx2_only) == [("host", spec_target("x86-64-v3", avx2_only))]
+    assert len(level_targets(["x86-64-v3", "avx2", "auto"], host)) == (1 if spec_target("host", host) == v3 else 2)
+    with pytest.raises(ValueError, match="which this CPU lacks"):
+        level_targets(["auto"], {**host, "avx2": False})
+
 
 def _warmup_into(target: Path, model: Path, levels: str, env: dict, cwd) -> str:
     cmd = [sys.executable, "-c", "import sys; from lite_numba.tools.cli import main; sys.exit(main())", "warmup",

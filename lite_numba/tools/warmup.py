@@ -22,10 +22,11 @@ image or to another virtual environment of the same lite-numba, Numba and Python
 `--into DIR` writes a precompiled directory instead (DIR/HASH/, with a manifest.json): one process per level of
 `--levels` (default `host`, this CPU's own) compiles and runs the models with that level's codegen target and kernel
 path (numba_cache.spec_target: `avx2` = `x86-64-v3`, `avxvnni`, `avx512` = `x86-64-v4`, `avx512vnni`, `amx`, each
-with optional `+feature`s such as `avx512vnni+avxvnni`; only levels this CPU has, so that the code is run and
-checked here). A later installation reads such a directory, read-only, after its own cache: named in
-LITE_NUMBA_PRECOMPILED_DIR, or as the package's `lite_numba/_precompiled/` (a wheel built after
-`lite-numba warmup --all --into lite_numba/_precompiled` ships it). Its code is used only on a CPU whose key is the
+with optional `+feature`s such as `avx512vnni+avxvnni`; `auto` = `host` and, on a CPU with more than AVX2,
+`x86-64-v3` too; only levels this CPU has, so that the code is run and checked here). A later installation
+reads such a directory, read-only, after its own cache: named in LITE_NUMBA_PRECOMPILED_DIR, or as the package's
+`lite_numba/_precompiled/` (a wheel built after `lite-numba warmup --all --into lite_numba/_precompiled` ships it,
+and every wheel `pip wheel .` builds: scripts/build_backend.py). Its code is used only on a CPU whose key is the
 level's and which has every feature the key turns on; anything else compiles as without it.
 """
 
@@ -178,13 +179,35 @@ def _bundled_models() -> list[str]:
     return sorted(str(p) for p in (Path(__file__).parents[1] / "examples").glob("*.tflite"))
 
 
+def level_targets(specs: list[str], host: dict[str, bool]) -> list[tuple[str, tuple[str, str, str]]]:
+    """The (spec, numba_cache.spec_target) of each level spec for a CPU with the features `host`, `auto` read as
+    `host` plus, on a CPU with every x86-64-v3 feature, `x86-64-v3` (the level every AVX2 CPU loads); a spec whose
+    target (kernel path, CPU name, features) an earlier one already has is left out (`host` on an AVX2-only CPU is
+    `x86-64-v3`). A ValueError names a level this CPU lacks."""
+    wanted: list[str] = []
+    for spec in specs:
+        if spec.strip().lower() == "auto":
+            wanted.append("host")
+            if all(host.get(f, False) for f in numba_cache.X86_64_V3):
+                wanted.append("x86-64-v3")
+        else:
+            wanted.append(spec.strip())
+    out, seen = [], set()
+    for spec in wanted:
+        target = numba_cache.spec_target(spec, host)
+        if target not in seen:
+            seen.add(target)
+            out.append((spec, target))
+    return out
+
+
 def warm_into(target: str, levels: list[str], args: list[str], out=sys.stdout) -> int:
     """`--into`: fill the precompiled directory `target`/HASH for each level spec of `levels`, one child process
     each (this command's `args` without --into / --levels); returns the number of failed levels."""
     import llvmlite.binding as ll  # lazy: only for --into (the host's features; Numba's compiler is not imported)
 
     host = {k: bool(v) for k, v in ll.get_host_cpu_features().items()}
-    targets = [(spec, numba_cache.spec_target(spec, host)) for spec in levels]  # ValueError: a level not here
+    targets = level_targets(levels, host)  # ValueError: a level not here
     key = numba_cache.cache_key(__version__)
     final = Path(target) / key
     manifest = {"lite_numba": __version__, "numba": numba_cache.numba_version(), "key": key,
@@ -240,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(read-only, see LITE_NUMBA_PRECOMPILED_DIR) instead of this machine's cache")
     ap.add_argument("--levels", default="host", help="with --into: the ISA levels to compile for, comma-separated: "
                     "host, avx2 (= x86-64-v3), avxvnni, avx512 (= x86-64-v4), avx512vnni, amx, each with optional "
-                    "+feature (e.g. avx512vnni+avxvnni); only levels this CPU has (default: host)")
+                    "+feature (e.g. avx512vnni+avxvnni), or auto (host, and x86-64-v3 on a CPU that has more); "
+                    "only levels this CPU has (default: host)")
     a = ap.parse_args(argv)
     if not a.models and not a.all:
         ap.error("give MODEL files or --all")
