@@ -1,7 +1,8 @@
 """The activation side of the int8 GEMM / convolution kernels (simd_int8, simd_int8_narrow): rows of the im2col
 matrix packed into the block buffer with their bytes flipped to uint8 (pack_rows), the padded, flipped copy of the
 input that the in-place K x K convolution reads (pad_flipped), and the per-row terms of uint8 weights (the byte sums
-of a row or window, row_term)."""
+of a row or window, row_term). The buffers are uint8, or uint16 for the vpmaddwd tiles (the flipped bytes
+zero-extended, so the tiles broadcast depth pairs as they lie: simd_int8_narrow); offsets count elements."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from numba.extending import intrinsic
 
 @intrinsic
 def _copy16(typingctx, dst, d, src, s, flip):
-    """dst[d:d + 16] = src[s:s + 16] ^ flip (bytes of uint8/int8 arrays, one unaligned 16-byte vector; plain IR that
-    any target lowers)."""
+    """dst[d:d + 16] = src[s:s + 16] ^ flip (src bytes of a uint8/int8 array, one unaligned 16-byte vector; dst
+    elements of a uint8 array, or of a uint16 one, which receives the bytes zero-extended: plain IR that any target
+    lowers)."""
     sig = types.void(dst, types.intp, src, types.intp, types.uint8)
 
     def codegen(context, builder, sig, args):
@@ -27,7 +29,9 @@ def _copy16(typingctx, dst, d, src, s, flip):
         pd = byte_ptr(builder, _data_ptr(context, builder, sig.args[0], dst_), d_)
         ps = byte_ptr(builder, _data_ptr(context, builder, sig.args[2], src_), s_)
         v = builder.xor(load(builder, ps, v16i8), _splat(builder, flip_, v16i8))
-        builder.store(v, builder.bitcast(pd, v16i8.as_pointer()), align=1)
+        if sig.args[0].dtype.bitwidth == 16:
+            v = builder.zext(v, ir.VectorType(ir.IntType(16), 16))
+        builder.store(v, builder.bitcast(pd, v.type.as_pointer()), align=1)
         return context.get_dummy_value()
 
     return sig, codegen

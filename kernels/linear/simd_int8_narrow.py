@@ -15,10 +15,14 @@ differ, so every output byte is the one the AVX-512 VNNI path and the official r
   selected as AVX-VNNI on CPUs without AVX-512). When the target lacks both, the intrinsic's generic twin computes
   the same sums (widening multiplies and adds in generic vector IR).
 - AVX2 (levels "avx2" and "avx512" without VNNI): per 4-byte group, the channels' bytes of depths (4g, 4g+1) then
-  those of (4g+2, 4g+3) (pack_weights_pairs), sign-extended to int16 on load; the group's 4 activation bytes are
-  broadcast and zero-extended to int16 pairs by a byte shuffle, and `vpmaddwd` multiplies the pairs and adds each
-  pair into an int32 lane: exact, as every product of an unsigned byte and a signed one fits 16 bits and a pair sum
-  fits 32 (unlike `vpmaddubsw`, whose int16 pair sums saturate). Generic twin for other targets.
+  those of (4g+2, 4g+3) (pack_weights_pairs), sign-extended to int16 on load; the activations are packed (im2col
+  block, or the padded copy the K x K windows are read from) as uint16, the flipped bytes zero-extended, so each
+  depth pair is one 32-bit broadcast as it lies, and `vpmaddwd` multiplies the pairs and adds each pair into an
+  int32 lane: exact, as every product of an unsigned byte and a signed one fits 16 bits and a pair sum fits 32
+  (unlike `vpmaddubsw`, whose int16 pair sums saturate). Generic twin for other targets. (The tiles also take byte
+  activations, zero-extending each broadcast group by two byte shuffles: the form before the twenty-fourth
+  session, whose shuffles shared the vector ports with the multiplies; uint16 blocks took MobileNetV2 1.0/224
+  int8's 1x1 layers from 1.14x to 0.84x XNNPACK's time on the AVX2 stand-in.)
 - The output stage is simd_int8's (requantize_params / requantize_vector on 16 lanes, LLVM splits them into
   ymm halves), so it is bit-exact with the VNNI path by construction.
 
@@ -105,9 +109,9 @@ _PAIR23 = ir.Constant(ir.VectorType(_i32, 32), [2, 32, 3, 32] * 8)
 def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg, nrun, rstride, nrun2, rstride2, pb,
                       b_off, gs, a16: bool = False):
     """The loops of an [mr, 8 * nv] tile (the contract of _make_tile's tile, from i8 pointers pa and pb; vnni: the
-    vpdpbusd layout, else the int16 pairs): returns the mr x nv allocas of its <8 x i32> accumulators. a16 (pairs
-    only): pa points to 16-bit activations (the bytes zero-extended; offsets count them), whose pairs are broadcast
-    as they lie instead of being shuffled out of a byte group."""
+    vpdpbusd layout, else the int16 pairs): returns the mr x nv allocas of its <8 x i32> accumulators. a16: pa
+    points to 16-bit activations (the bytes zero-extended; offsets count them), whose pairs the pairs scheme
+    broadcasts as they lie instead of shuffling them out of a byte group (the vpdpbusd scheme narrows them back)."""
     zero32 = ir.Constant(_V32B, None)
     half = builder.ashr(gs, _const(1))  # bytes from a group's first depth pair to its second
     # a 1-row tile has only nv chains of dependent sums (vpdpbusd's latency is ~5 cycles): NSETS accumulator sets
@@ -126,7 +130,12 @@ def narrow_accumulate(builder, mr: int, nv: int, vnni: bool, pa, a_off, lda, kg,
                 builder.mul(half, _const(h)), _const(16 * v))), _V16B), _V16S) for v in range(nv)]
                 for h in range(2)]
         for r in range(mr):
-            av = _splat(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32), _V8I)
+            if vnni and a16:  # (the schedules give 16-bit activations to the pairs tiles only; exact anyway)
+                four = builder.trunc(load(builder, byte_ptr(builder, arow[r], aoff), ir.VectorType(_i16, 4)),
+                                     ir.VectorType(_i8, 4))
+                av = _splat(builder, builder.bitcast(four, _i32), _V8I)
+            else:
+                av = _splat(builder, load(builder, byte_ptr(builder, arow[r], aoff), _i32), _V8I)
             if vnni:
                 for v in range(nv):
                     builder.store(dpbusd(builder, builder.load(accs[r][v]), av, bv[v]), accs[r][v])
@@ -189,8 +198,9 @@ def _make_tile(mr: int, nv: int, vnni: bool):
             pb = _data_ptr(context, builder, sig.args[8], b_)
             pp = _data_ptr(context, builder, sig.args[11], prm_)
             po = _data_ptr(context, builder, sig.args[13], out_)
+            a16 = sig.args[0].dtype.bitwidth == 16  # activations zero-extended to 16 bits (module doc)
             accs = narrow_accumulate(builder, mr, nv, vnni, pa, a_off_, lda_, kg_, nrun_, rstride_, nrun2_, rstride2_,
-                                     pb, b_off_, gs_)
+                                     pb, b_off_, gs_, a16)
             with builder.if_then(builder.icmp_signed("!=", rs_on_, _const(0))):  # per-row terms prm[rs_off + r]
                 for r in range(mr):
                     t = _splat(builder, builder.load(builder.gep(pp, [builder.add(rs_off_, _const(r))],
@@ -311,6 +321,7 @@ def schedule_narrow(ctx, x, w: np.ndarray, offs: np.ndarray, bias, out, geo: np.
     a padded copy of the input, + [1]). The vpdpbusd scheme when the path in force has AVX-VNNI, else vpmaddwd."""
     vnni = 1 if isa.has("avxvnni") else 0
     pack = pack_weights_vnni if vnni else pack_weights_pairs
+    adt = np.uint8 if vnni else np.uint16  # the pairs tiles read the activations zero-extended (module doc)
     geo = np.array(list(geo) + [vnni], np.int64)
     N, OH, OW, CO = out.shape
     sh, sw, dh, dw, _, _, KH, KW = (int(v) for v in geo[:8])
@@ -325,10 +336,9 @@ def schedule_narrow(ctx, x, w: np.ndarray, offs: np.ndarray, bias, out, geo: np.
         HP = (OH - 1) * sh + (KH - 1) * dh + 1
         WP = (OW - 1) * sw + (KW - 1) * dw + 1
         CI = x.shape[3]
-        xpad = ctx.temp((1, N * HP * WP * CI + MR * sw * CI + 64), np.uint8)  # 2-D: abuf's type, one kernel
+        xpad = ctx.temp((1, N * HP * WP * CI + MR * sw * CI + 64), adt)  # 2-D: abuf's type, one kernel
         runs = KH if dw == 1 else KH * KW
         ctx.call(qconv_narrow, x, ctx.const(pack(pad_runs(w, runs))), ctx.const(offs), bias, out, np.append(geo, 1),
                  *args, xpad, prm)
         return
-    ctx.call(qconv_narrow, x, ctx.const(pack(w)), ctx.const(offs), bias, out, geo, *args, ctx.temp((MB, Kp), np.uint8),
-             prm)
+    ctx.call(qconv_narrow, x, ctx.const(pack(w)), ctx.const(offs), bias, out, geo, *args, ctx.temp((MB, Kp), adt), prm)
