@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lite_numba.kernels.elementwise import fused
+from lite_numba.kernels.base import threads
 
 from lite_numba.builder import ModelBuilder
 from lite_numba.testing import assert_close, require_official, run_interpreter, run_official
@@ -108,7 +108,7 @@ def test_fused_matches_unfused_and_official(case):
 @pytest.mark.parametrize("case", [c for c in CASES if np.prod(c[0]) >= 2 * 8 * 8 * 28], ids=_ids)
 def test_two_threads_give_the_one_thread_bytes(case, monkeypatch):
     shape, op, act, pad, side, pad_op, fill, fused_act = case
-    monkeypatch.setattr(fused, "MIN_PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(threads, "MIN_ELEMENTS", 0)
     data, shapes = _model(shape, op, act, pad, side, pad_op, fill, fused_act)
     xs = _inputs(shapes, seed=2, special=True)
     (one,), _ = run_interpreter(data, xs, num_threads=1)

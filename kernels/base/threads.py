@@ -45,6 +45,9 @@ TEAM_LIMIT_SYMBOL = register_team_limit()
 # (one thread 388-397), int8 256 -> 207 (251-255); a tenth: 257 and 214; small_cnn, face_detection_front and
 # MobileNetV2 1.0/224 int8 unchanged.
 MIN_MACS = 100_000
+# elementwise kernels (elements): below this the workers are not started (a 64 x 64 x 24 ADD + RELU is ~6 us on one
+# Zen 4 core; FUSED_ELEMENTWISE, the binary ops' parallel drivers in elementwise/arithmetic.py)
+MIN_ELEMENTS = 32_768
 MIN_Q8_MACS = 300_000
 MIN_DW_MACS = 100_000
 

@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+from lite_numba.kernels.base import threads
 from lite_numba.kernels.base.activation import F32_MAX, float_activation_range, int_activation_range
 from lite_numba.kernels.base.shapes import (
     MAX_BROADCAST_RANK,
@@ -27,6 +28,7 @@ from lite_numba.kernels.base.shapes import (
     two_inputs_of_one_type,
 )
 from lite_numba.kernels.base.strided import box_walk, next_row
+from lite_numba.kernels.base.threads import PARALLEL, bands, call_at, run_chunks, serial_address, threads_for
 from lite_numba.kernels.base.vecmath import wide_vectors
 from numba import njit
 from numba.extending import register_jitable
@@ -176,16 +178,78 @@ def check_broadcast_rank(ctx: PrepareContext, *shapes) -> None:
               f"broadcasting is supported up to rank {MAX_BROADCAST_RANK}, got rank {worst}")
 
 
+# --- num_threads > 1: parts of the output on the workers (kernels/base/threads.py), each by the serial loop ----------
+
+
+@njit(cache=True, inline="always")
+def _same_chunk(args, wk, j):
+    addr, x, y, out, lim, ch = args
+    a, b = ch[2 * j], ch[2 * j + 1]
+    call_at(addr, (x[a:b], y[a:b], out[a:b], lim))
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
+def same_par(addr, x, y, out, lim, ch, cnt, T):
+    """The same-shape loop at `addr` over the element ranges ch = [a, b] * n, taken in turn by T workers."""
+    run_chunks(T, cnt, ch.size // 2, _same_chunk, (addr, x, y, out, lim, ch))
+
+
+@njit(cache=True, inline="always")
+def _bcast_chunk(args, wk, j):
+    addr, x, y, out, xs, ys, shps, offs, lim = args
+    call_at(addr, (x[offs[4 * j]:], y[offs[4 * j + 1]:], out[offs[4 * j + 2]:offs[4 * j + 3]], xs, ys, shps[j], lim))
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
+def bcast_par(addr, x, y, out, xs, ys, shps, offs, lim, cnt, T):
+    """The broadcast loop at `addr` over parts of the output's first dimension of more than one index: part j
+    has the loop shape shps[j] and starts at offs[4j], offs[4j + 1] in x, y and spans [offs[4j + 2], offs[4j + 3])
+    of out."""
+    run_chunks(T, cnt, shps.shape[0], _bcast_chunk, (addr, x, y, out, xs, ys, shps, offs, lim))
+
+
+def _parts(ctx: PrepareContext, n: int, length: int, align: int) -> list[tuple[int, int]]:
+    """Bands of range(length) for the workers (none: run the serial loop) for an output of n elements."""
+    t = threads_for(ctx, n, threads.MIN_ELEMENTS)
+    ch = bands(length, threads.CHUNKS_PER_THREAD * t, align) if t > 1 else []
+    return ch if len(ch) >= 2 else []
+
+
+def _schedule_bcast(ctx: PrepareContext, bcast, xf, yf, of, xs, ys, shp, lim, n: int) -> None:
+    """bcast over the whole output, or (num_threads > 1, enough elements) bcast_par over parts of the loop's
+    first dimension with more than one index (every dimension before it is 1)."""
+    d = next((i for i in range(shp.size) if shp[i] > 1), shp.size - 1)
+    inner = int(np.prod(shp[d + 1:], dtype=np.int64))
+    ch = _parts(ctx, n, int(shp[d]), max(1, 64 // max(inner, 1)))
+    if not ch:
+        return ctx.call(bcast, xf, yf, of, xs, ys, shp, lim)
+    shps = np.repeat(shp[None, :], len(ch), axis=0)
+    offs = np.zeros((len(ch), 4), np.int64)
+    for j, (a, b) in enumerate(ch):
+        shps[j, d] = b - a
+        offs[j] = (a * xs[d], a * ys[d], a * inner, b * inner)
+    addr = serial_address(bcast, [xf, yf, of, xs, ys, shp, lim])
+    ctx.call(bcast_par, addr, xf, yf, of, xs, ys, shps, offs.reshape(-1), lim, ctx.temp((1,), np.int64),
+             threads_for(ctx, n, threads.MIN_ELEMENTS))
+
+
 def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.ndarray, word=None) -> None:
     """Pick the loop for the shapes and schedule it (flattened views; broadcast strides precomputed). With `word`,
-    the tensors are read as that dtype (their bytes as unsigned words of their element size)."""
+    the tensors are read as that dtype (their bytes as unsigned words of their element size). With num_threads > 1
+    and enough elements, the same-shape and broadcast loops run in parts on the workers (each part by the serial
+    loop: the same bytes)."""
     same, scalar_y, scalar_x, bcast = kernels
     n = int(np.prod(out_shape, dtype=np.int64))
     if n == 0:
         return
     xf, yf, of = ctx.view(x, (x.size,), word), ctx.view(y, (y.size,), word), ctx.view(out, (n,), word)
     if x.shape == y.shape:
-        ctx.call(same, xf, yf, of, lim)
+        ch = _parts(ctx, n, n, 64)
+        if not ch:
+            return ctx.call(same, xf, yf, of, lim)
+        addr = serial_address(same, [xf, yf, of, lim])
+        ctx.call(same_par, addr, xf, yf, of, lim, np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64),
+                 threads_for(ctx, n, threads.MIN_ELEMENTS))
     elif y.size == 1 and x.size == n:
         ctx.call(scalar_y, xf, yf, of, lim)
     elif x.size == 1 and y.size == n:
@@ -198,7 +262,7 @@ def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.
             shp, xs, ys, xc, yc = wide
             xf = ctx.const(xc.view(word or xc.dtype)) if xc is not None else xf
             yf = ctx.const(yc.view(word or yc.dtype)) if yc is not None else yf
-        ctx.call(bcast, xf, yf, of, xs, ys, shp, lim)
+        _schedule_bcast(ctx, bcast, xf, yf, of, xs, ys, shp, lim, n)
 
 
 # LLVM vectorizes the inner loops 8 lanes x 4 at a time, so rows shorter than 32 run scalar, and every row costs

@@ -16,6 +16,7 @@ serial kernel, which the driver calls by address (threads.call_at).
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base import threads
 from lite_numba.kernels.base.activation import F32_MAX, float_activation_range
 from lite_numba.kernels.base.threads import (
     CHUNKS_PER_THREAD,
@@ -33,9 +34,6 @@ from lite_numba.kernels.elementwise.unary import NO_PARAMS
 from numba import njit
 
 from lite_numba.ops import PrepareContext, kernel
-
-# elements below which the workers are not started (a 64 x 64 x 24 ADD + RELU is ~6 us on one Zen 4 core)
-MIN_PARALLEL_ELEMENTS = 32_768
 
 
 @scalar
@@ -134,7 +132,7 @@ def FUSED_ELEMENTWISE(ctx: PrepareContext) -> None:
     rows = fused_kernel(ctx.options["op"], ctx.options.get("activation", ""))
     args = [ctx.view(x, (x.size,)), ctx.view(y, (y.size,)), ctx.view(out, (out.size,))]
     rest = [C, side, before, C - before - after, float(ctx.options.get("fill", 0.0)), lim, NO_PARAMS]
-    t = threads_for(ctx, out.size, MIN_PARALLEL_ELEMENTS)
+    t = threads_for(ctx, out.size, threads.MIN_ELEMENTS)
     ch = bands(R, CHUNKS_PER_THREAD * t) if t > 1 else []
     if len(ch) < 2:
         return ctx.call(rows, *args, 0, R, *rest)
@@ -142,4 +140,4 @@ def FUSED_ELEMENTWISE(ctx: PrepareContext) -> None:
     ctx.call(fused_rows_par, addr, *args, *rest, np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
 
 
-__all__ = ["FUSED_ELEMENTWISE", "fused_kernel", "fused_rows_par", "MIN_PARALLEL_ELEMENTS"]
+__all__ = ["FUSED_ELEMENTWISE", "fused_kernel", "fused_rows_par"]
