@@ -205,6 +205,7 @@ def test_any_split_is_identical(monkeypatch, isa_level, kind, g):
     monkeypatch.setattr(threads, "MIN_MACS", 0)
     monkeypatch.setattr(threads, "MIN_Q8_MACS", 0)
     monkeypatch.setattr(threads, "MIN_DW_MACS", 0)
+    monkeypatch.setattr(threads, "MIN_ELEMENTS", 0)  # (the float convolutions' padded copy too: pad_nhwc_par)
     make = {"conv_f32": _conv_f32, "conv_int8": _conv_int8, "dw_f32": _dw_f32, "dw_int8": _dw_q,
             "conv_hybrid": _conv_hybrid}[kind]
     check_threads(*make(g), isa_level, None)

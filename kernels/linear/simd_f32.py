@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
-from lite_numba.kernels.base import isa
+from lite_numba.kernels.base import isa, threads
 from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.copy import TILE, transpose_tile
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
@@ -379,30 +379,50 @@ def pack_panels(src, off, K, N, sk, sn, bp):
                     row[j] = 0.0
 
 
-@njit(cache=True, nogil=True)
-def pad_nhwc(x, xp, N, H, W, C, Hp, Wp, top, left):
-    """xp [N, Hp, Wp, C] <- x [N, H, W, C] placed at (top, left), zeros around (both flat). Only the border is
-    zeroed (the interior is written once, by the copy: half the stores of zeroing everything first)."""
+@njit(cache=True, inline="always")
+def _pad_rows(x, xp, n, r0, r1, H, W, C, Hp, Wp, top, left):
+    """Rows [r0, r1) of padded image n: xp [N, Hp, Wp, C] <- x [N, H, W, C] placed at (top, left), zeros around
+    (both flat). Only the border is zeroed (the interior is written once, by the copy)."""
     row = W * C
     prow = Wp * C
     lead = left * C
     trail = prow - lead - row
+    img = xp[n * Hp * prow:(n + 1) * Hp * prow]
+    for hp in range(r0, r1):
+        d = img[hp * prow:(hp + 1) * prow]
+        h = hp - top
+        if h < 0 or h >= H:
+            for i in range(prow):
+                d[i] = 0.0
+            continue
+        s = x[(n * H + h) * row:(n * H + h + 1) * row]
+        for j in range(lead):
+            d[j] = 0.0
+        inner = d[lead:lead + row]
+        for j in range(row):
+            inner[j] = s[j]
+        for j in range(lead + row, lead + row + trail):
+            d[j] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def pad_nhwc(x, xp, N, H, W, C, Hp, Wp, top, left):
+    """xp [N, Hp, Wp, C] <- x [N, H, W, C] placed at (top, left), zeros around (both flat)."""
     for n in range(N):
-        img = xp[n * Hp * prow:(n + 1) * Hp * prow]
-        for i in range(top * prow):
-            img[i] = 0.0
-        for i in range((top + H) * prow, Hp * prow):
-            img[i] = 0.0
-        for h in range(H):
-            d = img[(h + top) * prow:(h + top + 1) * prow]
-            s = x[(n * H + h) * row:(n * H + h + 1) * row]
-            for j in range(lead):
-                d[j] = 0.0
-            inner = d[lead:lead + row]
-            for j in range(row):
-                inner[j] = s[j]
-            for j in range(lead + row, lead + row + trail):
-                d[j] = 0.0
+        _pad_rows(x, xp, n, 0, Hp, H, W, C, Hp, Wp, top, left)
+
+
+@njit(cache=True, inline="always")
+def _pad_chunk(args, wk, j):
+    x, xp, H, W, C, Hp, Wp, top, left, ch = args
+    _pad_rows(x, xp, ch[3 * j], ch[3 * j + 1], ch[3 * j + 2], H, W, C, Hp, Wp, top, left)
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
+def pad_nhwc_par(x, xp, H, W, C, Hp, Wp, top, left, ch, cnt, T):
+    """pad_nhwc over the chunks ch = [image, first padded row, end row] * n, taken in turn by T workers (a large
+    input's copy is otherwise a serial step before the parallel convolution: MediaPipe's 192 x 192 x 3 stems)."""
+    run_chunks(T, cnt, ch.size // 3, _pad_chunk, (x, xp, H, W, C, Hp, Wp, top, left, ch))
 
 
 # --- prepare-time helpers (numpy) -----------------------------------------------------------------------------------
@@ -486,7 +506,13 @@ def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None,
     xin = ctx.view(x, (x.size,))
     if (Hp, Wp) != (H, W):
         xp = ctx.temp((N * Hp * Wp * CI,), np.float32)
-        ctx.call(pad_nhwc, xin, xp, N, H, W, CI, Hp, Wp, pt, pl)
+        t = threads_for(ctx, N * Hp * Wp * CI, threads.MIN_ELEMENTS)
+        ch = [(n, r0, r1) for n in range(N) for r0, r1 in bands(Hp, -(-CHUNKS_PER_THREAD * t // N))] if t > 1 else []
+        if len(ch) >= 2:
+            ctx.call(pad_nhwc_par, xin, xp, H, W, CI, Hp, Wp, pt, pl, np.array(ch, np.int64).reshape(-1),
+                     ctx.temp((1,), np.int64), t)
+        else:
+            ctx.call(pad_nhwc, xin, xp, N, H, W, CI, Hp, Wp, pt, pl)
         xin = xp
     rows, segs, seglen = conv_tables(N, OH, OW, CI, KH, KW, Hp, Wp, sh, sw, dh, dw)
     K = KH * KW * CI
@@ -635,4 +661,4 @@ ZMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)
 
 
 __all__ = ["GemmDrivers", "ZMM", "gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "pack_panels",
-           "pad_nhwc", "pack_weights", "pad_bias", "conv_tables", "panel_count", "MR", "NR"]
+           "pad_nhwc", "pad_nhwc_par", "pack_weights", "pad_bias", "conv_tables", "panel_count", "MR", "NR"]
