@@ -1,8 +1,8 @@
-"""Binary elementwise ops with num_threads > 1 (kernels/elementwise/arithmetic.py same_par / bcast_par): the output
-is split into parts, each computed by the serial loop on the workers, so the bytes are the one-thread bytes for
-every shape class the drivers split (same shapes; a broadcast split along its first dimension of more than one
-index, a row broadcast over a matrix included), every dtype, and ops without the clamp (comparisons); the official
-runtime agrees."""
+"""Elementwise ops with num_threads > 1 (kernels/elementwise/arithmetic.py same_par / bcast_par, unary.py
+unary_par): the output is split into parts, each computed by the serial loop on the workers, so the bytes are the
+one-thread bytes for every shape class the drivers split (same shapes; a broadcast split along its first dimension
+of more than one index, a row broadcast over a matrix included), every dtype, ops without the clamp (comparisons)
+and unary ops; the official runtime agrees."""
 
 from __future__ import annotations
 
@@ -78,3 +78,23 @@ def test_small_outputs_stay_serial():
     assert not calls & {"same_par", "bcast_par"}, calls
     (one,), _ = run_interpreter(data, inputs, num_threads=1)
     assert one.tobytes() == two.tobytes()
+
+
+@pytest.mark.parametrize("op", ["RELU", "RELU6", "LOGISTIC", "TANH", "EXP", "NEG"])
+def test_unary_two_threads_give_the_one_thread_bytes(op, monkeypatch):
+    monkeypatch.setattr(threads, "MIN_ELEMENTS", 0)
+    mb = ModelBuilder()
+    shape = [1, 19, 23, 16]
+    a = mb.add_input("a", np.float32, shape)
+    out = mb.add_tensor("out", np.float32, shape)
+    mb.add_op(op, [a], [out])
+    mb.mark_output(out)
+    data = mb.build()
+    (x,) = _inputs(np.float32, [shape], seed=7)
+    (one,), _ = run_interpreter(data, [x], num_threads=1)
+    (two,), it = run_interpreter(data, [x], num_threads=2)
+    calls = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+    assert "unary_par" in calls, calls
+    assert one.tobytes() == two.tobytes()
+    (ref,) = run_official(data, [x])
+    assert_close(two, ref, family="transcendental" if op in ("LOGISTIC", "TANH", "EXP") else "elementwise")

@@ -1,11 +1,14 @@
 """Float and integer unary elementwise ops (EXP, LOG, SQRT, RSQRT, SQUARE, ABS, NEG, SIGN, SIN, COS, FLOOR, CEIL,
 ROUND): one flat loop per function, compiled from a @scalar definition; quantized inputs go to the op's quantized
-variant (arithmetic_quantized.py) through ctx.prepare_quantized().
+variant (arithmetic_quantized.py) through ctx.prepare_quantized(). With num_threads > 1 and enough elements the loop
+runs on element ranges on the workers (unary_par), each by the serial loop: the same bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base import threads
+from lite_numba.kernels.base.threads import PARALLEL, bands, call_at, run_chunks, serial_address, threads_for
 from lite_numba.kernels.base.vecmath import wide_vectors
 from lite_numba.kernels.elementwise.arithmetic import is_quantized, scalar, source_tag
 from numba import njit
@@ -31,6 +34,30 @@ def make_unary(f):
 NO_PARAMS = np.zeros(1, np.float32)
 
 
+@njit(cache=True, inline="always")
+def _unary_chunk(args, wk, j):
+    addr, x, out, p, ch = args
+    a, b = ch[2 * j], ch[2 * j + 1]
+    call_at(addr, (x[a:b], out[a:b], p))
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
+def unary_par(addr, x, out, p, ch, cnt, T):
+    """The flat loop at `addr` over the element ranges ch = [a, b] * n, taken in turn by T workers."""
+    run_chunks(T, cnt, ch.size // 2, _unary_chunk, (addr, x, out, p, ch))
+
+
+def schedule_unary(ctx: PrepareContext, loop, x, out, p: np.ndarray) -> None:
+    """loop(x, out, p) over flat views, or with num_threads > 1 and enough elements unary_par."""
+    xf, of = ctx.view(x, (x.size,)), ctx.view(out, (out.size,))
+    t = threads_for(ctx, out.size, threads.MIN_ELEMENTS)
+    ch = bands(out.size, threads.CHUNKS_PER_THREAD * t, 64) if t > 1 else []
+    if len(ch) < 2:
+        return ctx.call(loop, xf, of, p)
+    ctx.call(unary_par, serial_address(loop, [xf, of, p]), xf, of, p, np.array(ch, np.int64).reshape(-1),
+             ctx.temp((1,), np.int64), t)
+
+
 def unary_op(name: str, f, dtypes=(np.float32,), quantized: bool = True, params=None):
     """A unary elementwise op: the output has the input's shape and dtype.
 
@@ -50,7 +77,7 @@ def unary_op(name: str, f, dtypes=(np.float32,), quantized: bool = True, params=
         out = ctx.set_output(0, x.shape, x.dtype)
         p = NO_PARAMS if params is None else np.asarray(params(ctx), np.float32).reshape(-1)
         if x.size:
-            ctx.call(loop, ctx.view(x, (x.size,)), ctx.view(out, (out.size,)), p)
+            schedule_unary(ctx, loop, x, out, p)
 
     return kernel(name)(prepare)
 
