@@ -80,6 +80,33 @@ def test_resize_bilinear_special_cases(dtype, shape, size, mode):
     assert_same(resize_model("RESIZE_BILINEAR", dtype, shape, size, *mode), [random_data(rng, dtype, shape)])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+@pytest.mark.parametrize("shape,size,mode", [
+    ([1, 9, 7, 8], [18, 14], (False, False)),  # the float 2x halving kernel: bands of input rows
+    ([2, 5, 6, 3], [10, 12], (False, False)),
+    ([1, 6, 5, 16], [13, 11], (False, True)),  # the weighted kernel: bands of output rows
+    ([3, 4, 4, 5], [7, 9], (True, False)),
+])
+def test_resize_bilinear_two_threads(dtype, shape, size, mode, monkeypatch):
+    """num_threads = 2 with every output split (threads.MIN_ELEMENTS = 0): the official bytes, as one thread."""
+    from lite_numba.kernels.base import threads
+
+    monkeypatch.setattr(threads, "MIN_ELEMENTS", 0)
+    data = resize_model("RESIZE_BILINEAR", dtype, shape, size, *mode)
+    x = random_data(np.random.default_rng(11), dtype, shape)
+    it = Interpreter(model_content=data, num_threads=2)
+    it.allocate_tensors()
+    calls = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+    assert calls & {"bilinear_2x2_par", "bilinear_float_par"}, calls
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    ours = it.get_tensor(it.get_output_details()[0]["index"])
+    (r,) = run_official(data, [x])
+    assert np.array_equal(ours, r)
+    (one,) = run_ours(data, [x])
+    assert one.tobytes() == ours.tobytes()
+
+
 def test_resize_bilinear_integer_rounding_ties():
     # a 2x upsample puts outputs half way between odd-difference neighbours: exact .5 ties at 2^20, which the
     # optimized kernel rounds half away from zero (not half up)

@@ -11,11 +11,16 @@ Which arithmetic TFLite uses depends on the type:
 - int8, int16: integer-only interpolation with 10 fractional bits and a rounding division by 2^20.
 - nearest neighbour on 8-bit types without align_corners/half_pixel_centers: 16.16 fixed-point scales; otherwise
   float32 positions (rounded with align_corners, floored otherwise).
+
+With num_threads > 1 and enough output, the float kernels run on bands of rows of each image on the workers
+(bilinear_2x2_par, bilinear_float_par), each band by the serial kernel on views of its rows: the same bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from lite_numba.kernels.base import threads
+from lite_numba.kernels.base.threads import PARALLEL, bands, call_at, run_chunks, serial_address, threads_for
 from lite_numba.kernels.movement.space import unit_views
 from numba import njit
 
@@ -25,12 +30,13 @@ from lite_numba.ops import PrepareContext, kernel
 
 
 @njit(cache=True, nogil=True)
-def bilinear_2x2_f32(x, out):
-    """2x upsample by halving: x [B, H, W, C] -> out [B, 2H, 2W, C]."""
+def bilinear_2x2_f32(x, out, rows):
+    """2x upsample by halving: x [B, H, W, C] -> out [B, 2 rows, 2W, C], for the input rows below `rows` (H, or
+    fewer for a band whose view of x ends one row past it: that row is only read)."""
     B, H, W, C = x.shape
     two = np.float32(2.0)
     for b in range(B):
-        for y0 in range(H):
+        for y0 in range(rows):
             y1 = min(y0 + 1, H - 1)
             for x0 in range(W):
                 x1 = min(x0 + 1, W - 1)
@@ -69,6 +75,51 @@ def bilinear_float(x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding):
                     acc += np.float32(x[b, y1, x0, c]) * s2
                     acc += np.float32(x[b, y1, x1, c]) * s3
                     out[b, y, xx, c] = acc + rnd
+
+
+@njit(cache=True, inline="always")
+def _image_rows(a, n, r0, r1):
+    """Rows [r0, r1) of image n of the NHWC array a, as a C-contiguous [1, r1 - r0, W, C] view."""
+    _, H, W, C = a.shape
+    return a.reshape(a.size)[((n * H + r0) * W) * C:((n * H + r1) * W) * C].reshape((1, r1 - r0, W, C))
+
+
+@njit(cache=True, inline="always")
+def _2x_chunk(args, wk, j):
+    addr, x, out, ch = args
+    n, r0, r1 = ch[3 * j], ch[3 * j + 1], ch[3 * j + 2]
+    call_at(addr, (_image_rows(x, n, r0, min(r1 + 1, x.shape[1])), _image_rows(out, n, 2 * r0, 2 * r1), r1 - r0))
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
+def bilinear_2x2_par(addr, x, out, ch, cnt, T):
+    """bilinear_2x2_f32 (at `addr`) over the chunks ch = [image, first input row, end row] * n, taken in turn by T
+    workers (each reads one input row past its band, as the serial kernel does)."""
+    run_chunks(T, cnt, ch.size // 3, _2x_chunk, (addr, x, out, ch))
+
+
+@njit(cache=True, inline="always")
+def _float_chunk(args, wk, j):
+    addr, x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding, ch = args
+    n, r0, r1 = ch[3 * j], ch[3 * j + 1], ch[3 * j + 2]
+    call_at(addr, (_image_rows(x, n, 0, x.shape[1]), _image_rows(out, n, r0, r1), ylo[r0:r1], yhi[r0:r1],
+                   ay[r0:r1], dy[r0:r1], xlo, xhi, ax, dx, rounding))
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
+def bilinear_float_par(addr, x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding, ch, cnt, T):
+    """bilinear_float (at `addr`) over the chunks ch = [image, first output row, end row] * n, taken in turn by T
+    workers (each with its rows of the row tables)."""
+    run_chunks(T, cnt, ch.size // 3, _float_chunk, (addr, x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding, ch))
+
+
+def _row_chunks(ctx: PrepareContext, x, out, rows: int) -> list[tuple[int, int, int]]:
+    """(image, first row, end row) bands for the workers, or none (run the serial kernel) for too little output."""
+    B = x.shape[0]
+    t = threads_for(ctx, out.size, threads.MIN_ELEMENTS)
+    ch = [(n, r0, r1) for n in range(B) for r0, r1 in bands(rows, -(-threads.CHUNKS_PER_THREAD * t // B))] \
+        if t > 1 else []
+    return ch if len(ch) >= 2 else []
 
 
 @njit(cache=True, nogil=True)
@@ -207,13 +258,23 @@ def RESIZE_BILINEAR(ctx: PrepareContext) -> None:
         xlo, xhi, xpos = integer_positions(W, ow, align, half)
         ctx.call(bilinear_integer, x, out, ylo, yhi, ypos, xlo, xhi, xpos)
         return
+    par = threads_for(ctx, out.size, threads.MIN_ELEMENTS)
     if x.dtype == np.float32 and not align and not half and oh == 2 * H and ow == 2 * W:
-        ctx.call(bilinear_2x2_f32, x, out)
-        return
+        ch = _row_chunks(ctx, x, out, H)
+        if not ch:
+            return ctx.call(bilinear_2x2_f32, x, out, H)
+        addr = serial_address(bilinear_2x2_f32, [x, out, H])
+        return ctx.call(bilinear_2x2_par, addr, x, out, np.array(ch, np.int64).reshape(-1),
+                        ctx.temp((1,), np.int64), par)
     ylo, yhi, ay, dy = float_positions(H, oh, align, half)
     xlo, xhi, ax, dx = float_positions(W, ow, align, half)
-    rounding = 0.5 if x.dtype == np.uint8 else 0.0
-    ctx.call(bilinear_float, x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding)
+    tables = (ylo, yhi, ay, dy, xlo, xhi, ax, dx, 0.5 if x.dtype == np.uint8 else 0.0)
+    ch = _row_chunks(ctx, x, out, oh)
+    if not ch:
+        return ctx.call(bilinear_float, x, out, *tables)
+    addr = serial_address(bilinear_float, [x, out, *tables])
+    ctx.call(bilinear_float_par, addr, x, out, *tables, np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64),
+             par)
 
 
 @kernel("RESIZE_NEAREST_NEIGHBOR")
