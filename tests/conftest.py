@@ -39,6 +39,11 @@ settings.register_profile("long", max_examples=1000, derandomize=False, deadline
 settings.load_profile("ci")  # --hypothesis-profile=long replaces it (the plugin loads it before tests are imported)
 
 
+def kernel_names(it) -> set[str]:
+    """The names of the kernels an allocated interpreter's main graph scheduled."""
+    return {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+
+
 def scaled(n: int) -> int:
     """A test's example count under the profile in force: n in ``ci``, 10 n in ``long``."""
     return max(1, n * settings.default.max_examples // 100)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import kernel_names
 from lite_numba.kernels.base import threads
 
 from lite_numba.builder import ModelBuilder
@@ -113,7 +114,7 @@ def test_two_threads_give_the_one_thread_bytes(case, monkeypatch):
     xs = _inputs(shapes, seed=2, special=True)
     (one,), _ = run_interpreter(data, xs, num_threads=1)
     (two,), it = run_interpreter(data, xs, num_threads=2)
-    calls = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+    calls = kernel_names(it)
     assert "fused_rows_par" in calls
     assert one.tobytes() == two.tobytes()
 

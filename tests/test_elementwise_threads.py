@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import kernel_names
 from lite_numba.kernels.base import threads
 
 from lite_numba.builder import ModelBuilder
@@ -54,15 +55,20 @@ def _inputs(dtype, shapes, seed):
     return xs
 
 
+def _one_and_two(data, inputs):
+    """(the output with 1 thread, with 2 threads, the kernels the 2-thread interpreter scheduled)."""
+    (one,), _ = run_interpreter(data, inputs, num_threads=1)
+    (two,), it = run_interpreter(data, inputs, num_threads=2)
+    return one, two, kernel_names(it)
+
+
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_two_threads_give_the_one_thread_bytes(case, monkeypatch):
     op, dtype, xs, ys, act = case
     monkeypatch.setattr(threads, "MIN_ELEMENTS", 0)
     data = _model(op, dtype, xs, ys, act)
     inputs = _inputs(dtype, [xs, ys], seed=len(xs) + xs[-1])
-    (one,), _ = run_interpreter(data, inputs, num_threads=1)
-    (two,), it = run_interpreter(data, inputs, num_threads=2)
-    calls = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+    one, two, calls = _one_and_two(data, inputs)
     assert calls & {"same_par", "bcast_par"}, calls
     assert one.tobytes() == two.tobytes()
     (ref,) = run_official(data, inputs)
@@ -73,10 +79,8 @@ def test_small_outputs_stay_serial():
     """Below threads.MIN_ELEMENTS the serial loop runs even with num_threads = 2 (starting the workers costs more)."""
     data = _model("ADD", np.float32, [1, 8, 8, 16], [1, 8, 8, 16], "NONE")
     inputs = _inputs(np.float32, [[1, 8, 8, 16]] * 2, seed=5)
-    (two,), it = run_interpreter(data, inputs, num_threads=2)
-    calls = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+    one, two, calls = _one_and_two(data, inputs)
     assert not calls & {"same_par", "bcast_par"}, calls
-    (one,), _ = run_interpreter(data, inputs, num_threads=1)
     assert one.tobytes() == two.tobytes()
 
 
@@ -91,9 +95,7 @@ def test_unary_two_threads_give_the_one_thread_bytes(op, monkeypatch):
     mb.mark_output(out)
     data = mb.build()
     (x,) = _inputs(np.float32, [shape], seed=7)
-    (one,), _ = run_interpreter(data, [x], num_threads=1)
-    (two,), it = run_interpreter(data, [x], num_threads=2)
-    calls = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+    one, two, calls = _one_and_two(data, [x])
     assert "unary_par" in calls, calls
     assert one.tobytes() == two.tobytes()
     (ref,) = run_official(data, [x])

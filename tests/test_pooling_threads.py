@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import kernel_names
 from lite_numba.kernels.base import threads
 
 from lite_numba.builder import ModelBuilder
@@ -49,7 +50,7 @@ def test_row_bands_give_the_one_thread_bytes(case, monkeypatch):
          else (rng.standard_normal(shape) * 3).astype(dtype))
     (one,), _ = run_interpreter(data, [x], num_threads=1)
     (two,), it = run_interpreter(data, [x], num_threads=2)
-    calls = {getattr(c.fn, "__name__", "") for p in it.runtime.main.prepared if p is not None for c in p.calls}
+    calls = kernel_names(it)
     assert "pool_par" in calls, calls
     assert one.tobytes() == two.tobytes()
     (ref,) = run_official(data, [x])

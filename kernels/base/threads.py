@@ -230,6 +230,31 @@ def bands(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:
     return out
 
 
+def image_row_chunks(N: int, OH: int, t: int, align: int = 1) -> list[tuple[int, int, int, int]]:
+    """(n0, n1, y0, y1) chunks: ranges of whole images when there are at least t, else bands of each image's
+    output rows (starts multiples of align)."""
+    parts = CHUNKS_PER_THREAD * t
+    if N >= t:
+        return [(n0, n1, 0, OH) for n0, n1 in bands(N, parts)]
+    return [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-parts // N), align)]
+
+
+def element_parts(ctx, n: int, length: int, align: int = 1) -> tuple[list[tuple[int, int]], int]:
+    """(bands of range(length), threads) for an elementwise kernel of n output elements: no bands (run the serial
+    kernel) unless num_threads > 1, n >= MIN_ELEMENTS and there are at least two."""
+    t = threads_for(ctx, n, MIN_ELEMENTS)
+    ch = bands(length, CHUNKS_PER_THREAD * t, align) if t > 1 else []
+    return (ch, t) if len(ch) >= 2 else ([], 1)
+
+
+def image_row_parts(ctx, work: int, N: int, rows: int) -> tuple[list[tuple[int, int, int, int]], int]:
+    """(image_row_chunks, threads) for a kernel of `work` elements over N images of `rows` rows: no chunks (run
+    the serial kernel) unless num_threads > 1, work >= MIN_ELEMENTS and there are at least two."""
+    t = threads_for(ctx, work, MIN_ELEMENTS)
+    ch = image_row_chunks(N, rows, t) if t > 1 else []
+    return (ch, t) if len(ch) >= 2 else ([], 1)
+
+
 class _Scratch:
     """A scratch array (or a view of one) requested by a recorded schedule, created at replay."""
 

@@ -19,7 +19,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-from lite_numba.kernels.base import threads
 from lite_numba.kernels.base.activation import F32_MAX, float_activation_range, int_activation_range
 from lite_numba.kernels.base.shapes import (
     MAX_BROADCAST_RANK,
@@ -28,7 +27,7 @@ from lite_numba.kernels.base.shapes import (
     two_inputs_of_one_type,
 )
 from lite_numba.kernels.base.strided import box_walk, next_row
-from lite_numba.kernels.base.threads import PARALLEL, bands, call_at, run_chunks, serial_address, threads_for
+from lite_numba.kernels.base.threads import PARALLEL, call_at, element_parts, run_chunks, serial_address
 from lite_numba.kernels.base.vecmath import wide_vectors
 from numba import njit
 from numba.extending import register_jitable
@@ -208,19 +207,12 @@ def bcast_par(addr, x, y, out, xs, ys, shps, offs, lim, cnt, T):
     run_chunks(T, cnt, shps.shape[0], _bcast_chunk, (addr, x, y, out, xs, ys, shps, offs, lim))
 
 
-def _parts(ctx: PrepareContext, n: int, length: int, align: int) -> list[tuple[int, int]]:
-    """Bands of range(length) for the workers (none: run the serial loop) for an output of n elements."""
-    t = threads_for(ctx, n, threads.MIN_ELEMENTS)
-    ch = bands(length, threads.CHUNKS_PER_THREAD * t, align) if t > 1 else []
-    return ch if len(ch) >= 2 else []
-
-
 def _schedule_bcast(ctx: PrepareContext, bcast, xf, yf, of, xs, ys, shp, lim, n: int) -> None:
     """bcast over the whole output, or (num_threads > 1, enough elements) bcast_par over parts of the loop's
     first dimension with more than one index (every dimension before it is 1)."""
     d = next((i for i in range(shp.size) if shp[i] > 1), shp.size - 1)
     inner = int(np.prod(shp[d + 1:], dtype=np.int64))
-    ch = _parts(ctx, n, int(shp[d]), max(1, 64 // max(inner, 1)))
+    ch, t = element_parts(ctx, n, int(shp[d]), max(1, 64 // max(inner, 1)))
     if not ch:
         return ctx.call(bcast, xf, yf, of, xs, ys, shp, lim)
     shps = np.repeat(shp[None, :], len(ch), axis=0)
@@ -229,8 +221,7 @@ def _schedule_bcast(ctx: PrepareContext, bcast, xf, yf, of, xs, ys, shp, lim, n:
         shps[j, d] = b - a
         offs[j] = (a * xs[d], a * ys[d], a * inner, b * inner)
     addr = serial_address(bcast, [xf, yf, of, xs, ys, shp, lim])
-    ctx.call(bcast_par, addr, xf, yf, of, xs, ys, shps, offs.reshape(-1), lim, ctx.temp((1,), np.int64),
-             threads_for(ctx, n, threads.MIN_ELEMENTS))
+    ctx.call(bcast_par, addr, xf, yf, of, xs, ys, shps, offs.reshape(-1), lim, ctx.temp((1,), np.int64), t)
 
 
 def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.ndarray, word=None) -> None:
@@ -244,12 +235,11 @@ def schedule_binary(ctx: PrepareContext, kernels, x, y, out_shape, out, lim: np.
         return
     xf, yf, of = ctx.view(x, (x.size,), word), ctx.view(y, (y.size,), word), ctx.view(out, (n,), word)
     if x.shape == y.shape:
-        ch = _parts(ctx, n, n, 64)
+        ch, t = element_parts(ctx, n, n, 64)
         if not ch:
             return ctx.call(same, xf, yf, of, lim)
         addr = serial_address(same, [xf, yf, of, lim])
-        ctx.call(same_par, addr, xf, yf, of, lim, np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64),
-                 threads_for(ctx, n, threads.MIN_ELEMENTS))
+        ctx.call(same_par, addr, xf, yf, of, lim, np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64), t)
     elif y.size == 1 and x.size == n:
         ctx.call(scalar_y, xf, yf, of, lim)
     elif x.size == 1 and y.size == n:

@@ -7,8 +7,7 @@ runs on element ranges on the workers (unary_par), each by the serial loop: the 
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base import threads
-from lite_numba.kernels.base.threads import PARALLEL, bands, call_at, run_chunks, serial_address, threads_for
+from lite_numba.kernels.base.threads import PARALLEL, call_at, element_parts, run_chunks, serial_address
 from lite_numba.kernels.base.vecmath import wide_vectors
 from lite_numba.kernels.elementwise.arithmetic import is_quantized, scalar, source_tag
 from numba import njit
@@ -50,9 +49,8 @@ def unary_par(addr, x, out, p, ch, cnt, T):
 def schedule_unary(ctx: PrepareContext, loop, x, out, p: np.ndarray) -> None:
     """loop(x, out, p) over flat views, or with num_threads > 1 and enough elements unary_par."""
     xf, of = ctx.view(x, (x.size,)), ctx.view(out, (out.size,))
-    t = threads_for(ctx, out.size, threads.MIN_ELEMENTS)
-    ch = bands(out.size, threads.CHUNKS_PER_THREAD * t, 64) if t > 1 else []
-    if len(ch) < 2:
+    ch, t = element_parts(ctx, out.size, out.size, 64)
+    if not ch:
         return ctx.call(loop, xf, of, p)
     ctx.call(unary_par, serial_address(loop, [xf, of, p]), xf, of, p, np.array(ch, np.int64).reshape(-1),
              ctx.temp((1,), np.int64), t)

@@ -32,12 +32,12 @@ from lite_numba.kernels.base.fixedpoint import (
     quantize_multipliers,
 )
 from lite_numba.kernels.base.hybrid_quant import quantize_rows
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, threads_for
+from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, image_row_chunks, threads_for
 from lite_numba.kernels.linear import conv_loops as L
 from lite_numba.kernels.linear import dwconv, qgemm, simd_f32
 from lite_numba.kernels.linear.fully_connected_quantized import require_per_tensor
 from lite_numba.kernels.linear.hybrid_schedule import schedule_hybrid
-from lite_numba.kernels.linear.parallel import conv2d_f32_par, gemm_f32_par, image_row_chunks
+from lite_numba.kernels.linear.parallel import conv2d_f32_par, gemm_f32_par
 from lite_numba.kernels.linear.simd_f32_narrow import float_drivers
 
 from lite_numba.ops import ConstArg, PrepareContext, Tensor, TensorView, kernel

@@ -10,7 +10,7 @@ dwconv_f32_padded over the input, dwconv_f32_banded over a band scratch per work
 
 from __future__ import annotations
 
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, PARALLEL, bands, run_chunks
+from lite_numba.kernels.base.threads import PARALLEL, run_chunks
 from lite_numba.kernels.linear.conv_loops import conv2d_f32, gemm_f32
 from lite_numba.kernels.linear.dwconv_loops import (
     dw3x3_f32,
@@ -106,14 +106,5 @@ def dwconv_f32_banded_par(xb, sb, s, w, bias, out, geo, lim, ch, cnt, T):
 # the parallel driver of each serial depthwise kernel (one driver serves both unbanded kernels)
 DW_PAR = {dw3x3_f32: dwconv_f32_padded_par, dwconv_f32_padded: dwconv_f32_padded_par,
           dwconv_f32_banded: dwconv_f32_banded_par}
-
-
-def image_row_chunks(N: int, OH: int, t: int, align: int = 1) -> list[tuple[int, int, int, int]]:
-    """(n0, n1, y0, y1) chunks: ranges of whole images when there are at least t, else bands of each image's
-    output rows (starts multiples of align)."""
-    parts = CHUNKS_PER_THREAD * t
-    if N >= t:
-        return [(n0, n1, 0, OH) for n0, n1 in bands(N, parts)]
-    return [(n, n + 1, y0, y1) for n in range(N) for y0, y1 in bands(OH, -(-parts // N), align)]
 
 

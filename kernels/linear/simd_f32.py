@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
-from lite_numba.kernels.base import isa, threads
+from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.copy import TILE, transpose_tile
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
@@ -47,7 +47,14 @@ from lite_numba.kernels.base.llvm_ir import data_ptr as _data_ptr
 from lite_numba.kernels.base.llvm_ir import gep as _gep
 from lite_numba.kernels.base.llvm_ir import i64 as _i
 from lite_numba.kernels.base.llvm_ir import splat as _splat
-from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, PARALLEL, bands, run_chunks, threads_for
+from lite_numba.kernels.base.threads import (
+    CHUNKS_PER_THREAD,
+    PARALLEL,
+    bands,
+    image_row_parts,
+    run_chunks,
+    threads_for,
+)
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -415,14 +422,16 @@ def pad_nhwc(x, xp, N, H, W, C, Hp, Wp, top, left):
 @njit(cache=True, inline="always")
 def _pad_chunk(args, wk, j):
     x, xp, H, W, C, Hp, Wp, top, left, ch = args
-    _pad_rows(x, xp, ch[3 * j], ch[3 * j + 1], ch[3 * j + 2], H, W, C, Hp, Wp, top, left)
+    for n in range(ch[4 * j], ch[4 * j + 1]):
+        _pad_rows(x, xp, n, ch[4 * j + 2], ch[4 * j + 3], H, W, C, Hp, Wp, top, left)
 
 
 @njit(cache=True, nogil=True, parallel=PARALLEL)
 def pad_nhwc_par(x, xp, H, W, C, Hp, Wp, top, left, ch, cnt, T):
-    """pad_nhwc over the chunks ch = [image, first padded row, end row] * n, taken in turn by T workers (a large
-    input's copy is otherwise a serial step before the parallel convolution: MediaPipe's 192 x 192 x 3 stems)."""
-    run_chunks(T, cnt, ch.size // 3, _pad_chunk, (x, xp, H, W, C, Hp, Wp, top, left, ch))
+    """pad_nhwc over the chunks ch = [n0, n1, first padded row, end row] * n (threads.image_row_chunks), taken in
+    turn by T workers (a large input's copy is otherwise a serial step before the parallel convolution:
+    MediaPipe's 192 x 192 x 3 stems)."""
+    run_chunks(T, cnt, ch.size // 4, _pad_chunk, (x, xp, H, W, C, Hp, Wp, top, left, ch))
 
 
 # --- prepare-time helpers (numpy) -----------------------------------------------------------------------------------
@@ -506,9 +515,8 @@ def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None,
     xin = ctx.view(x, (x.size,))
     if (Hp, Wp) != (H, W):
         xp = ctx.temp((N * Hp * Wp * CI,), np.float32)
-        t = threads_for(ctx, N * Hp * Wp * CI, threads.MIN_ELEMENTS)
-        ch = [(n, r0, r1) for n in range(N) for r0, r1 in bands(Hp, -(-CHUNKS_PER_THREAD * t // N))] if t > 1 else []
-        if len(ch) >= 2:
+        ch, t = image_row_parts(ctx, N * Hp * Wp * CI, N, Hp)
+        if ch:
             ctx.call(pad_nhwc_par, xin, xp, H, W, CI, Hp, Wp, pt, pl, np.array(ch, np.int64).reshape(-1),
                      ctx.temp((1,), np.int64), t)
         else:

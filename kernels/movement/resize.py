@@ -12,15 +12,14 @@ Which arithmetic TFLite uses depends on the type:
 - nearest neighbour on 8-bit types without align_corners/half_pixel_centers: 16.16 fixed-point scales; otherwise
   float32 positions (rounded with align_corners, floored otherwise).
 
-With num_threads > 1 and enough output, the float kernels run on bands of rows of each image on the workers
-(bilinear_2x2_par, bilinear_float_par), each band by the serial kernel on views of its rows: the same bytes.
+With num_threads > 1 and enough output, the float kernels run on whole images or bands of rows of an image on the
+workers (bilinear_2x2_par, bilinear_float_par), each by the serial kernel on views: the same bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base import threads
-from lite_numba.kernels.base.threads import PARALLEL, bands, call_at, run_chunks, serial_address, threads_for
+from lite_numba.kernels.base.threads import PARALLEL, call_at, image_row_parts, run_chunks, serial_address
 from lite_numba.kernels.movement.space import unit_views
 from numba import njit
 
@@ -78,48 +77,42 @@ def bilinear_float(x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding):
 
 
 @njit(cache=True, inline="always")
-def _image_rows(a, n, r0, r1):
-    """Rows [r0, r1) of image n of the NHWC array a, as a C-contiguous [1, r1 - r0, W, C] view."""
+def _image_rows(a, n0, n1, r0, r1):
+    """Rows [r0, r1) of images [n0, n1) of the NHWC array a (one image, or whole images), as a C-contiguous
+    [n1 - n0, r1 - r0, W, C] view."""
     _, H, W, C = a.shape
-    return a.reshape(a.size)[((n * H + r0) * W) * C:((n * H + r1) * W) * C].reshape((1, r1 - r0, W, C))
+    return a.reshape(a.size)[((n0 * H + r0) * W) * C:(((n1 - 1) * H + r1) * W) * C].reshape((n1 - n0, r1 - r0, W, C))
 
 
 @njit(cache=True, inline="always")
 def _2x_chunk(args, wk, j):
     addr, x, out, ch = args
-    n, r0, r1 = ch[3 * j], ch[3 * j + 1], ch[3 * j + 2]
-    call_at(addr, (_image_rows(x, n, r0, min(r1 + 1, x.shape[1])), _image_rows(out, n, 2 * r0, 2 * r1), r1 - r0))
+    n0, n1, r0, r1 = ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]
+    call_at(addr, (_image_rows(x, n0, n1, r0, min(r1 + 1, x.shape[1])), _image_rows(out, n0, n1, 2 * r0, 2 * r1),
+                   r1 - r0))
 
 
 @njit(cache=True, nogil=True, parallel=PARALLEL)
 def bilinear_2x2_par(addr, x, out, ch, cnt, T):
-    """bilinear_2x2_f32 (at `addr`) over the chunks ch = [image, first input row, end row] * n, taken in turn by T
-    workers (each reads one input row past its band, as the serial kernel does)."""
-    run_chunks(T, cnt, ch.size // 3, _2x_chunk, (addr, x, out, ch))
+    """bilinear_2x2_f32 (at `addr`) over the chunks ch = [n0, n1, first input row, end row] * n
+    (threads.image_row_chunks), taken in turn by T workers (a band reads one input row past it, as the serial
+    kernel does)."""
+    run_chunks(T, cnt, ch.size // 4, _2x_chunk, (addr, x, out, ch))
 
 
 @njit(cache=True, inline="always")
 def _float_chunk(args, wk, j):
     addr, x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding, ch = args
-    n, r0, r1 = ch[3 * j], ch[3 * j + 1], ch[3 * j + 2]
-    call_at(addr, (_image_rows(x, n, 0, x.shape[1]), _image_rows(out, n, r0, r1), ylo[r0:r1], yhi[r0:r1],
+    n0, n1, r0, r1 = ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]
+    call_at(addr, (_image_rows(x, n0, n1, 0, x.shape[1]), _image_rows(out, n0, n1, r0, r1), ylo[r0:r1], yhi[r0:r1],
                    ay[r0:r1], dy[r0:r1], xlo, xhi, ax, dx, rounding))
 
 
 @njit(cache=True, nogil=True, parallel=PARALLEL)
 def bilinear_float_par(addr, x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding, ch, cnt, T):
-    """bilinear_float (at `addr`) over the chunks ch = [image, first output row, end row] * n, taken in turn by T
-    workers (each with its rows of the row tables)."""
-    run_chunks(T, cnt, ch.size // 3, _float_chunk, (addr, x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding, ch))
-
-
-def _row_chunks(ctx: PrepareContext, x, out, rows: int) -> list[tuple[int, int, int]]:
-    """(image, first row, end row) bands for the workers, or none (run the serial kernel) for too little output."""
-    B = x.shape[0]
-    t = threads_for(ctx, out.size, threads.MIN_ELEMENTS)
-    ch = [(n, r0, r1) for n in range(B) for r0, r1 in bands(rows, -(-threads.CHUNKS_PER_THREAD * t // B))] \
-        if t > 1 else []
-    return ch if len(ch) >= 2 else []
+    """bilinear_float (at `addr`) over the chunks ch = [n0, n1, first output row, end row] * n
+    (threads.image_row_chunks), taken in turn by T workers (each with its rows of the row tables)."""
+    run_chunks(T, cnt, ch.size // 4, _float_chunk, (addr, x, out, ylo, yhi, ay, dy, xlo, xhi, ax, dx, rounding, ch))
 
 
 @njit(cache=True, nogil=True)
@@ -258,23 +251,22 @@ def RESIZE_BILINEAR(ctx: PrepareContext) -> None:
         xlo, xhi, xpos = integer_positions(W, ow, align, half)
         ctx.call(bilinear_integer, x, out, ylo, yhi, ypos, xlo, xhi, xpos)
         return
-    par = threads_for(ctx, out.size, threads.MIN_ELEMENTS)
     if x.dtype == np.float32 and not align and not half and oh == 2 * H and ow == 2 * W:
-        ch = _row_chunks(ctx, x, out, H)
+        ch, t = image_row_parts(ctx, out.size, B, H)
         if not ch:
             return ctx.call(bilinear_2x2_f32, x, out, H)
         addr = serial_address(bilinear_2x2_f32, [x, out, H])
         return ctx.call(bilinear_2x2_par, addr, x, out, np.array(ch, np.int64).reshape(-1),
-                        ctx.temp((1,), np.int64), par)
+                        ctx.temp((1,), np.int64), t)
     ylo, yhi, ay, dy = float_positions(H, oh, align, half)
     xlo, xhi, ax, dx = float_positions(W, ow, align, half)
     tables = (ylo, yhi, ay, dy, xlo, xhi, ax, dx, 0.5 if x.dtype == np.uint8 else 0.0)
-    ch = _row_chunks(ctx, x, out, oh)
+    ch, t = image_row_parts(ctx, out.size, B, oh)
     if not ch:
         return ctx.call(bilinear_float, x, out, *tables)
     addr = serial_address(bilinear_float, [x, out, *tables])
     ctx.call(bilinear_float_par, addr, x, out, *tables, np.array(ch, np.int64).reshape(-1), ctx.temp((1,), np.int64),
-             par)
+             t)
 
 
 @kernel("RESIZE_NEAREST_NEIGHBOR")

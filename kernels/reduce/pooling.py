@@ -5,18 +5,17 @@ count), float averages divide the float32 window sum (summed in window order) by
 quantized averages divide the int32 sum by the count rounding half away from zero, with no requantization (the
 input and output share scale and zero point). Every kernel loops over one output pixel at a time and accumulates
 a whole channel row, so the inner loop is contiguous. With num_threads > 1 and enough work, float average and
-max pooling (and integer max pooling) run as bands of output rows on the workers (pool_par), each band by the
-serial kernel on views of its image and rows: the same bytes.
+max pooling (and integer max pooling) run as whole images or bands of output rows on the workers (pool_par),
+each by the serial kernel on views of its images and rows: the same bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from lite_numba.kernels.base import threads
 from lite_numba.kernels.base.activation import float_activation_range
 from lite_numba.kernels.base.fixedpoint import activation_range_quantized
 from lite_numba.kernels.base.llvm_ir import data_ptr, gep, splat
-from lite_numba.kernels.base.threads import PARALLEL, bands, call_at, run_chunks, serial_address, threads_for
+from lite_numba.kernels.base.threads import PARALLEL, call_at, image_row_parts, run_chunks, serial_address
 from lite_numba.kernels.base.vecmath import fdiv
 from llvmlite import ir
 from numba import njit, types
@@ -225,29 +224,29 @@ def _pool_chunk(args, wk, j):
     addr, x, out, ps, ch, lim = args
     _, H, W, C = x.shape
     _, OH, OW, _ = out.shape
-    n, y0, y1 = ch[3 * j], ch[3 * j + 1], ch[3 * j + 2]
-    xs = x.reshape(x.size)[n * H * W * C:(n + 1) * H * W * C].reshape((1, H, W, C))
-    os = out.reshape(out.size)[(n * OH + y0) * OW * C:(n * OH + y1) * OW * C].reshape((1, y1 - y0, OW, C))
-    call_at(addr, (xs, os, ps[j], lim))
+    n0, n1, y0, y1 = ch[4 * j], ch[4 * j + 1], ch[4 * j + 2], ch[4 * j + 3]
+    xv = x.reshape(x.size)[n0 * H * W * C:n1 * H * W * C].reshape((n1 - n0, H, W, C))
+    ov = out.reshape(out.size)[(n0 * OH + y0) * OW * C:((n1 - 1) * OH + y1) * OW * C].reshape(
+        (n1 - n0, y1 - y0, OW, C))
+    call_at(addr, (xv, ov, ps[j], lim))
 
 
 @njit(cache=True, nogil=True, parallel=PARALLEL)
 def pool_par(addr, x, out, ps, ch, lim, cnt, T):
-    """The pooling kernel at `addr` (kernel(x, out, p, lim)) over chunks ch = [image, first row, end row] * n of
-    the output, taken in turn by T workers; chunk j's parameters ps[j] move the top padding up by its first row."""
-    run_chunks(T, cnt, ch.size // 3, _pool_chunk, (addr, x, out, ps, ch, lim))
+    """The pooling kernel at `addr` (kernel(x, out, p, lim)) over the chunks ch = [n0, n1, y0, y1] * n
+    (threads.image_row_chunks: whole images, or a band of one image's output rows), taken in turn by T workers;
+    chunk j's parameters ps[j] move the top padding up by its first row."""
+    run_chunks(T, cnt, ch.size // 4, _pool_chunk, (addr, x, out, ps, ch, lim))
 
 
 def _schedule_pool(ctx: PrepareContext, fn, x, out, p: np.ndarray, lim: np.ndarray) -> None:
-    """fn(x, out, p, lim), or with num_threads > 1 and enough window reads pool_par over bands of output rows."""
-    B, OH = out.shape[0], out.shape[1]
-    t = threads_for(ctx, out.size * int(p[2]) * int(p[3]), threads.MIN_ELEMENTS)
-    per = -(-threads.CHUNKS_PER_THREAD * t // B)  # bands per image
-    ch = [(n, y0, y1) for n in range(B) for y0, y1 in bands(OH, per)] if t > 1 else []
-    if len(ch) < 2:
+    """fn(x, out, p, lim), or with num_threads > 1 and enough window reads pool_par over images or bands of output
+    rows."""
+    ch, t = image_row_parts(ctx, out.size * int(p[2]) * int(p[3]), out.shape[0], out.shape[1])
+    if not ch:
         return ctx.call(fn, x, out, p, lim)
     ps = np.repeat(p[None, :], len(ch), axis=0)
-    for j, (_, y0, _) in enumerate(ch):
+    for j, (_, _, y0, _) in enumerate(ch):
         ps[j, 4] = p[4] - y0 * p[0]
     addr = serial_address(fn, [x, out, p, lim])
     ctx.call(pool_par, addr, x, out, ps, np.array(ch, np.int64).reshape(-1), lim, ctx.temp((1,), np.int64), t)
