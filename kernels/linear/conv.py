@@ -35,6 +35,7 @@ from lite_numba.kernels.base.hybrid_quant import quantize_rows
 from lite_numba.kernels.base.threads import CHUNKS_PER_THREAD, bands, image_row_chunks, threads_for
 from lite_numba.kernels.linear import conv_loops as L
 from lite_numba.kernels.linear import dwconv, qgemm, simd_f32
+from lite_numba.kernels.linear.conv_epilogue import epilogue_terms, schedule_epilogue_pass
 from lite_numba.kernels.linear.fully_connected_quantized import require_per_tensor
 from lite_numba.kernels.linear.hybrid_schedule import schedule_hybrid
 from lite_numba.kernels.linear.parallel import conv2d_f32_par, gemm_f32_par
@@ -275,7 +276,8 @@ def _integer_types(ctx: PrepareContext, x: Tensor, f: Tensor, b, out: Tensor, CO
 
 @kernel("CONV_2D")
 def CONV_2D(ctx: PrepareContext) -> None:
-    ctx.check_num(inputs=(2, 3), outputs=1)
+    fused = ctx.options.get("epilogue")  # successors fused into it (conv_epilogue.py): inputs 3 and 4
+    ctx.check_num(inputs=(2, 3) if fused is None else 5, outputs=1)
     x, f, b = ctx.input(0), ctx.input(1), ctx.input(2)
     out_shape, geo, groups, pointwise = _conv2d_geometry(ctx, x, f)
     N, OH, OW, CO = out_shape
@@ -289,12 +291,16 @@ def CONV_2D(ctx: PrepareContext) -> None:
         if out.size == 0:
             return
         drivers = float_drivers()
+        ep = None if fused is None else epilogue_terms(ctx, out, fused)
         if groups == 1 and drivers is not None:
-            return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo, drivers)
+            return simd_f32.schedule_conv2d(ctx, x, f, b, out, geo, drivers, ep)
         w = _filter(ctx, f)
         schedule_conv2d_f32(ctx, x, _as_matrix(ctx, w, CI, CO) if pointwise else w, bias, out, geo, lim, CO, groups,
                             pointwise)
+        if ep is not None:
+            schedule_epilogue_pass(ctx, out, ep, lim)
         return
+    ctx.check(fused is None, "a fused epilogue needs a float32 input and filter")
 
     if x.dtype == np.float32:
         ctx.check_dtype(f, np.int8)

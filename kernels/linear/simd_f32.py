@@ -24,9 +24,7 @@ Operands are 1-D arrays plus offsets, so one compiled kernel serves every shape:
 Rows left over at the end (M not a multiple of 6) get a smaller tile (MR = 1..5): one kernel per (MR, NV) pair is
 generated, and narrower ones (16 columns in one zmm, 8 in one ymm) for a panel with at most 16 or 8 live columns.
 
-Numerics: every output is summed over k in order with fused multiply-adds, starting from 0, then the bias is
-added (like the official GEMM-based kernels); the order differs from the official runtime's blocking only within
-float32 rounding (the tests compare with a 1e-5 relative tolerance).
+Numerics: every output is summed over k in order (rounded products), starting from 0, then the bias is added.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ from typing import Callable, NamedTuple
 import numpy as np
 from lite_numba.kernels.base import isa
 from lite_numba.kernels.base.activation import float_activation_range
-from lite_numba.kernels.base.copy import TILE, transpose_tile
 from lite_numba.kernels.base.llvm_ir import F32 as _f32
 from lite_numba.kernels.base.llvm_ir import I1 as _i1
 from lite_numba.kernels.base.llvm_ir import I32 as _i32
@@ -55,6 +52,7 @@ from lite_numba.kernels.base.threads import (
     run_chunks,
     threads_for,
 )
+from lite_numba.kernels.linear.f32_layout import NR, pack_panels, pad_nhwc, pad_nhwc_par
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -63,7 +61,6 @@ from numba.extending import intrinsic
 from lite_numba.ops import PrepareContext, Tensor
 
 MR = 6  # rows of the largest tile (12 zmm accumulators with two vectors per row)
-NR = 32  # columns of a packed panel (two 16-float vectors)
 
 
 
@@ -108,13 +105,46 @@ def _vload(builder, ptr, vtype):
     return builder.load(builder.bitcast(ptr, vtype.as_pointer()), align=4)
 
 
+def _epilogue_terms(context, builder, ty, ep, biasoff, lanes: int, nv: int):
+    """make_tiles' `ep` tuple (r, ldr, lo2, hi2, alpha) unpacked: the residual's data pointer and row stride, the
+    second clamp's limits as vectors and the PRELU slopes of the tile's columns (loaded once, like the bias); a
+    part whose array is not float32 (conv_epilogue's placeholder) is absent: None, its operations not emitted."""
+    vf = ir.VectorType(_f32, lanes)
+    r, ldr, lo2, hi2, alpha = (builder.extract_value(ep, i) for i in range(5))
+    slopes = None
+    if ty.types[4].dtype == types.float32:
+        palpha = _data_ptr(context, builder, ty.types[4], alpha)
+        slopes = [_vload(builder, _gep(builder, palpha, builder.add(biasoff, _i(lanes * h)), _f32), vf)
+                  for h in range(nv)]
+    pr = _data_ptr(context, builder, ty.types[0], r) if ty.types[0].dtype == types.float32 else None
+    return pr, ldr, _splat(builder, lo2, vf), _splat(builder, hi2, vf), slopes
+
+
+def _epilogue(builder, v, rv, terms, h):
+    """ep's steps after the tile's own clamp, as the fused nodes compute them: + the residual rv (ADD) and the ADD's
+    and its activation's clamp (one range, their intersection; a NaN passes), then PRELU (v >= 0 ? v : v * slope)."""
+    _, _, lo2, hi2, slopes = terms
+    if rv is not None:
+        v = builder.fadd(v, rv)
+        v = builder.select(builder.fcmp_ordered("<", v, lo2), lo2, v)
+        v = builder.select(builder.fcmp_ordered("<", hi2, v), hi2, v)
+    if slopes is None:
+        return v
+    keep = builder.fcmp_ordered(">=", v, ir.Constant(v.type, None))
+    return builder.select(keep, v, builder.fmul(v, slopes[h]))
+
+
 def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> None:
     """The IR of one (mr x lanes*nv) tile call (make_tiles' contract), at the builder's position."""
     vf = ir.VectorType(_f32, lanes)
     vi = ir.VectorType(_i32, lanes)
     vb = ir.VectorType(_i1, lanes)
     (a_, abase_, rows_, ri_, nband_, segs_, nseg_, seglen_, b_, boff_, c_, coff_, ldc_, bias_, biasoff_, lo_, hi_,
-     ncols_) = args
+     ncols_, ep_) = args
+    terms = None if isinstance(argtys[-1], types.NoneType) else \
+        _epilogue_terms(context, builder, argtys[-1], ep_, biasoff_, lanes, nv)
+    mload = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vf, [vf.as_pointer(), _i32, vb, vf]), f"llvm.masked.load.v{lanes}f32.p0")
     pa = _data_ptr(context, builder, argtys[0], a_)
     prows = _data_ptr(context, builder, argtys[2], rows_)
     psegs = _data_ptr(context, builder, argtys[5], segs_)
@@ -169,18 +199,27 @@ def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> 
                         prod = builder.fmul(av, bv[h])
                         builder.store(builder.fadd(builder.load(accs[r][h]), prod), accs[r][h])
         # epilogue: + bias, clamp to [lo, hi] (a NaN compares false and passes), store
+        # (with ep, then its steps on a row r of the residual at r * ldr: the tile's rows are ri + band * mr + r)
         outs = []
         for r in range(mr):
             prow = _gep(builder, pc, builder.add(coff, builder.mul(ldc_, _i(r))), _f32)
+            rrow = None if terms is None or terms[0] is None else _gep(builder, terms[0], builder.add(
+                builder.mul(builder.add(ri, _i(r)), terms[1]), biasoff_), _f32)
             for h in range(nv):
                 v = builder.fadd(builder.load(accs[r][h]), biases[h])
                 v = builder.select(builder.fcmp_ordered("<", v, lov), lov, v)
                 v = builder.select(builder.fcmp_ordered("<", hiv, v), hiv, v)
-                outs.append((v, builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer()),
-                             h))
+                rptr = None if rrow is None else builder.bitcast(_gep(builder, rrow, _i(lanes * h), _f32),
+                                                                 vf.as_pointer())
+                outs.append((v, builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer()), h,
+                             rptr))
 
         def masked():
-            for v, ptr, h in outs:
+            for v, ptr, h, rptr in outs:
+                if terms is not None:  # (the residual's rows end at the output's width: masked like the stores)
+                    rv = None if rptr is None else builder.call(mload, [rptr, ir.Constant(_i32, 4), masks[h],
+                                                                        ir.Constant(vf, None)])
+                    v = _epilogue(builder, v, rv, terms, h)
                 builder.call(mstore, [v, ptr, ir.Constant(_i32, 4), masks[h]])
 
         if masked_stores_native():
@@ -188,7 +227,10 @@ def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> 
         else:  # a whole tile (the common case) with plain stores: vmaskmovps stores are slow on AMD cores
             with builder.if_else(builder.icmp_signed(">=", ncols_, _i(lanes * nv))) as (whole, part):
                 with whole:
-                    for v, ptr, _h in outs:
+                    for v, ptr, h, rptr in outs:
+                        if terms is not None:
+                            rv = None if rptr is None else builder.load(rptr, align=4)
+                            v = _epilogue(builder, v, rv, terms, h)
                         builder.store(v, ptr, align=4)
                 with part:
                     masked()
@@ -199,19 +241,25 @@ def make_tiles(max_mr: int, lanes: int, nv: int, heights: tuple[int, ...] | None
     one Numba intrinsic, the tile height chosen by its first argument (a switch over the heights, each case its own
     code), run over nband consecutive bands of mr rows:
 
-    tiles(mr, a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+    tiles(mr, a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols,
+          ep)
 
     c[c_off + r * ldc + j] = clamp(sum_k A[r, k] * b[b_off + k * 32 + j] + bias[bias_off + j], lo, hi) for
     r < mr * nband, j < min(ncols, lanes * nv), where A[r, s * seglen + t] = a[abase + rows[ri + r] + segs[s] + t].
     The bands share one call: the bias, the limits and the column masks are loaded once (with K = 8, a pointwise
     convolution of 8 input channels, the per-call set-up had cost as much as the products). `heights`: the tile
-    heights compiled (default 1..max_mr); another height does nothing."""
+    heights compiled (default 1..max_mr); another height does nothing. `ep`: None, or (r, ldr, lo2, hi2, alpha)
+    for a convolution with fused successors (conv.py's epilogue option): each clamped value then goes through
+    _epilogue with r[(ri + row) * ldr + bias_off + j] and alpha[bias_off + j] (alpha padded like the bias)."""
 
     @intrinsic
     def tiles(typingctx, mr, a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off,
-              lo, hi, ncols):
+              lo, hi, ncols, ep):
         i64, f32 = types.int64, types.float32
-        sig = types.void(i64, a, i64, rows, i64, i64, segs, i64, i64, b, i64, c, i64, i64, bias, i64, f32, f32, i64)
+        if not isinstance(ep, types.NoneType):
+            ep = types.Tuple((ep.types[0], i64, f32, f32, ep.types[4]))
+        sig = types.void(i64, a, i64, rows, i64, i64, segs, i64, i64, b, i64, c, i64, i64, bias, i64, f32, f32, i64,
+                         ep)
 
         def codegen(context, builder, sig, args):
             end = builder.append_basic_block("tiles.end")
@@ -258,30 +306,31 @@ gemv_tiles_32 = make_tiles(GEMV_ROWS, 8, 4)
 
 @njit(cache=True, inline="always")
 def run_tiles(t32, t16, t8, mr, width, a, abase, rows, ri, nb, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off,
-              lo, hi, ncols):
+              lo, hi, ncols, ep):
     """nb bands of tiles of mr rows and the first 32, 16 or 8 (width) columns of a panel, by the tile intrinsic of
     that width (make_tiles: t32, t16, t8)."""
     ns = segs.size
     if width == 32:
-        t32(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        t32(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols, ep)
     elif width == 16:
-        t16(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        t16(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols, ep)
     else:
-        t8(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols)
+        t8(mr, a, abase, rows, ri, nb, segs, ns, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols, ep)
 
 
 @njit(cache=True, inline="always")
-def _bands(mr, width, a, abase, rows, r0, r1, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols):
+def _bands(mr, width, a, abase, rows, r0, r1, segs, seglen, b, b_off, c, c_off, ldc, bias, bias_off, lo, hi, ncols,
+           ep):
     """Rows [r0, r1) of one panel's columns (c_off: the panel's first column in row 0): the whole bands of mr rows
     in one tile call, then the leftover rows."""
     nb = (r1 - r0) // mr
     if nb > 0:
         run_tiles(fma_tiles_32, fma_tiles_16, fma_tiles_8, mr, width, a, abase, rows, r0, nb, segs, seglen, b, b_off,
-                  c, c_off + r0 * ldc, ldc, bias, bias_off, lo, hi, ncols)
+                  c, c_off + r0 * ldc, ldc, bias, bias_off, lo, hi, ncols, ep)
     i = r0 + nb * mr
     if i < r1:
         run_tiles(fma_tiles_32, fma_tiles_16, fma_tiles_8, r1 - i, width, a, abase, rows, i, 1, segs, seglen, b,
-                  b_off, c, c_off + i * ldc, ldc, bias, bias_off, lo, hi, ncols)
+                  b_off, c, c_off + i * ldc, ldc, bias, bias_off, lo, hi, ncols, ep)
 
 
 @njit(cache=True, inline="always")
@@ -295,14 +344,22 @@ def each_batch(part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, s
         if b_off[i] != last:
             pack_panels(b, b_off[i], K, N, sk, sn, bp)
             last = b_off[i]
-        part(a, a_off[i], rows, r0, r1, segs, seglen, bp, 0, bias, c, i * M * N, N, lim, 0, (N + NR - 1) // NR)
+        part(a, a_off[i], rows, r0, r1, segs, seglen, bp, 0, bias, c, i * M * N, N, lim, 0, (N + NR - 1) // NR, None)
 
 
 @njit(cache=True, inline="always")
-def panel_chunk(part, args, wk, j):
-    """Chunk j of gemm_packed_par, ch = [r0, r1, p0, p1] * n (row band x panel range), through the driver's part."""
-    a, rows, segs, seglen, bp, bias, c, N, lim, ch = args
-    part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2], ch[4 * j + 3])
+def panel_chunk(part, args, wk, j, ep):
+    """Chunk j of gemm_packed_par, ch = [r0, r1, p0, p1] * n (row band x panel range), through the driver's part
+    (args: its first ten arguments)."""
+    a, rows, segs, seglen, bp, bias, c, N, lim, ch = args[:10]
+    part(a, 0, rows, ch[4 * j], ch[4 * j + 1], segs, seglen, bp, 0, bias, c, 0, N, lim, ch[4 * j + 2], ch[4 * j + 3],
+         ep)
+
+
+@njit(cache=True, inline="always")
+def epilogue_of(args):
+    """make_tiles' ep from gemm_packed_ep_par's chunk arguments (r, ldr and alpha after the ten of gemm_packed_par)."""
+    return args[10], args[11], args[8][2], args[8][3], args[12]
 
 
 @njit(cache=True, inline="always")
@@ -319,7 +376,12 @@ def batch_chunk(part, args, wk, j):
 # arguments could not carry without making the driver uncacheable)
 @njit(cache=True, inline="always")
 def _panel_chunk(args, wk, j):
-    panel_chunk(_gemm_part, args, wk, j)
+    panel_chunk(_gemm_part, args, wk, j, None)
+
+
+@njit(cache=True, inline="always")
+def _panel_chunk_ep(args, wk, j):
+    panel_chunk(_gemm_part, args, wk, j, epilogue_of(args))
 
 
 @njit(cache=True, inline="always")
@@ -332,7 +394,15 @@ def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
     """c [M, N] = clamp(A @ B + bias, lim) with A rows at a[rows[i]] (one reduction segment per entry of segs,
     each seglen long), B packed in panels (bp, see module doc), bias padded to whole panels, lim = [lo, hi].
     Serves pointwise/strided/KxK convolution (rows = pixels) and FULLY_CONNECTED (rows = batches)."""
-    _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR)
+    _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR, None)
+
+
+@njit(cache=True, nogil=True)
+def gemm_packed_ep(a, rows, segs, seglen, bp, bias, c, N, lim, r, ldr, alpha):
+    """gemm_packed with the fused successors of conv.py's epilogue option (make_tiles' ep): each output then also
+    gets + r (rows ldr apart), the clamp to [lim[2], lim[3]] and PRELU by alpha (padded like the bias)."""
+    _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR,
+               (r, ldr, lim[2], lim[3], alpha))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -341,97 +411,6 @@ def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
     rows.size, segs = [0], K values each) and B_i[k, n] = b[b_off[i] + k * sk + n * sn], packed into the scratch
     bp (whole panels of K x 32) when it differs from the previous batch's."""
     each_batch(_gemm_part, a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, 0, a_off.size, 0, rows.size)
-
-
-@njit(cache=True, nogil=True)
-def pack_panels(src, off, K, N, sk, sn, bp):
-    """bp <- B in panels of 32 columns (zero-padded), B[k, n] = src[off + k * sk + n * sn]. Rows of B contiguous in
-    src (sn == 1: a plain right-hand side) are copied as slices; columns contiguous (sk == 1: a transposed one, an
-    adj_y BATCH_MATMUL or the keys of an attention) are read along k. Unsigned offsets: no negative-index checks,
-    so the copies vectorize."""
-    bw, sw = bp.view(np.uint32), src.view(np.uint32)
-    for p in range((N + NR - 1) // NR):
-        n0 = p * NR
-        base = p * K * NR
-        live = min(NR, N - n0)
-        if sn == 1:
-            for k in range(K):
-                row = bp[base + k * NR:base + (k + 1) * NR]
-                s = off + k * sk + n0
-                srow = src[s:s + live]
-                for j in range(live):
-                    row[j] = srow[j]
-                for j in range(live, NR):
-                    row[j] = 0.0
-        elif sk == 1:
-            for k in range(K):
-                for j in range(live, NR):
-                    bp[base + k * NR + j] = 0.0
-            # 8 columns x 8 k at a time as a tile transpose (vector loads, shuffles, stores), the rest one by one
-            j8, k8 = live // TILE * TILE, K // TILE * TILE
-            for j0 in range(0, j8, TILE):
-                for k0 in range(0, k8, TILE):
-                    transpose_tile(bw, base + k0 * NR + j0, NR, sw, off + (n0 + j0) * sn + k0, sn)
-            for j in range(live):
-                col = src[off + (n0 + j) * sn:off + (n0 + j) * sn + K]
-                for k in range(k8 if j < j8 else 0, K):
-                    bp[np.uint64(base + k * NR + j)] = col[k]
-        else:
-            for k in range(K):
-                row = bp[base + k * NR:base + (k + 1) * NR]
-                s = np.uint64(off + k * sk + n0 * sn)
-                for j in range(live):
-                    row[j] = src[s + np.uint64(j * sn)]
-                for j in range(live, NR):
-                    row[j] = 0.0
-
-
-@njit(cache=True, inline="always")
-def _pad_rows(x, xp, n, r0, r1, H, W, C, Hp, Wp, top, left):
-    """Rows [r0, r1) of padded image n: xp [N, Hp, Wp, C] <- x [N, H, W, C] placed at (top, left), zeros around
-    (both flat). Only the border is zeroed (the interior is written once, by the copy)."""
-    row = W * C
-    prow = Wp * C
-    lead = left * C
-    trail = prow - lead - row
-    img = xp[n * Hp * prow:(n + 1) * Hp * prow]
-    for hp in range(r0, r1):
-        d = img[hp * prow:(hp + 1) * prow]
-        h = hp - top
-        if h < 0 or h >= H:
-            for i in range(prow):
-                d[i] = 0.0
-            continue
-        s = x[(n * H + h) * row:(n * H + h + 1) * row]
-        for j in range(lead):
-            d[j] = 0.0
-        inner = d[lead:lead + row]
-        for j in range(row):
-            inner[j] = s[j]
-        for j in range(lead + row, lead + row + trail):
-            d[j] = 0.0
-
-
-@njit(cache=True, nogil=True)
-def pad_nhwc(x, xp, N, H, W, C, Hp, Wp, top, left):
-    """xp [N, Hp, Wp, C] <- x [N, H, W, C] placed at (top, left), zeros around (both flat)."""
-    for n in range(N):
-        _pad_rows(x, xp, n, 0, Hp, H, W, C, Hp, Wp, top, left)
-
-
-@njit(cache=True, inline="always")
-def _pad_chunk(args, wk, j):
-    x, xp, H, W, C, Hp, Wp, top, left, ch = args
-    for n in range(ch[4 * j], ch[4 * j + 1]):
-        _pad_rows(x, xp, n, ch[4 * j + 2], ch[4 * j + 3], H, W, C, Hp, Wp, top, left)
-
-
-@njit(cache=True, nogil=True, parallel=PARALLEL)
-def pad_nhwc_par(x, xp, H, W, C, Hp, Wp, top, left, ch, cnt, T):
-    """pad_nhwc over the chunks ch = [n0, n1, first padded row, end row] * n (threads.image_row_chunks), taken in
-    turn by T workers (a large input's copy is otherwise a serial step before the parallel convolution:
-    MediaPipe's 192 x 192 x 3 stems)."""
-    run_chunks(T, cnt, ch.size // 4, _pad_chunk, (x, xp, H, W, C, Hp, Wp, top, left, ch))
 
 
 # --- prepare-time helpers (numpy) -----------------------------------------------------------------------------------
@@ -502,10 +481,11 @@ def _packed_weights(ctx: PrepareContext, w_const: np.ndarray | None, w: Tensor, 
 
 
 def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None, out: Tensor, geo,
-                    drivers: GemmDrivers | None = None) -> None:
+                    drivers: GemmDrivers | None = None, ep: tuple | None = None) -> None:
     """CONV_2D (one group) as a direct convolution: the input is copied into a zero-padded temporary when the
     padding (or a window reaching past the input) needs it, then gemm_packed runs with one row per output pixel.
-    `drivers`: the vector width's drivers (default ZMM; simd_f32_narrow.float_drivers())."""
+    `drivers`: the vector width's drivers (default ZMM; simd_f32_narrow.float_drivers()). `ep`: (r, ldr, alpha,
+    (lo2, hi2)), the fused successors (gemm_packed_ep; alpha padded to whole panels)."""
     N, H, W, CI = x.shape
     CO, KH, KW, _ = f.shape
     _, OH, OW, _ = out.shape
@@ -525,8 +505,9 @@ def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None,
     rows, segs, seglen = conv_tables(N, OH, OW, CI, KH, KW, Hp, Wp, sh, sw, dh, dw)
     K = KH * KW * CI
     bp = _packed_weights(ctx, f.data, f, K, CO)
+    lim = _limits(ctx) if ep is None else np.concatenate([_limits(ctx), np.asarray(ep[3], np.float32)])
     _schedule_gemm(ctx, xin, rows, segs, seglen, bp, _packed_bias(ctx, b, CO), ctx.view(out, (out.size,)), CO,
-                   _limits(ctx), drivers)
+                   lim, drivers, ep and ep[:3])
 
 
 def schedule_fully_connected(ctx: PrepareContext, x: Tensor, w: Tensor, w_dense: np.ndarray | None,
@@ -578,9 +559,9 @@ def _limits(ctx: PrepareContext) -> np.ndarray:
 
 
 @njit(cache=True, inline="always")
-def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1):
+def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1, ep):
     """C rows [r0, r1) x panels [p0, p1) of clamp(A @ B + bias) (rows of N floats from c[c_off], a packed B from
-    bp[bp_off]): per panel, the whole bands of MR rows in one tile call, then the leftover rows."""
+    bp[bp_off]): per panel, the whole bands of MR rows in one tile call, then the leftover rows. ep: make_tiles'."""
     lo, hi = lim[0], lim[1]
     panel = segs.size * seglen * NR
     if 0 < r1 - r0 <= GEMV_ROWS and 4 * panel * (p1 - p0) > L2_BYTES // 2:
@@ -589,7 +570,7 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
             ncols = min(NR, N - n0)
             width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
             run_tiles(gemv_tiles_32, fma_tiles_16, fma_tiles_8, r1 - r0, width, a, abase, rows, r0, 1, segs, seglen,
-                      bp, bp_off + p * panel, c, c_off + n0 + r0 * N, N, bias, n0, lo, hi, ncols)
+                      bp, bp_off + p * panel, c, c_off + n0 + r0 * N, N, bias, n0, lo, hi, ncols, ep)
         return
     # the whole bands of TALL rows in groups whose A values fit in L1 beside the half panel of B (both halves of
     # every panel pass over a group while it is there), then the leftover rows on the 6 x 32 tiles
@@ -606,13 +587,13 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
                 if ncols > 16 * q:
                     fma_tiles_tall(TALL, a, abase, rows, g0, nb, segs, segs.size, seglen, bp, bp_off + p * panel
                                    + 16 * q, c, c_off + n0 + 16 * q + g0 * N, N, bias, n0 + 16 * q, lo, hi,
-                                   ncols - 16 * q)
+                                   ncols - 16 * q, ep)
     for p in range(p0, p1):
         n0 = p * NR
         ncols = min(NR, N - n0)
         width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
         _bands(MR, width, a, abase, rows, end, r1, segs, seglen, bp, bp_off + p * panel, c, c_off + n0, N, bias, n0,
-               lo, hi, ncols)
+               lo, hi, ncols, ep)
 
 
 @njit(cache=True, nogil=True, parallel=PARALLEL)
@@ -620,6 +601,12 @@ def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
     """gemm_packed over the chunks ch = [r0, r1, p0, p1] * n (row band x panel range), taken in turn by T workers
     (threads.run_chunks; cnt: a one-int64 counter scratch)."""
     run_chunks(T, cnt, ch.size // 4, _panel_chunk, (a, rows, segs, seglen, bp, bias, c, N, lim, ch))
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
+def gemm_packed_ep_par(a, rows, segs, seglen, bp, bias, c, N, lim, r, ldr, alpha, ch, cnt, T):
+    """gemm_packed_ep over the chunks of gemm_packed_par."""
+    run_chunks(T, cnt, ch.size // 4, _panel_chunk_ep, (a, rows, segs, seglen, bp, bias, c, N, lim, ch, r, ldr, alpha))
 
 
 @njit(cache=True, nogil=True, parallel=PARALLEL)
@@ -642,17 +629,18 @@ def gemm_chunks(M: int, P: int, threads: int, mr: int = MR) -> np.ndarray:
 
 
 def _schedule_gemm(ctx: PrepareContext, a, rows: np.ndarray, segs: np.ndarray, seglen: int, bp, bias, c, N: int,
-                   lim: np.ndarray, drivers: GemmDrivers | None = None) -> None:
+                   lim: np.ndarray, drivers: GemmDrivers | None = None, ep: tuple | None = None) -> None:
     """gemm_packed, or its parallel driver when ctx.num_threads > 1 and the GEMM is big enough (of `drivers`,
-    default ZMM)."""
+    default ZMM); with ep = (r, ldr, alpha) gemm_packed_ep (lim: four limits)."""
     d = drivers or ZMM
     M, P = rows.size, panel_count(N)
     t = threads_for(ctx, M * N * segs.size * seglen)
     ch = gemm_chunks(M, P, t, d.mr) if t > 1 else None
+    args = (a, rows, segs, seglen, bp, bias, c, N, lim, *(ep or ()))
     if ch is None or ch.size <= 4:
-        ctx.call(d.gemm_packed, a, rows, segs, seglen, bp, bias, c, N, lim)
+        ctx.call(d.gemm_packed_ep if ep else d.gemm_packed, *args)
     else:
-        ctx.call(d.gemm_packed_par, a, rows, segs, seglen, bp, bias, c, N, lim, ch, ctx.temp((1,), np.int64), t)
+        ctx.call(d.gemm_packed_ep_par if ep else d.gemm_packed_par, *args, ch, ctx.temp((1,), np.int64), t)
 
 
 class GemmDrivers(NamedTuple):
@@ -663,10 +651,13 @@ class GemmDrivers(NamedTuple):
     gemm_packed_par: Callable
     batch_gemm: Callable
     batch_gemm_par: Callable
+    gemm_packed_ep: Callable
+    gemm_packed_ep_par: Callable
 
 
-ZMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)
+ZMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par, gemm_packed_ep, gemm_packed_ep_par)
 
 
-__all__ = ["GemmDrivers", "ZMM", "gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "pack_panels",
-           "pad_nhwc", "pad_nhwc_par", "pack_weights", "pad_bias", "conv_tables", "panel_count", "MR", "NR"]
+__all__ = ["GemmDrivers", "ZMM", "gemm_packed", "gemm_packed_ep", "batch_gemm", "gemm_packed_par", "batch_gemm_par",
+           "pack_panels", "pad_nhwc", "pad_nhwc_par", "pack_weights", "pad_bias", "conv_tables", "panel_count", "MR",
+           "NR"]

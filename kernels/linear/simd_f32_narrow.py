@@ -35,6 +35,7 @@ from lite_numba.kernels.linear.simd_f32 import (
     GemmDrivers,
     batch_chunk,
     each_batch,
+    epilogue_of,
     gemv_tiles_32,
     make_tiles,
     panel_chunk,
@@ -63,7 +64,7 @@ ymm_tiles_16 = make_tiles(MR, LANES, 2)
 
 
 @njit(cache=True, inline="always")
-def _half_panels(a, abase, rows, g0, g1, segs, seglen, bp, boff, bias, n0, c, c_off, N, lo, hi, ncols):
+def _half_panels(a, abase, rows, g0, g1, segs, seglen, bp, boff, bias, n0, c, c_off, N, lo, hi, ncols, ep):
     """Rows [g0, g1) of one panel (its first column n0), as two 16-column halves, each over the whole group of
     bands in one tile call (simd_f32.make_tiles' nband). 1-2 rows left after the bands of MR share the last band
     (two tiles of about (MR + left) / 2 rows): a 1-row tile is bound by the latency of its two chains of adds."""
@@ -84,17 +85,17 @@ def _half_panels(a, abase, rows, g0, g1, segs, seglen, bp, boff, bias, n0, c, c_
             # a half panel is at most 16 columns wide: the 32-column slot is never taken
             if nb > 0:
                 run_tiles(ymm_tiles_16, ymm_tiles_16, ymm_tiles_8, MR, width, a, abase, rows, g0, nb, segs, seglen,
-                          bp, bq, c, col + g0 * N, N, bias, n0 + HALF * q, lo, hi, live)
+                          bp, bq, c, col + g0 * N, N, bias, n0 + HALF * q, lo, hi, live, ep)
             if h0 > 0:
                 run_tiles(ymm_tiles_16, ymm_tiles_16, ymm_tiles_8, h0, width, a, abase, rows, i, 1, segs, seglen,
-                          bp, bq, c, col + i * N, N, bias, n0 + HALF * q, lo, hi, live)
+                          bp, bq, c, col + i * N, N, bias, n0 + HALF * q, lo, hi, live, ep)
             if h1 > 0:
                 run_tiles(ymm_tiles_16, ymm_tiles_16, ymm_tiles_8, h1, width, a, abase, rows, i + h0, 1, segs,
-                          seglen, bp, bq, c, col + (i + h0) * N, N, bias, n0 + HALF * q, lo, hi, live)
+                          seglen, bp, bq, c, col + (i + h0) * N, N, bias, n0 + HALF * q, lo, hi, live, ep)
 
 
 @njit(cache=True, inline="always")
-def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1):
+def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off, N, lim, p0, p1, ep):
     """C rows [r0, r1) x panels [p0, p1) of clamp(A @ B + bias) (simd_f32._gemm_part's contract), blocked by the
     caches the machine reports (simd_f32.L1D_BYTES, L2_BYTES): blocks of rows whose A values fit half of L2 (every
     panel of B passes over a block: A is read from memory once, not once per panel, when it is larger than L2), and
@@ -110,7 +111,7 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
             width = 32 if ncols > 16 else (16 if ncols > 8 else 8)
             if r1 > r0:
                 run_tiles(gemv_tiles_32, ymm_tiles_16, ymm_tiles_8, r1 - r0, width, a, abase, rows, r0, 1, segs,
-                          seglen, bp, bp_off + p * panel, c, c_off + n0 + r0 * N, N, bias, n0, lo, hi, ncols)
+                          seglen, bp, bp_off + p * panel, c, c_off + n0 + r0 * N, N, bias, n0, lo, hi, ncols, ep)
         return
     arow = 4 * max(K, 1)
     room = max(L1D_BYTES - K * HALF * 4, L1D_BYTES // 4)
@@ -124,13 +125,20 @@ def _gemm_part(a, abase, rows, r0, r1, segs, seglen, bp, bp_off, bias, c, c_off,
             boff = bp_off + p * panel
             for g0 in range(b0, b1, group):
                 _half_panels(a, abase, rows, g0, min(g0 + group, b1), segs, seglen, bp, boff, bias, n0, c, c_off, N,
-                             lo, hi, ncols)
+                             lo, hi, ncols, ep)
 
 
 @njit(cache=True, nogil=True)
 def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
     """simd_f32.gemm_packed on ymm tiles (same arguments, same results)."""
-    _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR)
+    _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR, None)
+
+
+@njit(cache=True, nogil=True)
+def gemm_packed_ep(a, rows, segs, seglen, bp, bias, c, N, lim, r, ldr, alpha):
+    """simd_f32.gemm_packed_ep on ymm tiles (same arguments, same results)."""
+    _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR,
+               (r, ldr, lim[2], lim[3], alpha))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -141,7 +149,12 @@ def batch_gemm(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs):
 
 @njit(cache=True, inline="always")
 def _panel_chunk(args, wk, j):
-    panel_chunk(_gemm_part, args, wk, j)
+    panel_chunk(_gemm_part, args, wk, j, None)
+
+
+@njit(cache=True, inline="always")
+def _panel_chunk_ep(args, wk, j):
+    panel_chunk(_gemm_part, args, wk, j, epilogue_of(args))
 
 
 @njit(cache=True, inline="always")
@@ -156,13 +169,19 @@ def gemm_packed_par(a, rows, segs, seglen, bp, bias, c, N, lim, ch, cnt, T):
 
 
 @njit(cache=True, nogil=True, parallel=PARALLEL)
+def gemm_packed_ep_par(a, rows, segs, seglen, bp, bias, c, N, lim, r, ldr, alpha, ch, cnt, T):
+    """simd_f32.gemm_packed_ep_par on ymm tiles."""
+    run_chunks(T, cnt, ch.size // 4, _panel_chunk_ep, (a, rows, segs, seglen, bp, bias, c, N, lim, ch, r, ldr, alpha))
+
+
+@njit(cache=True, nogil=True, parallel=PARALLEL)
 def batch_gemm_par(a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, cnt, T):
     """simd_f32.batch_gemm_par on ymm tiles (chunks [i0, i1, r0, r1] * n, one slice of bp per worker)."""
     run_chunks(T, cnt, ch.size // 4, _batch_chunk,
                (a, a_off, rows, b, b_off, sk, sn, K, bp, bias, c, N, lim, segs, ch, T))
 
 
-YMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par)
+YMM = GemmDrivers(MR, gemm_packed, gemm_packed_par, batch_gemm, batch_gemm_par, gemm_packed_ep, gemm_packed_ep_par)
 
 
 def float_drivers() -> GemmDrivers | None:
@@ -176,4 +195,5 @@ def float_drivers() -> GemmDrivers | None:
     return None
 
 
-__all__ = ["gemm_packed", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "float_drivers", "YMM", "MR", "LANES"]
+__all__ = ["gemm_packed", "gemm_packed_ep", "batch_gemm", "gemm_packed_par", "batch_gemm_par", "float_drivers", "YMM",
+           "MR", "LANES"]

@@ -595,11 +595,105 @@ def fuse_elementwise(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, l
     return _rewritten(plan, nodes, kernels, changed)
 
 
+# --- convolution epilogues ---------------------------------------------------------------------------------------
+# A float CONV_2D whose output only an ADD (or FUSED_ELEMENTWISE ADD without a pad) reads, the ADD's other operand
+# ready before the convolution (a residual: a graph input or an earlier node's output), and / or whose (or whose
+# ADD's) output only a PRELU with one slope per output channel reads: the convolution computes them on each value its
+# tiles produce (kernels/linear/conv_epilogue.py), in the order of the nodes, so the bytes are theirs. The node
+# takes inputs (x, filter, bias, residual, slopes) (-1 where absent) and options["epilogue"] = the ADD's clamp
+# intersected with its activation's; the ADD and PRELU become FUSED_AWAY, keeping the tensors they no longer write
+# named. Slopes a DEQUANTIZE makes from a float16 constant are read from that constant (the DEQUANTIZE may come
+# after the convolution; its conversion is exact). MediaPipe's face and palm models have these after most 1x1s.
+_F32_MAX = float(np.finfo(np.float32).max)
+_FUSED_RANGES = {0: (-_F32_MAX, _F32_MAX), 1: (0.0, _F32_MAX), 2: (-1.0, 1.0), 3: (0.0, 6.0)}
+_NODE_RANGES = {"": (-np.inf, np.inf), "RELU": (0.0, np.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0),
+                "RELU_0_TO_1": (0.0, 1.0)}
+
+
+def _ready(g: _Graph, t: int, before: int) -> bool:
+    """t holds its value before node `before` runs: a graph input or an earlier node's output (no variable)."""
+    n = g.producers.get(t)
+    s = g.spec(t)
+    return not s.is_variable and s.data is None and (n.index < before if n is not None else t in g.plan.inputs)
+
+
+def _residual_add(g: _Graph, t: int, conv: Node, ours: set[int]):
+    """(ADD-like node, residual, (lo2, hi2)) when an ADD of t and a ready residual alone reads t, else None."""
+    b = g.plan.nodes[g.uses[t][0]] if len(g.uses.get(t, [])) == 1 and t not in g.pinned else None
+    if b is None or b.is_custom or len(b.inputs) != 2 or len(b.outputs) != 1 or b.inputs.count(t) != 1:
+        return None
+    act = int(b.options.get("fused_activation_function", 0) or 0)
+    if b.op_name == "ADD" and id(g.kernels[b.index]) in ours and "fused_into" not in b.options:
+        node_act = ""
+    elif (b.op_name == "FUSED_ELEMENTWISE" and g.kernels[b.index] is REWRITES["FUSED_ELEMENTWISE"]
+          and b.options.get("op") == "ADD" and "pad" not in b.options):
+        node_act = b.options.get("activation", "")
+    else:
+        return None
+    r = g.other(b, t)
+    shape = g.spec(t).shape
+    if (act not in _FUSED_RANGES or node_act not in _NODE_RANGES or r is None or r < 0 or b.outputs[0] < 0
+            or any(g.spec(i).dtype != np.float32 or g.spec(i).shape != shape for i in (r, b.outputs[0]))
+            or not _ready(g, r, conv.index)):
+        return None
+    (l1, h1), (l2, h2) = _FUSED_RANGES[act], _NODE_RANGES[node_act]
+    return b, r, (max(l1, l2), min(h1, h2))
+
+
+def _channel_prelu(g: _Graph, v: int, conv: Node, ours: set[int]):
+    """(PRELU node, slopes tensor) when a PRELU with one slope per channel alone reads v, else None."""
+    p = g.only_use(v, "PRELU") if len(g.uses.get(v, [])) == 1 else None
+    if p is None or id(g.kernels[p.index]) not in ours or len(p.inputs) != 2 or p.inputs[0] != v or p.inputs[1] < 0:
+        return None
+    a, shape = p.inputs[1], g.spec(v).shape
+    s = g.spec(a)
+    if g.spec(p.outputs[0]).shape != shape or not s.shape or not int(np.prod(s.shape)) == s.shape[-1] == shape[-1]:
+        return None
+    n = g.producers.get(a)
+    if (n is not None and n.op_name == "DEQUANTIZE" and not n.is_custom and len(n.inputs) == 1 and n.inputs[0] >= 0
+            and g.spec(n.inputs[0]).is_const and g.spec(n.inputs[0]).dtype == np.float16):
+        return p, n.inputs[0]
+    return (p, a) if s.is_const or _ready(g, a, conv.index) else None
+
+
+def fuse_conv_epilogues(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
+    """Fold a residual ADD and / or a channel PRELU into the float CONV_2D before them (see above)."""
+    ours = _builtin_kernels("CONV_2D", "ADD", "PRELU")
+    g = _Graph(plan, kernels)
+    nodes, kernels = list(plan.nodes), list(kernels)
+    changed = False
+    for conv in plan.nodes:
+        if (conv.op_name != "CONV_2D" or conv.is_custom or id(kernels[conv.index]) not in ours
+                or len(conv.inputs) not in (2, 3) or min(conv.inputs[:2]) < 0 or len(conv.outputs) != 1
+                or "epilogue" in conv.options or conv.outputs[0] < 0
+                or any(g.spec(i).dtype != np.float32 for i in (*conv.inputs[:2], conv.outputs[0]))
+                or len(g.spec(conv.outputs[0]).shape) != 4):
+            continue
+        t = conv.outputs[0]
+        add = _residual_add(g, t, conv, ours)
+        v = add[0].outputs[0] if add else t
+        prelu = _channel_prelu(g, v, conv, ours)
+        if add is None and prelu is None:
+            continue
+        bias = conv.inputs[2] if len(conv.inputs) == 3 else -1
+        inputs = (*conv.inputs[:2], bias, add[1] if add else -1, prelu[1] if prelu else -1)
+        last = prelu[0] if prelu else add[0]
+        nodes[conv.index] = dataclasses.replace(conv, inputs=inputs, outputs=last.outputs, options={
+            **conv.options, "epilogue": add[2] if add else (-np.inf, np.inf)})
+        away = [n for n in (add and add[0], prelu and prelu[0]) if n]
+        _fuse_away(nodes, kernels, away, conv.index)
+        for n, named in zip(away, (t, v)):  # each keeps a tensor no node writes now (see fuse_elementwise)
+            nodes[n.index] = dataclasses.replace(nodes[n.index], outputs=(named,))
+        changed = True
+    return _rewritten(plan, nodes, kernels, changed)
+
+
 def fuse(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Every rewrite, in order."""
     plan, kernels = fuse_slice_updates(plan, kernels)
     plan, kernels = fuse_norms(plan, kernels)
     plan, kernels = fold_pads(plan, kernels)
     plan, kernels = fuse_elementwise(plan, kernels)
+    plan, kernels = fuse_conv_epilogues(plan, kernels)
     plan, kernels = fuse_masked_attention(plan, kernels)
     return fold_transposes(plan, kernels)
