@@ -9,7 +9,8 @@ Each model is loaded, allocated (every static kernel and the runner are compiled
 several are missing; see lite_numba.jit.compiler.precompile) and invoked once on zeros, which also compiles what only
 runs at invoke time (dynamic nodes). `--all` warms the bundled example models and `common_op_models()`: a float32
 and an int8 chain of the ops of typical image models (convolutions 3x3 and 1x1, shallow and deep enough for the AMX
-tiles, depthwise, residual ADD, pooling, MEAN, FULLY_CONNECTED, SOFTMAX, RESHAPE, CONCATENATION), built in code.
+tiles, depthwise, residual ADD, PRELU, pooling, MEAN, FULLY_CONNECTED, SOFTMAX, RESHAPE, CONCATENATION), built in
+code.
 
 The caches are where the runtime looks (`cache_locations()`): kernels in Numba's cache directory for these sources
 ($NUMBA_CACHE_DIR/lite_numba-HASH, else $LITE_NUMBA_CACHE_DIR/numba/HASH, default ~/.cache/lite_numba/numba/HASH),
@@ -136,6 +137,24 @@ def _common_model(dtype) -> bytes:
              options={"padding": "VALID", "stride_w": 1, "stride_h": 1}, version=3 if q else 1)
     r = b.add_tensor("r", dtype, [1, 8, 8, 16], quant=act(0.08, -20))
     b.add_op("ADD", [p1, c0], [r], version=2 if q else 1)
+    # pointwise convolutions followed by a residual ADD and a PRELU, and by a PRELU alone (MediaPipe's face and palm
+    # models; float ones take them into their epilogue, runtime/fusion.py fuse_conv_epilogues: kernels of their own)
+    slopes = (rng.integers(-127, 128, (1, 1, 16)).astype(np.int8) if q
+              else rng.standard_normal((1, 1, 16)).astype(np.float32) * 0.2)
+    alpha = b.add_const("slopes", slopes, quant=(0.01, 0) if q else None)
+    for name, residual in (("q1", c0), ("q2", None)):
+        t = b.add_tensor(name, dtype, [1, 8, 8, 16], quant=act(0.05, -10))
+        w, wq, bq = weights([16, 1, 1, 16], 0)
+        bv, bq = bias(16, bq)
+        b.add_op("CONV_2D", [d1, b.add_const(f"{name}_w", w, quant=wq), b.add_const(f"{name}_b", bv, quant=bq)],
+                 [t], options={"padding": "VALID", "stride_w": 1, "stride_h": 1}, version=3 if q else 1)
+        if residual is not None:
+            s1 = b.add_tensor(f"{name}_sum", dtype, [1, 8, 8, 16], quant=act(0.08, -10))
+            b.add_op("ADD", [t, residual], [s1], version=2 if q else 1)
+            t = s1
+        pr = b.add_tensor(f"{name}_prelu", dtype, [1, 8, 8, 16], quant=act(0.05, -10))
+        b.add_op("PRELU", [t, alpha], [pr])
+        b.mark_output(pr)
     # a second output through an expansion 16 -> 64 and a deep pointwise layer 64 -> 96: enough depth and work for
     # the int8 AMX tiles (simd_amx.amx_pays), which the 16-channel layers above leave to the VNNI kernels
     wide = d1
