@@ -260,3 +260,13 @@ def test_an_unresolved_symbol_is_refused_not_fatal(loader):
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "refused: unresolved symbol lite_numba_no_such_symbol" in r.stdout
+
+
+def test_constants_sit_on_cache_lines():
+    """The runners' constant blocks (packed weights, tables) start on a cache line, their parts at multiples of 64
+    from there (codegen.make_segment; an image restores them so, runtime/native/image.py): with numpy's 16-byte
+    alignment a packed panel's vector loads straddled two lines."""
+    it = Interpreter(model_path=str(ROOT / "lite_numba" / "examples" / "small_cnn_f32.tflite"))
+    it.allocate_tensors()
+    program = it.runtime.main.native_program()
+    assert program and all(aux.ctypes.data % 64 == 0 for _, aux, *_ in program)

@@ -28,7 +28,7 @@ from ..jit.compiler import (
 )
 from ..jit.symbols import symbol_name
 from ..ops import Call, ConstArg, Tensor, TensorView
-from .arena import align64
+from .arena import align64, zeroed_arena
 
 # A constant tensor of at least this many bytes (16-byte aligned, as the schema aligns buffers and numpy aligns aux
 # itself) is read by the runner where the model holds it (the mapped file), addressed from aux, instead of being
@@ -179,7 +179,7 @@ def make_segment(nodes: list[int], prepared, offsets: dict[int, int], array, are
             it[p] = aux_offset(arr)
             it[p + 1] += it[p]
         outside = []
-    aux = np.zeros(max(aux_size, 64), np.uint8)
+    aux = zeroed_arena(max(aux_size, 64))  # (on a cache line: the offsets above are multiples of 64)
     for arr in aux_parts:
         off = aux_pos[id(arr)]
         aux[off:off + arr.nbytes] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
