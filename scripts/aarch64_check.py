@@ -13,13 +13,13 @@ kernels compile for aarch64 and give the same results there.
 The subset (CASES): CONV_2D (float32, int8 per-channel and per-tensor, uint8; pointwise, 3x3, strided, dilated),
 DEPTHWISE_CONV_2D (float32, int8, uint8), FULLY_CONNECTED (float32, int8, hybrid int8 weights, INT4 blockwise
 weights), a hybrid CONV_2D, BATCH_MATMUL (float32, plain and with both operands transposed and broadcast),
-elementwise ADD / MUL (float32 with broadcast, int8), PAD + ADD + RELU (one fused node), a MAX_POOL_2D of 28
-channels, and whole models: small_cnn float32 / int8 / int8 with uint8
-I/O, the transformer block and three compiled control-flow models (WHILE / IF, Keras GRU and LSTM; in tests/data),
-plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has them. int8 and uint8 results must be
-bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a whole model (the official x86
-kernels' summation order is not aarch64's), except the hybrid and INT4 layers: bit-identical floats too (exact int32
-sums, the official float epilogue).
+elementwise ADD / MUL (float32 with broadcast, int8), PAD + ADD + RELU (one fused node), a float CONV_2D with a
+residual ADD + PRELU and with a padded residual ADD + RELU in its epilogue, a MAX_POOL_2D of 28 channels, and whole
+models: small_cnn float32 / int8 / int8 with uint8 I/O, the transformer block and three compiled control-flow models
+(WHILE / IF, Keras GRU and LSTM; in tests/data), plus MobileNetV2 0.35/96 float32 and int8 when ../shared/models has
+them. int8 and uint8 results must be bit-identical; float32 within 1e-5 of the largest output for one op, 1e-4 for a
+whole model (the official x86 kernels' summation order is not aarch64's), except the hybrid and INT4 layers: bit-
+identical floats too (exact int32 sums, the official float epilogue).
 
 Record needs the official runtime and the tests' model makers (tests/linear_models.py, on the path); check needs
 only lite-numba and numpy, since the models travel in REFS.npz as bytes.
@@ -135,6 +135,11 @@ def _cases() -> dict:
     # MAX_POOL_2D of 28 channels (a last vector overlapping the one before): exact
     cases["pad_add_relu_f32"] = (_pad_add_relu(), [rng.standard_normal((1, 9, 7, 20)).astype(np.float32),
                                                    rng.standard_normal((1, 9, 7, 24)).astype(np.float32)], None)
+    # convolutions with their successors in the GEMM tiles' epilogue (runtime/fusion.py fuse_conv_epilogues): a
+    # residual ADD + PRELU, and a channel-padded residual ADD + RELU (BlazeFace's)
+    for name, pad in (("conv_add_prelu_f32", 0), ("conv_padded_add_relu_f32", 4)):
+        cases[name] = (_conv_epilogue(pad), [rng.standard_normal((1, 9, 7, 20)).astype(np.float32),
+                                             rng.standard_normal((1, 9, 7, 36 - pad)).astype(np.float32)], 1e-5)
     x = rng.standard_normal((1, 10, 9, 28)).astype(np.float32)
     cases["max_pool_f32_28"] = (one_op("MAX_POOL_2D", [(np.float32, x.shape)], (np.float32, (1, 5, 4, 28)),
                                        {"padding": "VALID", "stride_w": 2, "stride_h": 2, "filter_width": 2,
@@ -165,6 +170,34 @@ def _pad_add_relu() -> bytes:
     mb.add_op("ADD", [p, y], [s])
     out = mb.add_tensor("out", np.float32, [1, 9, 7, 24])
     mb.add_op("RELU", [s], [out])
+    mb.mark_output(out)
+    return mb.build()
+
+
+def _conv_epilogue(pad: int) -> bytes:
+    """x [1, 9, 7, 20] -> 1x1 CONV_2D to 36 channels -> ADD(conv, r) -> PRELU (pad 0) or ADD(conv, PAD(r) by `pad`
+    channels after) -> RELU: one CONV_2D with its epilogue."""
+    from lite_numba.builder import ModelBuilder
+
+    rng = np.random.default_rng(pad)
+    mb = ModelBuilder()
+    x = mb.add_input("x", np.float32, [1, 9, 7, 20])
+    r = mb.add_input("r", np.float32, [1, 9, 7, 36 - pad])
+    y = mb.add_tensor("y", np.float32, [1, 9, 7, 36])
+    mb.add_op("CONV_2D", [x, mb.add_const("w", rng.standard_normal((36, 1, 1, 20)).astype(np.float32)),
+                          mb.add_const("b", rng.standard_normal(36).astype(np.float32))], [y],
+              options={"padding": "VALID", "stride_w": 1, "stride_h": 1})
+    if pad:
+        p = mb.add_tensor("p", np.float32, [1, 9, 7, 36])
+        mb.add_op("PAD", [r, mb.add_const("pads", np.array([[0, 0], [0, 0], [0, 0], [0, pad]], np.int32))], [p])
+        r = p
+    s = mb.add_tensor("s", np.float32, [1, 9, 7, 36])
+    mb.add_op("ADD", [y, r], [s])
+    out = mb.add_tensor("out", np.float32, [1, 9, 7, 36])
+    if pad:
+        mb.add_op("RELU", [s], [out])
+    else:
+        mb.add_op("PRELU", [s, mb.add_const("slopes", rng.standard_normal((1, 1, 36)).astype(np.float32))], [out])
     mb.mark_output(out)
     return mb.build()
 
@@ -265,7 +298,7 @@ def check(refs: Path, only: str = "") -> int:
 
 # cases also run with num_threads=2 and every layer split (the parallel drivers on kernels/base/team_pool.py's
 # threads: its futex, spin hint and trampolines on aarch64), which must give the one-thread bytes
-THREADED = ("conv_f32", "conv_int8", "dw_", "fc_hybrid", "bmm_f32")
+THREADED = ("conv_f32", "conv_int8", "conv_add", "conv_padded", "dw_", "fc_hybrid", "bmm_f32")
 
 
 def _two_threads(name: str, model: bytes, ins, one) -> int:
