@@ -27,10 +27,13 @@ F32 = np.float32
 
 
 def _model(x_shape, co, k=1, stride=1, padding="SAME", conv_act="NONE", add=True, add_first=False, add_act="NONE",
-           act="", prelu="", groups=1, late_residual=False, conv_output_read=False, residual_shape=None):
+           act="", prelu="", groups=1, late_residual=False, conv_output_read=False, residual_shape=None, pad=None,
+           fill=None):
     """x [, r] -> CONV_2D -> [ADD(conv, r) -> act node] -> [PRELU]; prelu: "" none, "const" float32 slopes
     [1, 1, co], "fp16" slopes DEQUANTIZEd from a float16 constant by a node placed after the convolution,
-    "pixel" slopes that vary along the width (not fusable). Returns (model bytes, input shapes)."""
+    "pixel" slopes that vary along the width (not fusable); pad = (before, after): r has that many channels fewer
+    and is padded along them (PAD, or PADV2 with `fill`: BlazeFace's residual). Returns (model bytes, input
+    shapes)."""
     rng = np.random.default_rng(co * 31 + k)
     mb = ModelBuilder()
     n, h, w, ci = x_shape
@@ -40,8 +43,15 @@ def _model(x_shape, co, k=1, stride=1, padding="SAME", conv_act="NONE", add=True
     shapes = [list(x_shape)]
     r = None
     if add and not late_residual:
-        r = mb.add_input("r", F32, residual_shape or out_shape)
-        shapes.append(residual_shape or out_shape)
+        r_shape = residual_shape or (out_shape[:-1] + [co - sum(pad)] if pad else out_shape)
+        r = mb.add_input("r", F32, r_shape)
+        shapes.append(r_shape)
+        if pad:
+            pads = mb.add_const("pads", np.array([[0, 0]] * 3 + [list(pad)], np.int32))
+            padded = mb.add_tensor("r_padded", F32, out_shape)
+            fills = [mb.add_const("fill", np.array([fill], F32))] if fill is not None else []
+            mb.add_op("PADV2" if fill is not None else "PAD", [r, pads, *fills], [padded])
+            r = padded
     wts = mb.add_const("w", rng.standard_normal((co, k, k, ci // groups)).astype(F32))
     bias = mb.add_const("b", rng.standard_normal(co).astype(F32))
     y = mb.add_tensor("y", F32, out_shape)
@@ -114,6 +124,10 @@ CASES = {  # name: _model keyword arguments
     "prelu_only": dict(x_shape=(1, 10, 10, 3), co=16, k=3, add=False, prelu="const"),
     "prelu_only_fp16_1row": dict(x_shape=(1, 1, 2, 40), co=70, add=False, prelu="fp16"),  # the matrix-vector tiles
     "grouped_add_prelu": dict(x_shape=(1, 6, 6, 8), co=8, k=3, groups=2, prelu="const"),  # the separate pass
+    "1x1_padded_residual_relu": dict(x_shape=(1, 8, 9, 24), co=28, act="RELU", pad=(0, 4)),  # BlazeFace's
+    "3x3_padded_both_sides_fill_prelu": dict(x_shape=(1, 7, 6, 5), co=37, k=3, pad=(3, 6), fill=-0.75, act="RELU6",
+                                             prelu="const"),
+    "grouped_padded_residual": dict(x_shape=(1, 6, 6, 8), co=8, k=3, groups=4, pad=(2, 1), act="RELU"),
 }
 
 

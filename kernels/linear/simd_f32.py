@@ -105,25 +105,41 @@ def _vload(builder, ptr, vtype):
     return builder.load(builder.bitcast(ptr, vtype.as_pointer()), align=4)
 
 
-def _epilogue_terms(context, builder, ty, ep, biasoff, lanes: int, nv: int):
-    """make_tiles' `ep` tuple (r, ldr, lo2, hi2, alpha) unpacked: the residual's data pointer and row stride, the
-    second clamp's limits as vectors and the PRELU slopes of the tile's columns (loaded once, like the bias); a
-    part whose array is not float32 (conv_epilogue's placeholder) is absent: None, its operations not emitted."""
+def _epilogue_terms(context, builder, ty, ep, biasoff, masks, lanes: int, nv: int):
+    """make_tiles' `ep` tuple (r, ldr, lo2, hi2, alpha, c0, fill) unpacked: the residual's data pointer (moved back
+    by c0) and row stride, the second clamp's limits as vectors, the PRELU slopes of the tile's columns (loaded
+    once, like the bias) and, for a 2-D r (a residual padded along the channels: its ldr channels are the output's
+    [c0, c0 + ldr), `fill` elsewhere), the lanes to read per column vector and the fill. A part whose array is not
+    float32 (conv_epilogue's placeholder) is absent: None, its operations not emitted."""
     vf = ir.VectorType(_f32, lanes)
-    r, ldr, lo2, hi2, alpha = (builder.extract_value(ep, i) for i in range(5))
-    slopes = None
+    r, ldr, lo2, hi2, alpha, c0, fill = (builder.extract_value(ep, i) for i in range(7))
+    slopes = pr = pad = None
     if ty.types[4].dtype == types.float32:
         palpha = _data_ptr(context, builder, ty.types[4], alpha)
         slopes = [_vload(builder, _gep(builder, palpha, builder.add(biasoff, _i(lanes * h)), _f32), vf)
                   for h in range(nv)]
-    pr = _data_ptr(context, builder, ty.types[0], r) if ty.types[0].dtype == types.float32 else None
-    return pr, ldr, _splat(builder, lo2, vf), _splat(builder, hi2, vf), slopes
+    if ty.types[0].dtype == types.float32:
+        pr = _data_ptr(context, builder, ty.types[0], r)
+    if pr is not None and ty.types[0].ndim == 2:
+        vi = ir.VectorType(_i32, lanes)
+        first = builder.fptosi(c0, _i64)
+        pr = builder.gep(pr, [builder.neg(first)], source_etype=_f32)  # (read only where the lanes say)
+        j0 = builder.trunc(builder.sub(biasoff, first), _i32)  # a vector's channels from the residual's first
+        n32 = builder.trunc(ldr, _i32)
+        lanes_of = []
+        for h in range(nv):
+            j = builder.add(_splat(builder, j0, vi), ir.Constant(vi, [lanes * h + i for i in range(lanes)]))
+            inside = builder.and_(builder.icmp_signed(">=", j, ir.Constant(vi, None)),
+                                  builder.icmp_signed("<", j, _splat(builder, n32, vi)))
+            lanes_of.append(builder.and_(inside, masks[h]))
+        pad = (lanes_of, _splat(builder, fill, vf))
+    return pr, ldr, _splat(builder, lo2, vf), _splat(builder, hi2, vf), slopes, pad
 
 
 def _epilogue(builder, v, rv, terms, h):
     """ep's steps after the tile's own clamp, as the fused nodes compute them: + the residual rv (ADD) and the ADD's
     and its activation's clamp (one range, their intersection; a NaN passes), then PRELU (v >= 0 ? v : v * slope)."""
-    _, _, lo2, hi2, slopes = terms
+    _, _, lo2, hi2, slopes, _ = terms
     if rv is not None:
         v = builder.fadd(v, rv)
         v = builder.select(builder.fcmp_ordered("<", v, lo2), lo2, v)
@@ -141,8 +157,6 @@ def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> 
     vb = ir.VectorType(_i1, lanes)
     (a_, abase_, rows_, ri_, nband_, segs_, nseg_, seglen_, b_, boff_, c_, coff_, ldc_, bias_, biasoff_, lo_, hi_,
      ncols_, ep_) = args
-    terms = None if isinstance(argtys[-1], types.NoneType) else \
-        _epilogue_terms(context, builder, argtys[-1], ep_, biasoff_, lanes, nv)
     mload = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(vf, [vf.as_pointer(), _i32, vb, vf]), f"llvm.masked.load.v{lanes}f32.p0")
     pa = _data_ptr(context, builder, argtys[0], a_)
@@ -163,6 +177,8 @@ def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> 
         live = builder.sub(ncols32, ir.Constant(_i32, lanes * h))
         masks.append(builder.icmp_signed("<", iota, _splat(builder, live, vi)))
         biases.append(_vload(builder, _gep(builder, pbias, builder.add(biasoff_, _i(lanes * h)), _f32), vf))
+    terms = None if isinstance(argtys[-1], types.NoneType) else \
+        _epilogue_terms(context, builder, argtys[-1], ep_, biasoff_, masks, lanes, nv)
     with cgutils.for_range(builder, nband_) as band:
         ri = builder.add(ri_, builder.mul(band.index, _i(mr)))
         coff = builder.add(coff_, builder.mul(band.index, builder.mul(ldc_, _i(mr))))
@@ -214,12 +230,20 @@ def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> 
                 outs.append((v, builder.bitcast(_gep(builder, prow, _i(lanes * h), _f32), vf.as_pointer()), h,
                              rptr))
 
+        def residual(rptr, h, whole):
+            if rptr is None:
+                return None
+            if terms[5] is not None:  # padded: the channels it has, the fill elsewhere
+                return builder.call(mload, [rptr, ir.Constant(_i32, 4), terms[5][0][h], terms[5][1]])
+            if whole:
+                return builder.load(rptr, align=4)
+            # (the residual's rows end at the output's width: masked like the stores)
+            return builder.call(mload, [rptr, ir.Constant(_i32, 4), masks[h], ir.Constant(vf, None)])
+
         def masked():
             for v, ptr, h, rptr in outs:
-                if terms is not None:  # (the residual's rows end at the output's width: masked like the stores)
-                    rv = None if rptr is None else builder.call(mload, [rptr, ir.Constant(_i32, 4), masks[h],
-                                                                        ir.Constant(vf, None)])
-                    v = _epilogue(builder, v, rv, terms, h)
+                if terms is not None:
+                    v = _epilogue(builder, v, residual(rptr, h, False), terms, h)
                 builder.call(mstore, [v, ptr, ir.Constant(_i32, 4), masks[h]])
 
         if masked_stores_native():
@@ -229,8 +253,7 @@ def _emit_tile(context, builder, argtys, args, mr: int, lanes: int, nv: int) -> 
                 with whole:
                     for v, ptr, h, rptr in outs:
                         if terms is not None:
-                            rv = None if rptr is None else builder.load(rptr, align=4)
-                            v = _epilogue(builder, v, rv, terms, h)
+                            v = _epilogue(builder, v, residual(rptr, h, True), terms, h)
                         builder.store(v, ptr, align=4)
                 with part:
                     masked()
@@ -257,7 +280,7 @@ def make_tiles(max_mr: int, lanes: int, nv: int, heights: tuple[int, ...] | None
               lo, hi, ncols, ep):
         i64, f32 = types.int64, types.float32
         if not isinstance(ep, types.NoneType):
-            ep = types.Tuple((ep.types[0], i64, f32, f32, ep.types[4]))
+            ep = types.Tuple((ep.types[0], i64, f32, f32, ep.types[4], f32, f32))
         sig = types.void(i64, a, i64, rows, i64, i64, segs, i64, i64, b, i64, c, i64, i64, bias, i64, f32, f32, i64,
                          ep)
 
@@ -358,8 +381,10 @@ def panel_chunk(part, args, wk, j, ep):
 
 @njit(cache=True, inline="always")
 def epilogue_of(args):
-    """make_tiles' ep from gemm_packed_ep_par's chunk arguments (r, ldr and alpha after the ten of gemm_packed_par)."""
-    return args[10], args[11], args[8][2], args[8][3], args[12]
+    """make_tiles' ep from gemm_packed_ep_par's chunk arguments (r, ldr and alpha after the ten of gemm_packed_par;
+    lim = [lo, hi, lo2, hi2, c0, fill])."""
+    lim = args[8]
+    return args[10], args[11], lim[2], lim[3], args[12], lim[4], lim[5]
 
 
 @njit(cache=True, inline="always")
@@ -400,9 +425,10 @@ def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
 @njit(cache=True, nogil=True)
 def gemm_packed_ep(a, rows, segs, seglen, bp, bias, c, N, lim, r, ldr, alpha):
     """gemm_packed with the fused successors of conv.py's epilogue option (make_tiles' ep): each output then also
-    gets + r (rows ldr apart), the clamp to [lim[2], lim[3]] and PRELU by alpha (padded like the bias)."""
+    gets + r (rows ldr apart; 2-D: padded along the channels, lim[4] = c0, lim[5] = fill), the clamp to
+    [lim[2], lim[3]] and PRELU by alpha (padded like the bias)."""
     _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR,
-               (r, ldr, lim[2], lim[3], alpha))
+               (r, ldr, lim[2], lim[3], alpha, lim[4], lim[5]))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -485,7 +511,7 @@ def schedule_conv2d(ctx: PrepareContext, x: Tensor, f: Tensor, b: Tensor | None,
     """CONV_2D (one group) as a direct convolution: the input is copied into a zero-padded temporary when the
     padding (or a window reaching past the input) needs it, then gemm_packed runs with one row per output pixel.
     `drivers`: the vector width's drivers (default ZMM; simd_f32_narrow.float_drivers()). `ep`: (r, ldr, alpha,
-    (lo2, hi2)), the fused successors (gemm_packed_ep; alpha padded to whole panels)."""
+    (lo2, hi2, c0, fill)), the fused successors (gemm_packed_ep; alpha padded to whole panels)."""
     N, H, W, CI = x.shape
     CO, KH, KW, _ = f.shape
     _, OH, OW, _ = out.shape

@@ -138,7 +138,7 @@ def gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim):
 def gemm_packed_ep(a, rows, segs, seglen, bp, bias, c, N, lim, r, ldr, alpha):
     """simd_f32.gemm_packed_ep on ymm tiles (same arguments, same results)."""
     _gemm_part(a, 0, rows, 0, rows.size, segs, seglen, bp, 0, bias, c, 0, N, lim, 0, (N + NR - 1) // NR,
-               (r, ldr, lim[2], lim[3], alpha))
+               (r, ldr, lim[2], lim[3], alpha, lim[4], lim[5]))
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -596,14 +596,14 @@ def fuse_elementwise(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, l
 
 
 # --- convolution epilogues ---------------------------------------------------------------------------------------
-# A float CONV_2D whose output only an ADD (or FUSED_ELEMENTWISE ADD without a pad) reads, the ADD's other operand
-# ready before the convolution (a residual: a graph input or an earlier node's output), and / or whose (or whose
-# ADD's) output only a PRELU with one slope per output channel reads: the convolution computes them on each value its
-# tiles produce (kernels/linear/conv_epilogue.py), in the order of the nodes, so the bytes are theirs. The node
-# takes inputs (x, filter, bias, residual, slopes) (-1 where absent) and options["epilogue"] = the ADD's clamp
-# intersected with its activation's; the ADD and PRELU become FUSED_AWAY, keeping the tensors they no longer write
-# named. Slopes a DEQUANTIZE makes from a float16 constant are read from that constant (the DEQUANTIZE may come
-# after the convolution; its conversion is exact). MediaPipe's face and palm models have these after most 1x1s.
+# A float CONV_2D whose output only an ADD (or FUSED_ELEMENTWISE ADD, the residual maybe padded along the channels)
+# reads, the other operand ready before the convolution (a graph input or an earlier node's output), and / or whose
+# (or whose ADD's) output only a PRELU with one slope per output channel reads: the convolution computes them on each
+# value its tiles produce (kernels/linear/conv_epilogue.py), in the nodes' order: their bytes. The node takes inputs
+# (x, filter, bias, residual, slopes) (-1 where absent) and options["epilogue"] = the ADD's clamp intersected with
+# its activation's [, the pad's first channel and fill]; the ADD and PRELU become FUSED_AWAY, still naming the
+# tensors no node writes now. Slopes a DEQUANTIZE makes from a float16 constant are read from that constant (the
+# DEQUANTIZE may come after the convolution; the conversion is exact). MediaPipe's face, palm, pose models' 1x1s.
 _F32_MAX = float(np.finfo(np.float32).max)
 _FUSED_RANGES = {0: (-_F32_MAX, _F32_MAX), 1: (0.0, _F32_MAX), 2: (-1.0, 1.0), 3: (0.0, 6.0)}
 _NODE_RANGES = {"": (-np.inf, np.inf), "RELU": (0.0, np.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0),
@@ -626,18 +626,20 @@ def _residual_add(g: _Graph, t: int, conv: Node, ours: set[int]):
     if b.op_name == "ADD" and id(g.kernels[b.index]) in ours and "fused_into" not in b.options:
         node_act = ""
     elif (b.op_name == "FUSED_ELEMENTWISE" and g.kernels[b.index] is REWRITES["FUSED_ELEMENTWISE"]
-          and b.options.get("op") == "ADD" and "pad" not in b.options):
+          and b.options.get("op") == "ADD"):
         node_act = b.options.get("activation", "")
     else:
         return None
     r = g.other(b, t)
+    side, c0, after = b.options.get("pad", (b.inputs.index(r) if r is not None else 0, 0, 0))
     shape = g.spec(t).shape
     if (act not in _FUSED_RANGES or node_act not in _NODE_RANGES or r is None or r < 0 or b.outputs[0] < 0
-            or any(g.spec(i).dtype != np.float32 or g.spec(i).shape != shape for i in (r, b.outputs[0]))
-            or not _ready(g, r, conv.index)):
+            or b.inputs[side] != r or g.spec(b.outputs[0]).shape != shape
+            or g.spec(r).shape != (*shape[:-1], shape[-1] - c0 - after) or g.spec(r).dtype != np.float32
+            or g.spec(b.outputs[0]).dtype != np.float32 or not _ready(g, r, conv.index)):
         return None
     (l1, h1), (l2, h2) = _FUSED_RANGES[act], _NODE_RANGES[node_act]
-    return b, r, (max(l1, l2), min(h1, h2))
+    return b, r, (max(l1, l2), min(h1, h2), *((c0, float(b.options["fill"])) if "pad" in b.options else ()))
 
 
 def _channel_prelu(g: _Graph, v: int, conv: Node, ours: set[int]):
@@ -675,8 +677,7 @@ def fuse_conv_epilogues(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan
         prelu = _channel_prelu(g, v, conv, ours)
         if add is None and prelu is None:
             continue
-        bias = conv.inputs[2] if len(conv.inputs) == 3 else -1
-        inputs = (*conv.inputs[:2], bias, add[1] if add else -1, prelu[1] if prelu else -1)
+        inputs = (*conv.inputs[:2], (*conv.inputs, -1)[2], add[1] if add else -1, prelu[1] if prelu else -1)
         last = prelu[0] if prelu else add[0]
         nodes[conv.index] = dataclasses.replace(conv, inputs=inputs, outputs=last.outputs, options={
             **conv.options, "epilogue": add[2] if add else (-np.inf, np.inf)})
