@@ -90,7 +90,8 @@ def test_transpose_blocks(dtype, shape, perm):
 @pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.int64])
 @pytest.mark.parametrize("shape,perm", [([1, 2, 9, 11], [0, 2, 3, 1]), ([1, 5, 4, 2], [0, 2, 3, 1]),
                                         ([3, 7, 17], [0, 2, 1]), ([4, 6, 8], [0, 2, 1]), ([12, 9], [1, 0]),
-                                        ([2, 9, 33, 8], [0, 2, 1, 3]), ([8, 8], [1, 0]), ([2, 3, 70, 37], [0, 1, 3, 2])])
+                                        ([2, 9, 33, 8], [0, 2, 1, 3]), ([8, 8], [1, 0]),
+                                        ([2, 3, 70, 37], [0, 1, 3, 2])])
 def test_transpose_tiles_and_planes(dtype, shape, perm):
     # 8 x 8 tiles of vector loads and shuffles (the last tile of a dimension moved back to end at its edge) and
     # 2 to 7 channel planes interleaved 8 pixels at a time, for each word size; runs of 8 words between them
