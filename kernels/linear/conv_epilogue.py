@@ -4,8 +4,8 @@ output value as it leaves the convolution's tiles instead of in passes of their 
 
 The node then has inputs (x, filter, bias, r, alpha) (-1 where absent) and options["epilogue"] = (lo2, hi2[, c0,
 fill]): r may be padded along the channels (BlazeFace's ADD(PAD(x), conv)), its channels then the output's
-[c0, c0 + its count) and `fill` the others'. Every
-output is v = clamp(conv + bias, the conv's own limits), then v + r, clamped to [lo2, hi2] (the intersection of the
+[c0, c0 + its count) and `fill` the others'. Every output is v = clamp(conv + bias, the conv's own limits), then
+v + r, clamped to [lo2, hi2] (the intersection of the
 ADD's fused activation and a following RELU-family node: the composition of two such clamps, all of which contain
 [0, 1]), then v >= 0 ? v : v * alpha[c]: the unfused nodes' float32 operations in their order, so the bytes are
 theirs. On the SIMD paths the GEMM tiles apply it (simd_f32.make_tiles' `ep`), an absent residual or slope vector

@@ -271,9 +271,10 @@ def make_tiles(max_mr: int, lanes: int, nv: int, heights: tuple[int, ...] | None
     r < mr * nband, j < min(ncols, lanes * nv), where A[r, s * seglen + t] = a[abase + rows[ri + r] + segs[s] + t].
     The bands share one call: the bias, the limits and the column masks are loaded once (with K = 8, a pointwise
     convolution of 8 input channels, the per-call set-up had cost as much as the products). `heights`: the tile
-    heights compiled (default 1..max_mr); another height does nothing. `ep`: None, or (r, ldr, lo2, hi2, alpha)
-    for a convolution with fused successors (conv.py's epilogue option): each clamped value then goes through
-    _epilogue with r[(ri + row) * ldr + bias_off + j] and alpha[bias_off + j] (alpha padded like the bias)."""
+    heights compiled (default 1..max_mr); another height does nothing. `ep`: None, or (r, ldr, lo2, hi2, alpha, c0,
+    fill) for a convolution with fused successors (conv.py's epilogue option): each clamped value then goes through
+    _epilogue with r[(ri + row) * ldr + bias_off + j] (a 2-D r: its channel j - c0, the fill outside its ldr) and
+    alpha[bias_off + j] (alpha padded like the bias); see _epilogue_terms."""
 
     @intrinsic
     def tiles(typingctx, mr, a, abase, rows, ri, nband, segs, nseg, seglen, b, b_off, c, c_off, ldc, bias, bias_off,
