@@ -25,7 +25,6 @@ at once may see each other's setting: only their speed can change, not their res
 from __future__ import annotations
 
 import ctypes
-import statistics
 import time
 from collections import deque
 
@@ -98,6 +97,7 @@ class TeamPolicy:
         self.probe_t0 = 0
         self.serial = False  # the setting in use
         self.recent = (deque(maxlen=RECENT), deque(maxlen=RECENT))  # ns: [workers, serial]
+        self.medians: list[float | None] = [None, None]  # of recent[0], recent[1]
         self.count = 0
         self.interval = 1
         self.next_probe = 2
@@ -121,11 +121,26 @@ class TeamPolicy:
             warming = self.count - self.next_probe < PROBE_WARM_MAX and t0 - self.probe_t0 < self.warm_ns
             if self.count == self.next_probe or warming:
                 return  # a probe's first invokes wake the other setting up (sleeping workers): not recorded
-        in_use = self.recent[1 - serial] if probe else None
-        self.recent[serial].append(dt)
-        if probe:
-            promising = not in_use or dt < statistics.median(in_use)
-            self.interval = 2 if promising else min(2 * self.interval, MAX_INTERVAL)
+            prev = self.recent[1 - serial]
+            in_use = self.medians[1 - serial] = _median(prev) if prev else None
+            self.interval = 2 if in_use is None or dt < in_use else min(2 * self.interval, MAX_INTERVAL)
             self.next_probe = self.count + self.interval
-        if self.recent[0] and self.recent[1]:
-            self.serial = statistics.median(self.recent[1]) < statistics.median(self.recent[0])
+        recent = self.recent[serial]
+        full = len(recent) == RECENT
+        recent.append(dt)
+        other = self.medians[1 - serial]  # (the setting not in use: its median is updated at every probe)
+        if other is None:
+            return
+        if full and not probe and (dt < other if serial else dt <= other):
+            # the choice holds: 3 of the 5 samples were on its side of `other`, and the new one is too (the median
+            # of the setting in use is then left stale: the next probe recomputes it)
+            return
+        m = self.medians[serial] = _median(recent)
+        self.serial = (m < other) if serial else (other < m)
+
+
+def _median(values) -> float:
+    """statistics.median of a few numbers, at a third of its cost (TeamPolicy runs it on every invoke)."""
+    s = sorted(values)
+    h = len(s) // 2
+    return s[h] if len(s) % 2 else (s[h - 1] + s[h]) / 2
