@@ -248,7 +248,7 @@ def test_team_policy_follows_the_faster_setting():
     on the calling thread (a core taken) switches to the calling thread at the first probe (the second and third
     invokes: a probe's first invoke only wakes the setting up) and probes ever more rarely while that holds; when the
     workers become faster again (3 against 4) it switches back within a few probes; the limit is cleared after every
-    run; a forced limit runs without probes."""
+    run; a forced limit runs without probes. (No time budget for probes here: test_team_policy_probes_within_budget.)"""
     now = [0]
     cost = {0: 10, 1: 4}
     seen = []
@@ -257,7 +257,7 @@ def test_team_policy_follows_the_faster_setting():
         seen.append(team.team_limit())
         now[0] += cost[team.team_limit()]
 
-    policy = team.TeamPolicy(run, clock=lambda: now[0], warm_ns=0)
+    policy = team.TeamPolicy(run, clock=lambda: now[0], warm_ns=0, budget=0)
     policy()
     policy()
     assert seen == [0, 1] and not policy.serial  # the probe's first invoke: not recorded
@@ -282,3 +282,33 @@ def test_team_policy_follows_the_faster_setting():
     finally:
         team.force_team_limit(None)
     assert team.team_limit() == 0
+
+
+@pytest.mark.parametrize("slow", [30, 3000])
+def test_team_policy_probes_within_budget(slow):
+    """A probe that loses (the workers cost `slow` against 4 on the calling thread: a core taken; 3000 as a worker
+    waiting a time slice) is followed by invokes worth at least PROBE_BUDGET times its extra cost (its two invokes
+    against two on the calling thread) before the next one, so the probes take at most ~1 / PROBE_BUDGET of the time
+    however slow the setting they try; the choice stays the calling thread, and a cheap probe still comes at the
+    invoke interval's pace."""
+    now = [0]
+    cost = {0: slow, 1: 4}
+    seen = []
+
+    def run():
+        seen.append(team.team_limit())
+        now[0] += cost[team.team_limit()]
+
+    policy = team.TeamPolicy(run, clock=lambda: now[0], warm_ns=0)
+    for _ in range(20000 if slow < 100 else 400000):
+        policy()
+    assert policy.serial
+    extra = 2 * (cost[0] - cost[1])  # a probe's two invokes beyond two on the calling thread
+    probe_time = cost[0] * seen.count(0)
+    assert probe_time <= now[0] / team.PROBE_BUDGET + 2 * 2 * cost[0]  # (+ the first probe's, before any budget)
+    starts = [i for i in range(1, len(seen)) if seen[i] == 0 and seen[i - 1] == 1]
+    assert len(starts) >= 3
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert all(g * cost[1] >= team.PROBE_BUDGET * extra for g in gaps)
+    if slow == 30:  # 2 x 26 x 50 = 2600 = 650 invokes: the 1,024-invoke interval takes over
+        assert gaps[-1] == team.MAX_INTERVAL + 1

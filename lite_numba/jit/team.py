@@ -68,6 +68,13 @@ PROBE_WARM_MAX = 3
 # samples kept per setting: the setting in use keeps its last RECENT invokes, the other its last RECENT probes, and
 # the medians are compared (a preempted invoke takes a whole time slice: the median ignores up to two in five)
 RECENT = 5
+# and after a probe that lost (the setting in use stayed faster) the next one waits, beyond its interval, until the
+# invokes since have taken PROBE_BUDGET times what it cost beyond as many invokes of the setting in use, so losing
+# probes cost at most ~1 / PROBE_BUDGET of the time whatever their price: with one core busy each invoke of a probe
+# of the workers can wait a time slice (ms), which on a 35-45 us model (small_cnn) was 10-30 % of the time at a
+# 1,024-invoke interval. (Budgeting a probe's whole cost instead kept hand_landmark_lite (5 ms an invoke) on one
+# thread through the 2-thread bench: one unlucky probe then barred the next for 100 invokes.)
+PROBE_BUDGET = 50
 
 
 _FORCED: list[int | None] = [None]
@@ -90,23 +97,28 @@ class TeamPolicy:
     been faster, probing the other now and then. `clock` returns nanoseconds (tests pass their own); a probe warms the
     other setting up for `warm_ns` before the invoke it records."""
 
-    def __init__(self, run, clock=time.perf_counter_ns, warm_ns: int = PROBE_WARM_NS):
+    def __init__(self, run, clock=time.perf_counter_ns, warm_ns: int = PROBE_WARM_NS, budget: int = PROBE_BUDGET):
         self.inner = run
         self.clock = clock
         self.warm_ns = warm_ns
-        self.probe_t0 = 0
+        self.budget = budget
         self.serial = False  # the setting in use
         self.recent = (deque(maxlen=RECENT), deque(maxlen=RECENT))  # ns: [workers, serial]
         self.medians: list[float | None] = [None, None]  # of recent[0], recent[1]
         self.count = 0
         self.interval = 1
         self.next_probe = 2
+        self.probe_n = 0  # invokes into the probe running (0: none)
+        self.probe_t0 = 0
+        self.probe_cost = 0  # ns: the last probe's invokes
+        self.spent = 0  # ns: invokes with the setting in use since the last probe
+        self.gate = 0  # ns: spent before the next probe may start
 
     def __call__(self) -> None:
         if _FORCED[0] is not None:
             return self.inner()
         self.count += 1
-        probe = self.count >= self.next_probe
+        probe = self.probe_n > 0 or (self.count >= self.next_probe and self.spent >= self.gate)
         serial = int(self.serial != probe)
         _STATE[0] = serial
         t0 = self.clock()
@@ -115,16 +127,24 @@ class TeamPolicy:
         finally:
             _STATE[0] = 0
         dt = self.clock() - t0
-        if probe:
-            if self.count == self.next_probe:
-                self.probe_t0 = t0
-            warming = self.count - self.next_probe < PROBE_WARM_MAX and t0 - self.probe_t0 < self.warm_ns
-            if self.count == self.next_probe or warming:
+        if not probe:
+            self.spent += dt
+        else:
+            self.probe_n += 1
+            if self.probe_n == 1:
+                self.probe_t0, self.probe_cost = t0, 0
+            self.probe_cost += dt
+            warming = self.probe_n <= PROBE_WARM_MAX and t0 - self.probe_t0 < self.warm_ns
+            if self.probe_n == 1 or warming:
                 return  # a probe's first invokes wake the other setting up (sleeping workers): not recorded
+            n, self.probe_n = self.probe_n, 0
             prev = self.recent[1 - serial]
             in_use = self.medians[1 - serial] = _median(prev) if prev else None
-            self.interval = 2 if in_use is None or dt < in_use else min(2 * self.interval, MAX_INTERVAL)
+            promising = in_use is None or dt < in_use
+            self.interval = 2 if promising else min(2 * self.interval, MAX_INTERVAL)
             self.next_probe = self.count + self.interval
+            self.spent = 0
+            self.gate = 0 if promising else self.budget * max(0, self.probe_cost - n * in_use)
         recent = self.recent[serial]
         full = len(recent) == RECENT
         recent.append(dt)
