@@ -72,9 +72,12 @@ def test_quantized_matches_official(isa_level, g, kind):
     check(*_quant_case(g, kind))
 
 
-# The shapes of MobileNet's depthwise layers (3x3, stride 1 and 2, SAME, RELU6), wide enough for several pixel tiles.
+# The shapes of MobileNet's depthwise layers (3x3, stride 1 and 2, SAME, RELU6), wide enough for several pixel tiles;
+# even sizes at stride 2 (no left padding: the interior starts at pixel 0) and rows of 3, 6, 7 and 14 pixels (a last
+# tile of 1-3 pixels; a row narrower than a tile).
 MOBILE = [dict(n=1, h=h, w=h, ci=ci, dm=1, kh=3, kw=3, sh=s, sw=s, dh=1, dw=1, padding="SAME", act="RELU6", seed=s0)
-          for (h, ci, s, s0) in [(12, 16, 1, 1), (13, 48, 2, 2), (6, 144, 1, 3), (9, 40, 2, 4), (7, 27, 1, 5)]]
+          for (h, ci, s, s0) in [(12, 16, 1, 1), (13, 48, 2, 2), (6, 144, 1, 3), (9, 40, 2, 4), (7, 27, 1, 5),
+                                 (12, 48, 2, 6), (6, 64, 2, 7), (28, 19, 2, 8), (3, 40, 1, 9)]]
 
 
 @pytest.mark.parametrize("g", MOBILE, ids=lambda g: f"{g['h']}x{g['ci']}s{g['sh']}")
@@ -172,7 +175,9 @@ BANDED = [dict(n=n, h=h, w=w, ci=ci, dm=dm, kh=kh, kw=kw, sh=s, sw=s, dh=d, dw=d
                seed=seed)
           for (n, h, w, ci, dm, kh, kw, s, d, seed) in [
               (1, 12, 9, 16, 1, 3, 3, 1, 1, 1), (2, 13, 11, 19, 1, 3, 3, 2, 1, 2), (1, 10, 7, 8, 2, 5, 3, 1, 1, 3),
-              (2, 9, 9, 13, 1, 3, 5, 2, 2, 4), (1, 11, 6, 33, 2, 2, 4, 1, 2, 5)]]
+              (2, 9, 9, 13, 1, 3, 5, 2, 2, 4), (1, 11, 6, 33, 2, 2, 4, 1, 2, 5),
+              # stride 2 without left padding (the interior from pixel 0, 1 right-edge pixel); 7-pixel rows
+              (1, 12, 14, 48, 1, 3, 3, 2, 1, 6), (1, 9, 7, 40, 1, 3, 3, 1, 1, 7)]]
 
 
 @pytest.mark.parametrize("budget", [(1, 1), (1, 3), (3000, 1)])

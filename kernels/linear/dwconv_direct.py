@@ -65,7 +65,7 @@ def dwconv_f32_direct(x, w, bias, out, geo, lim, tl, n0, n1, y0, y1):
             T = _taps(tl, 0, KW, C, W, dh, dw, kyl, kyh, 0, KW)
             xrow = (n * H + iy0 + kyl * dh) * W  # the pixel index of the first tap row's column 0
             orow = (n * OH + oy) * OW * C
-            f32_pixels(xf, (xrow - pl) * C, xstep, tl[0, :T], wf, tl[1, :T], C, bias, of, orow, xa, xe, xa, lim)
+            f32_pixels(xf, (xrow - pl) * C, xstep, tl[0, :T], wf, tl[1, :T], C, bias, of, orow, xa, xe, lim)
             for ox in range(OW):  # the edge pixels, each with its own taps
                 if xa <= ox < xe:
                     continue

@@ -338,8 +338,11 @@ def _make_int_rows3_tile(pt: int, sw: int):
 PT = 4  # pixels per tile
 dw_rows3_s1 = _make_int_rows3_tile(PT, 1)
 dw_rows3_s2 = _make_int_rows3_tile(PT, 2)
+# (a row's last 1-3 pixels: tiles of their own instead of a PT tile moved back over pixels already computed)
+dw_rows3_s1_1, dw_rows3_s1_2, dw_rows3_s1_3 = (_make_int_rows3_tile(pt, 1) for pt in (1, 2, 3))
+dw_rows3_s2_1, dw_rows3_s2_2, dw_rows3_s2_3 = (_make_int_rows3_tile(pt, 2) for pt in (1, 2, 3))
 dw_f32_tile4 = _make_f32_tile(PT)
-dw_f32_tile1 = _make_f32_tile(1)
+dw_f32_tile1, dw_f32_tile2, dw_f32_tile3 = (_make_f32_tile(pt) for pt in (1, 2, 3))
 dw_int_tile4, dw_int_tile1 = _make_int_tile(PT, "auto"), _make_int_tile(1, "auto")
 
 
@@ -352,9 +355,9 @@ def dwconv_f32_simd(xp, w, bias, out, geo, toff, lim):
     xf, wf, of = xp.reshape(xp.size), w.reshape(w.size), out.reshape(out.size)
     z = OW - OW  # 0 as a run-time int64
     for n in range(N):
-        for oy in range(OH):  # tiles of PT pixels, the last one moved back to end at OW; single pixels if OW < PT
+        for oy in range(OH):  # tiles of PT pixels, the last 1-3 by a tile of their size (f32_pixels)
             xrow, orow = ((n * HP + oy * geo[0]) * WP) * C, ((n * OH + oy) * OW) * C
-            f32_pixels(xf, xrow, geo[1] * C, toff, wf, C, C, bias, of, orow, z, OW, z, lim)
+            f32_pixels(xf, xrow, geo[1] * C, toff, wf, C, C, bias, of, orow, z, OW, lim)
 
 
 @njit(cache=True, inline="always")
@@ -403,20 +406,48 @@ def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin,
         if c0 < nvec < c0 + nch:
             nch = nvec - c0
         kind = 0 if c0 < nvec else 1
-        rows3 = kind == 0 and nch == VL and ys != 0 and tiles
+        if kind == 0 and nch == VL and ys != 0:
+            _rows3_pixels(xf, xrow, xstep, C, ys, T // 3, wf, c0, of, orow, a, b, prm, qmin, qmax)
+            c0 += nch
+            continue
         for t in range(count):
             ox = min(a + t * PT, b - PT) if tiles else a + t
             xoff = xrow + ox * xstep + c0
             ooff = orow + ox * C + c0
-            if rows3:
-                if xstep == C:
-                    dw_rows3_s1(xf, xoff, C, ys, T // 3, wf, c0, of, ooff, prm, qmin, qmax)
-                else:
-                    dw_rows3_s2(xf, xoff, C, ys, T // 3, wf, c0, of, ooff, prm, qmin, qmax)
-            else:
-                _int_tile(tiles, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of,
-                          ooff, nch, prm)
+            _int_tile(tiles, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
+                      nch, prm)
         c0 += nch
+
+
+@njit(cache=True, inline="always")
+def _rows3_pixels(xf, xrow, xstep, C, ys, nrow, wf, c0, of, orow, a, b, prm, qmin, qmax):
+    """_q_pixels' rows3 tiles for one 16-channel block of pixels [a, b): PT pixels at a time, then the last 1-3 by a
+    tile of their size (each pixel computed once: on 6 x 6 and 3 x 3 images a moved-back tile and single generic
+    pixels had cost MobileNetV2's stride-2 and small layers 1.2-1.6x XNNPACK's time)."""
+    ox = a
+    while ox + PT <= b:
+        xoff, ooff = xrow + ox * xstep + c0, orow + ox * C + c0
+        if xstep == C:
+            dw_rows3_s1(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+        else:
+            dw_rows3_s2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+        ox += PT
+    r = b - ox
+    if r > 0:
+        xoff, ooff = xrow + ox * xstep + c0, orow + ox * C + c0
+        if xstep == C:
+            if r == 1:
+                dw_rows3_s1_1(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+            elif r == 2:
+                dw_rows3_s1_2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+            else:
+                dw_rows3_s1_3(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+        elif r == 1:
+            dw_rows3_s2_1(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+        elif r == 2:
+            dw_rows3_s2_2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+        else:
+            dw_rows3_s2_3(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
 
 
 @njit(cache=True, inline="always")
@@ -456,40 +487,44 @@ def last_block(c0, C):
 
 
 @njit(cache=True, nogil=True)
-def f32_pixels(xf, xrow, xstep, toff, wf, ws, C, bias, of, orow, a, b, lo, lim):
-    """Float32 output pixels ox in [a, b) of one output row whose windows start at xf[xrow + ox * xstep] (tiled as
-    in _q_pixels); tap t's weights at t * ws, or at ws[t] when ws is an array (dwconv_direct's tables)."""
+def f32_pixels(xf, xrow, xstep, toff, wf, ws, C, bias, of, orow, a, b, lim):
+    """Float32 output pixels ox in [a, b) of one output row whose windows start at xf[xrow + ox * xstep]: tiles of PT
+    pixels, then the last 1-3 by a tile of their size (every pixel computed once; the same operations in the same
+    order whatever the tile); tap t's weights at t * ws, or at ws[t] when ws is an array (dwconv_direct's tables)."""
     T = toff.size
-    tiles = b - lo >= PT
-    count = (b - a + PT - 1) // PT if tiles else b - a
     for c in range(0, C, VL):
         c0, nch = last_block(c, C)
-        for t in range(count):
-            ox = min(a + t * PT, b - PT) if tiles else a + t
-            if tiles:
-                dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, ws, bias, c0, of, orow + ox * C + c0, C,
-                             lim[0], lim[1], nch)
-            else:
-                dw_f32_tile1(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, ws, bias, c0, of, orow + ox * C + c0, C,
-                             lim[0], lim[1], nch)
+        ox = a
+        while ox + PT <= b:
+            dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, ws, bias, c0, of, orow + ox * C + c0, C,
+                         lim[0], lim[1], nch)
+            ox += PT
+        r = b - ox
+        xoff, ooff = xrow + ox * xstep + c0, orow + ox * C + c0
+        if r == 1:
+            dw_f32_tile1(xf, xoff, xstep, toff, T, wf, ws, bias, c0, of, ooff, C, lim[0], lim[1], nch)
+        elif r == 2:
+            dw_f32_tile2(xf, xoff, xstep, toff, T, wf, ws, bias, c0, of, ooff, C, lim[0], lim[1], nch)
+        elif r == 3:
+            dw_f32_tile3(xf, xoff, xstep, toff, T, wf, ws, bias, c0, of, ooff, C, lim[0], lim[1], nch)
 
 
 @njit(cache=True, inline="always")
 def _interior(H, W, KH, KW, OH, OW, WP, geo):
-    """Where a banded driver reads the input in place: output rows [y0, y1), pixels [xa, xe) (whole PT tiles, >= PT
-    from the left) whose windows lie inside the image; the others read padded columns [0, c_lo), [c_hi, WP)
-    (y1 = y0, nothing in place, for a depth multiplier other than 1 or fewer than PT such pixels)."""
+    """Where a banded driver reads the input in place: output rows [y0, y1), pixels [xa, xe) (at least PT) whose
+    windows lie inside the image; the others read padded columns [0, c_lo), [c_hi, WP): the edge pixels' windows
+    (y1 = y0, nothing in place, for a depth multiplier other than 1 or fewer than PT such pixels). (The interior
+    had started at pixel PT or later and ended on a whole tile: the edges' scratch columns, copied for every band,
+    had cost stride-2 layers without left padding 9 + 9 columns a row where 0 + 3 are needed.)"""
     sh, sw, dh, dw, pt, pl, dm = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     y0 = (pt + sh - 1) // sh
     y1 = max(min((H - 1 + pt - (KH - 1) * dh) // sh + 1, OH), y0)
-    x0 = min((pl + sw - 1) // sw, OW)
-    x1 = max(min((W - 1 + pl - (KW - 1) * dw) // sw + 1, OW), x0)
-    xa = max(x0, PT)
-    xe = xa + max(x1 - xa, 0) // PT * PT
+    xa = min((pl + sw - 1) // sw, OW)
+    xe = max(min((W - 1 + pl - (KW - 1) * dw) // sw + 1, OW), xa)
     if dm != 1 or xe - xa < PT:
         y1 = y0
-    c_lo = (xa - 1) * sw + (KW - 1) * dw + 1
-    c_hi = max(min(xe, OW - PT), 0) * sw if xe < OW else WP
+    c_lo = (xa - 1) * sw + (KW - 1) * dw + 1 if xa > 0 else 0
+    c_hi = xe * sw if xe < OW else WP
     return y0, y1, xa, xe, c_lo, c_hi
 
 
@@ -545,11 +580,11 @@ def dwconv_f32_simd_banded(x, xb, sb, s, w, bias, out, geo, toff, toff_x, lim):
             for r in range(nb):
                 srow, orow, xrow = _row_offsets(n, oy0 + r, r, geo, H, W, WP, OH, OW, C)
                 if inner:
-                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, z, xa, z, lim)
-                    f32_pixels(xf, xrow, xstep, toff_x, wf, C, C, bias, of, orow, xa, xe, xa, lim)
-                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, xe, OW, z, lim)
+                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, z, xa, lim)
+                    f32_pixels(xf, xrow, xstep, toff_x, wf, C, C, bias, of, orow, xa, xe, lim)
+                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, xe, OW, lim)
                 else:
-                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, z, OW, z, lim)
+                    f32_pixels(sf, srow, xstep, toff, wf, C, C, bias, of, orow, z, OW, lim)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -578,7 +613,7 @@ def dwconv_q_simd_banded(x, xb, sb, s, w, bias, wsum, out, be, geo, toff, toff_x
                     _q_pixels(xf, xrow, xstep, toff_x, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow,
                               xa, xe, xa, prm)
                     _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, xe,
-                              OW, z, prm)
+                              OW, xe, prm)
                 else:
                     _q_pixels(sf, srow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, z,
                               OW, z, prm)
