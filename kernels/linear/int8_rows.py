@@ -39,9 +39,14 @@ def _copy16(typingctx, dst, d, src, s, flip):
 
 @njit(cache=True, inline="always")
 def copy_flipped(af, d, xf, s, n, fl):
-    """af[d:d + n] = xf[s:s + n] ^ fl as bytes (unsigned indices, so that LLVM vectorizes the loop)."""
-    for i in range(n):
-        af[np.uint64(d + i)] = np.uint8(xf[np.uint64(s + i)]) ^ fl
+    """af[d:d + n] = xf[s:s + n] ^ fl as bytes: 16-byte vectors, then byte by byte. (A plain byte loop was left
+    scalar by LLVM where inlined into the K x K drivers' pad_flipped: ~18 % of a 32x32x16 -> 16 3x3 int8 layer.)"""
+    i = 0
+    while i + 16 <= n:
+        _copy16(af, d + i, xf, s + i, fl)
+        i += 16
+    for j in range(i, n):
+        af[np.uint64(d + j)] = np.uint8(xf[np.uint64(s + j)]) ^ fl
 
 
 @njit(cache=True, inline="always")
