@@ -265,24 +265,38 @@ def _row_max_and_sum(row, table, signed):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def softmax_q8(x, out, table, signed, out_scale, zero_point, lo, hi, truncate):
+def softmax_q8(x, out, table, signed, out_scale, zero_point, lo, hi, truncate, e):
     """Optimized 8-bit SOFTMAX: float exp table indexed by (255 - row max + x), float32 normalisation.
 
     x: (rows, n) raw bytes (signed: int8 data); out: raw unsigned view of the output type. `truncate` selects
-    the uint8-output rounding (add 0.5 and truncate, no zero point) instead of std::round + zero point."""
+    the uint8-output rounding (add 0.5 and truncate, no zero point) instead of std::round + zero point. e: a float32
+    scratch of n: the row's table values, kept by the (sequential) sum so that the last loop has no table lookups
+    and vectorizes. Every p = e * inv is >= 0 (e > 0, inv > 0): std::round is trunc, + 1 from a fraction of 0.5; p
+    is limited to 2^16 before its integer conversion (any value from there clamps to hi)."""
     rows, n = x.shape
     scale = np.float32(out_scale)
+    cap = np.float32(65536.0)
     for r in range(rows):
-        _, base, s = _row_max_and_sum(x[r], table, signed)
-        inv = np.float32(1.0) / (s * scale)
+        mx = -1000
         for j in range(n):
-            v = _byte_value(x[r, j], signed)
-            p = table[base + v] * inv
-            if truncate:
-                q = np.int64(p + np.float32(0.5))
-            else:
-                q = np.int64(fx.round_half_away(p)) + zero_point
-            out[r, j] = min(max(q, lo), hi)
+            mx = max(mx, _byte_value(x[r, j], signed))
+        base = 255 - mx
+        s = np.float32(0.0)
+        for j in range(n):
+            v = table[base + _byte_value(x[r, j], signed)]
+            e[j] = v
+            s += v
+        inv = np.float32(1.0) / (s * scale)
+        if truncate:
+            for j in range(n):
+                q = np.int32(min(e[j] * inv + np.float32(0.5), cap))
+                out[r, j] = min(max(q, lo), hi)
+        else:
+            for j in range(n):
+                p = min(e[j] * inv, cap)
+                t = np.trunc(p)
+                t = t + np.float32(1.0) if p - t >= np.float32(0.5) else t
+                out[r, j] = min(max(np.int32(t) + zero_point, lo), hi)
 
 
 @njit(cache=True, nogil=True)
@@ -392,7 +406,7 @@ def _softmax(ctx: PrepareContext) -> None:
     info = np.iinfo(out.dtype)
     ctx.call(softmax_q8, ctx.view(x, (rows, n), np.uint8), ctx.view(out, (rows, n), raw_view_dtype(out.dtype)),
              _exp_table(x.scale, float(f32(beta))), int(x.dtype == np.int8), out.scale, out.zero_point,
-             int(info.min), int(info.max), int(out.dtype == np.uint8))
+             int(info.min), int(info.max), int(out.dtype == np.uint8), ctx.temp((n,), np.float32))
 
 
 def _log_softmax(ctx: PrepareContext) -> None:
