@@ -386,9 +386,10 @@ def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, a, b, lo, prm):
-    """Output pixels ox in [a, b) of a row (pixel 0 at of[orow]), windows at xf[xrow + ox * xstep] + toff: tiles of
-    PT, the last moved back to end at b, not before lo (recomputing pixels), single pixels when b - lo < PT; whole
-    half-up blocks of 3-tap window rows (stride 1 or 2 along x; row step ys read off toff) use the rows3 tiles."""
+    """Output pixels ox in [a, b) of a row (pixel 0 at of[orow]), windows at xf[xrow + ox * xstep] + toff: whole
+    half-up blocks of 3-tap window rows (stride 1 or 2 along x; row step ys read off toff) use the rows3 tiles, each
+    pixel once (_rows3_pixels); other blocks tiles of PT, the last moved back to end at b, not before lo
+    (recomputing pixels), single pixels when b - lo < PT."""
     T = toff.size
     ys = 0
     if T % 3 == 0 and (xstep == C or xstep == 2 * C) and xf.dtype == wf.dtype:
