@@ -155,6 +155,11 @@ def schedule_q(ctx, x, w, bias, wsum, out, geo, zp_in, mult, shift, zp_out, qmin
     if has("avx2") and (nvec == 0 or (-31 <= int(sv.min()) and int(sv.max()) <= 31)):
         toff = _tap_offsets(xp, KH, KW, int(g[2]), int(g[3]))
         nblocks = max(-(-nvec // 16), 1)
+        fv = const_values(w)
+        if fv is not None and fv.dtype == np.int8 and x.dtype == np.int8:
+            # widened once here: the tiles load the 16 weights of a tap as int32 lanes instead of sign-extending
+            # them in every tile (a shuffle each on x86, beside the inputs' own)
+            w = ctx.const(np.ascontiguousarray(fv, np.int32))
         bv, wv = const_values(bias), const_values(wsum)
         if bv is not None and wv is not None:  # bias - zp_in * wsum and the output-stage parameters at prepare
             e = np.asarray(bv, np.int64) - int(zp_in) * np.asarray(wv, np.int64)

@@ -38,7 +38,7 @@ from lite_numba.kernels.linear.simd_int8_narrow import maddwd
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 _v8i, _v16s = ir.VectorType(ir.IntType(32), 8), ir.VectorType(ir.IntType(16), VL)
 _HALVES = (0xFFFF, -65536)  # the even / odd int16 of an int32 lane
@@ -151,10 +151,10 @@ def _make_int_tile(pt: int, kind: str):
     """tile(x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out, ooff, ostep,
     nch, prm): acc = be[c0 + j] + sum_t ext(x[xoff + p * xstep + toff[t] + j]) * sext(w[t * wstride + c0 + j]) in
     wrapping int32; out[ooff + p * ostep + j] = clamp(requantize(acc, ...) + zp_out, qmin, qmax) for p < pt,
-    j < nch; x int8 / uint8, w int8 / int16, out int8 / uint8. kind, the block's rounding: "up", "away", "mixed"
-    (half up below nvec) or "auto" (_q_pixels', whose blocks never straddle nvec: "up" below nvec, else "away", at
-    run time). "up" takes its parameters from prm (simd_int8's output stage, channel_params); "up" and "auto"
-    tiles start from 0 and add be in the "away" stage."""
+    j < nch; x int8 / uint8, w int8 / int16 (or int8 values widened to int32, dwconv.schedule_q), out int8 / uint8.
+    kind, the block's rounding: "up", "away", "mixed" (half up below nvec) or "auto" (_q_pixels', whose blocks never
+    straddle nvec: "up" below nvec, else "away", at run time). "up" takes its parameters from prm (simd_int8's
+    output stage, channel_params); "up" and "auto" tiles start from 0 and add be in the "away" stage."""
 
     @intrinsic
     def tile(typingctx, x, xoff, xstep, toff, ntap, w, wstride, be, c0, mult, shift, nvec, zp_out, qmin, qmax, out,
@@ -212,9 +212,11 @@ def _make_int_tile(pt: int, kind: str):
                     t = loop.index
                     to = builder.load(_gep(builder, ptoff, t, _i64))
                     wraw = ld_tap(_gep(builder, pw, builder.mul(t, wstride_), wt), vw)
-                    w32 = builder.bitcast(wraw if wt.width == 16 else builder.sext(wraw, _v16s), _v8i)
+                    w16 = wraw if wt.width == 16 else (builder.trunc(wraw, _v16s) if wt.width == 32 else
+                                                         builder.sext(wraw, _v16s))
+                    w32 = builder.bitcast(w16, _v8i)
                     wh = [builder.bitcast(builder.and_(w32, ir.Constant(_v8i, [m] * 8)), _v16s) for m in _HALVES]
-                    wv = builder.sext(wraw, _v16i)
+                    wv = wraw if wt.width == 32 else builder.sext(wraw, _v16i)
                     for p in range(pt):
                         raw = ld_tap(_gep(builder, xs[p], to, xt), vx)
                         if eo is not None:
@@ -302,18 +304,21 @@ def _make_int_rows3_tile(pt: int, sw: int):
             v16i8 = ir.VectorType(ir.IntType(8), VL)
             # (int8 x, w and out; the bitcasts keep the IR valid for other types, which never reach this tile)
             px = builder.bitcast(_data_ptr(context, builder, sig.args[0], x_), i8p)
-            pw = _gep(builder, builder.bitcast(_data_ptr(context, builder, sig.args[5], w_), i8p), c0_, ir.IntType(8))
+            wt = _llvm_int(sig.args[5].dtype)
+            pw = _gep(builder, builder.bitcast(_data_ptr(context, builder, sig.args[5], w_), wt.as_pointer()), c0_, wt)
             po = builder.bitcast(_data_ptr(context, builder, sig.args[7], out_), i8p)
 
-            def load16(ptr):
+            def load16(ptr, width=8):  # 16 lanes as int32: int8 bytes sign-extended, int32 weights as they are
+                if width == 32:
+                    return builder.load(builder.bitcast(ptr, _v16i.as_pointer()), align=4)
                 return builder.sext(builder.load(builder.bitcast(ptr, v16i8.as_pointer()), align=1), _v16i)
 
             accs = [cgutils.alloca_once_value(builder, ir.Constant(_v16i, None)) for _ in range(pt)]
             with cgutils.for_range(builder, nrow_) as loop:
                 ky = loop.index
                 xr = _gep(builder, px, builder.add(xoff_, builder.mul(ky, ys_)), ir.IntType(8))
-                wr = _gep(builder, pw, builder.mul(builder.mul(ky, _i(3)), C_), ir.IntType(8))
-                wv = [load16(_gep(builder, wr, builder.mul(C_, _i(k)), ir.IntType(8))) for k in range(3)]
+                wr = _gep(builder, pw, builder.mul(builder.mul(ky, _i(3)), C_), wt)
+                wv = [load16(_gep(builder, wr, builder.mul(C_, _i(k)), wt), wt.width) for k in range(3)]
                 cols = [load16(_gep(builder, xr, builder.mul(C_, _i(j)), ir.IntType(8))) for j in range(ncol)]
                 for p in range(pt):
                     acc = builder.load(accs[p])
@@ -384,6 +389,17 @@ def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
             channel_params(prm, p64, c, 0, 0, 0, 0)
 
 
+def _rows3_types(xf, wf):
+    """Whether the rows3 tiles take these operands (a constant at compile time): int8 inputs with int8 weights, or
+    with int8 weights widened to int32 (dwconv.schedule_q's constant filters: no widening in the tile)."""
+
+
+@overload(_rows3_types, inline="always")
+def _rows3_types_impl(xf, wf):
+    ok = xf.dtype == wf.dtype or (xf.dtype == types.int8 and wf.dtype == types.int32)
+    return lambda xf, wf: ok
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, a, b, lo, prm):
     """Output pixels ox in [a, b) of a row (pixel 0 at of[orow]), windows at xf[xrow + ox * xstep] + toff: whole
@@ -392,7 +408,7 @@ def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin,
     (recomputing pixels), single pixels when b - lo < PT."""
     T = toff.size
     ys = 0
-    if T % 3 == 0 and (xstep == C or xstep == 2 * C) and xf.dtype == wf.dtype:
+    if T % 3 == 0 and (xstep == C or xstep == 2 * C) and _rows3_types(xf, wf):
         ys = toff[3] if T > 3 else 1
         for t in range(T):
             if toff[t] != (t // 3) * ys + (t % 3) * C:
