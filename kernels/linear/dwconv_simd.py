@@ -390,8 +390,8 @@ def _q_params(bias, wsum, zp_in, mult, shift, zp_out, nvec, be, prm):
 
 
 def _rows3_types(xf, wf):
-    """Whether the rows3 tiles take these operands (a constant at compile time): int8 inputs with int8 weights, or
-    with int8 weights widened to int32 (dwconv.schedule_q's constant filters: no widening in the tile)."""
+    """Whether the rows3 tiles take these operands (known at compile time): int8 inputs with int8 weights or with
+    int8 weights widened to int32 (dwconv.schedule_q's constant filters)."""
 
 
 @overload(_rows3_types, inline="always")
@@ -402,10 +402,13 @@ def _rows3_types_impl(xf, wf):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, a, b, lo, prm):
-    """Output pixels ox in [a, b) of a row (pixel 0 at of[orow]), windows at xf[xrow + ox * xstep] + toff: whole
-    half-up blocks of 3-tap window rows (stride 1 or 2 along x; row step ys read off toff) use the rows3 tiles, each
-    pixel once (_rows3_pixels); other blocks tiles of PT, the last moved back to end at b, not before lo
-    (recomputing pixels), single pixels when b - lo < PT."""
+    """Output pixels ox in [a, b) of a row (pixel 0 at of[orow]), windows at xf[xrow + ox * xstep] + toff, PT pixels
+    at a time through every channel block (pixels outer: a tile's input columns are read as whole pixels, which the
+    hardware prefetchers follow; blocks outer had walked the image once per block at a pitch of C bytes, 1.6x
+    XNNPACK's time on MobileNetV2's 112 x 112 x 96 layer), then the row's last 1-3 pixels: whole half-up blocks of
+    3-tap window rows (stride 1 or 2 along x; row step ys read off toff) use the rows3 tiles, the last pixels by a
+    tile of their size (each pixel once); other blocks the generic tiles, the last one moved back to end at b, not
+    before lo (recomputing pixels; single pixels when b - lo < PT). Same tiles, same bytes, whatever the order."""
     T = toff.size
     ys = 0
     if T % 3 == 0 and (xstep == C or xstep == 2 * C) and _rows3_types(xf, wf):
@@ -413,58 +416,62 @@ def _q_pixels(xf, xrow, xstep, toff, wf, C, be, mult, shift, nvec, zp_out, qmin,
         for t in range(T):
             if toff[t] != (t // 3) * ys + (t % 3) * C:
                 ys = 0
-    tiles = b - lo >= PT  # tiles of PT pixels, else single pixels
-    count = (b - a + PT - 1) // PT if tiles else b - a
-    # channel pieces: blocks of 16; a block with channels on both sides of nvec runs as two pieces (half up below
-    # nvec, half away from zero from it), so every tile rounds one way
+    ox = a
+    while ox + PT <= b:
+        _q_blocks(xf, xrow, xstep, toff, T, ys, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, ox, PT,
+                  False, prm)
+        ox += PT
+    if ox < b:  # the generic blocks' last tile moved back, or single pixels if fewer than PT since lo
+        _q_blocks(xf, xrow, xstep, toff, T, ys, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, ox, b - ox,
+                  b - lo < PT, prm)
+
+
+@njit(cache=True, inline="always")
+def _q_blocks(xf, xrow, xstep, toff, T, ys, wf, C, be, mult, shift, nvec, zp_out, qmin, qmax, of, orow, ox, r,
+              single, prm):
+    """Pixels [ox, ox + r) (r <= PT) of every channel piece: blocks of 16, one straddling nvec as two pieces (each
+    tile rounds one way). Whole half-up blocks with rows3 windows (ys != 0) run a rows3 tile of r pixels; the others
+    a generic tile of PT pixels ending at ox + r (moved back over computed pixels) or, if single, r single pixels."""
     c0 = 0
     while c0 < C:
         nch = min(VL, C - c0)
         if c0 < nvec < c0 + nch:
             nch = nvec - c0
-        kind = 0 if c0 < nvec else 1
-        if kind == 0 and nch == VL and ys != 0:
-            _rows3_pixels(xf, xrow, xstep, C, ys, T // 3, wf, c0, of, orow, a, b, prm, qmin, qmax)
-            c0 += nch
-            continue
-        for t in range(count):
-            ox = min(a + t * PT, b - PT) if tiles else a + t
-            xoff = xrow + ox * xstep + c0
-            ooff = orow + ox * C + c0
-            _int_tile(tiles, xf, xoff, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out, qmin, qmax, of, ooff,
-                      nch, prm)
+        if c0 < nvec and nch == VL and ys != 0:
+            _rows3_tile(xf, xrow + ox * xstep + c0, xstep, C, ys, T // 3, wf, c0, of, orow + ox * C + c0, r, prm,
+                        qmin, qmax)
+        elif single:
+            for g in range(ox, ox + r):
+                _int_tile(False, xf, xrow + g * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out,
+                          qmin, qmax, of, orow + g * C + c0, nch, prm)
+        else:
+            g = ox + r - PT
+            _int_tile(True, xf, xrow + g * xstep + c0, xstep, toff, T, wf, C, be, c0, mult, shift, nvec, zp_out,
+                      qmin, qmax, of, orow + g * C + c0, nch, prm)
         c0 += nch
 
 
 @njit(cache=True, inline="always")
-def _rows3_pixels(xf, xrow, xstep, C, ys, nrow, wf, c0, of, orow, a, b, prm, qmin, qmax):
-    """_q_pixels' rows3 tiles for one 16-channel block of pixels [a, b): PT pixels at a time, then the last 1-3 by a
-    tile of their size (each pixel computed once: on 6 x 6 and 3 x 3 images a moved-back tile and single generic
-    pixels had cost MobileNetV2's stride-2 and small layers 1.2-1.6x XNNPACK's time)."""
-    ox = a
-    while ox + PT <= b:
-        xoff, ooff = xrow + ox * xstep + c0, orow + ox * C + c0
-        if xstep == C:
+def _rows3_tile(xf, xoff, xstep, C, ys, nrow, wf, c0, of, ooff, r, prm, qmin, qmax):
+    """The rows3 tile of r (1 to PT) pixels for stride xstep / C (1 or 2): a row's last 1-3 pixels by a tile of their
+    size (a moved-back tile had cost MobileNetV2's 6 x 6 and 3 x 3 layers 1.2-1.6x XNNPACK's time)."""
+    if xstep == C:
+        if r == PT:
             dw_rows3_s1(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
-        else:
-            dw_rows3_s2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
-        ox += PT
-    r = b - ox
-    if r > 0:
-        xoff, ooff = xrow + ox * xstep + c0, orow + ox * C + c0
-        if xstep == C:
-            if r == 1:
-                dw_rows3_s1_1(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
-            elif r == 2:
-                dw_rows3_s1_2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
-            else:
-                dw_rows3_s1_3(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
         elif r == 1:
-            dw_rows3_s2_1(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+            dw_rows3_s1_1(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
         elif r == 2:
-            dw_rows3_s2_2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+            dw_rows3_s1_2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
         else:
-            dw_rows3_s2_3(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+            dw_rows3_s1_3(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+    elif r == PT:
+        dw_rows3_s2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+    elif r == 1:
+        dw_rows3_s2_1(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+    elif r == 2:
+        dw_rows3_s2_2(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
+    else:
+        dw_rows3_s2_3(xf, xoff, C, ys, nrow, wf, c0, of, ooff, prm, qmin, qmax)
 
 
 @njit(cache=True, inline="always")
@@ -506,17 +513,20 @@ def last_block(c0, C):
 @njit(cache=True, nogil=True)
 def f32_pixels(xf, xrow, xstep, toff, wf, ws, C, bias, of, orow, a, b, lim):
     """Float32 output pixels ox in [a, b) of one output row whose windows start at xf[xrow + ox * xstep]: tiles of PT
-    pixels, then the last 1-3 by a tile of their size (every pixel computed once; the same operations in the same
-    order whatever the tile); tap t's weights at t * ws, or at ws[t] when ws is an array (dwconv_direct's tables)."""
+    pixels through every channel block (pixels outer, as _q_pixels), then the last 1-3 by a tile of their size (every
+    pixel computed once; the same operations in the same order whatever the tile); tap t's weights at t * ws, or at
+    ws[t] when ws is an array (dwconv_direct's tables)."""
     T = toff.size
-    for c in range(0, C, VL):
-        c0, nch = last_block(c, C)
-        ox = a
-        while ox + PT <= b:
+    ox = a
+    while ox + PT <= b:
+        for c in range(0, C, VL):
+            c0, nch = last_block(c, C)
             dw_f32_tile4(xf, xrow + ox * xstep + c0, xstep, toff, T, wf, ws, bias, c0, of, orow + ox * C + c0, C,
                          lim[0], lim[1], nch)
-            ox += PT
-        r = b - ox
+        ox += PT
+    r = b - ox
+    for c in range(0, C, VL):
+        c0, nch = last_block(c, C)
         xoff, ooff = xrow + ox * xstep + c0, orow + ox * C + c0
         if r == 1:
             dw_f32_tile1(xf, xoff, xstep, toff, T, wf, ws, bias, c0, of, ooff, C, lim[0], lim[1], nch)
