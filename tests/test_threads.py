@@ -8,8 +8,8 @@ enough that num_threads=2 schedules a parallel driver (checked by name, so a thr
 leave the parallel code untested), and covers one way of splitting the work: row bands of a float GEMM /
 convolution, column panels of a one-row FULLY_CONNECTED, batches and row bands of BATCH_MATMUL, image ranges and
 row bands of the int8 GEMM (KxK im2col and pointwise), float depthwise over a banded padded input and over the
-input itself, int8 / uint8 depthwise over its banded driver. Whole models: the bundled small CNNs and MobileNet v2
-(int8 bundled, float32 built in code).
+input itself, int8 / uint8 depthwise over its banded driver, ranges of an 8-bit ADD's table lookups. Whole models:
+the bundled small CNNs and MobileNet v2 (int8 bundled, float32 built in code).
 """
 
 from __future__ import annotations
@@ -164,6 +164,21 @@ def _conv_hybrid(g):
     return data, [rng.standard_normal((g["n"], g["h"], g["w"], g["cig"])).astype(np.float32)]
 
 
+def _add_int8(shape, seed):
+    """An 8-bit ADD of same-shape inputs (the pair-table lookup); a size not a multiple of 16 has a scalar tail,
+    which the second part then holds."""
+    from lite_numba.builder import ModelBuilder
+
+    rng = np.random.default_rng(seed)
+    b = ModelBuilder()
+    x = b.add_input("x", np.int8, list(shape), quant=(0.05, -3))
+    y = b.add_input("y", np.int8, list(shape), quant=(0.08, 5))
+    z = b.add_tensor("z", np.int8, list(shape), quant=(0.1, 2))
+    b.add_op("ADD", [x, y], [z], version=2)
+    b.mark_output(z)
+    return b.build(), [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2)]
+
+
 def _fc_int4(batch, k, units, seed):
     from test_blockwise import blockwise_fc
 
@@ -180,6 +195,7 @@ CASES.update({
                                                                seed=23)), "simd"),
     "fc_int4_rows": (lambda: _fc_int4(24, 512, 96, 24), "simd"),
     "fc_int4_one_row_panels": (lambda: _fc_int4(1, 2048, 640, 25), "simd"),
+    "add_int8_pair_table_parts": (lambda: _add_int8((3, 4101), 26), "all"),
 })
 
 
@@ -209,6 +225,26 @@ def test_any_split_is_identical(monkeypatch, isa_level, kind, g):
     make = {"conv_f32": _conv_f32, "conv_int8": _conv_int8, "dw_f32": _dw_f32, "dw_int8": _dw_q,
             "conv_hybrid": _conv_hybrid}[kind]
     check_threads(*make(g), isa_level, None)
+
+
+@pytest.mark.parametrize("size, split", [(12303, 12288), (12303, 5000), (12303, 12303), (130, 128)])
+def test_pair_lookup_parts_keep_each_elements_table(size, split):
+    """pair_lookup_par's parts look every element up in the table it uses with one thread (the vector blocks'
+    below split, the scalar tail's from it), wherever split falls among the parts: two tables that differ
+    everywhere, the parts against the serial lookup."""
+    from lite_numba.kernels.elementwise.binary_neon import binary_pair_lookup, pair_lookup_par
+
+    rng = np.random.default_rng(size + split)
+    x, y = (rng.integers(0, 256, size).astype(np.uint8) for _ in range(2))
+    tneon = (np.arange(65536) % 251).astype(np.uint8)
+    tscalar = (255 - tneon).astype(np.uint8)
+    want = np.zeros(size, np.uint8)
+    binary_pair_lookup(x, y, want, tneon, tscalar, split)
+    got = np.zeros(size, np.uint8)
+    ch = np.array(threads.bands(size, 3, 64), np.int64).reshape(-1)
+    addr = threads.serial_address(binary_pair_lookup, [x, y, got, tneon, tscalar, split])
+    pair_lookup_par(addr, x, y, got, tneon, tscalar, split, ch, np.zeros(1, np.int64), 2)
+    np.testing.assert_array_equal(got, want)
 
 
 def _model_inputs(data: bytes, seed: int):
