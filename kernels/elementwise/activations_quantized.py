@@ -251,13 +251,19 @@ def _byte_value(b, signed):
 
 
 @njit(cache=True, inline="always")
-def _row_max_and_sum(row, table, signed):
-    """(max value, table base, float32 sum of table[base + v]) over one row: the first two passes of the optimized
-    8-bit SOFTMAX and LOG_SOFTMAX (the table holds the exponentials by value + 255)."""
+def _row_base(row, signed):
+    """(max value, table base 255 - max) of one row: the first pass of the optimized 8-bit SOFTMAX and LOG_SOFTMAX
+    (the table holds the exponentials by value + 255)."""
     mx = -1000
     for j in range(row.shape[0]):
         mx = max(mx, _byte_value(row[j], signed))
-    base = 255 - mx
+    return mx, 255 - mx
+
+
+@njit(cache=True, inline="always")
+def _row_max_and_sum(row, table, signed):
+    """(max value, table base, float32 sum of table[base + v]) over one row: _row_base, then the sum."""
+    mx, base = _row_base(row, signed)
     s = np.float32(0.0)
     for j in range(row.shape[0]):
         s += table[base + _byte_value(row[j], signed)]
@@ -277,12 +283,9 @@ def softmax_q8(x, out, table, signed, out_scale, zero_point, lo, hi, truncate, e
     scale = np.float32(out_scale)
     cap = np.float32(65536.0)
     for r in range(rows):
-        mx = -1000
-        for j in range(n):
-            mx = max(mx, _byte_value(x[r, j], signed))
-        base = 255 - mx
+        _, base = _row_base(x[r], signed)
         s = np.float32(0.0)
-        for j in range(n):
+        for j in range(n):  # _row_max_and_sum's sum, each value kept
             v = table[base + _byte_value(x[r, j], signed)]
             e[j] = v
             s += v
