@@ -414,6 +414,8 @@ REWRITES = {
     "FUSED_ELEMENTWISE": _lazy("elementwise.fused").FUSED_ELEMENTWISE,
     # BATCH_MATMUL -> ADD(mask) -> SOFTMAX -> BATCH_MATMUL, the key positions a -inf mask excludes skipped
     "MASKED_ATTENTION": _lazy("linear.masked_attention").MASKED_ATTENTION,
+    # float [1x1 CONV_2D ->] DEPTHWISE_CONV_2D [-> 1x1 CONV_2D] run in bands of rows (runtime/fusion_bands.py)
+    "FUSED_CONV_BANDS": _lazy("linear.conv_bands").FUSED_CONV_BANDS,
 }
 
 # Fused kernels of STABLEHLO_COMPOSITE ops, by composite name and version: (name, min version, max version, kernel),

@@ -28,7 +28,7 @@ def _fuse_away(nodes: list, kernels: list, away, into: int) -> None:
         kernels[n.index] = REWRITES["FUSED_AWAY"]
 
 
-def _rewritten(plan: SubgraphPlan, nodes: list, kernels: list, changed) -> tuple[SubgraphPlan, list]:
+def rewritten(plan: SubgraphPlan, nodes: list, kernels: list, changed) -> tuple[SubgraphPlan, list]:
     return (dataclasses.replace(plan, nodes=tuple(nodes)), kernels) if changed else (plan, kernels)
 
 
@@ -122,7 +122,7 @@ def fuse_slice_updates(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan,
         kernels[c.index] = REWRITES["SLICE_UPDATE"]
         _fuse_away(nodes, kernels, (sa, sb), c.index)
         changed = True
-    return _rewritten(plan, nodes, kernels, changed)
+    return rewritten(plan, nodes, kernels, changed)
 
 
 # --- normalization patterns -----------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def fuse_slice_updates(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan,
 # activation; the last node becomes FUSED_NORM, the others FUSED_AWAY.
 
 
-class _Graph:
+class Graph:
     def __init__(self, plan: SubgraphPlan, kernels: list):
         self.plan, self.kernels = plan, kernels
         self.producers = {o: n for n in plan.nodes for o in n.outputs if o >= 0}
@@ -198,7 +198,7 @@ class _Graph:
         return rank - 1 in axes and all(0 <= a < rank and (a == rank - 1 or shape[a] == 1) for a in axes)
 
 
-def _match_norm(g: _Graph, sq: Node):
+def _match_norm(g: Graph, sq: Node):
     """From SQUARED_DIFFERENCE(x, mean) or MUL(x, x): (final node, x, weight or -1, options, nodes) or None."""
     chain: list[Node] = []
     if sq.op_name == "MUL":
@@ -296,7 +296,7 @@ def _match_norm(g: _Graph, sq: Node):
 
 def fuse_norms(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Replace the normalization patterns (see above) by FUSED_NORM."""
-    g = _Graph(plan, kernels)
+    g = Graph(plan, kernels)
     nodes, kernels = list(plan.nodes), list(kernels)
     done: set[int] = set()
     for sq in plan.nodes:
@@ -316,7 +316,7 @@ def fuse_norms(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
         kernels[final.index] = REWRITES["FUSED_NORM"]
         _fuse_away(nodes, kernels, inner, final.index)
         done.update(n.index for n in inner + [final])
-    return _rewritten(plan, nodes, kernels, done)
+    return rewritten(plan, nodes, kernels, done)
 
 
 # --- transposed BATCH_MATMUL operands ---------------------------------------------------------------------------
@@ -328,7 +328,7 @@ def fuse_norms(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
 
 def fold_transposes(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Fold TRANSPOSE (-> RESHAPE ...) -> BATCH_MATMUL operands into the node (see above); float32 only."""
-    g = _Graph(plan, kernels)
+    g = Graph(plan, kernels)
     nodes, kernels = list(plan.nodes), list(kernels)
     changed = False
     for bmm in plan.nodes:
@@ -360,7 +360,7 @@ def fold_transposes(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, li
         nodes[bmm.index] = dataclasses.replace(bmm, inputs=tuple(inputs), options={**bmm.options, "views": views})
         _fuse_away(nodes, kernels, away, bmm.index)
         changed = True
-    return _rewritten(plan, nodes, kernels, changed)
+    return rewritten(plan, nodes, kernels, changed)
 
 
 # --- PAD folded into the convolution reading it ------------------------------------------------------------------
@@ -375,7 +375,7 @@ def fold_transposes(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, li
 # quantization) or int16 layers, a filter that is not constant, or a 1x1 filter.
 
 
-def _pad_foldable(g: _Graph, pad: Node, conv: Node) -> tuple | None:
+def _pad_foldable(g: Graph, pad: Node, conv: Node) -> tuple | None:
     """(top, bottom, left, right) when PAD / PADV2 `pad` may be folded into `conv`, which alone reads it."""
     t = pad.outputs[0] if len(pad.outputs) == 1 else -1
     if (pad.is_custom or len(pad.inputs) not in (2, 3) or any(i < 0 for i in pad.inputs) or t < 0
@@ -412,15 +412,15 @@ def _pad_foldable(g: _Graph, pad: Node, conv: Node) -> tuple | None:
     return tuple(int(v) for v in pairs[1:3].reshape(-1))
 
 
-def _builtin_kernels(*ops: str) -> set[int]:
+def builtin_kernels(*ops: str) -> set[int]:
     """The ids of the registry's kernels of ops (a user's own kernel for the op knows no explicit_padding)."""
     return {id(row[3]) for row in BUILTINS if row[0] in ops}
 
 
 def fold_pads(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Fold a spatial PAD / PADV2 read only by a CONV_2D / DEPTHWISE_CONV_2D into its padding (see above)."""
-    ours = _builtin_kernels("CONV_2D", "DEPTHWISE_CONV_2D", "PAD", "PADV2")
-    g = _Graph(plan, kernels)
+    ours = builtin_kernels("CONV_2D", "DEPTHWISE_CONV_2D", "PAD", "PADV2")
+    g = Graph(plan, kernels)
     nodes, kernels = list(plan.nodes), list(kernels)
     changed = False
     for conv in plan.nodes:
@@ -438,7 +438,7 @@ def fold_pads(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
                                                 options={**conv.options, "explicit_padding": amounts})
         _fuse_away(nodes, kernels, (pad,), conv.index)
         changed = True
-    return _rewritten(plan, nodes, kernels, changed)
+    return rewritten(plan, nodes, kernels, changed)
 
 
 # --- attention over a masked KV cache ----------------------------------------------------------------------------
@@ -452,7 +452,7 @@ def fold_pads(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
 ATTENTION_MIN_ROWS = 16
 
 
-def _attention_match(g: _Graph, bmm2: Node, ours: set[int]):
+def _attention_match(g: Graph, bmm2: Node, ours: set[int]):
     """(bmm1, add, softmax, mask, mask_first) when bmm2 ends the pattern above, else None."""
 
     def plain(n, op, n_in):
@@ -492,8 +492,8 @@ def _attention_match(g: _Graph, bmm2: Node, ours: set[int]):
 
 def fuse_masked_attention(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Replace BATCH_MATMUL -> ADD(mask) -> SOFTMAX -> BATCH_MATMUL by MASKED_ATTENTION (see above)."""
-    ours = _builtin_kernels("BATCH_MATMUL", "ADD", "SOFTMAX")
-    g = _Graph(plan, kernels)
+    ours = builtin_kernels("BATCH_MATMUL", "ADD", "SOFTMAX")
+    g = Graph(plan, kernels)
     nodes, kernels = list(plan.nodes), list(kernels)
     changed = False
     for bmm2 in plan.nodes:
@@ -509,7 +509,7 @@ def fuse_masked_attention(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPl
         kernels[bmm2.index] = REWRITES["MASKED_ATTENTION"]
         _fuse_away(nodes, kernels, (bmm1, add, sm), bmm2.index)
         changed = True
-    return _rewritten(plan, nodes, kernels, changed)
+    return rewritten(plan, nodes, kernels, changed)
 
 
 # --- a binary node with a padded operand and an activation after it -----------------------------------------------
@@ -521,7 +521,7 @@ def fuse_masked_attention(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPl
 _CLAMP_ACTS = ("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1")
 
 
-def _last_axis_pad(g: _Graph, t: int, user: Node):
+def _last_axis_pad(g: Graph, t: int, user: Node):
     """(pad node, before, after, fill) when t is a PAD / PADV2 of the last axis read only by `user`, else None."""
     pad = g.producers.get(t)
     if (pad is None or pad.op_name not in ("PAD", "PADV2") or pad.is_custom or len(pad.outputs) != 1
@@ -548,8 +548,8 @@ def _last_axis_pad(g: _Graph, t: int, user: Node):
 
 def fuse_elementwise(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Replace [PAD ->] ADD / SUB / MUL [-> RELU-family] by FUSED_ELEMENTWISE (see above)."""
-    ours = _builtin_kernels("ADD", "SUB", "MUL", "PAD", "PADV2", *_CLAMP_ACTS)
-    g = _Graph(plan, kernels)
+    ours = builtin_kernels("ADD", "SUB", "MUL", "PAD", "PADV2", *_CLAMP_ACTS)
+    g = Graph(plan, kernels)
     nodes, kernels = list(plan.nodes), list(kernels)
     changed = False
     for b in plan.nodes:
@@ -592,7 +592,7 @@ def fuse_elementwise(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, l
             # node (such a tensor is given storage for the whole run)
             nodes[act.index] = dataclasses.replace(nodes[act.index], outputs=b.outputs)
         changed = True
-    return _rewritten(plan, nodes, kernels, changed)
+    return rewritten(plan, nodes, kernels, changed)
 
 
 # --- convolution epilogues ---------------------------------------------------------------------------------------
@@ -610,14 +610,14 @@ _NODE_RANGES = {"": (-np.inf, np.inf), "RELU": (0.0, np.inf), "RELU6": (0.0, 6.0
                 "RELU_0_TO_1": (0.0, 1.0)}
 
 
-def _ready(g: _Graph, t: int, before: int) -> bool:
+def _ready(g: Graph, t: int, before: int) -> bool:
     """t holds its value before node `before` runs: a graph input or an earlier node's output (no variable)."""
     n = g.producers.get(t)
     s = g.spec(t)
     return not s.is_variable and s.data is None and (n.index < before if n is not None else t in g.plan.inputs)
 
 
-def _residual_add(g: _Graph, t: int, conv: Node, ours: set[int]):
+def _residual_add(g: Graph, t: int, conv: Node, ours: set[int]):
     """(ADD-like node, residual, (lo2, hi2)) when an ADD of t and a ready residual alone reads t, else None."""
     b = g.plan.nodes[g.uses[t][0]] if len(g.uses.get(t, [])) == 1 and t not in g.pinned else None
     if b is None or b.is_custom or len(b.inputs) != 2 or len(b.outputs) != 1 or b.inputs.count(t) != 1:
@@ -642,7 +642,7 @@ def _residual_add(g: _Graph, t: int, conv: Node, ours: set[int]):
     return b, r, (max(l1, l2), min(h1, h2), *((c0, float(b.options["fill"])) if "pad" in b.options else ()))
 
 
-def _channel_prelu(g: _Graph, v: int, conv: Node, ours: set[int]):
+def _channel_prelu(g: Graph, v: int, conv: Node, ours: set[int]):
     """(PRELU node, slopes tensor) when a PRELU with one slope per channel alone reads v, else None."""
     p = g.only_use(v, "PRELU") if len(g.uses.get(v, [])) == 1 else None
     if p is None or id(g.kernels[p.index]) not in ours or len(p.inputs) != 2 or p.inputs[0] != v or p.inputs[1] < 0:
@@ -660,8 +660,8 @@ def _channel_prelu(g: _Graph, v: int, conv: Node, ours: set[int]):
 
 def fuse_conv_epilogues(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:
     """Fold a residual ADD and / or a channel PRELU into the float CONV_2D before them (see above)."""
-    ours = _builtin_kernels("CONV_2D", "ADD", "PRELU")
-    g = _Graph(plan, kernels)
+    ours = builtin_kernels("CONV_2D", "ADD", "PRELU")
+    g = Graph(plan, kernels)
     nodes, kernels = list(plan.nodes), list(kernels)
     changed = False
     for conv in plan.nodes:
@@ -686,7 +686,7 @@ def fuse_conv_epilogues(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan
         for n, named in zip(away, (t, v)):  # each keeps a tensor no node writes now (see fuse_elementwise)
             nodes[n.index] = dataclasses.replace(nodes[n.index], outputs=(named,))
         changed = True
-    return _rewritten(plan, nodes, kernels, changed)
+    return rewritten(plan, nodes, kernels, changed)
 
 
 def fuse(plan: SubgraphPlan, kernels: list) -> tuple[SubgraphPlan, list]:

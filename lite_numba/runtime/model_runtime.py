@@ -31,6 +31,7 @@ from .control.state import ControlState
 from .errors import InvokeError
 from .executor import GraphRuntime
 from .fusion import fuse
+from .fusion_bands import fuse_conv_bands
 from .native import image
 from .profiling import Profile, profile_runtime, trace_runtime
 from .signature_io import SignatureIO
@@ -104,7 +105,7 @@ class ModelRuntime:
             raise ValueError(f"Invalid subgraph index {index}; the model has {len(self.model.subgraphs)} subgraphs")
         plan, kernels = inline_composites(self.model, index, self.kernels)  # composites rewritten (runtime.composites)
         if not self.preserve_all:  # rewrites that keep value-dependent patterns static (runtime.fusion)
-            plan, kernels = fuse(plan, kernels)
+            plan, kernels = fuse_conv_bands(*fuse(plan, kernels))
         return GraphRuntime(plan, kernels, num_threads=self.num_threads, preserve_all_tensors=self.preserve_all,
                             subgraph_index=index, host_env=self)
 
