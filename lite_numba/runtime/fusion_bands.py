@@ -33,10 +33,8 @@ def _pointwise(g: Graph, n: Node | None, ours: set[int]) -> bool:
     if (n is None or n.op_name != "CONV_2D" or n.is_custom or id(g.kernels[n.index]) not in ours
             or len(n.outputs) != 1 or n.outputs[0] < 0 or min(n.inputs[:2], default=-1) < 0):
         return False
-    ep = n.options.get("epilogue")
-    if len(n.inputs) != (5 if ep is not None else len(n.inputs)) or len(n.inputs) not in (2, 3, 5):
-        return False
-    if ep is not None and len(ep) != 2:
+    ep = n.options.get("epilogue")  # (lo, hi), or (lo, hi, c0, fill) for a residual padded along the channels
+    if (len(n.inputs) != 5 or len(ep) != 2) if ep is not None else len(n.inputs) not in (2, 3):
         return False
     f = g.spec(n.inputs[1])
     return (len(f.shape) == 4 and tuple(f.shape[1:3]) == (1, 1)
