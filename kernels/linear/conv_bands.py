@@ -47,8 +47,8 @@ BAND_BYTES: int | None = None  # the band's budget (None: half of L2); tests set
 @njit(cache=True, nogil=True)
 def conv_bands_f32(ga, a, rows, segs, seglen, bp, bias, lim1, da, e4, w, dbias, d4, geo, dlim,
                    pa, prows, psegs, pseglen, pbp, pbias, out, N3, plim, r, ldr, alpha, ep,
-                   sched, j0, j1, es, ds, g2, tl):
-    """For each band j in [j0, j1), sched[j] = [n, y0, y1, lo, hi, new]: the depthwise output rows [y0, y1) of image
+                   sched, es, ds, g2, tl):
+    """For each band j, sched[j] = [n, y0, y1, lo, hi, new]: the depthwise output rows [y0, y1) of image
     n, which read its input rows [lo, hi). With the expansion (its kernel at address ga; 0: none) those rows are in
     the band scratch es from its start: the rows [lo, new) the previous band computed are moved there, the rows
     [new, hi) computed after them; else they are read from e4. The depthwise kernel (at da) reads them with its top
@@ -60,7 +60,7 @@ def conv_bands_f32(ga, a, rows, segs, seglen, bp, bias, lim1, da, e4, w, dbias, 
     image = H * W * C
     g2[:] = geo
     prev = 0
-    for j in range(j0, j1):
+    for j in range(sched.shape[0]):
         n, y0, y1, lo, hi, new = sched[j, 0], sched[j, 1], sched[j, 2], sched[j, 3], sched[j, 4], sched[j, 5]
         if ga != 0:
             src = (lo - prev) * W * C
@@ -158,7 +158,7 @@ def _gemm_call(sub: PrepareContext, reads: Tensor, writes: Tensor):
 
 
 def _bands(ctx: PrepareContext, subs: list[PrepareContext]):
-    """(driver, its arguments) running the stages' one-thread calls in bands, or None when the stages did not
+    """conv_bands_f32's arguments running the stages' one-thread calls in bands, or None when the stages did not
     schedule what it runs or when bands would not pay (module doc)."""
     first = subs[0].op_name == "CONV_2D"
     dw = subs[1 if first else 0]
@@ -212,7 +212,7 @@ def _bands(ctx: PrepareContext, subs: list[PrepareContext]):
         tail = [serial_address(fn3, [ds, *a3[1:]]), *a3[1:9], *(a3[9:12] if ep else _placeholder_ep(ctx)), int(ep)]
     else:
         tail = [0, *_placeholder_gemm(ctx)[1:6], f1, 1, ctx.const(np.zeros(2, np.float32)), *_placeholder_ep(ctx), 0]
-    return [*head, *dpart, *tail, sched, 0, len(sched), es, ds, g2, tl]
+    return [*head, *dpart, *tail, sched, es, ds, g2, tl]
 
 
 def _placeholder_gemm(ctx: PrepareContext) -> list:
