@@ -248,8 +248,7 @@ class PrepareContext:
         return self._rt.tensor(self.node.inputs[i])
 
     def intermediate(self, i: int) -> Tensor | None:
-        """The operator's intermediate tensor i (quantization parameters of internal values, e.g. the integer
-        LSTM's gate scales), or None when it is absent."""
+        """Intermediate tensor i (internal values' quantization, e.g. the integer LSTM's gate scales) or None."""
         inter = self.node.intermediates
         if i >= len(inter) or inter[i] < 0:
             return None
@@ -278,8 +277,7 @@ class PrepareContext:
             self.fail(msg)
 
     def prepare_quantized(self) -> None:
-        """Prepare this node with its op's integer-quantized variant (the `quantized=` kernel of its registry row);
-        a float prepare calls this when its inputs are quantized."""
+        """Prepare with the op's quantized variant (its registry row's `quantized=`), for quantized inputs."""
         variant = getattr(self.kernel, "quantized", None)
         if variant is None:
             x = self.input(0)
@@ -407,8 +405,7 @@ class PrepareContext:
         return self._rt.host_env.call_subgraph(index, inputs)
 
     def bind_subgraph(self, index: int, inputs: list[np.ndarray]):
-        """Subgraph `index` prepared for the shapes of `inputs`, to be run many times without copies of its outputs
-        (host ops only; see lite_numba.runtime.model_runtime.BoundSubgraph)."""
+        """Subgraph `index` prepared for `inputs`' shapes, run many times without copies (host ops; BoundSubgraph)."""
         return self._rt.host_env.bind_subgraph(index, inputs)
 
     def lower_control_flow(self, host_reason: str | None = None) -> bool:
@@ -420,8 +417,8 @@ class PrepareContext:
         return bool(lower is not None and lower(self, self._rt, host_reason))
 
     def while_trace(self, cond: int, body: int, first: list, steps: list):
-        """The iterations of a WHILE whose loop variables change shape, replayed by one compiled call (host ops only;
-        lite_numba.runtime.control.lowering.WhileTrace), or None when a step is not compiled code only."""
+        """A WHILE whose loop variables change shape replayed by one compiled call (host ops; control.lowering
+        WhileTrace), or None when a step is not compiled code only."""
         control = getattr(self._rt.host_env, "control", None)
         return None if control is None else control.trace(cond, body, first, steps)
 
@@ -435,14 +432,17 @@ class PrepareContext:
         known only at run time (host ops' prepare; prepares the subgraph, as TFLite's WHILE and IF do)."""
         return self._rt.host_env.subgraph_output_shapes(index, inputs)
 
+    def for_node(self, node: Node, kernel: OpKernel) -> PrepareContext:
+        """A context preparing `node` with `kernel` on this node's runtime (a fused kernel prepares its stages so)."""
+        return PrepareContext(self._rt, node, kernel, None)
+
     def subgraph_signature(self, index: int) -> tuple[list, list]:
         """([(dtype, shape)] of inputs, [(dtype, shape)] of outputs) as subgraph `index` declares them."""
         return self._rt.host_env.subgraph_io(index)
 
     @property
     def resources(self) -> dict:
-        """Interpreter-wide state shared by host ops (resource variables, CALL_ONCE flags); cleared by
-        reset_all_variables()."""
+        """Interpreter-wide state host ops share (resource variables, CALL_ONCE flags); reset_all_variables() clears."""
         return self._rt.host_env.resources
 
     def set_known_value(self, i: int, value) -> None:

@@ -120,7 +120,7 @@ def _stage_contexts(ctx: PrepareContext) -> list[PrepareContext]:
     for op, version, code, n_in, out, options in ctx.options["stages"]:
         node = dataclasses.replace(ctx.node, op_name=op, version=version, builtin_code=code,
                                    inputs=ctx.node.inputs[pos:pos + n_in], outputs=(out,), options=options)
-        sub = PrepareContext(ctx._rt, node, kernels[op], None)
+        sub = ctx.for_node(node, kernels[op])
         kernels[op].prepare(sub)
         ctx.check(not (sub.in_place or sub.views or sub.sets_outputs), f"stage {op} cannot run in bands")
         subs.append(sub)

@@ -451,7 +451,7 @@ class GraphRuntime:
             if want.size != t.nbytes:
                 raise PrepareError(f"assumed value of tensor {t.name!r} has {want.size} bytes, the tensor "
                                    f"{t.nbytes}")
-            from .guards import guard_equal  # lazy: guards.py compiles with Numba, imported only to allocate
+            from ..jit.guards import guard_equal  # lazy: guards.py compiles with Numba, imported only to allocate
             ctx.calls.insert(0, Call(guard_equal, (ctx.view(t, (t.nbytes,), np.uint8), ctx.const(want))))
 
     def _after_general_invoke(self) -> None:
@@ -696,5 +696,5 @@ def _same_values(a: dict[int, np.ndarray], b: dict[int, np.ndarray] | None) -> b
 
 
 def _is_guard_failure(err: BaseException) -> bool:
-    from .guards import is_guard_failure  # lazy: guards.py imports Numba; reached only when a kernel raised
+    from ..jit.guards import is_guard_failure  # lazy: guards.py imports Numba; reached only when a kernel raised
     return is_guard_failure(err)
