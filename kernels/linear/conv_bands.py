@@ -175,7 +175,7 @@ def _bands(ctx: PrepareContext, subs: list[PrepareContext]):
         return None
     N, H, W, C = x.shape
     _, OH, OW, DC = dout.shape
-    KH, KW = dw.input(1).shape[1:3]
+    KH = dw.input(1).shape[1]
     CO = proj.output(0).shape[-1] if proj else 0
     geo = dargs[4].array
     sh = int(geo[0])
@@ -197,7 +197,7 @@ def _bands(ctx: PrepareContext, subs: list[PrepareContext]):
     es = ctx.temp((max(R * W * C, 1),), np.float32) if first else f1
     ds = ctx.temp((rows * OW * DC,), np.float32) if proj is not None else f1
     g2 = ctx.temp((6,), np.int64)
-    tl = ctx.temp((4, KH * KW), np.int64)
+    tl = dargs[6]  # the depthwise stage's own tap tables ([4, KH * KW] at one thread)
     if g1 is not None:  # gemm_packed(a, rows, segs, seglen, bp, bias, c, N, lim), c: a band of the scratch
         fn1, a1 = g1
         head = [serial_address(fn1, [*a1[:6], es, a1[7], a1[8]]), *a1[:6], a1[8]]
@@ -231,7 +231,7 @@ def _prepare(ctx: PrepareContext) -> None:
     subs = _stage_contexts(ctx)
     # one thread only: with two, banding measured no faster and its row parts recompute expanded rows
     args = _bands(ctx, subs) if ctx.num_threads == 1 else None
-    for sub in subs:  # (banded: the packed weights; the depthwise tap tables are the driver's own then)
+    for sub in subs:  # the stages' scratch (banded: the depthwise tap tables the driver passes on)
         ctx.temps.extend(sub.temps)
     if args is None:
         for sub in subs:
